@@ -1,0 +1,1 @@
+"""FGBDT-Chain: api."""

@@ -1,0 +1,347 @@
+"""Pure-Python reference of everything the FGBDT-Chain contracts compute.
+
+This module is the specification the Solidity code is checked against, bit for bit: the simulator and the party
+nodes call it, the contracts re-implement it, and the differential tests compare the two on the same inputs. It
+therefore works on Python integers only (no floats), in the project's fixed point: real values carry 18 decimals
+(``ONE`` is 1.0) and counts are plain integers. Every division truncates toward zero, as Solidity's ``/`` on
+``int256`` does (Python's ``//`` floors, which differs for negative quotients).
+
+Conventions shared with the contracts (see ``docs/protocol.md``):
+
+* A histogram of one feature has ``nbins = bins + 1`` slots: slot 0 holds the rows whose value is missing, slots
+  ``1..bins`` the value bins in increasing order. A split at threshold ``t`` sends slots ``0..t`` left and
+  ``t+1..nbins-1`` right, so missing values always go left (LightGBM's default-left).
+* ``hessian_mode`` 0 uses the hessian sums (second order), 1 uses the row counts times ``ONE`` in their place (the
+  paper's formulas, and its Table 3).
+* Votes are feature indices; ``ABSTAIN`` (-1) is a vote for nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import factorial
+
+ONE: int = 10**18
+"""Fixed-point 1.0 (18 decimals)."""
+
+ABSTAIN: int = -1
+"""A vote for no feature: the party has no valid local split at that node."""
+
+HESSIAN_SECOND_ORDER: int = 0
+HESSIAN_COUNT: int = 1
+
+INT256_MIN: int = -(2**255)
+INT256_MAX: int = 2**255 - 1
+
+
+class FixedPointOverflow(ArithmeticError):
+    """A value left the int256 range, where the contract would revert."""
+
+
+def check_int256(x: int) -> int:
+    """Return ``x`` unchanged, or raise where Solidity's checked arithmetic would revert."""
+    if x < INT256_MIN or x > INT256_MAX:
+        raise FixedPointOverflow(f"value {x} does not fit int256")
+    return x
+
+
+def tdiv(a: int, b: int) -> int:
+    """Integer division truncating toward zero, exactly as Solidity's ``a / b`` on signed integers."""
+    if b == 0:
+        raise ZeroDivisionError("division by zero (the contract would panic)")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def to_fixed(x: float) -> int:
+    """Quantise a real value to fixed point (round half to even, as ``round``); done once, by the party."""
+    return int(round(x * ONE))
+
+
+def from_fixed(q: int) -> float:
+    """Real value of a fixed-point integer (for reports and the model; never fed back into contract math)."""
+    return q / ONE
+
+
+def side_score(g: int, h: int, lam: int) -> int:
+    """``g^2 / (h + lambda)`` in fixed point, 0 when the denominator is 0 (an empty side with lambda = 0)."""
+    d = h + lam
+    if d <= 0:
+        return 0
+    return tdiv(check_int256(g * g), d)
+
+
+def split_gain(g_left: int, h_left: int, g_right: int, h_right: int, lam: int) -> int:
+    """The paper's equation 7: left score plus right score, no 1/2 factor and no parent term."""
+    return side_score(g_left, h_left, lam) + side_score(g_right, h_right, lam)
+
+
+def leaf_value(g: int, h: int, lam: int, learning_rate: int) -> int:
+    """Equation 6 times the learning rate: ``-G * lr / (H + lambda)``, 0 for an empty leaf with lambda = 0."""
+    d = h + lam
+    if d <= 0:
+        return 0
+    return tdiv(check_int256(-g * learning_rate), d)
+
+
+def hessian_of(h: int, n: int, hessian_mode: int) -> int:
+    """The value that plays the hessian in gains and leaves: the sum of h, or the count times ONE."""
+    return n * ONE if hessian_mode == HESSIAN_COUNT else h
+
+
+def top2(votes: Sequence[int], num_features: int) -> tuple[int, int]:
+    """The two candidate features of one node (NOTES 6).
+
+    Features are ranked by vote count, ties to the lower index; abstentions count for nothing. With one distinct
+    vote the second candidate is the best of the rest, which (all having zero votes) is the lowest other index.
+    With a single feature both candidates are feature 0.
+    """
+    if num_features < 1:
+        raise ValueError("num_features must be at least 1")
+    counts = [0] * num_features
+    for v in votes:
+        if v == ABSTAIN:
+            continue
+        if not 0 <= v < num_features:
+            raise ValueError(f"vote {v} is not a feature index in [0, {num_features})")
+        counts[v] += 1
+    first = 0
+    for f in range(1, num_features):
+        if counts[f] > counts[first]:
+            first = f
+    if num_features == 1:
+        return (0, 0)
+    second = 1 if first == 0 else 0
+    for f in range(num_features):
+        if f != first and counts[f] > counts[second]:
+            second = f
+    return (first, second)
+
+
+@dataclass(frozen=True)
+class Split:
+    """The best split of one node over its candidate features, as the contract records it.
+
+    ``rank`` is the position of ``feature`` among the candidates (0 or 1), ``threshold`` the last slot that goes
+    left, ``gain`` equation 7 at that split; the side sums are the aggregated (all parties) histogram sums.
+    """
+
+    rank: int
+    feature: int
+    threshold: int
+    gain: int
+    g_left: int
+    h_left: int
+    n_left: int
+    g_right: int
+    h_right: int
+    n_right: int
+
+
+@dataclass(frozen=True)
+class NodeHistograms:
+    """Aggregated histograms of one node's candidate features: ``g[k][b]``, ``h[k][b]``, ``n[k][b]``."""
+
+    features: tuple[int, ...]
+    g: tuple[tuple[int, ...], ...]
+    h: tuple[tuple[int, ...], ...]
+    n: tuple[tuple[int, ...], ...]
+
+
+def aggregate(parts: Sequence[NodeHistograms]) -> NodeHistograms:
+    """Sum the parties' histograms of one node bin by bin (they must share the candidate features)."""
+    if not parts:
+        raise ValueError("nothing to aggregate")
+    features = parts[0].features
+    for p in parts:
+        if p.features != features:
+            raise ValueError(f"candidate features differ: {p.features} != {features}")
+
+    def add(field: str) -> tuple[tuple[int, ...], ...]:
+        rows = [getattr(p, field) for p in parts]
+        return tuple(
+            tuple(sum(r[k][b] for r in rows) for b in range(len(rows[0][k]))) for k in range(len(features))
+        )
+
+    return NodeHistograms(features, add("g"), add("h"), add("n"))
+
+
+def best_split(
+    hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int = HESSIAN_SECOND_ORDER
+) -> Split | None:
+    """The best split of a node, or None when the node becomes a leaf.
+
+    Candidates are scanned in rank order and thresholds upward; only a strictly larger gain replaces the current
+    best, so ties keep the first. A threshold is valid when both sides hold at least ``min_rows`` rows. The node
+    splits only when the best gain beats the unsplit score ``G^2 / (H + lambda)`` of the same feature's totals, as
+    LightGBM requires a positive gain over the parent.
+    """
+    if min_rows < 1:
+        raise ValueError("min_rows must be at least 1")
+    best: Split | None = None
+    best_parent = 0
+    for k, feature in enumerate(hist.features):
+        gs, hs, ns = hist.g[k], hist.h[k], hist.n[k]
+        g_tot, h_tot, n_tot = sum(gs), sum(hs), sum(ns)
+        g_l = h_l = n_l = 0
+        for t in range(len(gs) - 1):
+            g_l += gs[t]
+            h_l += hs[t]
+            n_l += ns[t]
+            n_r = n_tot - n_l
+            if n_l < min_rows or n_r < min_rows:
+                continue
+            g_r, h_r = g_tot - g_l, h_tot - h_l
+            gain = split_gain(
+                g_l, hessian_of(h_l, n_l, hessian_mode), g_r, hessian_of(h_r, n_r, hessian_mode), lam
+            )
+            if best is None or gain > best.gain:
+                best = Split(k, feature, t, gain, g_l, h_l, n_l, g_r, h_r, n_r)
+                best_parent = side_score(g_tot, hessian_of(h_tot, n_tot, hessian_mode), lam)
+    if best is None or best.gain <= best_parent:
+        return None
+    return best
+
+
+def split_shapley(
+    g_left: Sequence[int], h_left: Sequence[int], g_right: Sequence[int], h_right: Sequence[int], lam: int
+) -> tuple[int, list[int]]:
+    """Exact split Shapley values (equation 8) of M parties at a fixed split, and the grand coalition's gain.
+
+    The utility of a coalition is equation 7 on its summed left/right sums (``h`` already the hessian or count
+    times ONE), the empty coalition scores 0. Each ``phi_m`` is accumulated times ``M!`` with the integer weights
+    ``|B|! (M - |B| - 1)!`` and divided once at the end, so the values add up to the gain up to M units.
+    """
+    m = len(g_left)
+    if not (len(h_left) == len(g_right) == len(h_right) == m):
+        raise ValueError("gL, hL, gR, hR must have the same length")
+    if m == 0:
+        return 0, []
+    size = 1 << m
+    sum_gl = [0] * size
+    sum_hl = [0] * size
+    sum_gr = [0] * size
+    sum_hr = [0] * size
+    utility = [0] * size
+    for mask in range(1, size):
+        low = mask & -mask
+        i = low.bit_length() - 1
+        rest = mask ^ low
+        sum_gl[mask] = sum_gl[rest] + g_left[i]
+        sum_hl[mask] = sum_hl[rest] + h_left[i]
+        sum_gr[mask] = sum_gr[rest] + g_right[i]
+        sum_hr[mask] = sum_hr[rest] + h_right[i]
+        utility[mask] = split_gain(sum_gl[mask], sum_hl[mask], sum_gr[mask], sum_hr[mask], lam)
+    weight = [factorial(s) * factorial(m - s - 1) for s in range(m)]
+    total = factorial(m)
+    phi = []
+    for p in range(m):
+        bit = 1 << p
+        acc = 0
+        for mask in range(size):
+            if mask & bit:
+                continue
+            acc += weight[bin(mask).count("1")] * (utility[mask | bit] - utility[mask])
+        phi.append(tdiv(acc, total))
+    return utility[size - 1], phi
+
+
+def voting_contribution(vote: int, split_feature: int, gain: int) -> int:
+    """kappa (NOTES 7): the split's gain when the party voted for the chosen feature, else 0."""
+    return gain if vote == split_feature else 0
+
+
+def contribution(phi: int, kappa: int, alpha: int) -> int:
+    """c = alpha * kappa + phi (equation 10), alpha in fixed point."""
+    return tdiv(alpha * kappa, ONE) + phi
+
+
+@dataclass(frozen=True)
+class Params:
+    """The task parameters the contract math needs, all integers (fixed point where real)."""
+
+    lam: int
+    learning_rate: int
+    min_rows: int
+    alpha: int
+    hessian_mode: int = HESSIAN_SECOND_ORDER
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Aggregated sums of a node: gradient, hessian and row count."""
+
+    g: int
+    h: int
+    n: int
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """What the contract records for one node of a level.
+
+    Exactly one of ``split`` and ``leaf`` is set. ``left``/``right`` are the children's totals when the node
+    splits; ``left_leaf``/``right_leaf`` their leaf values when the level was the last one. ``phi``, ``kappa`` and
+    ``contribution`` are per submitting party, in the order of ``party_hists``.
+    """
+
+    split: Split | None
+    leaf: int | None
+    left: Totals | None
+    right: Totals | None
+    left_leaf: int | None
+    right_leaf: int | None
+    phi: tuple[int, ...]
+    kappa: tuple[int, ...]
+    contribution: tuple[int, ...]
+
+
+def party_side_sums(hist: NodeHistograms, rank: int, threshold: int, hessian_mode: int) -> tuple[int, int, int, int]:
+    """One party's (gL, hL, gR, hR) at a split, ``h`` already the hessian or count times ONE."""
+    g, h, n = hist.g[rank], hist.h[rank], hist.n[rank]
+    g_l, h_l, n_l = sum(g[: threshold + 1]), sum(h[: threshold + 1]), sum(n[: threshold + 1])
+    g_r, h_r, n_r = sum(g[threshold + 1 :]), sum(h[threshold + 1 :]), sum(n[threshold + 1 :])
+    return g_l, hessian_of(h_l, n_l, hessian_mode), g_r, hessian_of(h_r, n_r, hessian_mode)
+
+
+def resolve_node(
+    party_hists: Sequence[NodeHistograms],
+    votes: Sequence[int],
+    inherited: Totals | None,
+    last_level: bool,
+    params: Params,
+) -> NodeResult:
+    """Resolve one node once its level is complete (every party submitted, or the deadline closed the step).
+
+    ``party_hists`` holds the accepted histograms of the node, one per submitting party in party order, and
+    ``votes`` the same parties' votes for the node. ``inherited`` is the node's totals from its parent's split
+    (None for the root, whose totals are the sums of candidate 0). Parties without accepted histograms take no
+    part in the split and earn nothing for it.
+    """
+    hm = params.hessian_mode
+    if len(votes) != len(party_hists):
+        raise ValueError("one vote per submitting party is required")
+    agg = aggregate(party_hists) if party_hists else None
+    if inherited is None:
+        inherited = (
+            Totals(sum(agg.g[0]), sum(agg.h[0]), sum(agg.n[0])) if agg is not None else Totals(0, 0, 0)
+        )
+    split = best_split(agg, params.lam, params.min_rows, hm) if agg is not None else None
+    if split is None:
+        value = leaf_value(inherited.g, hessian_of(inherited.h, inherited.n, hm), params.lam, params.learning_rate)
+        zeros = (0,) * len(party_hists)
+        return NodeResult(None, value, None, None, None, None, zeros, zeros, zeros)
+    sides = [party_side_sums(p, split.rank, split.threshold, hm) for p in party_hists]
+    _, phi = split_shapley(
+        [s[0] for s in sides], [s[1] for s in sides], [s[2] for s in sides], [s[3] for s in sides], params.lam
+    )
+    kappa = tuple(voting_contribution(v, split.feature, split.gain) for v in votes)
+    contrib = tuple(contribution(p, k, params.alpha) for p, k in zip(phi, kappa))
+    left = Totals(split.g_left, split.h_left, split.n_left)
+    right = Totals(split.g_right, split.h_right, split.n_right)
+    left_leaf = right_leaf = None
+    if last_level:
+        left_leaf = leaf_value(left.g, hessian_of(left.h, left.n, hm), params.lam, params.learning_rate)
+        right_leaf = leaf_value(right.g, hessian_of(right.h, right.n, hm), params.lam, params.learning_rate)
+    return NodeResult(split, None, left, right, left_leaf, right_leaf, tuple(phi), kappa, contrib)
