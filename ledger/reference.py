@@ -56,7 +56,7 @@ def tdiv(a: int, b: int) -> int:
 
 def to_fixed(x: float) -> int:
     """Quantise a real value to fixed point (round half to even, as ``round``); done once, by the party."""
-    return int(round(x * ONE))
+    return round(x * ONE)
 
 
 def from_fixed(q: int) -> float:
@@ -159,17 +159,13 @@ def aggregate(parts: Sequence[NodeHistograms]) -> NodeHistograms:
             raise ValueError(f"candidate features differ: {p.features} != {features}")
 
     def add(field: str) -> tuple[tuple[int, ...], ...]:
-        rows = [getattr(p, field) for p in parts]
-        return tuple(
-            tuple(sum(r[k][b] for r in rows) for b in range(len(rows[0][k]))) for k in range(len(features))
-        )
+        per_party = [getattr(p, field) for p in parts]
+        return tuple(tuple(map(sum, zip(*(hist[k] for hist in per_party), strict=True))) for k in range(len(features)))
 
     return NodeHistograms(features, add("g"), add("h"), add("n"))
 
 
-def best_split(
-    hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int = HESSIAN_SECOND_ORDER
-) -> Split | None:
+def best_split(hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int = HESSIAN_SECOND_ORDER) -> Split | None:
     """The best split of a node, or None when the node becomes a leaf.
 
     Candidates are scanned in rank order and thresholds upward; only a strictly larger gain replaces the current
@@ -193,9 +189,7 @@ def best_split(
             if n_l < min_rows or n_r < min_rows:
                 continue
             g_r, h_r = g_tot - g_l, h_tot - h_l
-            gain = split_gain(
-                g_l, hessian_of(h_l, n_l, hessian_mode), g_r, hessian_of(h_r, n_r, hessian_mode), lam
-            )
+            gain = split_gain(g_l, hessian_of(h_l, n_l, hessian_mode), g_r, hessian_of(h_r, n_r, hessian_mode), lam)
             if best is None or gain > best.gain:
                 best = Split(k, feature, t, gain, g_l, h_l, n_l, g_r, h_r, n_r)
                 best_parent = side_score(g_tot, hessian_of(h_tot, n_tot, hessian_mode), lam)
@@ -235,14 +229,14 @@ def split_shapley(
         utility[mask] = split_gain(sum_gl[mask], sum_hl[mask], sum_gr[mask], sum_hr[mask], lam)
     weight = [factorial(s) * factorial(m - s - 1) for s in range(m)]
     total = factorial(m)
+    mask_weight = [weight[bin(mask).count("1")] if mask != size - 1 else 0 for mask in range(size)]
     phi = []
     for p in range(m):
         bit = 1 << p
         acc = 0
         for mask in range(size):
-            if mask & bit:
-                continue
-            acc += weight[bin(mask).count("1")] * (utility[mask | bit] - utility[mask])
+            if not mask & bit:
+                acc += mask_weight[mask] * (utility[mask | bit] - utility[mask])
         phi.append(tdiv(acc, total))
     return utility[size - 1], phi
 
@@ -324,9 +318,7 @@ def resolve_node(
         raise ValueError("one vote per submitting party is required")
     agg = aggregate(party_hists) if party_hists else None
     if inherited is None:
-        inherited = (
-            Totals(sum(agg.g[0]), sum(agg.h[0]), sum(agg.n[0])) if agg is not None else Totals(0, 0, 0)
-        )
+        inherited = Totals(sum(agg.g[0]), sum(agg.h[0]), sum(agg.n[0])) if agg is not None else Totals(0, 0, 0)
     split = best_split(agg, params.lam, params.min_rows, hm) if agg is not None else None
     if split is None:
         value = leaf_value(inherited.g, hessian_of(inherited.h, inherited.n, hm), params.lam, params.learning_rate)
@@ -337,7 +329,7 @@ def resolve_node(
         [s[0] for s in sides], [s[1] for s in sides], [s[2] for s in sides], [s[3] for s in sides], params.lam
     )
     kappa = tuple(voting_contribution(v, split.feature, split.gain) for v in votes)
-    contrib = tuple(contribution(p, k, params.alpha) for p, k in zip(phi, kappa))
+    contrib = tuple(contribution(p, k, params.alpha) for p, k in zip(phi, kappa, strict=True))
     left = Totals(split.g_left, split.h_left, split.n_left)
     right = Totals(split.g_right, split.h_right, split.n_right)
     left_leaf = right_leaf = None

@@ -1,0 +1,54 @@
+"""The ``fgbdt`` command line.
+
+Each command lives in its own module exposing ``register(subparsers)``, which adds its parser and sets
+``func`` (taking the parsed namespace, returning an exit code). Keeping commands apart lets the engine, the chain
+tooling and the API grow without one module knowing every option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "deploy.cmd_simulate",
+    "deploy.cmd_model",
+    "deploy.devnet",
+)
+
+
+class UserError(Exception):
+    """An error caused by the user's input: printed as one clear line, exit code 2, no traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fgbdt", description="Fair, auditable federated gradient boosting.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"fgbdt {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fgbdt {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""``fgbdt simulate``: train one algorithm on simulated parties, with a progress bar and a summary table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from deploy.cli import UserError
+from node.binning import BINNING_METHODS
+from node.data import DataFormatError, load_train_test
+from node.experiment import ALGORITHMS, PrepConfig, prepare, run
+from node.fvtree import HESSIAN_MODES, TrainParams
+
+
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    """The data, partition and GBDT options shared by ``simulate`` and the chain's ``train``."""
+    parser.add_argument("--data", required=True, help="training file (libsvm or CSV, plain or .gz)")
+    parser.add_argument("--test", help="test file; default: a seeded 75/25 split of --data")
+    parser.add_argument("--label-column", help="CSV label column (index or header name; default: first)")
+    parser.add_argument("--drop-columns", default="", help="comma-separated CSV columns to ignore (e.g. an ID)")
+    parser.add_argument("--task", choices=("auto", "binary", "regression"), default="auto")
+    parser.add_argument("--parties", type=int, default=4, help="number of parties M")
+    parser.add_argument("--theta", type=float, default=0.8, help="skew ratio theta (0.5 = balanced)")
+    parser.add_argument("--trees", type=int, default=500)
+    parser.add_argument("--depth", type=int, default=8, help="split levels per tree (LightGBM's max_depth)")
+    parser.add_argument("--bins", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
+    parser.add_argument("--lambda", dest="lam", type=float, default=0.1, help="L2 regularisation lambda")
+    parser.add_argument("--min-rows", type=int, default=20, help="minimum rows per leaf")
+    parser.add_argument("--delta", type=float, default=1.0, help="distribution fitting degree delta (eq. 3)")
+    parser.add_argument("--alpha", type=float, default=1.0, help="weight of the voting contribution, in (0, 1]")
+    parser.add_argument("--hessian", choices=tuple(HESSIAN_MODES), default="second")
+    parser.add_argument("--binning", choices=BINNING_METHODS, default="dp", help="how the common bin edges are made")
+    parser.add_argument("--binning-epsilon", type=float, default=1.0)
+    parser.add_argument("--psd-depth", type=int, default=8)
+    parser.add_argument("--psd-max-rows", type=int, default=500)
+    parser.add_argument("--psd-epsilon", type=float, default=1.0, help="PSD privacy budget (inf: no noise)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "simulate",
+        help="train with simulated parties in one process (no chain)",
+        description="Train FV-tree or a baseline on simulated parties; the same math the contracts run.",
+    )
+    add_training_arguments(parser)
+    parser.add_argument("--algo", choices=ALGORITHMS, default="fvtree")
+    parser.add_argument(
+        "--baselines",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also train centralized and standalone LightGBM for the summary (default: on)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="LightGBM threads for the baselines")
+    parser.add_argument("--json", dest="json_out", help="write the report as JSON here")
+    parser.add_argument("--model", dest="model_out", help="save the model as JSON here (federated algorithms)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=simulate)
+
+
+def load_data(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Train and test sets from the command's data options, with user errors made readable."""
+    label: int | str | None = None
+    if args.label_column is not None:
+        label = int(args.label_column) if args.label_column.lstrip("-").isdigit() else args.label_column
+    drop = [int(c) if c.lstrip("-").isdigit() else c for c in args.drop_columns.split(",") if c]
+    try:
+        return load_train_test(
+            args.data, args.test, seed=args.seed, label_column=label, drop_columns=drop, task=args.task
+        )
+    except DataFormatError as exc:
+        raise UserError(str(exc)) from exc
+    except OSError as exc:
+        raise UserError(f"cannot read data: {exc}") from exc
+
+
+def training_params(args: argparse.Namespace, objective: str) -> TrainParams:
+    try:
+        return TrainParams(
+            trees=args.trees,
+            depth=args.depth,
+            bins=args.bins,
+            learning_rate=args.lr,
+            lam=args.lam,
+            min_rows=args.min_rows,
+            delta=args.delta,
+            alpha=args.alpha,
+            hessian=args.hessian,
+            objective=objective,
+        )
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def prep_config(args: argparse.Namespace) -> PrepConfig:
+    if not 0.0 <= args.theta <= 1.0:
+        raise UserError(f"--theta must be in [0, 1], got {args.theta}")
+    if args.parties < 1:
+        raise UserError(f"--parties must be at least 1, got {args.parties}")
+    return PrepConfig(
+        parties=args.parties,
+        theta=args.theta,
+        seed=args.seed,
+        binning=args.binning,
+        binning_epsilon=args.binning_epsilon,
+        psd_depth=args.psd_depth,
+        psd_max_rows=args.psd_max_rows,
+        psd_epsilon=args.psd_epsilon,
+    )
+
+
+def objective_of(y: Any) -> str:
+    """Binary when the loaded labels are {0, 1}, else regression."""
+    values = set(map(float, set(y.tolist())))
+    return "binary" if values <= {0.0, 1.0} else "regression"
+
+
+def simulate(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    train, test = load_data(args)
+    params = training_params(args, objective_of(train.y))
+    try:
+        prep = prepare(train, test, params, prep_config(args))
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    if args.model_out and args.algo in ("standalone", "centralized"):
+        raise UserError(f"--model needs a federated algorithm; {args.algo} trains LightGBM boosters")
+    reports = []
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet,
+        transient=False,
+    ) as bar:
+        task = bar.add_task(f"{args.algo} on {train.name}", total=params.trees)
+        report, model, _ = run(
+            prep,
+            args.algo,
+            progress=lambda t: bar.update(task, completed=t + 1),
+            with_standalone=args.baselines,
+            threads=args.threads,
+        )
+        bar.update(task, completed=params.trees)
+    reports.append(report)
+    if args.baselines and args.algo != "centralized":
+        central, _, _ = run(prep, "centralized", threads=args.threads)
+        report["centralized"] = {
+            k: central[k] for k in ("test_error", "test_auc", "test_rmse", "train_seconds") if k in central
+        }
+        reports.append(central)
+    print_summary(Console(), report, reports)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=2, allow_nan=True) + "\n")
+    if args.model_out and model is not None:
+        model.save(args.model_out)
+    return 0
+
+
+def print_summary(console: Console, report: dict[str, Any], reports: list[dict[str, Any]]) -> None:
+    metric = "test_error" if "test_error" in report else "test_rmse"
+    table = Table(
+        title=f"{report['dataset']}: M={report['parties']}, theta={report['theta']}, "
+        f"{report['trees']} trees, depth {report['depth']}, {report['bins']} bins, seed {report['seed']}"
+    )
+    for col in ("model", metric, "AUC", "train s", "KiB/party/tree"):
+        table.add_column(col, justify="right" if col != "model" else "left")
+    for r in reports:
+        comm = r.get("comm_bytes_per_party_per_tree")
+        table.add_row(
+            r["algo"],
+            f"{r[metric]:.4f}",
+            f"{r['test_auc']:.4f}" if "test_auc" in r else "-",
+            f"{r['train_seconds']:.2f}",
+            f"{sum(comm) / len(comm) / 1024:.1f}" if comm else "-",
+        )
+    for pp in report["per_party"]:
+        key = f"standalone_{metric}"
+        if key in pp:
+            table.add_row(
+                f"standalone party {pp['party']} ({pp['rows']} rows)",
+                f"{pp[key]:.4f}",
+                f"{pp.get('standalone_test_auc', math.nan):.4f}",
+                "-",
+                "-",
+            )
+    console.print(table)
+    if "contributions" in report:
+        ct = Table(title="contributions (split Shapley phi + alpha * voting kappa)")
+        for col in ("party", "rows", "phi", "kappa", "total", "share"):
+            ct.add_column(col, justify="right")
+        for c, pp in zip(report["contributions"], report["per_party"], strict=True):
+            ct.add_row(
+                str(c["party"]),
+                str(pp["rows"]),
+                f"{c['phi']:.3f}",
+                f"{c['kappa']:.3f}",
+                f"{c['total']:.3f}",
+                f"{c['share']:.3f}",
+            )
+        console.print(ct)

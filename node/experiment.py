@@ -1,0 +1,255 @@
+"""One simulated run: partition, common bins, PSDs and weights, training, evaluation and the report.
+
+Every algorithm of a run sees the same partition, bins and test rows, so their figures compare directly; the
+benchmarks call ``prepare`` once and ``run`` per algorithm.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ledger import reference as ref
+from node import baselines
+from node.binning import common_edges, feature_ranges
+from node.data import Dataset
+from node.fvtree import ALGORITHMS as FEDERATED
+from node.fvtree import Federation, TrainParams, TrainResult, params_dict
+from node.messages import abi_array
+from node.metrics import auc, error_rate, rmse
+from node.model import Model, bin_matrix
+from node.partition import skewed_partition
+from node.psd import build_psd
+from node.weights import distribution_weights
+
+ALGORITHMS = (*FEDERATED, "standalone", "centralized")
+
+
+@dataclass(frozen=True)
+class PrepConfig:
+    """How the parties are formed and what they publish before training."""
+
+    parties: int = 4
+    theta: float = 0.8
+    seed: int = 0
+    binning: str = "dp"
+    binning_epsilon: float = 1.0
+    binning_resolution: int = 64
+    psd_depth: int = 8
+    psd_max_rows: int = 500
+    psd_epsilon: float = 1.0
+
+
+@dataclass
+class Prepared:
+    """The federation's common ground: partition, edges, binned rows and (lazily) the PSD weights."""
+
+    train: Dataset
+    test: Dataset
+    config: PrepConfig
+    params: TrainParams
+    parts: list[np.ndarray]
+    edges: list[np.ndarray]
+    train_slots: np.ndarray
+    test_slots: np.ndarray
+    prep_seconds: float
+    _weights: list[np.ndarray] | None = None
+    psd_bytes: list[int] | None = None
+
+    def party_slots(self) -> list[np.ndarray]:
+        return [self.train_slots[idx] for idx in self.parts]
+
+    def party_y(self) -> list[np.ndarray]:
+        return [self.train.y[idx] for idx in self.parts]
+
+    def weights(self) -> list[np.ndarray]:
+        """Each party's w* from all parties' PSDs (Algorithm 2, equation 3), computed once per run."""
+        if self._weights is None:
+            start = time.perf_counter()
+            c = self.config
+            low, high = feature_ranges(self.train.X)
+            lows = np.append(low, float(np.min(self.train.y)))
+            highs = np.append(high, float(np.max(self.train.y)))
+            psds = [
+                build_psd(
+                    self.train.X[idx],
+                    self.train.y[idx],
+                    lows,
+                    highs,
+                    depth=c.psd_depth,
+                    max_rows=c.psd_max_rows,
+                    epsilon=c.psd_epsilon,
+                    rng=np.random.default_rng([c.seed, 0x95D, p]),
+                )
+                for p, idx in enumerate(self.parts)
+            ]
+            self.psd_bytes = [len(psd.encode()) for psd in psds]
+            self._weights = [
+                distribution_weights(self.train.X[idx], self.train.y[idx], psds, self.params.delta)[1]
+                for idx in self.parts
+            ]
+            self.prep_seconds += time.perf_counter() - start
+        return self._weights
+
+
+def prepare(train: Dataset, test: Dataset, params: TrainParams, config: PrepConfig) -> Prepared:
+    """Partition the training rows and fix the common bin edges (NOTES 1 and 12)."""
+    if train.n_features != test.n_features:
+        raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
+    if config.parties < 1:
+        raise ValueError("parties must be at least 1")
+    start = time.perf_counter()
+    parts = skewed_partition(train.y, config.parties, config.theta, config.seed)
+    if any(len(idx) == 0 for idx in parts):
+        raise ValueError(f"{config.parties} parties leave some party without rows ({len(train.y)} training rows)")
+    edges = common_edges(
+        [train.X[idx] for idx in parts],
+        params.bins,
+        method=config.binning,
+        epsilon=config.binning_epsilon,
+        resolution=config.binning_resolution,
+        seed=config.seed,
+    )
+    prepared = Prepared(
+        train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0
+    )
+    prepared.prep_seconds = time.perf_counter() - start
+    return prepared
+
+
+def evaluate(params: TrainParams, y: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    """Test metrics: error rate and AUC for binary tasks, RMSE for regression."""
+    if params.objective == "binary":
+        return {"test_error": error_rate(y, pred), "test_auc": auc(y, pred)}
+    return {"test_rmse": rmse(y, pred)}
+
+
+def standalone_errors(prep: Prepared, threads: int = 1) -> list[dict[str, float]]:
+    """LightGBM on each party's rows alone, evaluated on the common test set."""
+    out = []
+    for slots, y in zip(prep.party_slots(), prep.party_y(), strict=True):
+        booster = baselines.train_lightgbm(slots, y, prep.params, threads=threads, seed=prep.config.seed)
+        out.append(
+            evaluate(prep.params, prep.test.y, baselines.predict_lightgbm(booster, prep.test_slots, prep.params))
+        )
+    return out
+
+
+def make_model(prep: Prepared, result: TrainResult, algo: str) -> Model:
+    """The trained trees with the task's bins, ready to predict, save and export."""
+    return Model(
+        objective=prep.params.objective,
+        feature_names=list(prep.train.feature_names),
+        edges=[list(e) for e in prep.edges],
+        bins=prep.params.bins,
+        trees=result.trees,
+        params={**params_dict(prep.params), "algo": algo},
+        meta={
+            "dataset": prep.train.name,
+            "parties": prep.config.parties,
+            "theta": prep.config.theta,
+            "seed": prep.config.seed,
+        },
+    )
+
+
+def contributions_report(result: TrainResult) -> list[dict[str, Any]]:
+    """Per-party contribution figures: reals for reading, fixed-point strings for exact comparison."""
+    shares = result.shares()
+    return [
+        {
+            "party": i,
+            "phi": ref.from_fixed(result.phi[i]),
+            "kappa": ref.from_fixed(result.kappa[i]),
+            "total": ref.from_fixed(result.total[i]),
+            "share": shares[i],
+            "phi_fixed": str(result.phi[i]),
+            "kappa_fixed": str(result.kappa[i]),
+            "total_fixed": str(result.total[i]),
+        }
+        for i in range(len(result.total))
+    ]
+
+
+def run(
+    prep: Prepared,
+    algo: str,
+    *,
+    progress: Callable[[int], None] | None = None,
+    with_standalone: bool = False,
+    threads: int = 1,
+    keep_levels: bool = False,
+) -> tuple[dict[str, Any], Model | None, TrainResult | None]:
+    """Train ``algo`` on the prepared federation; returns the JSON report, the model and the protocol record."""
+    if algo not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    p, c = prep.params, prep.config
+    report: dict[str, Any] = {
+        "algo": algo,
+        "dataset": prep.train.name,
+        "test_dataset": prep.test.name,
+        "parties": c.parties,
+        "theta": c.theta,
+        "trees": p.trees,
+        "depth": p.depth,
+        "bins": p.bins,
+        "seed": c.seed,
+        "params": {
+            **params_dict(p),
+            "binning": c.binning,
+            "binning_epsilon": c.binning_epsilon,
+            "psd_depth": c.psd_depth,
+            "psd_max_rows": c.psd_max_rows,
+            "psd_epsilon": c.psd_epsilon,
+        },
+        "train_rows": prep.train.n_rows,
+        "test_rows": prep.test.n_rows,
+        "features": prep.train.n_features,
+    }
+    model: Model | None = None
+    result: TrainResult | None = None
+    standalone = standalone_errors(prep, threads) if (with_standalone or algo == "standalone") else None
+    start = time.perf_counter()
+    if algo == "centralized":
+        booster = baselines.train_lightgbm(prep.train_slots, prep.train.y, p, threads=threads, seed=c.seed)
+        train_seconds = time.perf_counter() - start
+        report.update(evaluate(p, prep.test.y, baselines.predict_lightgbm(booster, prep.test_slots, p)))
+    elif algo == "standalone":
+        assert standalone is not None
+        train_seconds = 0.0
+        for key in standalone[0]:
+            report[key] = float(np.mean([s[key] for s in standalone]))
+    else:
+        weights = prep.weights() if algo == "fvtree" else None
+        start = time.perf_counter()
+        fed = Federation(
+            prep.party_slots(), prep.party_y(), p, algo=algo, party_weights=weights, keep_levels=keep_levels
+        )
+        result = fed.train(progress)
+        train_seconds = time.perf_counter() - start
+        model = make_model(prep, result, algo)
+        pred = model.predict_proba(prep.test.X) if p.objective == "binary" else model.predict_raw(prep.test.X)
+        report.update(evaluate(p, prep.test.y, pred))
+        report["contributions"] = contributions_report(result)
+        setup = [abi_array(c.binning_resolution * prep.train.n_features)] * c.parties
+        if algo == "fvtree" and prep.psd_bytes is not None:
+            setup = [s + b for s, b in zip(setup, prep.psd_bytes, strict=True)]
+        report["comm_bytes_per_party"] = [int(x) for x in result.comm_bytes]
+        report["comm_bytes_per_party_per_tree"] = [float(x) for x in result.comm_bytes_per_tree]
+        report["setup_bytes_per_party"] = setup
+    report["train_seconds"] = train_seconds
+    report["prep_seconds"] = prep.prep_seconds
+    report["per_party"] = [
+        {
+            "party": i,
+            "rows": len(idx),
+            "positives": int(np.sum(prep.train.y[idx] > 0.5)) if p.objective == "binary" else None,
+            **({f"standalone_{k}": v for k, v in standalone[i].items()} if standalone else {}),
+        }
+        for i, idx in enumerate(prep.parts)
+    ]
+    return report, model, result

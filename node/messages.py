@@ -1,0 +1,58 @@
+"""Sizes of the protocol messages a party sends, for communication accounting.
+
+Counted as the bytes the party puts on the wire in the chain protocol: ABI-encoded transactions (4-byte
+selector, 32-byte words, dynamic arrays as offset + length + elements) and, for endorsements, the same histogram
+payload sent to each verifier plus the 65-byte signatures it returns as a verifier. The simulator builds the same
+per-level messages a node would send and sums these sizes, so the figures follow the protocol rather than a formula.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WORD = 32
+SELECTOR = 4
+SIGNATURE = 65
+
+
+def abi_array(length: int) -> int:
+    """Bytes of a dynamic array of static 32-byte elements: head offset, length word, elements."""
+    return WORD + WORD + WORD * length
+
+
+def abi_bytes_array(count: int, item: int) -> int:
+    """Bytes of a ``bytes[]`` of ``count`` items of ``item`` bytes each."""
+    padded = -(-item // WORD) * WORD
+    return WORD + WORD + count * (WORD + WORD + padded)
+
+
+@dataclass(frozen=True)
+class LevelTraffic:
+    """What one party sends during one level: its votes, its histogram transaction and the endorsement round."""
+
+    votes: int
+    histograms: int
+    endorsement_requests: int
+    signatures: int
+
+    @property
+    def total(self) -> int:
+        return self.votes + self.histograms + self.endorsement_requests + self.signatures
+
+
+def level_traffic(
+    open_nodes: int, candidates: int, nbins: int, parties: int, quorum: int, *, voting: bool = True
+) -> LevelTraffic:
+    """Bytes one party sends in a level with ``open_nodes`` nodes and ``candidates`` histograms per node."""
+    header = SELECTOR + 3 * WORD  # task, tree, level
+    cells = open_nodes * candidates * nbins
+    votes = header + abi_array(open_nodes) if voting else 0
+    payload = header + 3 * abi_array(cells)  # g, h, n
+    histograms = payload + abi_bytes_array(quorum, SIGNATURE)
+    others = parties - 1
+    return LevelTraffic(votes, histograms, others * payload, others * SIGNATURE)
+
+
+def endorsement_quorum(parties: int) -> int:
+    """ceil(2 (M - 1) / 3) signatures of other parties (NOTES 9)."""
+    return -(-2 * (parties - 1) // 3)
