@@ -51,4 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # run through the package module so that command modules and this script share one UserError class
+    from deploy.cli import main as _main
+
+    sys.exit(_main())

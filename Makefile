@@ -1,0 +1,43 @@
+# FGBDT-Chain: `make demo` and `make test` install what they need (idempotent) and run.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+PYTEST_ARGS ?=
+
+.PHONY: all demo test lint typecheck unit bench clean install
+
+all: test
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,chain]'
+	touch $@
+
+# The EVM toolchain (solc-js and anvil) comes from npm; skipped where npm is missing (the embedded chain serves).
+$(NODE_STAMP): package.json package-lock.json
+	@if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: contracts are compiled and run on the embedded chain only" >&2; mkdir -p node_modules; touch $@; fi
+
+install: $(STAMP) $(NODE_STAMP)
+
+demo: install
+	$(VENV)/bin/fgbdt simulate --data deploy/data/a9a.gz --test deploy/data/a9a.t.gz \
+		--parties 4 --theta 0.8 --trees 20 --depth 5 --json out/demo.json --model out/demo-model.json
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy node ledger api deploy
+
+unit: install
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) node_modules build .pytest_cache .mypy_cache .ruff_cache out

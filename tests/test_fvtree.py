@@ -1,0 +1,133 @@
+"""FV-tree engine: consistency of the model with the protocol record, determinism, algorithms and traffic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ledger import reference as ref
+from node.fvtree import Federation, TrainParams
+from node.messages import endorsement_quorum, level_traffic
+
+
+def _federation_data(n: int = 1600, parties: int = 3, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6))
+    y = (X[:, 0] + 0.7 * X[:, 1] - 0.5 * X[:, 2] + 0.4 * rng.normal(size=n) > 0).astype(np.float64)
+    slots = np.clip(np.floor((X + 3) / 6 * 8), 0, 7).astype(np.uint8) + 1
+    slots[rng.random(slots.shape) < 0.03] = 0  # some missing values
+    parts = np.array_split(rng.permutation(n), parties)
+    return [slots[p] for p in parts], [y[p] for p in parts]
+
+
+def _train(algo: str = "fvtree", params: TrainParams | None = None, weights: bool = True, **data_kw: int):
+    slots, ys = _federation_data(**data_kw)
+    params = params or TrainParams(trees=6, depth=3, bins=8, min_rows=5)
+    w = [np.random.default_rng(i).uniform(0.5, 1.5, len(y)) for i, y in enumerate(ys)] if weights else None
+    fed = Federation(slots, ys, params, algo=algo, party_weights=w, keep_levels=True)
+    return fed, fed.train()
+
+
+def test_model_traversal_reproduces_the_training_scores() -> None:
+    from node.model import Model
+
+    fed, result = _train()
+    edges = [list(np.arange(1.5, 8.5, 1.0)) for _ in range(6)]  # slot s <-> raw value s (slot 0 <-> NaN)
+    model = Model("binary", [f"f{i}" for i in range(6)], edges, 8, result.trees)
+    raw = np.where(fed.rows.slots == 0, np.nan, fed.rows.slots.astype(np.float64))
+    assert np.array_equal(model.predict_raw(raw), fed.score)
+
+
+def test_recorded_levels_follow_the_protocol() -> None:
+    fed, result = _train()
+    assert len(result.levels) > 0
+    for rec in result.levels:
+        assert rec.nodes == sorted(rec.nodes) and all(2**rec.level <= n < 2 ** (rec.level + 1) for n in rec.nodes)
+        for j, res in enumerate(rec.results):
+            votes = [rec.votes[i][j] for i in range(fed.m)]
+            assert tuple(rec.candidates[j]) == ref.top2(votes, fed.n_features)
+            if res.split is not None:
+                assert abs(sum(res.phi) - res.split.gain) <= fed.m  # efficiency
+                assert res.kappa == tuple(res.split.gain if v == res.split.feature else 0 for v in votes)
+    # per-party totals are the sums over all nodes of alpha * kappa + phi
+    totals = [0] * fed.m
+    for rec in result.levels:
+        for res in rec.results:
+            totals = [t + c for t, c in zip(totals, res.contribution, strict=True)]
+    assert totals == result.total
+    assert result.phi == [sum(res.phi[i] for rec in result.levels for res in rec.results) for i in range(fed.m)]
+
+
+def test_training_is_deterministic() -> None:
+    _, a = _train()
+    _, b = _train()
+    assert a.total == b.total and [t.nodes for t in a.trees] == [t.nodes for t in b.trees]
+
+
+def test_unit_weights_make_fvtree_equal_pvtree() -> None:
+    slots, ys = _federation_data()
+    params = TrainParams(trees=4, depth=3, bins=8, min_rows=5)
+    fv = Federation(slots, ys, params, algo="fvtree", party_weights=[np.ones(len(y)) for y in ys]).train()
+    pv = Federation(slots, ys, params, algo="pvtree").train()
+    assert [t.nodes for t in fv.trees] == [t.nodes for t in pv.trees] and fv.total == pv.total
+
+
+def test_allfeatures_root_gain_is_at_least_the_voted_one() -> None:
+    _, fv = _train("fvtree")
+    _, allf = _train("allfeatures", weights=False)
+    fv_root, all_root = fv.trees[0].nodes[1], allf.trees[0].nodes[1]
+    assert all_root.gain_fixed is not None and fv_root.gain_fixed is not None
+    assert all_root.gain_fixed >= fv_root.gain_fixed
+    assert all(k == 0 for k in allf.kappa)  # nobody votes
+
+
+@pytest.mark.parametrize("hessian", ["second", "count"])
+def test_training_reduces_the_loss(hessian: str) -> None:
+    fed, _ = _train(params=TrainParams(trees=15, depth=3, bins=8, min_rows=5, hessian=hessian))
+    p = 1 / (1 + np.exp(-fed.score))
+    loss = -np.mean(fed.y * np.log(p) + (1 - fed.y) * np.log(1 - p))
+    assert loss < 0.6 < np.log(2)  # clearly below the loss of the zero model
+
+
+def test_regression_objective() -> None:
+    slots, ys = _federation_data()
+    targets = [s[:, 0].astype(np.float64) * 2.0 + s[:, 1] for s in slots]
+    fed = Federation(slots, targets, TrainParams(trees=30, depth=3, bins=8, min_rows=5, objective="regression",
+                                                 learning_rate=0.3), algo="pvtree")
+    fed.train()
+    y = np.concatenate(targets)
+    assert np.sqrt(np.mean((fed.score - y) ** 2)) < 0.25 * np.std(y)
+
+
+def test_traffic_per_tree_is_independent_of_the_number_of_rows() -> None:
+    params = TrainParams(trees=2, depth=3, bins=8, min_rows=1)
+    sizes = []
+    for n in (900, 3600):
+        _, result = _train(params=params, n=n)
+        assert all(len(t.nodes) == 15 for t in result.trees)  # full trees, so every level is complete
+        sizes.append(result.comm_bytes_per_tree)
+    assert sizes[0] == sizes[1]
+    expected = sum(level_traffic(2**lvl, 2, 9, 3, endorsement_quorum(3)).total for lvl in range(3))
+    assert sizes[0] == [expected] * 3
+
+
+def test_messages_size_matches_abi_encoding() -> None:
+    from eth_abi import encode
+
+    t = level_traffic(3, 2, 5, 4, 2)
+    votes = encode(["uint256", "uint256", "uint256", "int256[]"], [1, 2, 3, [0, 1, -1]])
+    assert t.votes == 4 + len(votes)
+    cells = 3 * 2 * 5
+    hist = encode(["uint256", "uint256", "uint256", "int256[]", "int256[]", "uint256[]", "bytes[]"],
+                  [1, 2, 3, [1] * cells, [1] * cells, [1] * cells, [b"\x01" * 65] * 2])
+    assert t.histograms == 4 + len(hist)
+
+
+def test_rejects_bad_configuration() -> None:
+    slots, ys = _federation_data()
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        Federation(slots, ys, TrainParams(), algo="xgboost")
+    with pytest.raises(ValueError, match="w\\*"):
+        Federation(slots, ys, TrainParams(), algo="fvtree")
+    with pytest.raises(ValueError, match="alpha"):
+        TrainParams(alpha=0)
