@@ -182,6 +182,9 @@ def best_split(hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int 
         g_tot, h_tot, n_tot = sum(gs), sum(hs), sum(ns)
         g_l = h_l = n_l = 0
         for t in range(len(gs) - 1):
+            if gs[t] == 0 and hs[t] == 0 and ns[t] == 0:
+                # same sums as threshold t - 1, so the same gain: under "strictly greater replaces" it never wins
+                continue
             g_l += gs[t]
             h_l += hs[t]
             n_l += ns[t]
