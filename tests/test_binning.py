@@ -11,7 +11,9 @@ from node.model import bin_matrix
 
 def _parties(seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    X = np.column_stack([rng.normal(size=4000), rng.integers(0, 2, 4000), np.full(4000, 3.0), rng.exponential(size=4000)])
+    X = np.column_stack(
+        [rng.normal(size=4000), rng.integers(0, 2, 4000), np.full(4000, 3.0), rng.exponential(size=4000)]
+    )
     X[rng.random(4000) < 0.05, 0] = np.nan
     return [X[:1500], X[1500:]]
 
@@ -33,8 +35,9 @@ def test_noiseless_sketch_edges_track_exact_quantiles() -> None:
     parts = _parties()
     X = np.vstack(parts)
     low, high = feature_ranges(X)
-    sketch = sum(local_sketch(p, low, high, resolution=1024, epsilon=np.inf, rng=np.random.default_rng(0))
-                 for p in parts)
+    sketch = sum(
+        local_sketch(p, low, high, resolution=1024, epsilon=np.inf, rng=np.random.default_rng(0)) for p in parts
+    )
     private = edges_from_sketch(sketch, low, high, 8)[0]
     exact = exact_edges(X, 8)[0]
     assert len(private) == len(exact) == 7

@@ -90,10 +90,14 @@ def test_training_reduces_the_loss(hessian: str) -> None:
 
 
 def test_regression_objective() -> None:
-    slots, ys = _federation_data()
+    slots, _ = _federation_data()
     targets = [s[:, 0].astype(np.float64) * 2.0 + s[:, 1] for s in slots]
-    fed = Federation(slots, targets, TrainParams(trees=30, depth=3, bins=8, min_rows=5, objective="regression",
-                                                 learning_rate=0.3), algo="pvtree")
+    fed = Federation(
+        slots,
+        targets,
+        TrainParams(trees=30, depth=3, bins=8, min_rows=5, objective="regression", learning_rate=0.3),
+        algo="pvtree",
+    )
     fed.train()
     y = np.concatenate(targets)
     assert np.sqrt(np.mean((fed.score - y) ** 2)) < 0.25 * np.std(y)
@@ -118,8 +122,10 @@ def test_messages_size_matches_abi_encoding() -> None:
     votes = encode(["uint256", "uint256", "uint256", "int256[]"], [1, 2, 3, [0, 1, -1]])
     assert t.votes == 4 + len(votes)
     cells = 3 * 2 * 5
-    hist = encode(["uint256", "uint256", "uint256", "int256[]", "int256[]", "uint256[]", "bytes[]"],
-                  [1, 2, 3, [1] * cells, [1] * cells, [1] * cells, [b"\x01" * 65] * 2])
+    hist = encode(
+        ["uint256", "uint256", "uint256", "int256[]", "int256[]", "uint256[]", "bytes[]"],
+        [1, 2, 3, [1] * cells, [1] * cells, [1] * cells, [b"\x01" * 65] * 2],
+    )
     assert t.histograms == 4 + len(hist)
 
 

@@ -15,9 +15,10 @@ def _data(seed: int, n: int = 600, f: int = 9, nb: int = 6) -> tuple[np.ndarray,
     return slots, rng.normal(size=n), rng.random(n)
 
 
-def _dense_best(slots: np.ndarray, group: np.ndarray, groups: int, g: np.ndarray, h: np.ndarray, nb: int,
-                lam: float, min_rows: int) -> np.ndarray:
-    n, f = slots.shape
+def _dense_best(
+    slots: np.ndarray, group: np.ndarray, groups: int, g: np.ndarray, h: np.ndarray, nb: int, lam: float, min_rows: int
+) -> np.ndarray:
+    f = slots.shape[1]
     best = np.full((groups, f), -np.inf)
     for k in range(groups):
         rows = group == k

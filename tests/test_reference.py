@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from math import factorial
 from itertools import combinations
+from math import factorial
 
 import pytest
 from hypothesis import given, settings
@@ -61,8 +61,9 @@ def _table3(h2_gradients: tuple[int, int]) -> tuple[int, list[int]]:
     h1 = ref.NodeHistograms((0,), ((1 * ONE, 2 * ONE),), ((0, 0),), ((10, 10),))
     h2 = ref.NodeHistograms((0,), (tuple(g * ONE for g in h2_gradients),), ((0, 0),), ((10, 10),))
     sides = [ref.party_side_sums(h, 0, 0, ref.HESSIAN_COUNT) for h in (h1, h2)]
-    return ref.split_shapley([s[0] for s in sides], [s[1] for s in sides], [s[2] for s in sides],
-                             [s[3] for s in sides], 0)
+    return ref.split_shapley(
+        [s[0] for s in sides], [s[1] for s in sides], [s[2] for s in sides], [s[3] for s in sides], 0
+    )
 
 
 def test_table3_honest() -> None:
@@ -106,8 +107,13 @@ def _unpack(parties: list[tuple[int, int, int, int]]) -> tuple[list[int], list[i
 @given(st.lists(party, min_size=1, max_size=7), st.integers(0, 10**18))
 def test_shapley_efficiency(parties: list[tuple[int, int, int, int]], lam: int) -> None:
     gain, phi = ref.split_shapley(*_unpack(parties), lam)
-    assert gain == ref.split_gain(sum(p[0] for p in parties), sum(p[1] for p in parties),
-                                  sum(p[2] for p in parties), sum(p[3] for p in parties), lam)
+    assert gain == ref.split_gain(
+        sum(p[0] for p in parties),
+        sum(p[1] for p in parties),
+        sum(p[2] for p in parties),
+        sum(p[3] for p in parties),
+        lam,
+    )
     assert abs(sum(phi) - gain) <= len(parties)
 
 
@@ -138,8 +144,13 @@ def test_shapley_matches_textbook_formula(parties: list[tuple[int, int, int, int
     gl, hl, gr, hr = _unpack(parties)
 
     def u(coalition: tuple[int, ...]) -> int:
-        return ref.split_gain(sum(gl[i] for i in coalition), sum(hl[i] for i in coalition),
-                              sum(gr[i] for i in coalition), sum(hr[i] for i in coalition), lam)
+        return ref.split_gain(
+            sum(gl[i] for i in coalition),
+            sum(hl[i] for i in coalition),
+            sum(gr[i] for i in coalition),
+            sum(hr[i] for i in coalition),
+            lam,
+        )
 
     _, phi = ref.split_shapley(gl, hl, gr, hr, lam)
     for p in range(m):
@@ -188,20 +199,29 @@ def test_top2_ranks_by_count(votes: list[int]) -> None:
 
 # --- best split -----------------------------------------------------------------------------------------------------
 
-hist_values = st.lists(st.tuples(st.integers(-(10**20), 10**20), st.integers(0, 10**20), st.integers(0, 30)),
-                       min_size=2, max_size=8)
+hist_values = st.lists(
+    st.tuples(st.integers(-(10**20), 10**20), st.integers(0, 10**20), st.integers(0, 30)), min_size=2, max_size=8
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(hist_values, min_size=1, max_size=3), st.integers(0, 10**18), st.integers(1, 20),
-       st.sampled_from([ref.HESSIAN_SECOND_ORDER, ref.HESSIAN_COUNT]))
+@given(
+    st.lists(hist_values, min_size=1, max_size=3),
+    st.integers(0, 10**18),
+    st.integers(1, 20),
+    st.sampled_from([ref.HESSIAN_SECOND_ORDER, ref.HESSIAN_COUNT]),
+)
 def test_best_split_is_the_first_maximum_over_valid_thresholds(
     feats: list[list[tuple[int, int, int]]], lam: int, min_rows: int, mode: int
 ) -> None:
     nb = min(len(f) for f in feats)
     feats = [f[:nb] for f in feats]
-    hist = ref.NodeHistograms(tuple(range(len(feats))), tuple(tuple(b[0] for b in f) for f in feats),
-                              tuple(tuple(b[1] for b in f) for f in feats), tuple(tuple(b[2] for b in f) for f in feats))
+    hist = ref.NodeHistograms(
+        tuple(range(len(feats))),
+        tuple(tuple(b[0] for b in f) for f in feats),
+        tuple(tuple(b[1] for b in f) for f in feats),
+        tuple(tuple(b[2] for b in f) for f in feats),
+    )
     options = []
     for k in range(len(feats)):
         g, h, n = hist.g[k], hist.h[k], hist.n[k]
