@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # The EVM toolchain (solc-js and anvil) comes from npm; skipped where npm is missing (the embedded chain serves).
-$(NODE_STAMP): package.json package-lock.json
-	@if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund --loglevel=error && touch $@; \
+$(NODE_STAMP): $(wildcard package.json package-lock.json)
+	@if [ ! -f package.json ]; then mkdir -p node_modules; touch $@; \
+	elif command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund --loglevel=error && touch $@; \
 	else echo "npm not found: contracts are compiled and run on the embedded chain only" >&2; mkdir -p node_modules; touch $@; fi
 
 install: $(STAMP) $(NODE_STAMP)

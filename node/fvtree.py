@@ -15,6 +15,7 @@ Algorithms:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -103,12 +104,24 @@ class TrainResult:
     comm_bytes: list[int]
     comm_bytes_per_tree: list[float]
     levels: list[LevelRecord] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the training time went: party-side phases and the contract-side resolution (``ledger.reference``)."""
 
     def shares(self) -> list[float]:
         """Each party's share of the positive contributions (negative totals earn nothing)."""
         pos = [max(t, 0) for t in self.total]
         s = sum(pos)
         return [p / s if s else 0.0 for p in pos]
+
+
+def no_noise(x: np.ndarray) -> np.ndarray:
+    """The identity mechanism: no differential-privacy noise."""
+    return x
+
+
+def no_noise3(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The identity mechanism for histogram triples."""
+    return g, h, n
 
 
 def quantise(a: np.ndarray) -> list[Any]:
@@ -158,6 +171,18 @@ class Federation:
         self.score = np.zeros_like(self.y)
         self.cparams = params.contract_params()
         self.quorum = endorsement_quorum(self.m)
+        self.seconds: dict[str, float] = {}
+        self.vote_mechanism: Callable[[np.ndarray], np.ndarray] = no_noise
+        """Hook for the differential-privacy step on the votes: maps the (groups, F) local best gains to the gains
+        the vote is taken from (the exponential mechanism goes here). Identity by default."""
+        self.histogram_mechanism: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, ...]] = no_noise3
+        """Hook for the differential-privacy step on the sent histograms: maps (g, h, n) float sums, each
+        (groups, C, nbins), to the noised sums that are quantised and sent (Laplace noise goes here)."""
+
+    def _tick(self, phase: str, since: float) -> float:
+        now = time.perf_counter()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - since
+        return now
 
     def train(self, progress: Callable[[int], None] | None = None) -> TrainResult:
         """Grow ``params.trees`` trees; ``progress(t)`` is called after each tree."""
@@ -185,9 +210,12 @@ class Federation:
                 levels.extend(tree_levels)
             if progress is not None:
                 progress(t)
-        return TrainResult(trees, phi, kappa, total, per_tree, comm, [c / p.trees for c in comm], levels)
+        return TrainResult(
+            trees, phi, kappa, total, per_tree, comm, [c / p.trees for c in comm], levels, dict(self.seconds)
+        )
 
     def _grow_tree(self, t: int) -> tuple[Tree, list[int], list[LevelRecord], int]:
+        clock = time.perf_counter()
         p = self.params
         g, h = gradients(p.objective, self.y, self.score)
         h_vote = np.ones_like(h) if p.hessian == "count" else h
@@ -207,8 +235,11 @@ class Federation:
             pos[open_nodes] = np.arange(k)
             k_of_row = pos[node_id]
             group = np.where(k_of_row >= 0, self.party_of_row * k + k_of_row, -1)
+            clock = self._tick("party: gradients, routing, applying splits", clock)
             votes, cands = self._candidates(group, k, k_of_row, g, h_vote)
+            clock = self._tick("party: votes (refitted histograms, local search)", clock)
             party_hists = self._candidate_histograms(group, k, cands, g, h)
+            clock = self._tick("party: candidate histograms (build, quantise)", clock)
             last = level == p.depth - 1
             results = []
             split_feature = np.full(k, -1, dtype=np.int64)
@@ -243,6 +274,7 @@ class Federation:
             voting = self.algo != "allfeatures"
             ncand = 2 if voting else self.n_features
             traffic += level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
+            clock = self._tick("contract: top-2, best split, leaves, Shapley (ledger.reference)", clock)
             # apply the recorded splits to the rows
             in_split = k_of_row >= 0
             rows = np.nonzero(in_split)[0]
@@ -257,6 +289,7 @@ class Federation:
                 records.append(LevelRecord(t, level, [], [], [], results))
             open_nodes = next_open
         self.score += leaf_value[node_id]
+        self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic
 
     @staticmethod
@@ -280,7 +313,7 @@ class Federation:
             best = self.rows.best_gains(group, self.m * k, g * self.w, h_vote * self.w, p.lam)
         else:
             best = self.rows.best_gains(group, self.m * k, g, h_vote, p.lam)
-        votes = votes_from_gains(best).reshape(self.m, k)
+        votes = votes_from_gains(self.vote_mechanism(best)).reshape(self.m, k)
         cands: list[tuple[int, ...]] = [ref.top2(votes[:, j].tolist(), self.n_features) for j in range(k)]
         return votes, cands
 
@@ -290,7 +323,7 @@ class Federation:
         """Each party's quantised original histograms of its nodes' candidates: [party][node]."""
         cand_arr = np.asarray(cands, dtype=np.int64)  # (k, C)
         features = np.tile(cand_arr, (self.m, 1))  # group party*k + j has node j's candidates
-        (sg, sh), sn = self.rows.candidate_histograms(group, self.m * k, features, [g, h])
+        sg, sh, sn = self.histogram_mechanism(*self.rows.candidate_histograms(group, self.m * k, features, g, h))
         shape = (self.m, k, *sn.shape[1:])
         qg, qh = quantise(sg.reshape(shape)), quantise(sh.reshape(shape))
         ln = sn.reshape(shape).tolist()

@@ -9,15 +9,13 @@ run time, so:
   so work and memory follow the data, not ``features * slots``;
 * the vote search (accumulate, fill the default cells from the group totals, scan every threshold) is one compiled
   numba kernel over all groups of the level;
-* candidate histograms touch two features per row and are two ``np.bincount`` calls per value.
+* candidate histograms touch two features per row, in a second small kernel.
 
 The same code serves one party (a node process) and all parties at once (the simulator), which numbers its groups
 ``party * K + node``.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 from numba import njit
@@ -91,6 +89,31 @@ def _best_gains_kernel(  # pragma: no cover - compiled
     return best
 
 
+@njit(cache=True, nogil=True)
+def _candidate_kernel(  # pragma: no cover - compiled
+    slots: np.ndarray,
+    group_of_row: np.ndarray,
+    features: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    nbins: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    num_groups, nc = features.shape
+    hg = np.zeros((num_groups, nc, nbins))
+    hh = np.zeros((num_groups, nc, nbins))
+    hn = np.zeros((num_groups, nc, nbins), dtype=np.int64)
+    for r in range(group_of_row.shape[0]):
+        k = group_of_row[r]
+        if k < 0:
+            continue
+        for c in range(nc):
+            s = slots[r, features[k, c]]
+            hg[k, c, s] += g[r]
+            hh[k, c, s] += h[r]
+            hn[k, c, s] += 1
+    return hg, hh, hn
+
+
 class BinnedRows:
     """Bin slots of a fixed set of rows, laid out for repeated level-wise split searches."""
 
@@ -140,24 +163,24 @@ class BinnedRows:
         )
 
     def candidate_histograms(
-        self, group_of_row: np.ndarray, num_groups: int, features: np.ndarray, values: Sequence[np.ndarray]
-    ) -> tuple[list[np.ndarray], np.ndarray]:
-        """Histograms of each group's candidate features: per value a float array and the counts, each of shape
-        (num_groups, C, nbins) where ``features`` (num_groups, C) names the candidates of every group."""
-        nb = self.nbins
-        nc = features.shape[1]
-        rows = np.nonzero(group_of_row >= 0)[0]
-        grp = group_of_row[rows]
-        size = num_groups * nc * nb
-        sums = [np.zeros(size) for _ in values]
-        counts = np.zeros(size, dtype=np.int64)
-        for c in range(nc):
-            idx = (grp * nc + c) * nb + self.slots[rows, features[grp, c]]
-            for out, v in zip(sums, values, strict=True):
-                out += np.bincount(idx, weights=v[rows], minlength=size)
-            counts += np.bincount(idx, minlength=size)
-        shape = (num_groups, nc, nb)
-        return [s.reshape(shape) for s in sums], counts.reshape(shape)
+        self, group_of_row: np.ndarray, num_groups: int, features: np.ndarray, g: np.ndarray, h: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sums of g, h and the row counts of each group's candidate features, each of shape (num_groups, C, nbins),
+        where ``features`` (num_groups, C) names the candidates of every group."""
+        if group_of_row.shape != (self.n_rows,) or g.shape != (self.n_rows,) or h.shape != (self.n_rows,):
+            raise ValueError(f"group_of_row, g and h must have shape ({self.n_rows},)")
+        if features.ndim != 2 or features.shape[0] != num_groups:
+            raise ValueError(f"features must have shape ({num_groups}, C), got {features.shape}")
+        if features.size and not (features.min() >= 0 and features.max() < self.n_features):
+            raise ValueError(f"candidate features must be in [0, {self.n_features})")
+        return _candidate_kernel(
+            self.slots,
+            group_of_row.astype(np.int64),
+            features.astype(np.int64),
+            g.astype(np.float64),
+            h.astype(np.float64),
+            self.nbins,
+        )
 
 
 def votes_from_gains(best: np.ndarray) -> np.ndarray:

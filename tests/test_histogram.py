@@ -54,7 +54,7 @@ def test_candidate_histograms_match_bincount() -> None:
     rows = BinnedRows(slots, 6)
     group = np.random.default_rng(3).integers(-1, 4, len(g))
     feats = np.array([[0, 1], [2, 0], [8, 7], [1, 1]])
-    (sg, sh), sn = rows.candidate_histograms(group, 4, feats, [g, h])
+    sg, sh, sn = rows.candidate_histograms(group, 4, feats, g, h)
     for k in range(4):
         sel = group == k
         for c in range(2):

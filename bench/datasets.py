@@ -1,0 +1,26 @@
+"""Where the benchmark data sets are and how each is loaded (train file, test file, loader options)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from node.data import Dataset, load_train_test
+
+SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+
+DATASETS: dict[str, tuple[str, str | None, dict[str, object]]] = {
+    "a9a": ("a9a.gz", "a9a.t.gz", {}),
+    "higgs": ("higgs_h2o_train_10k.csv.gz", "higgs_h2o_test_5k.csv.gz", {}),
+    "susy": ("susy_bfp_train_10k.csv.gz", "susy_bfp_test_10k.csv.gz", {}),
+    "credit": ("UCI_Credit_Card.csv.gz", None, {"label_column": -1, "drop_columns": [0]}),
+}
+
+
+def load(name: str, seed: int = 0) -> tuple[Dataset, Dataset]:
+    """Train and test sets of a named benchmark data set (the shared copy; a9a falls back to the demo's copy)."""
+    train, test, opts = DATASETS[name]
+    base = SHARED
+    if name == "a9a" and not (base / train).exists():
+        base = Path(__file__).resolve().parents[1] / "deploy" / "data"
+    return load_train_test(base / train, base / test if test else None, seed=seed, **opts)  # type: ignore[arg-type]
