@@ -1,0 +1,83 @@
+"""Bytes each party sends per tree as the training rows grow, next to the paper's formula (section 7.1.2).
+
+python -m bench.comm --fractions 0.25,0.5,1.0 --trees 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from bench.datasets import load
+from node.experiment import PrepConfig, prepare, run
+from node.fvtree import TrainParams
+from node.messages import SIGNATURE, WORD
+
+
+def paper_formula(depth: int, parties: int, nbins: int) -> float:
+    """(2^(d-1) - 1) [(4M - 3) N_bin + (7/3 M - 1) L_sign] bytes per tree, with the paper's d = depth + 1 (it counts
+    the leaf level), N_bin = one candidate histogram of nbins slots of (g, h, n) words, L_sign = 65."""
+    n_bin = nbins * 3 * WORD
+    return (2**depth - 1) * ((4 * parties - 3) * n_bin + (7 / 3 * parties - 1) * SIGNATURE)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="a9a")
+    ap.add_argument("--fractions", default="0.25,0.5,1.0")
+    ap.add_argument("--parties", type=int, default=4)
+    ap.add_argument("--theta", type=float, default=0.8)
+    ap.add_argument("--trees", type=int, default=50)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--bins", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="bench/results/comm.json")
+    args = ap.parse_args()
+    train, test = load(args.data, args.seed)
+    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins)
+    rows = []
+    for frac in map(float, args.fractions.split(",")):
+        keep = np.sort(np.random.default_rng(args.seed).permutation(train.n_rows)[: round(frac * train.n_rows)])
+        prep = prepare(
+            train.subset(keep), test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed)
+        )
+        report, _, _ = run(prep, "fvtree")
+        per_tree = report["comm_bytes_per_party_per_tree"]
+        rows.append(
+            {
+                "fraction": frac,
+                "rows": len(keep),
+                "bytes_per_party_per_tree": per_tree,
+                "setup_bytes_per_party": report["setup_bytes_per_party"],
+                "test_error": report["test_error"],
+            }
+        )
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    formula = paper_formula(args.depth, args.parties, params.nbins)
+    with open(args.out, "w") as f:
+        json.dump(
+            {
+                "command": "python -m bench.comm " + " ".join(sys.argv[1:]),
+                "rows": rows,
+                "paper_formula_bytes_per_tree": formula,
+            },
+            f,
+            indent=1,
+        )
+    print("| training rows | KiB sent per party per tree (mean / max over parties) | setup KiB per party (once) |")
+    print("|---|---|---|")
+    for r in rows:
+        b = r["bytes_per_party_per_tree"]
+        print(
+            f"| {r['rows']} ({100 * r['fraction']:.0f}%) | {np.mean(b) / 1024:.1f} / {max(b) / 1024:.1f} "
+            f"| {np.mean(r['setup_bytes_per_party']) / 1024:.1f} |"
+        )
+    print(f"\npaper's formula (full trees, sent and received): {formula / 1024:.1f} KiB per party per tree")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
