@@ -160,6 +160,9 @@ def simulate(args: argparse.Namespace) -> int:
         }
         reports.append(central)
     print_summary(Console(), report, reports)
+    for target in (args.json_out, args.model_out):
+        if target:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=2, allow_nan=True) + "\n")
     if args.model_out and model is not None:
