@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from math import factorial
 
 ONE: int = 10**18
@@ -69,7 +70,8 @@ def side_score(g: int, h: int, lam: int) -> int:
     d = h + lam
     if d <= 0:
         return 0
-    return tdiv(check_int256(g * g), d)
+    # g*g >= 0 and d > 0, so floor division is the truncating division here
+    return check_int256(g * g) // d
 
 
 def split_gain(g_left: int, h_left: int, g_right: int, h_right: int, lam: int) -> int:
@@ -99,23 +101,19 @@ def top2(votes: Sequence[int], num_features: int) -> tuple[int, int]:
     """
     if num_features < 1:
         raise ValueError("num_features must be at least 1")
-    counts = [0] * num_features
+    counts: dict[int, int] = {}
     for v in votes:
         if v == ABSTAIN:
             continue
         if not 0 <= v < num_features:
             raise ValueError(f"vote {v} is not a feature index in [0, {num_features})")
-        counts[v] += 1
-    first = 0
-    for f in range(1, num_features):
-        if counts[f] > counts[first]:
-            first = f
+        counts[v] = counts.get(v, 0) + 1
     if num_features == 1:
         return (0, 0)
-    second = 1 if first == 0 else 0
-    for f in range(num_features):
-        if f != first and counts[f] > counts[second]:
-            second = f
+    # only voted features can outrank the zero-vote ones, among which the lowest index comes first
+    first = min(counts, key=lambda f: (-counts[f], f)) if counts else 0
+    rest = [f for f in counts if f != first]
+    second = min(rest, key=lambda f: (-counts[f], f)) if rest else (1 if first == 0 else 0)
     return (first, second)
 
 
@@ -201,6 +199,16 @@ def best_split(hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int 
     return best
 
 
+@cache
+def _coalition_weights(m: int) -> tuple[int, ...]:
+    """``|B|! (M - |B| - 1)!`` for every coalition mask B of M parties (0 for the grand coalition, never used)."""
+    size = 1 << m
+    return tuple(
+        factorial(bin(mask).count("1")) * factorial(m - bin(mask).count("1") - 1) if mask != size - 1 else 0
+        for mask in range(size)
+    )
+
+
 def split_shapley(
     g_left: Sequence[int], h_left: Sequence[int], g_right: Sequence[int], h_right: Sequence[int], lam: int
 ) -> tuple[int, list[int]]:
@@ -230,9 +238,8 @@ def split_shapley(
         sum_gr[mask] = sum_gr[rest] + g_right[i]
         sum_hr[mask] = sum_hr[rest] + h_right[i]
         utility[mask] = split_gain(sum_gl[mask], sum_hl[mask], sum_gr[mask], sum_hr[mask], lam)
-    weight = [factorial(s) * factorial(m - s - 1) for s in range(m)]
+    mask_weight = _coalition_weights(m)
     total = factorial(m)
-    mask_weight = [weight[bin(mask).count("1")] if mask != size - 1 else 0 for mask in range(size)]
     phi = []
     for p in range(m):
         bit = 1 << p

@@ -250,11 +250,10 @@ class Federation:
             split_feature = np.full(k, -1, dtype=np.int64)
             split_threshold = np.zeros(k, dtype=np.int64)
             next_open: list[int] = []
+            node_votes = votes.T.tolist()
             for j, nid in enumerate(open_nodes):
                 hists = [party_hists[i][j] for i in range(self.m)]
-                res = ref.resolve_node(
-                    hists, [int(votes[i, j]) for i in range(self.m)], inherited[nid], last, self.cparams
-                )
+                res = ref.resolve_node(hists, node_votes[j], inherited[nid], last, self.cparams)
                 results.append(res)
                 for i in range(self.m):
                     tree_total[i] += res.contribution[i]
