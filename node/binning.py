@@ -112,6 +112,11 @@ def uniform_edges(low: np.ndarray, high: np.ndarray, bins: int) -> list[np.ndarr
     ]
 
 
+def sketch_rng(seed: int, party: int) -> np.random.Generator:
+    """Party ``party``'s own noise stream for its sketch, so a party process reproduces the simulator's sketch."""
+    return np.random.default_rng([seed, 0xB1, party])
+
+
 def common_edges(
     party_X: Sequence[np.ndarray],
     bins: int,
@@ -132,9 +137,11 @@ def common_edges(
         return exact_edges(np.vstack(party_X), bins)
     if method == "uniform":
         return uniform_edges(low, high, bins)
-    rng = np.random.default_rng([seed, 0xB1])
     merged = sum(
-        (local_sketch(X, low, high, resolution=resolution, epsilon=epsilon, rng=rng) for X in party_X),
+        (
+            local_sketch(X, low, high, resolution=resolution, epsilon=epsilon, rng=sketch_rng(seed, p))
+            for p, X in enumerate(party_X)
+        ),
         start=np.zeros((len(low), resolution)),
     )
     return edges_from_sketch(merged, low, high, bins)
