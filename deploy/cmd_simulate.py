@@ -42,6 +42,12 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--psd-depth", type=int, default=8)
     parser.add_argument("--psd-max-rows", type=int, default=500)
     parser.add_argument("--psd-epsilon", type=float, default=1.0, help="PSD privacy budget (inf: no noise)")
+    parser.add_argument(
+        "--psd-label-first",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="every PSD splits the label at its root (default: on; see docs/psd.md)",
+    )
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -114,6 +120,7 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         psd_depth=args.psd_depth,
         psd_max_rows=args.psd_max_rows,
         psd_epsilon=args.psd_epsilon,
+        psd_label_first=args.psd_label_first,
     )
 
 

@@ -42,6 +42,7 @@ class PrepConfig:
     psd_depth: int = 8
     psd_max_rows: int = 500
     psd_epsilon: float = 1.0
+    psd_label_first: bool = True
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Prepared:
     test_slots: np.ndarray
     prep_seconds: float
     _weights: list[np.ndarray] | None = None
+    _matrices: list[np.ndarray] | None = None
     psd_bytes: list[int] | None = None
 
     def party_slots(self) -> list[np.ndarray]:
@@ -65,6 +67,12 @@ class Prepared:
 
     def party_y(self) -> list[np.ndarray]:
         return [self.train.y[idx] for idx in self.parts]
+
+    def matrices(self) -> list[np.ndarray]:
+        """Each party's distribution matrix W (its rows x M): what its endorsement verifier weights with."""
+        self.weights()
+        assert self._matrices is not None
+        return self._matrices
 
     def weights(self) -> list[np.ndarray]:
         """Each party's w* from all parties' PSDs (Algorithm 2, equation 3), computed once per run."""
@@ -84,14 +92,17 @@ class Prepared:
                     max_rows=c.psd_max_rows,
                     epsilon=c.psd_epsilon,
                     rng=np.random.default_rng([c.seed, 0x95D, p]),
+                    label_first=c.psd_label_first,
                 )
                 for p, idx in enumerate(self.parts)
             ]
             self.psd_bytes = [len(psd.encode()) for psd in psds]
-            self._weights = [
-                distribution_weights(self.train.X[idx], self.train.y[idx], psds, self.params.delta)[1]
+            pairs = [
+                distribution_weights(self.train.X[idx], self.train.y[idx], psds, self.params.delta)
                 for idx in self.parts
             ]
+            self._matrices = [W for W, _ in pairs]
+            self._weights = [w for _, w in pairs]
             self.prep_seconds += time.perf_counter() - start
         return self._weights
 

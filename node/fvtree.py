@@ -92,6 +92,20 @@ class LevelRecord:
     results: list[ref.NodeResult]
 
 
+@dataclass(frozen=True)
+class LevelView:
+    """What the parties hold during one level, for observers (the endorsement calibration): the rows' node
+    positions, the candidates and the float sums each party is about to quantise and send."""
+
+    tree: int
+    level: int
+    k_of_row: np.ndarray
+    candidates: list[tuple[int, ...]]
+    g: np.ndarray
+    h: np.ndarray
+    sums: tuple[np.ndarray, ...]  # (g, h, n), each (parties, nodes, C, nbins)
+
+
 @dataclass
 class TrainResult:
     """The trained trees with everything the protocol recorded along the way."""
@@ -177,6 +191,9 @@ class Federation:
         self.cparams = params.contract_params()
         self.quorum = endorsement_quorum(self.m)
         self.seconds: dict[str, float] = {}
+        self.level_observer: Callable[[LevelView], None] | None = None
+        self._tree = self._level = 0
+        self._k_of_row = np.zeros(0, dtype=np.int64)
         self.vote_mechanism: Callable[[np.ndarray], np.ndarray] = no_noise
         """Hook for the differential-privacy step on the votes: maps the (groups, F) local best gains to the gains
         the vote is taken from (the exponential mechanism goes here). Identity by default."""
@@ -241,6 +258,7 @@ class Federation:
             k_of_row = pos[node_id]
             group = np.where(k_of_row >= 0, self.party_of_row * k + k_of_row, -1)
             clock = self._tick("party: gradients, routing, applying splits", clock)
+            self._tree, self._level, self._k_of_row = t, level, k_of_row
             votes, cands = self._candidates(group, k, k_of_row, g, h_vote)
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             party_hists = self._candidate_histograms(group, k, cands, g, h)
@@ -329,6 +347,18 @@ class Federation:
         features = np.tile(cand_arr, (self.m, 1))  # group party*k + j has node j's candidates
         sg, sh, sn = self.histogram_mechanism(*self.rows.candidate_histograms(group, self.m * k, features, g, h))
         shape = (self.m, k, *sn.shape[1:])
+        if self.level_observer is not None:
+            self.level_observer(
+                LevelView(
+                    self._tree,
+                    self._level,
+                    self._k_of_row,
+                    list(cands),
+                    g,
+                    h,
+                    (sg.reshape(shape), sh.reshape(shape), sn.reshape(shape)),
+                )
+            )
         qg, qh = quantise(sg.reshape(shape)), quantise(sh.reshape(shape))
         ln = sn.reshape(shape).tolist()
         return [

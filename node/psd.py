@@ -126,6 +126,7 @@ def build_psd(
     epsilon: float = 1.0,
     rng: np.random.Generator,
     structure_fraction: float = 0.5,
+    label_first: bool = False,
 ) -> PSD:
     """Build the epsilon-DP PSD of one party's rows (X with NaN = missing, y the label).
 
@@ -174,7 +175,8 @@ def build_psd(
         for i, (path, used) in enumerate(level_nodes):
             if split[i]:
                 free = [d for d in range(D) if d not in used]
-                d = free[_position_choice(key, path, len(free))]
+                # label_first: the root splits the label (dimension D - 1), a fixed, data-independent choice
+                d = D - 1 if label_first and not path else free[_position_choice(key, path, len(free))]
                 dims[i] = d
                 split_dim.append(d)
                 split_value.append(float(midpoints[d]))
