@@ -1,0 +1,971 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {FGBDTMathLib} from "./FGBDTMath.sol";
+
+/// @title FGBDTChain
+/// @notice Federated gradient-boosted trees with on-chain fairness. A requester opens a task with a reward, approves
+///         the parties that ask to join, and the parties build the model level by level: they vote for features, the
+///         contract fixes two candidates per node, each party commits its endorsed candidate histograms, and anyone
+///         resolves the nodes by replaying the histograms in calldata. Splits, leaves, split Shapley values and voting
+///         contributions follow `ledger/reference.py` bit for bit; rewards are paid pro rata to the clipped totals.
+/// @dev Histograms never touch storage: a party stores one Merkle root over its per-node histogram hashes per level
+///      and emits the data; resolvers pass the data again with Merkle proofs. Node ids form a heap (root 1, children
+///      2i and 2i+1); level l holds nodes 2^l .. 2^(l+1)-1, tracked as a bitmask (depth is at most 8).
+contract FGBDTChain {
+    // ------------------------------------------------------------------ types
+
+    /// @notice Lifecycle of a task.
+    enum Status {
+        None,
+        Open,
+        Training,
+        Completed,
+        Cancelled
+    }
+
+    /// @notice Step of the current tree level.
+    enum Phase {
+        Voting,
+        Histograms,
+        Resolving
+    }
+
+    /// @notice A party's membership in a task.
+    enum Membership {
+        None,
+        Pending,
+        Approved,
+        Refused
+    }
+
+    /// @notice Task parameters fixed at creation. Real values are int256 fixed point (1e18 = 1.0).
+    struct Config {
+        uint16 trees;
+        uint8 depth;
+        uint16 bins;
+        uint8 hessianMode;
+        uint16 quorumNum;
+        uint16 quorumDen;
+        uint16 minParties;
+        uint16 maxParties;
+        uint64 joinBlocks;
+        uint64 stepBlocks;
+        int256 lambda;
+        int256 learningRate;
+        int256 minRows;
+        int256 alpha;
+        int256 overlapThreshold;
+    }
+
+    /// @notice Mutable state of a task.
+    struct Task {
+        address requester;
+        Status status;
+        Phase phase;
+        uint16 numFeatures;
+        uint16 tree;
+        uint8 level;
+        uint32 step;
+        uint16 voteCount;
+        uint16 histCount;
+        uint64 joinDeadline;
+        uint64 stepDeadline;
+        uint256 openMask;
+        uint256 nextMask;
+        uint256 resolvedMask;
+        uint256 reward;
+        bytes32 schemaHash;
+        bytes32 binEdgesHash;
+        Config cfg;
+        address[] parties;
+    }
+
+    /// @notice A party's record in a task. `votes` packs the current level's votes, 2 bytes each (0 = abstain).
+    struct Member {
+        Membership status;
+        uint16 index;
+        uint32 votedStep;
+        uint32 histStep;
+        bytes32 psdHash;
+        bytes32 histRoot;
+        int256 contribution;
+        bytes votes;
+    }
+
+    /// @notice One node of a tree: candidates, totals (from its parent's split) and result.
+    /// @dev kind: 0 unknown, 1 open, 2 split, 3 leaf. `value` is the gain of a split node or the value of a leaf.
+    struct Node {
+        uint8 kind;
+        uint16 cand0;
+        uint16 cand1;
+        uint16 feature;
+        uint16 threshold;
+        int256 g;
+        int256 h;
+        int256 n;
+        int256 value;
+    }
+
+    /// @dev Everything one node resolution needs, kept in memory to stay clear of stack limits.
+    struct Resolution {
+        uint256 taskId;
+        uint256 node;
+        uint256 nbins;
+        uint256 width;
+        uint256 rank;
+        uint256 proofLen;
+        address[] subs;
+        int256[] aggG;
+        int256[] aggH;
+        int256[] aggN;
+    }
+
+    // ------------------------------------------------------------------ constants
+
+    /// @notice Upper bound on approved parties (exact Shapley cost is M * 2^M).
+    uint256 public constant MAX_PARTIES = 16;
+    /// @notice Upper bound on tree depth (a level's open nodes fit one 256-bit mask).
+    uint256 public constant MAX_DEPTH = 8;
+    /// @notice Domain tag of the endorsement digest.
+    bytes32 public constant ENDORSEMENT_TAG = keccak256("FGBDTChain.Endorsement.v1");
+    int256 private constant ONE = 1e18;
+    uint256 private constant SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
+
+    // ------------------------------------------------------------------ storage
+
+    /// @notice Number of tasks created; task ids are 1..taskCount.
+    uint256 public taskCount;
+    mapping(uint256 => Task) private _tasks;
+    mapping(uint256 => mapping(address => Member)) private _members;
+    mapping(uint256 => mapping(uint256 => mapping(uint256 => Node))) private _nodes;
+    /// @notice Wei each address can withdraw from each task.
+    mapping(uint256 => mapping(address => uint256)) public owed;
+    uint256 private _lock = 1;
+
+    // ------------------------------------------------------------------ errors
+
+    error InvalidConfig(bytes32 field);
+    error UnknownTask(uint256 taskId);
+    error NotRequester(uint256 taskId, address caller);
+    error WrongStatus(uint256 taskId, Status actual);
+    error WrongPhase(uint256 taskId, Phase actual);
+    error JoinWindowClosed(uint256 taskId, uint64 deadline);
+    error AlreadyJoined(uint256 taskId, address party);
+    error NotPending(uint256 taskId, address party);
+    error PartyLimitReached(uint256 taskId, uint256 maxParties);
+    error NotEnoughParties(uint256 taskId, uint256 approved, uint256 required);
+    error NotMember(uint256 taskId, address caller);
+    error NotApproved(uint256 taskId, address caller);
+    error WrongStep(uint256 taskId, uint256 tree, uint256 level);
+    error AlreadyVoted(uint256 taskId, address party);
+    error DidNotVote(uint256 taskId, address party);
+    error AlreadySubmitted(uint256 taskId, address party);
+    error LengthMismatch(uint256 expected, uint256 actual);
+    error InvalidVote(uint256 index, int256 vote);
+    error StepDeadlinePassed(uint256 taskId, uint64 deadline);
+    error StepStillOpen(uint256 taskId, uint64 deadline);
+    error InvalidSignature(uint256 index);
+    error EndorserNotMember(address signer);
+    error SelfEndorsement(address signer);
+    error DuplicateEndorsement(address signer);
+    error InsufficientEndorsements(uint256 valid, uint256 required);
+    error NodeNotOpen(uint256 taskId, uint256 node);
+    error HistogramMismatch(uint256 taskId, address party);
+    error NothingToWithdraw(uint256 taskId, address account);
+    error TransferFailed(address to, uint256 amount);
+    error Reentrancy();
+
+    // ------------------------------------------------------------------ events
+
+    event TaskCreated(
+        uint256 indexed taskId,
+        address indexed requester,
+        uint256 reward,
+        Config cfg,
+        int256[] featureMin,
+        int256[] featureMax,
+        bytes32 binEdgesHash
+    );
+    event JoinRequested(uint256 indexed taskId, address indexed party, bytes32 psdHash, bytes psd, string endpoint);
+    event PartyApproved(uint256 indexed taskId, address indexed party, uint256 index);
+    event PartyRefused(uint256 indexed taskId, address indexed party);
+    event TaskCancelled(uint256 indexed taskId, uint256 refund);
+    event TrainingStarted(uint256 indexed taskId, address[] parties);
+    event LevelStarted(uint256 indexed taskId, uint256 tree, uint256 level, uint256 openMask, uint64 deadline);
+    event VotesSubmitted(uint256 indexed taskId, uint256 tree, uint256 level, address indexed party, int256[] votes);
+    event CandidatesFixed(uint256 indexed taskId, uint256 tree, uint256 node, uint256 first, uint256 second);
+    event VotingClosed(uint256 indexed taskId, uint256 tree, uint256 level, uint256 voters, uint64 deadline);
+    event HistogramsSubmitted(
+        uint256 indexed taskId,
+        uint256 tree,
+        uint256 level,
+        address indexed party,
+        bytes32 root,
+        uint256 endorsements,
+        int256[] data
+    );
+    event HistogramsClosed(uint256 indexed taskId, uint256 tree, uint256 level, uint256 submitters);
+    event NodeSplit(
+        uint256 indexed taskId,
+        uint256 tree,
+        uint256 node,
+        uint256 feature,
+        uint256 threshold,
+        int256 gain,
+        int256[6] sides
+    );
+    event LeafSet(uint256 indexed taskId, uint256 tree, uint256 node, int256 value);
+    event ContributionsAdded(
+        uint256 indexed taskId,
+        uint256 tree,
+        uint256 node,
+        address[] parties,
+        int256[] phi,
+        int256[] kappa,
+        int256[] contribution
+    );
+    event TaskCompleted(uint256 indexed taskId, int256 positiveTotal);
+    event RewardAssigned(uint256 indexed taskId, address indexed account, uint256 amount);
+    event Withdrawn(uint256 indexed taskId, address indexed account, uint256 amount);
+
+    // ------------------------------------------------------------------ modifiers
+
+    modifier nonReentrant() {
+        if (_lock != 1) revert Reentrancy();
+        _lock = 2;
+        _;
+        _lock = 1;
+    }
+
+    // ------------------------------------------------------------------ task lifecycle
+
+    /// @notice Open a task; `msg.value` is the reward.
+    /// @param cfg GBDT, quorum, party-limit and deadline parameters.
+    /// @param featureMin Per-feature minimum of the data schema (fixed point); the length sets the feature count.
+    /// @param featureMax Per-feature maximum (fixed point).
+    /// @param binEdgesHash Hash of the bin edges every party must use.
+    /// @return taskId The new task's id.
+    function createTask(
+        Config calldata cfg,
+        int256[] calldata featureMin,
+        int256[] calldata featureMax,
+        bytes32 binEdgesHash
+    ) external payable returns (uint256 taskId) {
+        uint256 f = featureMin.length;
+        if (f == 0 || f != featureMax.length || f > type(uint16).max - 1) revert InvalidConfig("features");
+        for (uint256 i = 0; i < f; ++i) if (featureMin[i] > featureMax[i]) revert InvalidConfig("min>max");
+        if (cfg.trees == 0) revert InvalidConfig("trees");
+        if (cfg.depth == 0 || cfg.depth > MAX_DEPTH) revert InvalidConfig("depth");
+        if (cfg.bins == 0) revert InvalidConfig("bins");
+        if (cfg.hessianMode > 1) revert InvalidConfig("hessianMode");
+        if (cfg.quorumDen == 0 || cfg.quorumNum > cfg.quorumDen) revert InvalidConfig("quorum");
+        if (cfg.minParties == 0 || cfg.minParties > cfg.maxParties || cfg.maxParties > MAX_PARTIES) {
+            revert InvalidConfig("parties");
+        }
+        if (cfg.stepBlocks == 0) revert InvalidConfig("stepBlocks");
+        if (cfg.lambda < 0 || cfg.learningRate <= 0 || cfg.minRows < 1) revert InvalidConfig("gbdt");
+        if (cfg.alpha <= 0 || cfg.alpha > ONE) revert InvalidConfig("alpha");
+        if (msg.value >= 1 << 128) revert InvalidConfig("reward");
+        taskId = ++taskCount;
+        Task storage t = _tasks[taskId];
+        t.requester = msg.sender;
+        t.status = Status.Open;
+        t.numFeatures = uint16(f);
+        t.joinDeadline = uint64(block.number) + cfg.joinBlocks;
+        t.reward = msg.value;
+        t.schemaHash = keccak256(abi.encode(featureMin, featureMax, binEdgesHash));
+        t.binEdgesHash = binEdgesHash;
+        t.cfg = cfg;
+        emit TaskCreated(taskId, msg.sender, msg.value, cfg, featureMin, featureMax, binEdgesHash);
+    }
+
+    /// @notice Ask to join an open task, publishing the party's PSD and endorsement endpoint.
+    /// @param taskId The task.
+    /// @param psd The serialised differentially private spatial decomposition (emitted; its hash is stored).
+    /// @param endpoint URL where the party answers endorsement requests.
+    function join(uint256 taskId, bytes calldata psd, string calldata endpoint) external {
+        Task storage t = _task(taskId);
+        if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
+        if (block.number > t.joinDeadline) revert JoinWindowClosed(taskId, t.joinDeadline);
+        Member storage m = _members[taskId][msg.sender];
+        if (m.status != Membership.None) revert AlreadyJoined(taskId, msg.sender);
+        m.status = Membership.Pending;
+        m.psdHash = keccak256(psd);
+        emit JoinRequested(taskId, msg.sender, m.psdHash, psd, endpoint);
+    }
+
+    /// @notice Approve a pending party (requester only). Approval order is the party order of the task.
+    /// @param taskId The task.
+    /// @param party The applicant.
+    function approve(uint256 taskId, address party) external {
+        Task storage t = _requesterTask(taskId);
+        if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
+        Member storage m = _members[taskId][party];
+        if (m.status != Membership.Pending) revert NotPending(taskId, party);
+        if (t.parties.length >= t.cfg.maxParties) revert PartyLimitReached(taskId, t.cfg.maxParties);
+        m.status = Membership.Approved;
+        m.index = uint16(t.parties.length);
+        t.parties.push(party);
+        emit PartyApproved(taskId, party, m.index);
+    }
+
+    /// @notice Refuse a pending party (requester only).
+    /// @param taskId The task.
+    /// @param party The applicant.
+    function refuse(uint256 taskId, address party) external {
+        Task storage t = _requesterTask(taskId);
+        if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
+        Member storage m = _members[taskId][party];
+        if (m.status != Membership.Pending) revert NotPending(taskId, party);
+        m.status = Membership.Refused;
+        emit PartyRefused(taskId, party);
+    }
+
+    /// @notice Start training once at least `minParties` are approved (requester only).
+    /// @param taskId The task.
+    function start(uint256 taskId) external {
+        Task storage t = _requesterTask(taskId);
+        if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
+        if (t.parties.length < t.cfg.minParties) {
+            revert NotEnoughParties(taskId, t.parties.length, t.cfg.minParties);
+        }
+        t.status = Status.Training;
+        emit TrainingStarted(taskId, t.parties);
+        _startTree(taskId, t, 0);
+    }
+
+    /// @notice Cancel a task that never started and credit the deposit back to the requester (requester only).
+    /// @param taskId The task.
+    function cancel(uint256 taskId) external {
+        Task storage t = _requesterTask(taskId);
+        if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
+        t.status = Status.Cancelled;
+        uint256 refund = t.reward;
+        owed[taskId][t.requester] += refund;
+        emit TaskCancelled(taskId, refund);
+    }
+
+    // ------------------------------------------------------------------ training
+
+    /// @notice Submit one vote per open node of the current level, in increasing node id (-1 abstains).
+    /// @param taskId The task.
+    /// @param tree Current tree (guards against stale transactions).
+    /// @param level Current level.
+    /// @param votes Feature index or -1 per open node.
+    function submitVotes(uint256 taskId, uint256 tree, uint256 level, int256[] calldata votes) external {
+        Task storage t = _trainingTask(taskId, tree, level, Phase.Voting);
+        Member storage m = _approved(taskId);
+        if (m.votedStep == t.step) revert AlreadyVoted(taskId, msg.sender);
+        if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
+        uint256 k = _popcount(t.openMask);
+        if (votes.length != k) revert LengthMismatch(k, votes.length);
+        bytes memory packed = new bytes(2 * k);
+        uint256 nf = t.numFeatures;
+        for (uint256 i = 0; i < k; ++i) {
+            int256 v = votes[i];
+            if (v != -1 && (v < 0 || uint256(v) >= nf)) revert InvalidVote(i, v);
+            uint256 code = uint256(v + 1);
+            packed[2 * i] = bytes1(uint8(code >> 8));
+            packed[2 * i + 1] = bytes1(uint8(code));
+        }
+        m.votes = packed;
+        m.votedStep = t.step;
+        t.voteCount += 1;
+        emit VotesSubmitted(taskId, tree, level, msg.sender, votes);
+    }
+
+    /// @notice Close voting once every approved party voted or the deadline passed, fixing each node's top-2.
+    /// @param taskId The task.
+    function closeVoting(uint256 taskId) external {
+        Task storage t = _task(taskId);
+        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
+        if (t.phase != Phase.Voting) revert WrongPhase(taskId, t.phase);
+        uint256 mCount = t.parties.length;
+        if (t.voteCount < mCount && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
+        uint256 step = t.step;
+        bytes[] memory ballots = new bytes[](t.voteCount);
+        uint256 nb;
+        for (uint256 p = 0; p < mCount; ++p) {
+            Member storage m = _members[taskId][t.parties[p]];
+            if (m.votedStep == step) ballots[nb++] = m.votes;
+        }
+        uint256 nf = t.numFeatures;
+        uint256 mask = t.openMask;
+        uint256 base = 1 << t.level;
+        uint256 i;
+        for (uint256 b = 0; b < base; ++b) {
+            if ((mask >> b) & 1 == 0) continue;
+            uint256[] memory counts = new uint256[](nf);
+            for (uint256 q = 0; q < nb; ++q) {
+                uint256 code = (uint256(uint8(ballots[q][2 * i])) << 8) | uint256(uint8(ballots[q][2 * i + 1]));
+                if (code != 0) counts[code - 1] += 1;
+            }
+            (uint256 first, uint256 second) = FGBDTMathLib.top2FromCounts(counts);
+            Node storage nd = _nodes[taskId][t.tree][base + b];
+            nd.cand0 = uint16(first);
+            nd.cand1 = uint16(second);
+            emit CandidatesFixed(taskId, t.tree, base + b, first, second);
+            ++i;
+        }
+        t.phase = Phase.Histograms;
+        t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
+        emit VotingClosed(taskId, t.tree, t.level, nb, t.stepDeadline);
+    }
+
+    /// @notice Commit this level's candidate histograms with endorsement signatures of other approved parties.
+    /// @dev `data` holds, per open node in increasing id, g[2*nbins] | h[2*nbins] | n[2*nbins] (nbins = bins + 1).
+    ///      The node hash is keccak256 of that block; the commitment is the Merkle root of the node hashes (padded to
+    ///      a power of two with zero leaves). Signatures are 65-byte (r, s, v) over the EIP-191 hash of
+    ///      `endorsementDigest(taskId, tree, level, party, root)`.
+    /// @param taskId The task.
+    /// @param tree Current tree.
+    /// @param level Current level.
+    /// @param data The histograms, emitted but not stored.
+    /// @param signatures Endorsements; all must be valid, distinct, from other approved parties.
+    function submitHistograms(
+        uint256 taskId,
+        uint256 tree,
+        uint256 level,
+        int256[] calldata data,
+        bytes[] calldata signatures
+    ) external {
+        Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
+        Member storage m = _approved(taskId);
+        if (m.votedStep != t.step) revert DidNotVote(taskId, msg.sender);
+        if (m.histStep == t.step) revert AlreadySubmitted(taskId, msg.sender);
+        if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
+        uint256 k = _popcount(t.openMask);
+        uint256 block_ = 6 * (uint256(t.cfg.bins) + 1);
+        if (data.length != k * block_) revert LengthMismatch(k * block_, data.length);
+        bytes32[] memory leaves = new bytes32[](k);
+        for (uint256 i = 0; i < k; ++i) leaves[i] = _hashCalldata(data, i * block_, block_);
+        bytes32 root = _merkleRoot(leaves);
+        uint256 valid = _checkEndorsements(taskId, t, tree, level, root, signatures);
+        m.histRoot = root;
+        m.histStep = t.step;
+        t.histCount += 1;
+        emit HistogramsSubmitted(taskId, tree, level, msg.sender, root, valid, data);
+    }
+
+    /// @notice Close the histogram step once every voter submitted or the deadline passed; resolution opens.
+    /// @param taskId The task.
+    function closeHistograms(uint256 taskId) external {
+        Task storage t = _task(taskId);
+        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
+        if (t.phase != Phase.Histograms) revert WrongPhase(taskId, t.phase);
+        if (t.histCount < t.voteCount && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
+        t.phase = Phase.Resolving;
+        emit HistogramsClosed(taskId, t.tree, t.level, t.histCount);
+    }
+
+    /// @notice Resolve one open node of the current level (anyone may call): replay the submitting parties'
+    ///         histograms, check them against their commitments, then split or make a leaf and credit contributions
+    ///         exactly as `reference.resolve_node`. The last resolution of a level advances the task.
+    /// @param taskId The task.
+    /// @param node Heap id of the node.
+    /// @param g Gradient sums, party-major over the submitting parties in party order, 2*nbins each.
+    /// @param h Hessian sums, same layout.
+    /// @param n Row counts, same layout.
+    /// @param proofs Merkle proofs, party-major, ceil(log2(open nodes)) hashes each.
+    function resolveNode(
+        uint256 taskId,
+        uint256 node,
+        int256[] calldata g,
+        int256[] calldata h,
+        int256[] calldata n,
+        bytes32[] calldata proofs
+    ) external {
+        Task storage t = _task(taskId);
+        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
+        if (t.phase != Phase.Resolving) revert WrongPhase(taskId, t.phase);
+        Resolution memory r;
+        r.taskId = taskId;
+        r.node = node;
+        {
+            uint256 base = 1 << t.level;
+            if (node < base || node >= 2 * base) revert NodeNotOpen(taskId, node);
+            uint256 bit = 1 << (node - base);
+            if (t.openMask & bit == 0 || t.resolvedMask & bit != 0) revert NodeNotOpen(taskId, node);
+            t.resolvedMask |= bit;
+            r.rank = _popcount(t.openMask & (bit - 1));
+            uint256 k = _popcount(t.openMask);
+            while ((1 << r.proofLen) < k) ++r.proofLen;
+        }
+        r.nbins = uint256(t.cfg.bins) + 1;
+        r.width = 2 * r.nbins;
+        r.subs = _submitters(taskId, t);
+        uint256 s = r.subs.length;
+        if (g.length != s * r.width) revert LengthMismatch(s * r.width, g.length);
+        if (h.length != s * r.width) revert LengthMismatch(s * r.width, h.length);
+        if (n.length != s * r.width) revert LengthMismatch(s * r.width, n.length);
+        if (proofs.length != s * r.proofLen) revert LengthMismatch(s * r.proofLen, proofs.length);
+        _verifyAndAggregate(r, g, h, n, proofs);
+        _resolve(t, r, g, h, n);
+        if (t.resolvedMask == t.openMask) _advance(taskId, t);
+    }
+
+    // ------------------------------------------------------------------ rewards
+
+    /// @notice Withdraw everything owed to the caller by a task (pull payment, reentrancy-guarded).
+    /// @param taskId The task.
+    function withdraw(uint256 taskId) external nonReentrant {
+        uint256 amount = owed[taskId][msg.sender];
+        if (amount == 0) revert NothingToWithdraw(taskId, msg.sender);
+        owed[taskId][msg.sender] = 0;
+        emit Withdrawn(taskId, msg.sender, amount);
+        (bool ok, ) = payable(msg.sender).call{value: amount}("");
+        if (!ok) revert TransferFailed(msg.sender, amount);
+    }
+
+    // ------------------------------------------------------------------ views
+
+    /// @notice The digest a party's endorsers sign (before the EIP-191 prefix).
+    /// @param taskId The task.
+    /// @param tree The tree.
+    /// @param level The level.
+    /// @param party The party whose histograms are endorsed.
+    /// @param root Merkle root of the party's node hashes for the level.
+    /// @return The digest binding chain id, this contract, task, tree, level, party and histogram root.
+    function endorsementDigest(
+        uint256 taskId,
+        uint256 tree,
+        uint256 level,
+        address party,
+        bytes32 root
+    ) public view returns (bytes32) {
+        return keccak256(abi.encode(ENDORSEMENT_TAG, block.chainid, address(this), taskId, tree, level, party, root));
+    }
+
+    /// @notice A task's parameters.
+    /// @param taskId The task.
+    /// @return The configuration fixed at creation.
+    function getConfig(uint256 taskId) external view returns (Config memory) {
+        return _task(taskId).cfg;
+    }
+
+    /// @notice A task's progress.
+    /// @param taskId The task.
+    /// @return requester The requester.
+    /// @return status Lifecycle status.
+    /// @return phase Current step.
+    /// @return tree Current tree.
+    /// @return level Current level.
+    /// @return openMask Open nodes of the level (bit b = node 2^level + b).
+    /// @return resolvedMask Resolved nodes of the level.
+    /// @return stepDeadline Last block of the current step.
+    /// @return reward The deposit.
+    function getState(uint256 taskId)
+        external
+        view
+        returns (
+            address requester,
+            Status status,
+            Phase phase,
+            uint256 tree,
+            uint256 level,
+            uint256 openMask,
+            uint256 resolvedMask,
+            uint256 stepDeadline,
+            uint256 reward
+        )
+    {
+        Task storage t = _task(taskId);
+        return (t.requester, t.status, t.phase, t.tree, t.level, t.openMask, t.resolvedMask, t.stepDeadline, t.reward);
+    }
+
+    /// @notice Approved parties in party order.
+    /// @param taskId The task.
+    /// @return The parties.
+    function getParties(uint256 taskId) external view returns (address[] memory) {
+        return _task(taskId).parties;
+    }
+
+    /// @notice A party's membership record.
+    /// @param taskId The task.
+    /// @param party The party.
+    /// @return status Membership status.
+    /// @return index Party index (approval order).
+    /// @return psdHash Hash of its PSD.
+    /// @return contribution Its contribution total (fixed point, may be negative).
+    function getMember(uint256 taskId, address party)
+        external
+        view
+        returns (Membership status, uint256 index, bytes32 psdHash, int256 contribution)
+    {
+        Member storage m = _members[taskId][party];
+        return (m.status, m.index, m.psdHash, m.contribution);
+    }
+
+    /// @notice One node of a tree of the model.
+    /// @param taskId The task.
+    /// @param tree The tree.
+    /// @param node Heap id of the node (root 1, children 2i and 2i + 1).
+    /// @return The node record.
+    function getNode(uint256 taskId, uint256 tree, uint256 node) external view returns (Node memory) {
+        return _nodes[taskId][tree][node];
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    function _task(uint256 taskId) private view returns (Task storage t) {
+        t = _tasks[taskId];
+        if (t.status == Status.None) revert UnknownTask(taskId);
+    }
+
+    function _requesterTask(uint256 taskId) private view returns (Task storage t) {
+        t = _task(taskId);
+        if (msg.sender != t.requester) revert NotRequester(taskId, msg.sender);
+    }
+
+    function _trainingTask(uint256 taskId, uint256 tree, uint256 level, Phase phase)
+        private
+        view
+        returns (Task storage t)
+    {
+        t = _task(taskId);
+        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
+        if (tree != t.tree || level != t.level) revert WrongStep(taskId, t.tree, t.level);
+        if (t.phase != phase) revert WrongPhase(taskId, t.phase);
+    }
+
+    function _approved(uint256 taskId) private view returns (Member storage m) {
+        m = _members[taskId][msg.sender];
+        if (m.status == Membership.None) revert NotMember(taskId, msg.sender);
+        if (m.status != Membership.Approved) revert NotApproved(taskId, msg.sender);
+    }
+
+    function _popcount(uint256 x) private pure returns (uint256 c) {
+        while (x != 0) {
+            x &= x - 1;
+            ++c;
+        }
+    }
+
+    function _hashCalldata(int256[] calldata a, uint256 from, uint256 len) private pure returns (bytes32 hsh) {
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            calldatacopy(ptr, add(a.offset, mul(from, 32)), mul(len, 32))
+            hsh := keccak256(ptr, mul(len, 32))
+        }
+    }
+
+    function _merkleRoot(bytes32[] memory leaves) private pure returns (bytes32) {
+        uint256 size = 1;
+        while (size < leaves.length) size <<= 1;
+        bytes32[] memory layer = new bytes32[](size);
+        for (uint256 i = 0; i < leaves.length; ++i) layer[i] = leaves[i];
+        while (size > 1) {
+            size >>= 1;
+            for (uint256 i = 0; i < size; ++i) layer[i] = keccak256(abi.encodePacked(layer[2 * i], layer[2 * i + 1]));
+        }
+        return layer[0];
+    }
+
+    function _checkEndorsements(
+        uint256 taskId,
+        Task storage t,
+        uint256 tree,
+        uint256 level,
+        bytes32 root,
+        bytes[] calldata signatures
+    ) private view returns (uint256 valid) {
+        bytes32 digest = keccak256(
+            abi.encodePacked(
+                "\x19Ethereum Signed Message:\n32",
+                endorsementDigest(taskId, tree, level, msg.sender, root)
+            )
+        );
+        uint256 seen;
+        for (uint256 i = 0; i < signatures.length; ++i) {
+            bytes calldata sig = signatures[i];
+            if (sig.length != 65) revert InvalidSignature(i);
+            bytes32 rr = bytes32(sig[0:32]);
+            bytes32 ss = bytes32(sig[32:64]);
+            uint8 v = uint8(sig[64]);
+            if (v < 27) v += 27;
+            if ((v != 27 && v != 28) || uint256(ss) > SECP256K1_HALF_N) revert InvalidSignature(i);
+            address signer = ecrecover(digest, v, rr, ss);
+            if (signer == address(0)) revert InvalidSignature(i);
+            Member storage e = _members[taskId][signer];
+            if (e.status != Membership.Approved) revert EndorserNotMember(signer);
+            if (signer == msg.sender) revert SelfEndorsement(signer);
+            uint256 bit = 1 << e.index;
+            if (seen & bit != 0) revert DuplicateEndorsement(signer);
+            seen |= bit;
+            ++valid;
+        }
+        uint256 others = t.parties.length - 1;
+        uint256 need = (uint256(t.cfg.quorumNum) * others + t.cfg.quorumDen - 1) / t.cfg.quorumDen;
+        if (valid < need) revert InsufficientEndorsements(valid, need);
+    }
+
+    function _submitters(uint256 taskId, Task storage t) private view returns (address[] memory subs) {
+        uint256 mCount = t.parties.length;
+        subs = new address[](t.histCount);
+        uint256 j;
+        uint32 step = t.step;
+        for (uint256 p = 0; p < mCount; ++p) {
+            address a = t.parties[p];
+            if (_members[taskId][a].histStep == step) subs[j++] = a;
+        }
+    }
+
+    function _verifyAndAggregate(
+        Resolution memory r,
+        int256[] calldata g,
+        int256[] calldata h,
+        int256[] calldata n,
+        bytes32[] calldata proofs
+    ) private view {
+        uint256 w = r.width;
+        r.aggG = new int256[](w);
+        r.aggH = new int256[](w);
+        r.aggN = new int256[](w);
+        for (uint256 p = 0; p < r.subs.length; ++p) {
+            uint256 off = p * w;
+            bytes32 leaf;
+            assembly ("memory-safe") {
+                let ptr := mload(0x40)
+                let len := mul(w, 32)
+                let src := mul(off, 32)
+                calldatacopy(ptr, add(g.offset, src), len)
+                calldatacopy(add(ptr, len), add(h.offset, src), len)
+                calldatacopy(add(ptr, mul(len, 2)), add(n.offset, src), len)
+                leaf := keccak256(ptr, mul(len, 3))
+            }
+            uint256 idx = r.rank;
+            for (uint256 j = 0; j < r.proofLen; ++j) {
+                bytes32 sib = proofs[p * r.proofLen + j];
+                leaf = idx & 1 == 1 ? keccak256(abi.encodePacked(sib, leaf)) : keccak256(abi.encodePacked(leaf, sib));
+                idx >>= 1;
+            }
+            if (leaf != _members[r.taskId][r.subs[p]].histRoot) revert HistogramMismatch(r.taskId, r.subs[p]);
+            int256[] memory aG = r.aggG;
+            int256[] memory aH = r.aggH;
+            int256[] memory aN = r.aggN;
+            // Bin-wise sums, the hot loop of a resolution: assembly with Solidity's checked-add semantics (panic
+            // 0x11 on signed overflow). The calldata reads are in bounds: the lengths were checked by the caller.
+            assembly ("memory-safe") {
+                function addc(x, y) -> z {
+                    z := add(x, y)
+                    if and(eq(slt(x, 0), slt(y, 0)), iszero(eq(slt(z, 0), slt(x, 0)))) {
+                        mstore(0, shl(224, 0x4e487b71))
+                        mstore(4, 0x11)
+                        revert(0, 0x24)
+                    }
+                }
+                let src := shl(5, off)
+                for {
+                    let b := 0
+                } lt(b, w) {
+                    b := add(b, 1)
+                } {
+                    let o := shl(5, b)
+                    let dst := add(add(aG, 0x20), o)
+                    mstore(dst, addc(mload(dst), calldataload(add(g.offset, add(src, o)))))
+                    dst := add(add(aH, 0x20), o)
+                    mstore(dst, addc(mload(dst), calldataload(add(h.offset, add(src, o)))))
+                    dst := add(add(aN, 0x20), o)
+                    mstore(dst, addc(mload(dst), calldataload(add(n.offset, add(src, o)))))
+                }
+            }
+        }
+    }
+
+    function _resolve(
+        Task storage t,
+        Resolution memory r,
+        int256[] calldata g,
+        int256[] calldata h,
+        int256[] calldata n
+    ) private {
+        Config storage c = t.cfg;
+        uint256 tree = t.tree;
+        Node storage nd = _nodes[r.taskId][tree][r.node];
+        uint256 s = r.subs.length;
+        if (r.node == 1) {
+            int256 gs;
+            int256 hs;
+            int256 ns;
+            for (uint256 b = 0; b < r.nbins; ++b) {
+                gs += r.aggG[b];
+                hs += r.aggH[b];
+                ns += r.aggN[b];
+            }
+            (nd.g, nd.h, nd.n) = (gs, hs, ns);
+        }
+        bool found;
+        FGBDTMathLib.Split memory sp;
+        if (s > 0) (found, sp) = FGBDTMathLib.bestSplit(r.aggG, r.aggH, r.aggN, r.nbins, c.lambda, c.minRows, c.hessianMode);
+        if (!found) {
+            int256 value = FGBDTMathLib.leafValue(
+                nd.g,
+                FGBDTMathLib.hessianOf(nd.h, nd.n, c.hessianMode),
+                c.lambda,
+                c.learningRate
+            );
+            nd.kind = 3;
+            nd.value = value;
+            emit LeafSet(r.taskId, tree, r.node, value);
+            int256[] memory zeros = new int256[](s);
+            emit ContributionsAdded(r.taskId, tree, r.node, r.subs, zeros, zeros, zeros);
+            return;
+        }
+        uint256 feature = sp.rank == 0 ? nd.cand0 : nd.cand1;
+        nd.kind = 2;
+        nd.feature = uint16(feature);
+        nd.threshold = uint16(sp.threshold);
+        nd.value = sp.gain;
+        emit NodeSplit(
+            r.taskId,
+            tree,
+            r.node,
+            feature,
+            sp.threshold,
+            sp.gain,
+            [sp.gLeft, sp.hLeft, sp.nLeft, sp.gRight, sp.hRight, sp.nRight]
+        );
+        _credit(t, r, sp, feature, g, h, n);
+        _children(t, r, sp);
+    }
+
+    function _credit(
+        Task storage t,
+        Resolution memory r,
+        FGBDTMathLib.Split memory sp,
+        uint256 feature,
+        int256[] calldata g,
+        int256[] calldata h,
+        int256[] calldata n
+    ) private {
+        uint256 s = r.subs.length;
+        uint8 mode = t.cfg.hessianMode;
+        int256[] memory gl = new int256[](s);
+        int256[] memory hl = new int256[](s);
+        int256[] memory gr = new int256[](s);
+        int256[] memory hr = new int256[](s);
+        for (uint256 p = 0; p < s; ++p) {
+            uint256 off = p * r.width + sp.rank * r.nbins;
+            int256[6] memory acc;
+            for (uint256 b = 0; b < r.nbins; ++b) {
+                uint256 i = b <= sp.threshold ? 0 : 3;
+                acc[i] += g[off + b];
+                acc[i + 1] += h[off + b];
+                acc[i + 2] += n[off + b];
+            }
+            gl[p] = acc[0];
+            hl[p] = FGBDTMathLib.hessianOf(acc[1], acc[2], mode);
+            gr[p] = acc[3];
+            hr[p] = FGBDTMathLib.hessianOf(acc[4], acc[5], mode);
+        }
+        (, int256[] memory phi) = FGBDTMathLib.splitShapley(gl, hl, gr, hr, t.cfg.lambda);
+        int256[] memory kappa = new int256[](s);
+        int256[] memory contrib = new int256[](s);
+        int256 alpha = t.cfg.alpha;
+        for (uint256 p = 0; p < s; ++p) {
+            Member storage m = _members[r.taskId][r.subs[p]];
+            uint256 code = (uint256(uint8(m.votes[2 * r.rank])) << 8) | uint256(uint8(m.votes[2 * r.rank + 1]));
+            if (code == feature + 1) kappa[p] = sp.gain;
+            contrib[p] = (alpha * kappa[p]) / ONE + phi[p];
+            m.contribution += contrib[p];
+        }
+        emit ContributionsAdded(r.taskId, t.tree, r.node, r.subs, phi, kappa, contrib);
+    }
+
+    function _children(Task storage t, Resolution memory r, FGBDTMathLib.Split memory sp) private {
+        Config storage c = t.cfg;
+        uint256 tree = t.tree;
+        Node storage left = _nodes[r.taskId][tree][2 * r.node];
+        Node storage right = _nodes[r.taskId][tree][2 * r.node + 1];
+        (left.g, left.h, left.n) = (sp.gLeft, sp.hLeft, sp.nLeft);
+        (right.g, right.h, right.n) = (sp.gRight, sp.hRight, sp.nRight);
+        if (uint256(t.level) + 1 == c.depth) {
+            int256 lv = FGBDTMathLib.leafValue(
+                sp.gLeft,
+                FGBDTMathLib.hessianOf(sp.hLeft, sp.nLeft, c.hessianMode),
+                c.lambda,
+                c.learningRate
+            );
+            int256 rv = FGBDTMathLib.leafValue(
+                sp.gRight,
+                FGBDTMathLib.hessianOf(sp.hRight, sp.nRight, c.hessianMode),
+                c.lambda,
+                c.learningRate
+            );
+            (left.kind, left.value) = (3, lv);
+            (right.kind, right.value) = (3, rv);
+            emit LeafSet(r.taskId, tree, 2 * r.node, lv);
+            emit LeafSet(r.taskId, tree, 2 * r.node + 1, rv);
+        } else {
+            left.kind = 1;
+            right.kind = 1;
+            uint256 childBase = 2 << t.level;
+            t.nextMask |= (3 << (2 * r.node - childBase));
+        }
+    }
+
+    function _startTree(uint256 taskId, Task storage t, uint256 tree) private {
+        t.tree = uint16(tree);
+        t.level = 0;
+        _nodes[taskId][tree][1].kind = 1;
+        _startLevel(taskId, t, 1);
+    }
+
+    function _startLevel(uint256 taskId, Task storage t, uint256 mask) private {
+        t.openMask = mask;
+        t.nextMask = 0;
+        t.resolvedMask = 0;
+        t.phase = Phase.Voting;
+        t.step += 1;
+        t.voteCount = 0;
+        t.histCount = 0;
+        t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
+        emit LevelStarted(taskId, t.tree, t.level, mask, t.stepDeadline);
+    }
+
+    function _advance(uint256 taskId, Task storage t) private {
+        if (t.nextMask != 0) {
+            t.level += 1;
+            _startLevel(taskId, t, t.nextMask);
+        } else if (uint256(t.tree) + 1 < t.cfg.trees) {
+            _startTree(taskId, t, uint256(t.tree) + 1);
+        } else {
+            _complete(taskId, t);
+        }
+    }
+
+    function _complete(uint256 taskId, Task storage t) private {
+        t.status = Status.Completed;
+        uint256 mCount = t.parties.length;
+        int256 positive;
+        for (uint256 p = 0; p < mCount; ++p) {
+            int256 cp = _members[taskId][t.parties[p]].contribution;
+            if (cp > 0) positive += cp;
+        }
+        uint256 reward = t.reward;
+        uint256 paid;
+        if (positive > 0) {
+            // amount = reward * c_p / positive, exact while positive < 2^128; beyond that both are shifted right
+            // together so the product cannot overflow (reward < 2^128 is enforced at creation).
+            uint256 shift;
+            while ((uint256(positive) >> shift) >= 1 << 128) ++shift;
+            uint256 denominator = uint256(positive) >> shift;
+            for (uint256 p = 0; p < mCount; ++p) {
+                address a = t.parties[p];
+                int256 cp = _members[taskId][a].contribution;
+                if (cp <= 0) continue;
+                uint256 amount = (reward * (uint256(cp) >> shift)) / denominator;
+                if (amount == 0) continue;
+                owed[taskId][a] += amount;
+                paid += amount;
+                emit RewardAssigned(taskId, a, amount);
+            }
+        }
+        if (reward > paid) {
+            owed[taskId][t.requester] += reward - paid;
+            emit RewardAssigned(taskId, t.requester, reward - paid);
+        }
+        emit TaskCompleted(taskId, positive);
+    }
+}

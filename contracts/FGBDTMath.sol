@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+/// @title FGBDTMathLib
+/// @notice The contract math of FGBDT-Chain: equation 7 gains, leaf values, top-2 voting, best split and exact split
+///         Shapley values. Every function mirrors `ledger/reference.py` bit for bit: int256 fixed point with 18
+///         decimals, divisions truncating toward zero (Solidity's native `/`), checked arithmetic reverting where the
+///         reference raises `FixedPointOverflow`.
+/// @dev Histograms of one node are flattened: candidate `k`, slot `b` lives at index `k * nbins + b`.
+library FGBDTMathLib {
+    int256 internal constant ONE = 1e18;
+    int256 internal constant ABSTAIN = -1;
+    uint256 internal constant MAX_SHAPLEY_PARTIES = 16;
+
+    /// @notice The per-party arrays handed to a Shapley computation do not have the same length.
+    error ShapleyLengthMismatch();
+    /// @notice More parties than the exact Shapley computation supports.
+    error TooManyShapleyParties(uint256 parties, uint256 max);
+    /// @notice A histogram array is empty or its length is not a multiple of the slot count.
+    error BadHistogramShape(uint256 length, uint256 nbins);
+    /// @notice A vote is neither ABSTAIN nor a feature index.
+    error InvalidVote(uint256 index, int256 vote);
+    /// @notice No features to rank.
+    error NoFeatures();
+
+    /// @notice A node's best split, with the aggregated side sums (raw hessians, not count-substituted).
+    struct Split {
+        uint256 rank;
+        uint256 threshold;
+        int256 gain;
+        int256 gLeft;
+        int256 hLeft;
+        int256 nLeft;
+        int256 gRight;
+        int256 hRight;
+        int256 nRight;
+    }
+
+    /// @dev `g^2 / (h + lambda)`, 0 when the denominator is not positive (reference `side_score`).
+    function sideScore(int256 g, int256 h, int256 lam) internal pure returns (int256) {
+        int256 d = h + lam;
+        if (d <= 0) return 0;
+        return (g * g) / d;
+    }
+
+    /// @dev Equation 7: left score plus right score, no 1/2 and no parent term (reference `split_gain`).
+    function splitGain(int256 gL, int256 hL, int256 gR, int256 hR, int256 lam) internal pure returns (int256) {
+        return sideScore(gL, hL, lam) + sideScore(gR, hR, lam);
+    }
+
+    /// @dev `-G * lr / (H + lambda)`, 0 for an empty leaf with lambda 0 (reference `leaf_value`).
+    function leafValue(int256 g, int256 h, int256 lam, int256 lr) internal pure returns (int256) {
+        int256 d = h + lam;
+        if (d <= 0) return 0;
+        return (-g * lr) / d;
+    }
+
+    /// @dev The hessian or, in count mode (1), the row count times ONE (reference `hessian_of`).
+    function hessianOf(int256 h, int256 n, uint8 mode) internal pure returns (int256) {
+        return mode == 1 ? n * ONE : h;
+    }
+
+    /// @dev Top-2 features by vote count, ties to the lower index, abstentions ignored (reference `top2`).
+    function top2(int256[] memory votes, uint256 numFeatures) internal pure returns (uint256 first, uint256 second) {
+        if (numFeatures == 0) revert NoFeatures();
+        uint256[] memory counts = new uint256[](numFeatures);
+        for (uint256 i = 0; i < votes.length; ++i) {
+            int256 v = votes[i];
+            if (v == ABSTAIN) continue;
+            if (v < 0 || uint256(v) >= numFeatures) revert InvalidVote(i, v);
+            counts[uint256(v)] += 1;
+        }
+        return top2FromCounts(counts);
+    }
+
+    /// @dev The ranking step of `top2` on ready vote counts.
+    function top2FromCounts(uint256[] memory counts) internal pure returns (uint256 first, uint256 second) {
+        uint256 f = counts.length;
+        for (uint256 i = 1; i < f; ++i) {
+            if (counts[i] > counts[first]) first = i;
+        }
+        if (f == 1) return (0, 0);
+        second = first == 0 ? 1 : 0;
+        for (uint256 i = 0; i < f; ++i) {
+            if (i != first && counts[i] > counts[second]) second = i;
+        }
+    }
+
+    /// @dev Best split over the candidates (reference `best_split`); `found` is false when the node becomes a leaf.
+    function bestSplit(
+        int256[] memory g,
+        int256[] memory h,
+        int256[] memory n,
+        uint256 nbins,
+        int256 lam,
+        int256 minRows,
+        uint8 mode
+    ) internal pure returns (bool found, Split memory best) {
+        if (nbins == 0 || g.length == 0 || g.length % nbins != 0 || h.length != g.length || n.length != g.length) {
+            revert BadHistogramShape(g.length, nbins);
+        }
+        uint256 nc = g.length / nbins;
+        int256 bestParent;
+        for (uint256 k = 0; k < nc; ++k) {
+            uint256 off = k * nbins;
+            int256 gTot;
+            int256 hTot;
+            int256 nTot;
+            for (uint256 b = 0; b < nbins; ++b) {
+                gTot += g[off + b];
+                hTot += h[off + b];
+                nTot += n[off + b];
+            }
+            int256 gl;
+            int256 hl;
+            int256 nl;
+            for (uint256 t = 0; t + 1 < nbins; ++t) {
+                gl += g[off + t];
+                hl += h[off + t];
+                nl += n[off + t];
+                int256 nr = nTot - nl;
+                if (nl < minRows || nr < minRows) continue;
+                int256 gain = splitGain(gl, hessianOf(hl, nl, mode), gTot - gl, hessianOf(hTot - hl, nr, mode), lam);
+                if (!found || gain > best.gain) {
+                    found = true;
+                    best = Split(k, t, gain, gl, hl, nl, gTot - gl, hTot - hl, nr);
+                    bestParent = sideScore(gTot, hessianOf(hTot, nTot, mode), lam);
+                }
+            }
+        }
+        if (found && best.gain <= bestParent) found = false;
+    }
+
+    /// @dev Exact split Shapley values (reference `split_shapley`). Coalition sums are built in Gray-code order (one
+    ///      party in or out per step, no per-coalition sum arrays); every phi is accumulated times M! and divided once.
+    ///      phi_p = (sum over S containing p of (w[|S|-1] + [S != all] w[|S|]) U(S) - sum over S != all of w[|S|] U(S)) / M!
+    ///      which is the reference's sum of w[|B|] (U(B + p) - U(B)) regrouped over exact integers. The M * 2^M core is
+    ///      written in assembly for gas, with Solidity's checked-arithmetic semantics: any signed overflow of an
+    ///      intermediate panics with code 0x11 (where the reference raises FixedPointOverflow or, for the
+    ///      accumulators, where a checked Solidity implementation would revert as well).
+    function splitShapley(
+        int256[] memory gL,
+        int256[] memory hL,
+        int256[] memory gR,
+        int256[] memory hR,
+        int256 lam
+    ) internal pure returns (int256 gain, int256[] memory phi) {
+        uint256 m = gL.length;
+        if (hL.length != m || gR.length != m || hR.length != m) revert ShapleyLengthMismatch();
+        phi = new int256[](m);
+        if (m == 0) return (0, phi);
+        if (m > MAX_SHAPLEY_PARTIES) revert TooManyShapleyParties(m, MAX_SHAPLEY_PARTIES);
+        uint256 size = 1 << m;
+        int256[] memory u = new int256[](size);
+        int256[] memory w = new int256[](m + 1);
+        {
+            int256[] memory fact = new int256[](m + 1);
+            fact[0] = 1;
+            for (uint256 s = 1; s <= m; ++s) fact[s] = fact[s - 1] * int256(s);
+            for (uint256 s = 0; s < m; ++s) w[s] = fact[s] * fact[m - s - 1];
+            w[m] = fact[m]; // total, M!
+        }
+        assembly ("memory-safe") {
+            function panic() {
+                mstore(0, shl(224, 0x4e487b71))
+                mstore(4, 0x11)
+                revert(0, 0x24)
+            }
+            function addc(x, y) -> z {
+                z := add(x, y)
+                if and(eq(slt(x, 0), slt(y, 0)), iszero(eq(slt(z, 0), slt(x, 0)))) {
+                    panic()
+                }
+            }
+            function subc(x, y) -> z {
+                z := sub(x, y)
+                if and(iszero(eq(slt(x, 0), slt(y, 0))), iszero(eq(slt(z, 0), slt(x, 0)))) {
+                    panic()
+                }
+            }
+            function mulc(x, y) -> z {
+                z := mul(x, y)
+                if or(
+                    and(eq(x, not(0)), eq(y, shl(255, 1))),
+                    and(iszero(iszero(x)), iszero(eq(sdiv(z, x), y)))
+                ) {
+                    panic()
+                }
+            }
+            function side(g, h, l) -> r {
+                let d := addc(h, l)
+                if sgt(d, 0) {
+                    r := sdiv(mulc(g, g), d)
+                }
+            }
+            function popcount(x) -> c {
+                x := sub(x, and(shr(1, x), 0x55555555))
+                x := add(and(x, 0x33333333), and(shr(2, x), 0x33333333))
+                x := and(add(x, shr(4, x)), 0x0F0F0F0F)
+                c := shr(24, and(mul(x, 0x01010101), 0xFFFFFFFF))
+            }
+            let uData := add(u, 0x20)
+            {
+                let a1 := 0
+                let a2 := 0
+                let a3 := 0
+                let a4 := 0
+                for {
+                    let i := 1
+                } lt(i, size) {
+                    i := add(i, 1)
+                } {
+                    let p := 0
+                    for {
+                        let x := i
+                    } iszero(and(x, 1)) {
+                        x := shr(1, x)
+                    } {
+                        p := add(p, 1)
+                    }
+                    let o := add(0x20, shl(5, p))
+                    let gray := xor(i, shr(1, i))
+                    switch and(shr(p, gray), 1)
+                    case 1 {
+                        a1 := addc(a1, mload(add(gL, o)))
+                        a2 := addc(a2, mload(add(hL, o)))
+                        a3 := addc(a3, mload(add(gR, o)))
+                        a4 := addc(a4, mload(add(hR, o)))
+                    }
+                    default {
+                        a1 := subc(a1, mload(add(gL, o)))
+                        a2 := subc(a2, mload(add(hL, o)))
+                        a3 := subc(a3, mload(add(gR, o)))
+                        a4 := subc(a4, mload(add(hR, o)))
+                    }
+                    mstore(add(uData, shl(5, gray)), addc(side(a1, a2, lam), side(a3, a4, lam)))
+                }
+            }
+            let full := sub(size, 1)
+            let wData := add(w, 0x20)
+            let phiData := add(phi, 0x20)
+            let sumOut := 0
+            for {
+                let mask := 1
+            } lt(mask, size) {
+                mask := add(mask, 1)
+            } {
+                let um := mload(add(uData, shl(5, mask)))
+                if um {
+                    let c := popcount(mask)
+                    let coef := mload(add(wData, shl(5, sub(c, 1))))
+                    if iszero(eq(mask, full)) {
+                        let wc := mload(add(wData, shl(5, c)))
+                        sumOut := addc(sumOut, mulc(wc, um))
+                        coef := addc(coef, wc)
+                    }
+                    let term := mulc(coef, um)
+                    for {
+                        let p := 0
+                    } lt(p, m) {
+                        p := add(p, 1)
+                    } {
+                        if and(shr(p, mask), 1) {
+                            let slot := add(phiData, shl(5, p))
+                            mstore(slot, addc(mload(slot), term))
+                        }
+                    }
+                }
+            }
+            let total := mload(add(wData, shl(5, m)))
+            for {
+                let p := 0
+            } lt(p, m) {
+                p := add(p, 1)
+            } {
+                let slot := add(phiData, shl(5, p))
+                mstore(slot, sdiv(subc(mload(slot), sumOut), total))
+            }
+            gain := mload(add(uData, shl(5, full)))
+        }
+    }
+}
+
+/// @title FGBDTMath
+/// @notice Public, stateless entry points to the FGBDT-Chain contract math, for auditors and differential tests.
+///         Deploys without constructor arguments; every function is `pure`.
+contract FGBDTMath {
+    /// @notice Exact split Shapley values (equation 8) of M parties at a fixed split, and the grand coalition's gain.
+    /// @param gL Per-party gradient sums of the left side (fixed point).
+    /// @param hL Per-party hessian sums (or counts times 1e18) of the left side.
+    /// @param gR Per-party gradient sums of the right side.
+    /// @param hR Per-party hessian sums (or counts times 1e18) of the right side.
+    /// @param lambda L2 regularisation (fixed point).
+    /// @return gain Equation 7 of the summed sides (no 1/2, no parent term).
+    /// @return phi The parties' Shapley values, in input order, truncated toward zero.
+    function splitShapley(
+        int256[] calldata gL,
+        int256[] calldata hL,
+        int256[] calldata gR,
+        int256[] calldata hR,
+        int256 lambda
+    ) external pure returns (int256 gain, int256[] memory phi) {
+        return FGBDTMathLib.splitShapley(gL, hL, gR, hR, lambda);
+    }
+
+    /// @notice Equation 7 gain of one split.
+    /// @param gL Left gradient sum.
+    /// @param hL Left hessian sum (or count times 1e18).
+    /// @param gR Right gradient sum.
+    /// @param hR Right hessian sum (or count times 1e18).
+    /// @param lambda L2 regularisation.
+    /// @return The left score plus the right score.
+    function splitGain(int256 gL, int256 hL, int256 gR, int256 hR, int256 lambda) external pure returns (int256) {
+        return FGBDTMathLib.splitGain(gL, hL, gR, hR, lambda);
+    }
+
+    /// @notice Leaf value `-G * lr / (H + lambda)`.
+    /// @param g Gradient sum of the leaf.
+    /// @param h Hessian sum (or count times 1e18) of the leaf.
+    /// @param lambda L2 regularisation.
+    /// @param learningRate Learning rate (fixed point).
+    /// @return The leaf value in fixed point.
+    function leafValue(int256 g, int256 h, int256 lambda, int256 learningRate) external pure returns (int256) {
+        return FGBDTMathLib.leafValue(g, h, lambda, learningRate);
+    }
+
+    /// @notice The two candidate features of one node from the parties' votes (-1 abstains).
+    /// @param votes One vote per party: a feature index or -1.
+    /// @param numFeatures Number of features.
+    /// @return first The most voted feature.
+    /// @return second The runner-up.
+    function top2(int256[] calldata votes, uint256 numFeatures) external pure returns (uint256 first, uint256 second) {
+        return FGBDTMathLib.top2(votes, numFeatures);
+    }
+
+    /// @notice Best split of a node over its candidates' aggregated histograms (flattened `k * nbins + b`).
+    /// @param g Gradient sums per candidate and slot.
+    /// @param h Hessian sums per candidate and slot.
+    /// @param n Row counts per candidate and slot.
+    /// @param nbins Slots per candidate (bins + 1, slot 0 = missing values).
+    /// @param lambda L2 regularisation.
+    /// @param minRows Minimum rows on each side.
+    /// @param hessianMode 0: hessian sums; 1: counts times 1e18.
+    /// @return found False when the node becomes a leaf.
+    /// @return split The split (rank, threshold, gain and side sums); zero when not found.
+    function bestSplit(
+        int256[] calldata g,
+        int256[] calldata h,
+        int256[] calldata n,
+        uint256 nbins,
+        int256 lambda,
+        int256 minRows,
+        uint8 hessianMode
+    ) external pure returns (bool found, FGBDTMathLib.Split memory split) {
+        (found, split) = FGBDTMathLib.bestSplit(g, h, n, nbins, lambda, minRows, hessianMode);
+        if (!found) delete split;
+    }
+}

@@ -1,0 +1,139 @@
+"""Start and stop anvil from the project's npm dependencies.
+
+Why here and not in the devnet command: the chain tests need the same thing (one anvil per test session), and both
+must find the binary the same way: ``FGBDT_ANVIL``, then ``node_modules`` (the platform package ``@foundry-rs/anvil``
+installs, which works offline), then ``anvil`` on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.client import DEFAULT_GAS_LIMIT
+from ledger.compile import REPO_ROOT
+
+DEFAULT_CHAIN_ID: int = 31337
+
+
+class AnvilNotFound(RuntimeError):
+    """No anvil binary: run ``npm ci`` at the repository root."""
+
+
+def anvil_binary() -> Path:
+    """Path of the anvil executable."""
+    explicit = os.environ.get("FGBDT_ANVIL")
+    if explicit:
+        return Path(explicit)
+    for candidate in sorted((REPO_ROOT / "node_modules" / "@foundry-rs").glob("anvil-*/bin/anvil")):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    shim = REPO_ROOT / "node_modules" / ".bin" / "anvil"
+    if shim.exists():
+        return shim
+    found = shutil.which("anvil")
+    if found:
+        return Path(found)
+    raise AnvilNotFound("anvil not found: run `npm ci` at the repository root")
+
+
+def free_port() -> int:
+    """A TCP port free at the time of the call."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rpc_ready(url: str) -> bool:
+    """True when a JSON-RPC node answers ``eth_chainId`` at ``url``."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=1) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@dataclass
+class Anvil:
+    """A running anvil process."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        """The HTTP JSON-RPC URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM (anvil writes its state file on a clean shutdown), then SIGKILL if it hangs."""
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def anvil_command(
+    port: int,
+    state: Path | None = None,
+    chain_id: int = DEFAULT_CHAIN_ID,
+    gas_limit: int = DEFAULT_GAS_LIMIT,
+    accounts: int = 10,
+) -> list[str]:
+    """The command line: fixed chain id, funded dev accounts, a block gas limit that fits the widest level, no
+    contract size limit surprises, and ``--state`` (load on start if present, dump on exit) when persisting."""
+    cmd = [
+        str(anvil_binary()),
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--chain-id",
+        str(chain_id),
+        "--gas-limit",
+        str(gas_limit),
+        "--accounts",
+        str(accounts),
+        "--balance",
+        "1000000",
+        "--quiet",
+    ]
+    if state is not None:
+        cmd += ["--state", str(state)]
+    return cmd
+
+
+def start_anvil(
+    port: int | None = None,
+    state: Path | None = None,
+    log: Path | None = None,
+    detach: bool = False,
+    startup_timeout: float = 30.0,
+) -> Anvil:
+    """Start anvil and wait until it answers. ``detach`` starts it in its own session (outlives the caller)."""
+    port = port or free_port()
+    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child process
+    proc = subprocess.Popen(anvil_command(port, state), stdout=out, stderr=subprocess.STDOUT, start_new_session=detach)
+    anvil = Anvil(proc, port)
+    deadline = time.monotonic() + startup_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"anvil exited with code {proc.returncode} (see {log or 'its output'})")
+        if rpc_ready(anvil.url):
+            return anvil
+        time.sleep(0.1)
+    anvil.stop()
+    raise RuntimeError("anvil did not answer within the startup timeout")

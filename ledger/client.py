@@ -1,0 +1,289 @@
+"""A thin, typed client over web3 for the FGBDT-Chain contracts, the same for anvil and the embedded chain.
+
+Why not plain web3 calls everywhere: every transaction needs the same four things done right, and they are easy to
+get wrong ad hoc: (1) reverts must surface as :class:`~ledger.errors.ContractRevert` naming the custom error, so the
+gas estimate (which executes the call) is made first and its revert data decoded; (2) concurrent senders (party
+threads) must not race on nonces, so nonces are allocated locally under a per-account lock; (3) every transaction's
+gas is recorded per function for the gas report; (4) events are decoded from receipts against every known ABI.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from eth_utils import keccak, to_checksum_address
+from web3 import Web3
+from web3.contract import Contract
+
+from ledger.compile import Artifact, compile_all
+from ledger.errors import ContractRevert, ErrorDecoder, revert_data_of
+
+DEFAULT_GAS_LIMIT: int = 1_000_000_000
+"""Block gas limit of the chains the ledger starts: large enough for the widest level's histogram transaction."""
+
+
+@dataclass(frozen=True)
+class GasRecord:
+    """Gas used by one mined transaction."""
+
+    function: str
+    gas_used: int
+    calldata_bytes: int
+
+
+@dataclass(frozen=True)
+class Event:
+    """A decoded log: event name, arguments, emitting contract."""
+
+    name: str
+    args: dict[str, Any]
+    address: str
+
+
+@dataclass
+class TxResult:
+    """A mined, successful transaction."""
+
+    function: str
+    tx_hash: str
+    block_number: int
+    gas_used: int
+    events: list[Event] = field(default_factory=list)
+
+    def event(self, name: str) -> Event:
+        """The first event called ``name`` (raises KeyError when absent)."""
+        for e in self.events:
+            if e.name == name:
+                return e
+        raise KeyError(name)
+
+    def events_named(self, name: str) -> list[Event]:
+        """All events called ``name``, in log order."""
+        return [e for e in self.events if e.name == name]
+
+
+class ChainClient:
+    """Sends signed transactions from local keys, decodes reverts and events, and accounts gas."""
+
+    def __init__(self, w3: Web3, artifacts: dict[str, Artifact] | None = None) -> None:
+        self.w3 = w3
+        self.artifacts = artifacts if artifacts is not None else compile_all()
+        self.decoder = ErrorDecoder(a.abi for a in self.artifacts.values())
+        self.gas_log: list[GasRecord] = []
+        self._nonce_locks: dict[str, threading.Lock] = {}
+        self._nonces: dict[str, int] = {}
+        self._global = threading.Lock()
+        self._contracts: dict[str, Contract] = {}
+        self._topics: dict[bytes, tuple[str, str]] = {}
+        self._key_counter = 0
+        self.chain_id: int = int(w3.eth.chain_id)
+
+    # -------------------------------------------------------------- construction
+
+    @classmethod
+    def connect(cls, url: str, timeout: float = 120.0) -> ChainClient:
+        """Client of a JSON-RPC node (anvil)."""
+        return cls(Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": timeout})))
+
+    @classmethod
+    def embedded(cls, gas_limit: int = DEFAULT_GAS_LIMIT) -> ChainClient:
+        """Client of an in-process py-evm chain (eth-tester), for machines without anvil."""
+        from eth_tester import EthereumTester, PyEVMBackend
+        from web3 import EthereumTesterProvider
+
+        params = PyEVMBackend.generate_genesis_params(overrides={"gas_limit": gas_limit})
+        backend = PyEVMBackend(genesis_parameters=params)
+        return cls(Web3(EthereumTesterProvider(EthereumTester(backend))))
+
+    # -------------------------------------------------------------- accounts
+
+    def new_account(self, fund_wei: int = 10**21, seed: bytes | None = None) -> LocalAccount:
+        """A fresh local key, funded from the node's first unlocked account."""
+        with self._global:
+            self._key_counter += 1
+            counter = self._key_counter
+        material = seed if seed is not None else keccak(text=f"fgbdt-ledger-{id(self)}-{counter}")
+        acct: LocalAccount = Account.from_key(keccak(material))
+        if fund_wei:
+            self.fund(acct.address, fund_wei)
+        return acct
+
+    def fund(self, address: str, wei: int) -> None:
+        """Send ``wei`` from the node's first dev account (unlocked on anvil and eth-tester)."""
+        funder = self.w3.eth.accounts[0]
+        params: Any = {"from": funder, "to": to_checksum_address(address), "value": wei}
+        tx_hash = self.w3.eth.send_transaction(params)
+        self.w3.eth.wait_for_transaction_receipt(tx_hash)
+
+    def balance(self, address: str) -> int:
+        """Balance in wei."""
+        return int(self.w3.eth.get_balance(to_checksum_address(address)))
+
+    # -------------------------------------------------------------- chain control
+
+    @property
+    def block_number(self) -> int:
+        """The latest block number."""
+        return int(self.w3.eth.block_number)
+
+    def mine(self, blocks: int = 1) -> None:
+        """Mine ``blocks`` empty blocks (to pass deadlines)."""
+        provider: Any = self.w3.provider
+        tester = getattr(provider, "ethereum_tester", None)
+        if tester is not None:
+            tester.mine_blocks(blocks)
+            return
+        self.w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
+
+    # -------------------------------------------------------------- contracts
+
+    def register(self, name: str, address: str) -> Contract:
+        """Bind the compiled ABI of ``name`` to a deployed address (and learn its events)."""
+        art = self.artifacts[name]
+        contract = self.w3.eth.contract(address=to_checksum_address(address), abi=art.abi)
+        self._contracts[contract.address.lower()] = contract
+        for item in art.abi:
+            if item.get("type") == "event":
+                types = ",".join(_canonical(i) for i in item["inputs"])
+                self._topics[keccak(text=f"{item['name']}({types})")] = (name, item["name"])
+        return contract
+
+    def deploy(self, name: str, sender: LocalAccount, *args: Any, value: int = 0) -> Contract:
+        """Deploy contract ``name`` from ``sender``; returns the bound contract."""
+        art = self.artifacts[name]
+        factory = self.w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
+        params: Any = {"from": sender.address, "nonce": 0, "gas": 0, "gasPrice": 0, "chainId": self.chain_id}
+        tx = factory.constructor(*args).build_transaction(params)
+        receipt = self._send(sender, {"data": tx["data"], "value": value}, f"deploy {name}", None)
+        address = receipt["contractAddress"]
+        return self.register(name, address)
+
+    def call(self, contract: Contract, function: str, *args: Any, sender: str | None = None) -> Any:
+        """A read-only call; reverts raise :class:`ContractRevert`."""
+        fn = getattr(contract.functions, function)(*args)
+        try:
+            return fn.call({"from": sender} if sender else {})
+        except Exception as exc:
+            raise self._revert(exc, function) from exc
+
+    def call_many(self, contract: Contract, function: str, arg_lists: Sequence[Sequence[Any]]) -> list[Any]:
+        """Many read-only calls of one function, batched into one JSON-RPC request when the provider allows it."""
+        if not arg_lists:
+            return []
+        if getattr(self.w3.provider, "ethereum_tester", None) is None:
+            try:
+                with self.w3.batch_requests() as batch:
+                    for args in arg_lists:
+                        batch.add(getattr(contract.functions, function)(*args))
+                    return list(batch.execute())
+            except ContractRevert:
+                raise
+            except Exception as exc:
+                data = revert_data_of(exc)
+                if data:
+                    raise self.decoder.decode(data, function) from exc
+        return [self.call(contract, function, *args) for args in arg_lists]
+
+    def transact(self, contract: Contract, function: str, *args: Any, sender: LocalAccount, value: int = 0) -> TxResult:
+        """Send a transaction and wait for it. Reverts raise :class:`ContractRevert` with the error's name."""
+        fn = getattr(contract.functions, function)(*args)
+        data = fn._encode_transaction_data()
+        receipt = self._send(sender, {"to": contract.address, "data": data, "value": value}, function, contract)
+        return TxResult(
+            function=function,
+            tx_hash=receipt["transactionHash"].hex(),
+            block_number=int(receipt["blockNumber"]),
+            gas_used=int(receipt["gasUsed"]),
+            events=self.decode_events(receipt["logs"]),
+        )
+
+    def decode_events(self, logs: Iterable[Any]) -> list[Event]:
+        """Decode every log emitted by a registered contract (others are skipped)."""
+        out = []
+        for log in logs:
+            topics = log["topics"]
+            if not topics:
+                continue
+            key = bytes(topics[0])
+            contract = self._contracts.get(str(log["address"]).lower())
+            if key not in self._topics or contract is None:
+                continue
+            _, event_name = self._topics[key]
+            decoded = getattr(contract.events, event_name)().process_log(log)
+            out.append(Event(event_name, dict(decoded["args"]), str(log["address"])))
+        return out
+
+    def gas_by_function(self) -> dict[str, list[int]]:
+        """Gas of every recorded transaction, grouped by function name."""
+        out: dict[str, list[int]] = {}
+        for rec in self.gas_log:
+            out.setdefault(rec.function, []).append(rec.gas_used)
+        return out
+
+    # -------------------------------------------------------------- internals
+
+    def _revert(self, exc: BaseException, function: str) -> BaseException:
+        data = revert_data_of(exc)
+        if data is None:
+            return exc
+        return self.decoder.decode(data, function)
+
+    def _lock_for(self, address: str) -> threading.Lock:
+        with self._global:
+            return self._nonce_locks.setdefault(address, threading.Lock())
+
+    def _send(self, sender: LocalAccount, tx: dict[str, Any], function: str, contract: Contract | None) -> Any:
+        tx = {**tx, "from": sender.address, "chainId": self.chain_id}
+        try:
+            estimate = int(self.w3.eth.estimate_gas(tx))  # type: ignore[arg-type]
+        except Exception as exc:
+            raise self._revert(exc, function) from exc
+        latest = self.w3.eth.get_block("latest")
+        tx["gas"] = min(int(latest["gasLimit"]), estimate + estimate // 4 + 50_000)
+        # Twice the base fee (plus 1 wei) always clears the next block; eth_gasPrice on anvil suggests ~1000x more,
+        # which would drain test accounts on large transactions for nothing.
+        tx["gasPrice"] = 2 * int(latest.get("baseFeePerGas", 0) or 0) + 1
+        lock = self._lock_for(sender.address)
+        with lock:
+            if sender.address not in self._nonces:
+                self._nonces[sender.address] = int(self.w3.eth.get_transaction_count(sender.address, "pending"))
+            tx["nonce"] = self._nonces[sender.address]
+            signed = sender.sign_transaction(tx)
+            try:
+                tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+            except Exception as exc:
+                self._nonces.pop(sender.address, None)  # resynchronise from the node next time
+                raise self._revert(exc, function) from exc
+            self._nonces[sender.address] += 1
+        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=600)
+        if int(receipt["status"]) != 1:
+            raise self._replay_failure(tx, receipt, function)
+        self.gas_log.append(GasRecord(function, int(receipt["gasUsed"]), len(bytes.fromhex(_hex(tx["data"])))))
+        return receipt
+
+    def _replay_failure(self, tx: dict[str, Any], receipt: Any, function: str) -> BaseException:
+        """Re-run a mined, failed transaction as a call on its parent state to recover the revert reason."""
+        call = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}
+        try:
+            self.w3.eth.call(call, int(receipt["blockNumber"]) - 1)  # type: ignore[arg-type]
+        except Exception as exc:
+            return self._revert(exc, function)
+        return ContractRevert("Unknown", (), b"", function)
+
+
+def _hex(data: Any) -> str:
+    if isinstance(data, bytes | bytearray):
+        return bytes(data).hex()
+    return str(data).removeprefix("0x")
+
+
+def _canonical(t: dict[str, Any]) -> str:
+    typ: str = t["type"]
+    if typ.startswith("tuple"):
+        return "(" + ",".join(_canonical(c) for c in t["components"]) + ")" + typ[len("tuple") :]
+    return typ

@@ -1,0 +1,102 @@
+"""Wire encodings shared by the parties, the resolvers and the contract.
+
+Why a module of its own: the contract checks histograms against commitments by hashing exact byte layouts, so the
+layout, the node hash, the Merkle tree and the endorsement digest must be computed identically everywhere. This is the
+single Python definition of them; ``FGBDTChain.sol`` is the Solidity one.
+
+Layout of one party's histograms of one node (``nbins = bins + 1``): ``g[2*nbins] | h[2*nbins] | n[2*nbins]``, the
+candidate of rank ``k`` at slots ``k*nbins .. (k+1)*nbins - 1``. The node hash is keccak256 of those ``6*nbins``
+int256 words, big-endian two's complement. A party's level commitment is the Merkle root of its node hashes in
+increasing node id, padded with zero leaves to a power of two, inner nodes ``keccak256(left || right)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+from eth_abi import encode as abi_encode
+from eth_account import Account
+from eth_account.messages import encode_defunct
+from eth_utils import keccak
+
+from ledger.reference import NodeHistograms
+
+ENDORSEMENT_TAG: bytes = keccak(text="FGBDTChain.Endorsement.v1")
+
+
+def node_block(hist: NodeHistograms) -> list[int]:
+    """The ``6 * nbins`` words of one party's histograms of one node, in contract order."""
+    if len(hist.features) != 2:
+        raise ValueError("the contract expects exactly two candidate features per node")
+    out: list[int] = []
+    for field in (hist.g, hist.h, hist.n):
+        for k in range(2):
+            out.extend(field[k])
+    return out
+
+
+def words(values: Sequence[int]) -> bytes:
+    """int256 words, big-endian two's complement (``abi.encodePacked`` of an int256 array)."""
+    return b"".join(v.to_bytes(32, "big", signed=True) for v in values)
+
+
+@lru_cache(maxsize=65536)
+def node_hash(hist: NodeHistograms) -> bytes:
+    """keccak256 of a node block: what a party commits to per node (memoised: resolvers hash every node of every
+    party again for each node's Merkle proof)."""
+    return keccak(words(node_block(hist)))
+
+
+def merkle_layers(leaves: Sequence[bytes]) -> list[list[bytes]]:
+    """All layers of the commitment tree, leaves first (padded to a power of two with zero hashes)."""
+    if not leaves:
+        raise ValueError("no leaves")
+    size = 1
+    while size < len(leaves):
+        size <<= 1
+    layer = list(leaves) + [b"\x00" * 32] * (size - len(leaves))
+    layers = [layer]
+    while len(layer) > 1:
+        layer = [keccak(layer[2 * i] + layer[2 * i + 1]) for i in range(len(layer) // 2)]
+        layers.append(layer)
+    return layers
+
+
+def merkle_root(leaves: Sequence[bytes]) -> bytes:
+    """The level commitment over a party's node hashes."""
+    return merkle_layers(leaves)[-1][0]
+
+
+def merkle_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
+    """Sibling hashes from leaf ``index`` up to (not including) the root."""
+    proof = []
+    for layer in merkle_layers(leaves)[:-1]:
+        proof.append(layer[index ^ 1])
+        index >>= 1
+    return proof
+
+
+def endorsement_digest(
+    chain_id: int, contract: str, task_id: int, tree: int, level: int, party: str, root: bytes
+) -> bytes:
+    """The digest endorsers sign (the contract's ``endorsementDigest``), before the EIP-191 prefix."""
+    return keccak(
+        abi_encode(
+            ["bytes32", "uint256", "address", "uint256", "uint256", "uint256", "address", "bytes32"],
+            [ENDORSEMENT_TAG, chain_id, contract, task_id, tree, level, party, root],
+        )
+    )
+
+
+def sign_endorsement(private_key: bytes | str, digest: bytes) -> bytes:
+    """A 65-byte ``r || s || v`` EIP-191 signature of ``digest`` (what ``submitHistograms`` verifies)."""
+    signed = Account.sign_message(encode_defunct(primitive=digest), private_key)
+    return bytes(signed.signature)
+
+
+def encode_vote(vote: int) -> int:
+    """Votes travel as int256 with -1 = abstain; kept as a function so callers never hand-roll it."""
+    if vote < -1:
+        raise ValueError(f"invalid vote {vote}")
+    return vote
