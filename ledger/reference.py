@@ -14,11 +14,13 @@ Conventions shared with the contracts (see ``docs/protocol.md``):
 * ``hessian_mode`` 0 uses the hessian sums (second order), 1 uses the row counts times ``ONE`` in their place (the
   paper's formulas, and its Table 3).
 * Votes are feature indices; ``ABSTAIN`` (-1) is a vote for nothing.
+* Solidity 0.8 reverts on any int256 overflow; the reference raises ``FixedPointOverflow`` at the intermediates
+  that can grow (squares, products, aggregated and coalition sums, the Shapley accumulator, contributions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from math import factorial
@@ -45,6 +47,13 @@ def check_int256(x: int) -> int:
     if x < INT256_MIN or x > INT256_MAX:
         raise FixedPointOverflow(f"value {x} does not fit int256")
     return x
+
+
+def check_all_int256(values: Iterable[int]) -> None:
+    """Raise where any value leaves int256 (the contract's checked sums would revert)."""
+    for x in values:
+        if x < INT256_MIN or x > INT256_MAX:
+            raise FixedPointOverflow(f"value {x} does not fit int256")
 
 
 def tdiv(a: int, b: int) -> int:
@@ -89,7 +98,7 @@ def leaf_value(g: int, h: int, lam: int, learning_rate: int) -> int:
 
 def hessian_of(h: int, n: int, hessian_mode: int) -> int:
     """The value that plays the hessian in gains and leaves: the sum of h, or the count times ONE."""
-    return n * ONE if hessian_mode == HESSIAN_COUNT else h
+    return check_int256(n * ONE) if hessian_mode == HESSIAN_COUNT else h
 
 
 def top2(votes: Sequence[int], num_features: int) -> tuple[int, int]:
@@ -158,7 +167,9 @@ def aggregate(parts: Sequence[NodeHistograms]) -> NodeHistograms:
 
     def add(field: str) -> tuple[tuple[int, ...], ...]:
         per_party = [getattr(p, field) for p in parts]
-        return tuple(tuple(map(sum, zip(*(hist[k] for hist in per_party), strict=True))) for k in range(len(features)))
+        out = tuple(tuple(map(sum, zip(*(hist[k] for hist in per_party), strict=True))) for k in range(len(features)))
+        check_all_int256(v for row in out for v in row)
+        return out
 
     return NodeHistograms(features, add("g"), add("h"), add("n"))
 
@@ -237,6 +248,7 @@ def split_shapley(
         sum_hl[mask] = sum_hl[rest] + h_left[i]
         sum_gr[mask] = sum_gr[rest] + g_right[i]
         sum_hr[mask] = sum_hr[rest] + h_right[i]
+        check_all_int256((sum_gl[mask], sum_hl[mask], sum_gr[mask], sum_hr[mask]))
         utility[mask] = split_gain(sum_gl[mask], sum_hl[mask], sum_gr[mask], sum_hr[mask], lam)
     mask_weight = _coalition_weights(m)
     total = factorial(m)
@@ -247,7 +259,7 @@ def split_shapley(
         for mask in range(size):
             if not mask & bit:
                 acc += mask_weight[mask] * (utility[mask | bit] - utility[mask])
-        phi.append(tdiv(acc, total))
+        phi.append(tdiv(check_int256(acc), total))
     return utility[size - 1], phi
 
 
@@ -258,7 +270,7 @@ def voting_contribution(vote: int, split_feature: int, gain: int) -> int:
 
 def contribution(phi: int, kappa: int, alpha: int) -> int:
     """c = alpha * kappa + phi (equation 10), alpha in fixed point."""
-    return tdiv(alpha * kappa, ONE) + phi
+    return check_int256(tdiv(check_int256(alpha * kappa), ONE) + phi)
 
 
 @dataclass(frozen=True)

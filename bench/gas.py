@@ -1,0 +1,168 @@
+"""Gas of FGBDT-Chain on anvil: per level and per tree, and the largest federation exact Shapley fits in a block.
+
+Run:  .venv/bin/python bench/gas.py            (starts its own anvil from node_modules; ~1-2 min on 2 cores)
+      .venv/bin/python bench/gas.py --parties 2,4 --depth 4 --bins 16 --rpc http://127.0.0.1:8545
+
+For each M, one tree of the given depth is trained with histograms built so that every node splits (the widest level
+of depth 8 has 128 open nodes), and the gas of every transaction is summed per step. Then ``resolveNode`` of one node
+and ``splitShapley`` alone are measured for growing M, to find the largest M whose exact Shapley computation for a node
+of the widest level fits a 30M-gas block (nodes are resolved one per transaction, so that is the binding limit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from eth_account.signers.local import LocalAccount
+
+from ledger.anvil import start_anvil
+from ledger.client import ChainClient
+from ledger.contracts import MathContract, Status, TaskConfig, TaskContract
+from ledger.federation import LevelOutcome, run_level
+from ledger.reference import ONE, NodeHistograms
+
+BLOCK_GAS: int = 30_000_000
+WIDEST_PROOF: int = 7  # Merkle proof length for 128 open nodes
+
+
+def splitting_hist(rng: random.Random, feats: tuple[int, int], nbins: int) -> NodeHistograms:
+    """A histogram whose gradients change sign mid-range, so the node always splits (every level is full)."""
+
+    def grads() -> tuple[int, ...]:
+        return tuple((1 if b <= nbins // 2 else -1) * rng.randint(ONE // 2, 3 * ONE) for b in range(nbins))
+
+    g = (grads(), grads())
+    h = tuple(tuple(rng.randint(ONE // 10, 2 * ONE) for _ in range(nbins)) for _ in range(2))
+    n = tuple(tuple(rng.randint(1, 30) for _ in range(nbins)) for _ in range(2))
+    return NodeHistograms(feats, g, h, n)
+
+
+def open_task(
+    client: ChainClient, task: TaskContract, cfg: TaskConfig, m: int
+) -> tuple[int, list[LocalAccount], LocalAccount, LocalAccount]:
+    requester = client.new_account(10**21)
+    parties = [client.new_account(10**21) for _ in range(m)]
+    resolver = client.new_account(10**22)
+    tid, _ = task.create_task(requester, cfg, [0] * 8, [ONE] * 8, b"\x01" * 32, reward=10**18)
+    for p in parties:
+        task.join(p, tid, b"psd", "http://x")
+        task.approve(requester, tid, p.address)
+    task.start(requester, tid)
+    return tid, parties, requester, resolver
+
+
+def level_gas(out: LevelOutcome) -> dict[str, int]:
+    sums: dict[str, int] = defaultdict(int)
+    maxes: dict[str, int] = defaultdict(int)
+    for tx in out.txs:
+        sums[tx.function] += tx.gas_used
+        maxes[tx.function] = max(maxes[tx.function], tx.gas_used)
+    return {
+        "nodes": len(out.open_nodes),
+        "votes": sums["submitVotes"],
+        "closeVoting": sums["closeVoting"],
+        "hists": sums["submitHistograms"],
+        "hist_max": maxes["submitHistograms"],
+        "closeHist": sums["closeHistograms"],
+        "resolve": sums["resolveNode"],
+        "resolve_max": maxes["resolveNode"],
+        "total": sum(sums.values()),
+    }
+
+
+def train_tree(client: ChainClient, task: TaskContract, m: int, depth: int, bins: int, seed: int) -> list[dict]:
+    cfg = TaskConfig(
+        trees=1, depth=depth, bins=bins, min_parties=m, max_parties=m, min_rows=1, step_blocks=1000, lam=ONE
+    )
+    tid, parties, _, resolver = open_task(client, task, cfg, m)
+    rng = random.Random(seed)
+    rows = []
+    while task.state(tid).status == Status.TRAINING:
+        nodes = task.state(tid).open_nodes()
+        votes: dict[str, list[int]] = {p.address: [rng.randint(0, 7) for _ in nodes] for p in parties}
+        cache: dict[tuple[str, int], NodeHistograms] = {}
+
+        def source(
+            a: str, node: int, feats: tuple[int, int], cache: dict[tuple[str, int], NodeHistograms] = cache
+        ) -> NodeHistograms:
+            if (a, node) not in cache:
+                cache[(a, node)] = splitting_hist(rng, feats, bins + 1)
+            return cache[(a, node)]
+
+        rows.append(level_gas(run_level(task, tid, parties, votes, source, resolver)))
+    return rows
+
+
+def node_resolve_gas(client: ChainClient, task: TaskContract, m: int, bins: int) -> int:
+    """Gas of resolveNode for the root of a depth-1 task with M parties (proof length 0)."""
+    rows = train_tree(client, task, m, 1, bins, seed=m)
+    return rows[0]["resolve_max"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parties", default="2,4,8,10")
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--bins", type=int, default=16)
+    ap.add_argument("--max-m", type=int, default=16)
+    ap.add_argument("--rpc", default=None, help="use this node instead of starting anvil")
+    args = ap.parse_args()
+    node = None if args.rpc else start_anvil()
+    try:
+        client = ChainClient.connect(args.rpc or node.url)  # type: ignore[union-attr]
+        owner = client.new_account(10**22)
+        task = TaskContract.deploy(client, owner)
+        math = MathContract.deploy(client, owner)
+        print(f"# command: {' '.join(['.venv/bin/python', *sys.argv])}")
+        print(f"# depth {args.depth}, {args.bins} bins (nbins {args.bins + 1}), every node splits; gas per level")
+        hdr = (
+            f"{'M':>3} {'lvl':>3} {'nodes':>5} {'votes':>10} {'closeVote':>10} {'hists':>11} {'hist max':>10} "
+            f"{'closeHist':>9} {'resolve':>12} {'resolve max':>11} {'level total':>12}"
+        )
+        print(hdr)
+        per_tree = {}
+        for m in [int(x) for x in args.parties.split(",")]:
+            rows = train_tree(client, task, m, args.depth, args.bins, seed=m)
+            for lvl, r in enumerate(rows):
+                print(
+                    f"{m:>3} {lvl:>3} {r['nodes']:>5} {r['votes']:>10,} {r['closeVoting']:>10,} {r['hists']:>11,} "
+                    f"{r['hist_max']:>10,} {r['closeHist']:>9,} {r['resolve']:>12,} {r['resolve_max']:>11,} "
+                    f"{r['total']:>12,}"
+                )
+            per_tree[m] = sum(r["total"] for r in rows)
+        print("\n# gas per tree")
+        for m, g in per_tree.items():
+            print(f"M={m:>2}: {g:>14,} gas  ({g / BLOCK_GAS:.1f} blocks of 30M)")
+        print("\n# exact Shapley: splitShapley alone (eth_estimateGas of the pure call) and one resolveNode")
+        print(f"{'M':>3} {'splitShapley':>13} {'resolveNode':>12} {'fits 30M':>8}")
+        largest = 0
+        for m in range(2, args.max_m + 1):
+            rng = random.Random(m)
+            sides = [[rng.randint(-5 * ONE, 5 * ONE) for _ in range(m)] for _ in range(4)]
+            sides[1] = [abs(x) for x in sides[1]]
+            sides[3] = [abs(x) for x in sides[3]]
+            data = math.contract.functions.splitShapley(*sides, ONE)._encode_transaction_data()
+            shap = int(client.w3.eth.estimate_gas({"to": math.contract.address, "data": data}))
+            res = node_resolve_gas(client, task, m, args.bins)
+            # the widest level's nodes carry a 7-hash proof per party: 7 keccaks + 224 calldata bytes each
+            res_widest = res + m * WIDEST_PROOF * (224 // WIDEST_PROOF * 16 + 36 + 6)
+            fits = res_widest <= BLOCK_GAS
+            print(f"{m:>3} {shap:>13,} {res_widest:>12,} {'yes' if fits else 'no':>8}")
+            if not fits:
+                break  # cost grows as M * 2^M: no larger M fits either
+            largest = m
+        print(f"\n# largest M whose exact Shapley resolution of one widest-level node fits a 30M block: {largest}")
+    finally:
+        if node is not None:
+            node.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,362 @@
+"""Typed wrappers over the FGBDT-Chain contracts.
+
+Why: callers (party nodes, the requester, resolvers, tests, the gas bench) should speak in project terms (task
+configs, ``NodeHistograms``, ``Split``) and never hand-assemble ABI tuples or flattened arrays; the flattening rules
+live in :mod:`ledger.encoding` and here only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
+from enum import IntEnum
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from web3.contract import Contract
+
+from ledger.client import ChainClient, TxResult
+from ledger.encoding import (
+    endorsement_digest,
+    merkle_proof,
+    merkle_root,
+    node_block,
+    node_hash,
+    sign_endorsement,
+)
+from ledger.reference import ONE, NodeHistograms, Split
+
+
+class Status(IntEnum):
+    """``FGBDTChain.Status``."""
+
+    NONE = 0
+    OPEN = 1
+    TRAINING = 2
+    COMPLETED = 3
+    CANCELLED = 4
+
+
+class Phase(IntEnum):
+    """``FGBDTChain.Phase``."""
+
+    VOTING = 0
+    HISTOGRAMS = 1
+    RESOLVING = 2
+
+
+class Membership(IntEnum):
+    """``FGBDTChain.Membership``."""
+
+    NONE = 0
+    PENDING = 1
+    APPROVED = 2
+    REFUSED = 3
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """``FGBDTChain.Config``, field for field and in order (real values in fixed point)."""
+
+    trees: int = 1
+    depth: int = 3
+    bins: int = 16
+    hessian_mode: int = 0
+    quorum_num: int = 2
+    quorum_den: int = 3
+    min_parties: int = 2
+    max_parties: int = 16
+    join_blocks: int = 1000
+    step_blocks: int = 50
+    lam: int = ONE
+    learning_rate: int = ONE // 10
+    min_rows: int = 1
+    alpha: int = ONE // 2
+    overlap_threshold: int = ONE // 2
+
+    def as_tuple(self) -> tuple[int, ...]:
+        """The ABI tuple."""
+        return astuple(self)
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """``getState``."""
+
+    requester: str
+    status: Status
+    phase: Phase
+    tree: int
+    level: int
+    open_mask: int
+    resolved_mask: int
+    step_deadline: int
+    reward: int
+
+    def open_nodes(self) -> list[int]:
+        """Open node ids of the current level, increasing."""
+        base = 1 << self.level
+        return [base + b for b in range(base) if (self.open_mask >> b) & 1]
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """``getNode``: kind 0 unknown, 1 open, 2 split, 3 leaf; ``value`` is the gain or the leaf value."""
+
+    kind: int
+    cand0: int
+    cand1: int
+    feature: int
+    threshold: int
+    g: int
+    h: int
+    n: int
+    value: int
+
+
+class MathContract:
+    """``FGBDTMath``: the stateless contract math."""
+
+    def __init__(self, client: ChainClient, contract: Contract) -> None:
+        self.client = client
+        self.contract = contract
+
+    @classmethod
+    def deploy(cls, client: ChainClient, sender: LocalAccount) -> MathContract:
+        """Deploy (no constructor arguments)."""
+        return cls(client, client.deploy("FGBDTMath", sender))
+
+    def split_shapley(
+        self, g_left: Sequence[int], h_left: Sequence[int], g_right: Sequence[int], h_right: Sequence[int], lam: int
+    ) -> tuple[int, list[int]]:
+        """``splitShapley``: (gain, phi)."""
+        gain, phi = self.client.call(
+            self.contract, "splitShapley", list(g_left), list(h_left), list(g_right), list(h_right), lam
+        )
+        return int(gain), [int(p) for p in phi]
+
+    def split_shapley_many(self, cases: Sequence[tuple[Sequence[int], ...]]) -> list[tuple[int, list[int]]]:
+        """Many ``splitShapley`` calls, batched; each case is (gL, hL, gR, hR, lambda)."""
+        args = [[list(c[0]), list(c[1]), list(c[2]), list(c[3]), c[4]] for c in cases]
+        out = self.client.call_many(self.contract, "splitShapley", args)
+        return [(int(g), [int(p) for p in phi]) for g, phi in out]
+
+    def split_gain(self, g_left: int, h_left: int, g_right: int, h_right: int, lam: int) -> int:
+        """``splitGain`` (equation 7)."""
+        return int(self.client.call(self.contract, "splitGain", g_left, h_left, g_right, h_right, lam))
+
+    def leaf_value(self, g: int, h: int, lam: int, learning_rate: int) -> int:
+        """``leafValue``."""
+        return int(self.client.call(self.contract, "leafValue", g, h, lam, learning_rate))
+
+    def top2(self, votes: Sequence[int], num_features: int) -> tuple[int, int]:
+        """``top2``."""
+        a, b = self.client.call(self.contract, "top2", list(votes), num_features)
+        return int(a), int(b)
+
+    def top2_many(self, cases: Sequence[tuple[Sequence[int], int]]) -> list[tuple[int, int]]:
+        """Many ``top2`` calls, batched."""
+        out = self.client.call_many(self.contract, "top2", [[list(v), f] for v, f in cases])
+        return [(int(a), int(b)) for a, b in out]
+
+    @staticmethod
+    def _best_split_args(hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int) -> list[Any]:
+        nbins = len(hist.g[0])
+        flat = [[x for row in field for x in row] for field in (hist.g, hist.h, hist.n)]
+        return [flat[0], flat[1], flat[2], nbins, lam, min_rows, hessian_mode]
+
+    @staticmethod
+    def _to_split(hist: NodeHistograms, found: bool, s: Sequence[int]) -> Split | None:
+        if not found:
+            return None
+        rank = int(s[0])
+        return Split(rank, hist.features[rank], *(int(x) for x in s[1:]))
+
+    def best_split(self, hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int = 0) -> Split | None:
+        """``bestSplit`` on an aggregated node histogram, as a reference ``Split`` (None for a leaf)."""
+        found, s = self.client.call(
+            self.contract, "bestSplit", *self._best_split_args(hist, lam, min_rows, hessian_mode)
+        )
+        return self._to_split(hist, found, s)
+
+    def best_split_many(self, cases: Sequence[tuple[NodeHistograms, int, int, int]]) -> list[Split | None]:
+        """Many ``bestSplit`` calls, batched; each case is (hist, lambda, min_rows, hessian_mode)."""
+        out = self.client.call_many(self.contract, "bestSplit", [self._best_split_args(*c) for c in cases])
+        return [self._to_split(c[0], found, s) for c, (found, s) in zip(cases, out, strict=True)]
+
+
+class TaskContract:
+    """``FGBDTChain``: tasks, membership, training steps, rewards."""
+
+    def __init__(self, client: ChainClient, contract: Contract) -> None:
+        self.client = client
+        self.contract = contract
+
+    @classmethod
+    def deploy(cls, client: ChainClient, sender: LocalAccount) -> TaskContract:
+        """Deploy (no constructor arguments)."""
+        return cls(client, client.deploy("FGBDTChain", sender))
+
+    @classmethod
+    def at(cls, client: ChainClient, address: str) -> TaskContract:
+        """Bind to a deployed contract."""
+        return cls(client, client.register("FGBDTChain", address))
+
+    @property
+    def address(self) -> str:
+        """The contract address (checksummed)."""
+        return str(self.contract.address)
+
+    def _tx(self, function: str, *args: Any, sender: LocalAccount, value: int = 0) -> TxResult:
+        return self.client.transact(self.contract, function, *args, sender=sender, value=value)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def create_task(
+        self,
+        sender: LocalAccount,
+        cfg: TaskConfig,
+        feature_min: Sequence[int],
+        feature_max: Sequence[int],
+        bin_edges_hash: bytes = b"\x00" * 32,
+        reward: int = 0,
+    ) -> tuple[int, TxResult]:
+        """``createTask``; returns (task id, tx)."""
+        res = self._tx(
+            "createTask",
+            cfg.as_tuple(),
+            list(feature_min),
+            list(feature_max),
+            bin_edges_hash,
+            sender=sender,
+            value=reward,
+        )
+        return int(res.event("TaskCreated").args["taskId"]), res
+
+    def join(self, sender: LocalAccount, task_id: int, psd: bytes, endpoint: str) -> TxResult:
+        """``join``."""
+        return self._tx("join", task_id, psd, endpoint, sender=sender)
+
+    def approve(self, sender: LocalAccount, task_id: int, party: str) -> TxResult:
+        """``approve``."""
+        return self._tx("approve", task_id, party, sender=sender)
+
+    def refuse(self, sender: LocalAccount, task_id: int, party: str) -> TxResult:
+        """``refuse``."""
+        return self._tx("refuse", task_id, party, sender=sender)
+
+    def start(self, sender: LocalAccount, task_id: int) -> TxResult:
+        """``start``."""
+        return self._tx("start", task_id, sender=sender)
+
+    def cancel(self, sender: LocalAccount, task_id: int) -> TxResult:
+        """``cancel``."""
+        return self._tx("cancel", task_id, sender=sender)
+
+    def withdraw(self, sender: LocalAccount, task_id: int) -> TxResult:
+        """``withdraw``."""
+        return self._tx("withdraw", task_id, sender=sender)
+
+    # ---------------------------------------------------------------- training
+
+    def submit_votes(self, sender: LocalAccount, task_id: int, tree: int, level: int, votes: Sequence[int]) -> TxResult:
+        """``submitVotes``: one vote per open node, -1 abstains."""
+        return self._tx("submitVotes", task_id, tree, level, list(votes), sender=sender)
+
+    def close_voting(self, sender: LocalAccount, task_id: int) -> TxResult:
+        """``closeVoting``."""
+        return self._tx("closeVoting", task_id, sender=sender)
+
+    def submit_histograms(
+        self,
+        sender: LocalAccount,
+        task_id: int,
+        tree: int,
+        level: int,
+        hists: Sequence[NodeHistograms],
+        signatures: Sequence[bytes],
+    ) -> TxResult:
+        """``submitHistograms``: one ``NodeHistograms`` per open node (increasing id), endorsed by others."""
+        data = [x for h in hists for x in node_block(h)]
+        return self._tx("submitHistograms", task_id, tree, level, data, list(signatures), sender=sender)
+
+    def close_histograms(self, sender: LocalAccount, task_id: int) -> TxResult:
+        """``closeHistograms``."""
+        return self._tx("closeHistograms", task_id, sender=sender)
+
+    def resolve_node(
+        self,
+        sender: LocalAccount,
+        task_id: int,
+        node: int,
+        open_nodes: Sequence[int],
+        level_hists: Sequence[Sequence[NodeHistograms]],
+    ) -> TxResult:
+        """``resolveNode``: ``level_hists`` holds, per submitting party in party order, its whole level's
+        histograms (one per open node); the node's own data and Merkle proofs are extracted here."""
+        idx = list(open_nodes).index(node)
+        g: list[int] = []
+        h: list[int] = []
+        n: list[int] = []
+        proofs: list[bytes] = []
+        for party_hists in level_hists:
+            hist = party_hists[idx]
+            for src, dst in ((hist.g, g), (hist.h, h), (hist.n, n)):
+                for row in src:
+                    dst.extend(row)
+            proofs.extend(merkle_proof([node_hash(x) for x in party_hists], idx))
+        return self._tx("resolveNode", task_id, node, g, h, n, proofs, sender=sender)
+
+    # ---------------------------------------------------------------- endorsements
+
+    def endorse(
+        self, endorser: LocalAccount, task_id: int, tree: int, level: int, party: str, hists: Sequence[NodeHistograms]
+    ) -> bytes:
+        """An endorser's signature over ``party``'s level histograms (after its own overlap check, off chain)."""
+        root = merkle_root([node_hash(h) for h in hists])
+        digest = endorsement_digest(self.client.chain_id, self.address, task_id, tree, level, party, root)
+        return sign_endorsement(endorser.key, digest)
+
+    # ---------------------------------------------------------------- views
+
+    def endorsement_digest(self, task_id: int, tree: int, level: int, party: str, root: bytes) -> bytes:
+        """``endorsementDigest`` as the contract computes it (``ledger.encoding`` computes the same off chain)."""
+        return bytes(self.client.call(self.contract, "endorsementDigest", task_id, tree, level, party, root))
+
+    def limits(self) -> tuple[int, int]:
+        """(``MAX_PARTIES``, ``MAX_DEPTH``)."""
+        return int(self.client.call(self.contract, "MAX_PARTIES")), int(self.client.call(self.contract, "MAX_DEPTH"))
+
+    def state(self, task_id: int) -> TaskState:
+        """``getState``."""
+        r = self.client.call(self.contract, "getState", task_id)
+        return TaskState(str(r[0]), Status(r[1]), Phase(r[2]), *(int(x) for x in r[3:]))
+
+    def config(self, task_id: int) -> TaskConfig:
+        """``getConfig``."""
+        return TaskConfig(*(int(x) for x in self.client.call(self.contract, "getConfig", task_id)))
+
+    def parties(self, task_id: int) -> list[str]:
+        """``getParties``."""
+        return [str(a) for a in self.client.call(self.contract, "getParties", task_id)]
+
+    def member(self, task_id: int, party: str) -> tuple[Membership, int, bytes, int]:
+        """``getMember``: (status, index, psd hash, contribution)."""
+        s, i, psd, c = self.client.call(self.contract, "getMember", task_id, party)
+        return Membership(s), int(i), bytes(psd), int(c)
+
+    def contribution(self, task_id: int, party: str) -> int:
+        """A party's contribution total."""
+        return self.member(task_id, party)[3]
+
+    def node(self, task_id: int, tree: int, node: int) -> NodeRecord:
+        """``getNode``."""
+        return NodeRecord(*(int(x) for x in self.client.call(self.contract, "getNode", task_id, tree, node)))
+
+    def owed(self, task_id: int, account: str) -> int:
+        """Wei ``account`` can withdraw from the task."""
+        return int(self.client.call(self.contract, "owed", task_id, account))
+
+    def task_count(self) -> int:
+        """Number of tasks."""
+        return int(self.client.call(self.contract, "taskCount"))

@@ -1,0 +1,125 @@
+"""Helpers for the chain tests: task setup, random histograms, and the reference replay of a level."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from eth_account.signers.local import LocalAccount
+
+from ledger import reference as ref
+from ledger.client import ChainClient
+from ledger.contracts import TaskConfig, TaskContract
+from ledger.federation import LevelOutcome
+from ledger.reference import ONE, NodeHistograms
+
+
+@dataclass
+class Federation:
+    """A started task: its requester, its approved parties (party order) and a resolver account."""
+
+    task: TaskContract
+    task_id: int
+    cfg: TaskConfig
+    requester: LocalAccount
+    parties: list[LocalAccount]
+    resolver: LocalAccount
+    num_features: int
+
+
+def open_task(
+    chain: ChainClient,
+    task: TaskContract,
+    cfg: TaskConfig,
+    num_parties: int,
+    num_features: int = 4,
+    reward: int = 10**18,
+    start: bool = True,
+) -> Federation:
+    """Create a task, have ``num_parties`` fresh accounts join, approve them all and (optionally) start."""
+    requester = chain.new_account(10**21)
+    parties = [chain.new_account(10**20) for _ in range(num_parties)]
+    resolver = chain.new_account(10**20)
+    task_id, _ = task.create_task(requester, cfg, [0] * num_features, [ONE] * num_features, b"\x11" * 32, reward=reward)
+    for i, p in enumerate(parties):
+        task.join(p, task_id, b"psd-" + bytes([i]), f"http://party{i}.example/endorse")
+        task.approve(requester, task_id, p.address)
+    if start:
+        task.start(requester, task_id)
+    return Federation(task, task_id, cfg, requester, parties, resolver, num_features)
+
+
+def random_hist(rng: random.Random, features: tuple[int, int], nbins: int) -> NodeHistograms:
+    """A plausible party histogram: gradients of both signs, non-negative hessians and counts."""
+    g = tuple(tuple(rng.randint(-5 * ONE, 5 * ONE) for _ in range(nbins)) for _ in range(2))
+    h = tuple(tuple(rng.randint(0, 3 * ONE) for _ in range(nbins)) for _ in range(2))
+    n = tuple(tuple(rng.randint(0, 12) for _ in range(nbins)) for _ in range(2))
+    return NodeHistograms(features, g, h, n)
+
+
+@dataclass
+class Replay:
+    """The reference's view of a task, level by level, to compare with the contract."""
+
+    params: ref.Params
+    depth: int
+    totals: dict[tuple[int, int], ref.Totals] = field(default_factory=dict)
+    contributions: dict[str, int] = field(default_factory=dict)
+    results: dict[tuple[int, int], ref.NodeResult] = field(default_factory=dict)
+
+    def level(self, out: LevelOutcome) -> None:
+        """Resolve every open node of ``out`` with ``reference.resolve_node``."""
+        last = out.level == self.depth - 1
+        for idx, node in enumerate(out.open_nodes):
+            hists = [out.hists[a][idx] for a in out.submitters]
+            votes = [out.votes[a][idx] for a in out.submitters]
+            inherited = self.totals.get((out.tree, node)) if node != 1 else None
+            res = ref.resolve_node(hists, votes, inherited, last, self.params)
+            self.results[(out.tree, node)] = res
+            if res.left is not None and res.right is not None:
+                self.totals[(out.tree, 2 * node)] = res.left
+                self.totals[(out.tree, 2 * node + 1)] = res.right
+            for a, c in zip(out.submitters, res.contribution, strict=True):
+                self.contributions[a] = self.contributions.get(a, 0) + c
+
+
+def params_of(cfg: TaskConfig) -> ref.Params:
+    """The reference parameters of a task config."""
+    return ref.Params(cfg.lam, cfg.learning_rate, cfg.min_rows, cfg.alpha, cfg.hessian_mode)
+
+
+def assert_level_matches(fed: Federation, replay: Replay, out: LevelOutcome) -> None:
+    """The contract's node records and contribution events equal the reference's results, bit for bit."""
+    task = fed.task
+    for node in out.open_nodes:
+        want = replay.results[(out.tree, node)]
+        rec = task.node(fed.task_id, out.tree, node)
+        ev = out.resolutions[node].event("ContributionsAdded").args
+        assert list(ev["parties"]) == out.submitters
+        assert tuple(ev["phi"]) == want.phi
+        assert tuple(ev["kappa"]) == want.kappa
+        assert tuple(ev["contribution"]) == want.contribution
+        if want.split is None:
+            assert rec.kind == 3 and rec.value == want.leaf, (node, rec, want)
+            continue
+        assert rec.kind == 2, (node, rec, want)
+        assert (rec.feature, rec.threshold, rec.value) == (want.split.feature, want.split.threshold, want.split.gain)
+        assert out.candidates[node][want.split.rank] == want.split.feature
+        assert want.left is not None and want.right is not None
+        left = task.node(fed.task_id, out.tree, 2 * node)
+        right = task.node(fed.task_id, out.tree, 2 * node + 1)
+        assert (left.g, left.h, left.n) == (want.left.g, want.left.h, want.left.n)
+        assert (right.g, right.h, right.n) == (want.right.g, want.right.h, want.right.n)
+        if want.left_leaf is not None:
+            assert (left.kind, left.value) == (3, want.left_leaf)
+            assert (right.kind, right.value) == (3, want.right_leaf)
+        else:
+            assert left.kind == 1 and right.kind == 1
+
+
+def random_votes(
+    rng: random.Random, parties: Sequence[LocalAccount], nodes: int, features: int
+) -> dict[str, list[int]]:
+    """Random votes (abstentions included) per party."""
+    return {p.address: [rng.randint(-1, features - 1) for _ in range(nodes)] for p in parties}

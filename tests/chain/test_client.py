@@ -1,0 +1,74 @@
+"""The ledger client: concurrent senders get distinct nonces, gas is accounted per call, reverts and events decode."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from eth_utils import keccak, to_checksum_address
+
+from ledger.client import ChainClient
+from ledger.compile import compile_all
+from ledger.contracts import TaskConfig, TaskContract
+from ledger.encoding import endorsement_digest
+from ledger.errors import ContractRevert, ErrorDecoder
+from ledger.reference import ONE
+
+pytestmark = pytest.mark.chain
+
+
+def test_concurrent_senders_share_nonces_safely(anvil_client: ChainClient) -> None:
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    requester = anvil_client.new_account(10**21)
+    before = len([r for r in anvil_client.gas_log if r.function == "createTask"])
+
+    def create(i: int) -> int:
+        tid, _ = task.create_task(requester, TaskConfig(), [0, i], [ONE, ONE + i], reward=i)
+        return tid
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        ids = list(pool.map(create, range(12)))
+    assert sorted(ids) == list(range(1, 13))
+    assert task.task_count() == 12
+    assert sorted(task.state(t).reward for t in ids) == list(range(12))
+    records = [r for r in anvil_client.gas_log if r.function == "createTask"][before:]
+    assert len(records) == 12 and all(r.gas_used > 21_000 and r.calldata_bytes > 4 for r in records)
+
+
+def test_events_and_gas_of_a_transaction(chain: ChainClient, task_contract: TaskContract) -> None:
+    requester = chain.new_account(10**20)
+    tid, res = task_contract.create_task(requester, TaskConfig(), [1, 2], [3, 4], b"\x22" * 32, reward=5)
+    ev = res.event("TaskCreated").args
+    assert ev["requester"] == requester.address and ev["reward"] == 5
+    assert list(ev["featureMin"]) == [1, 2] and ev["binEdgesHash"] == b"\x22" * 32
+    assert ev["cfg"]["depth"] == TaskConfig().depth
+    assert res.gas_used == chain.gas_log[-1].gas_used
+    assert task_contract.config(tid) == TaskConfig()
+
+
+def test_endorsement_digest_matches_off_chain_encoding(chain: ChainClient, task_contract: TaskContract) -> None:
+    party = to_checksum_address("0x" + "ab" * 20)
+    root = keccak(b"root")
+    want = endorsement_digest(chain.chain_id, task_contract.address, 3, 1, 2, party, root)
+    assert task_contract.endorsement_digest(3, 1, 2, party, root) == want
+    assert task_contract.endorsement_digest(3, 1, 3, party, root) != want
+    assert task_contract.limits() == (16, 8)
+
+
+def test_error_decoder_handles_panic_error_and_unknown(artifacts: dict) -> None:
+    dec = ErrorDecoder(a.abi for a in artifacts.values())
+    panic = keccak(text="Panic(uint256)")[:4] + (0x11).to_bytes(32, "big")
+    assert (dec.decode(panic).name, dec.decode(panic).args_) == ("Panic", (0x11,))
+    assert dec.decode("0xdeadbeef").name == "Unknown"
+    e = dec.decode(keccak(text="UnknownTask(uint256)")[:4] + (7).to_bytes(32, "big"))
+    assert isinstance(e, ContractRevert) and (e.name, e.args_) == ("UnknownTask", (7,))
+
+
+def test_compile_cache_is_reused() -> None:
+    t0 = time.monotonic()
+    first = compile_all()
+    second = compile_all()
+    assert first["FGBDTChain"].bytecode == second["FGBDTChain"].bytecode
+    assert time.monotonic() - t0 < 10  # both from the cache (a solc-js compile takes ~30 s)
+    assert first["FGBDTChain"].deployed_size < 24_576  # EIP-170: deployable on any chain

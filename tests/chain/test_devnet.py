@@ -1,0 +1,56 @@
+"""``fgbdt devnet up|status|down`` on a free port: deploys, persists its state across a restart, stops cleanly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deploy.cli import main
+from ledger.anvil import free_port, rpc_ready
+from ledger.client import ChainClient
+from ledger.contracts import TaskConfig, TaskContract
+
+pytestmark = pytest.mark.chain
+
+
+class Devnet:
+    """Runs ``fgbdt devnet ACTION --port P --dir D`` through the real command-line entry point."""
+
+    def __init__(self, port: int, directory: Path) -> None:
+        self.port = port
+        self.dir = str(directory)
+
+    def __call__(self, action: str) -> int:
+        return main(["devnet", action, "--port", str(self.port), "--dir", self.dir])
+
+
+def test_devnet_up_status_down_persists_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = Devnet(free_port(), tmp_path)
+    url = f"http://127.0.0.1:{args.port}"
+    try:
+        assert args("up") == 0
+        assert capsys.readouterr().out.strip() == url
+        info = json.loads((tmp_path / f"deployment-{args.port}.json").read_text())
+        assert info["chain_id"] == 31337 and info["reused"] is False
+        client = ChainClient.connect(url)
+        task = TaskContract.at(client, info["contracts"]["FGBDTChain"])
+        tid, _ = task.create_task(client.new_account(10**20), TaskConfig(), [0], [10**18], reward=12345)
+        assert args("status") == 0
+        assert info["contracts"]["FGBDTChain"] in capsys.readouterr().out
+    finally:
+        assert args("down") == 0
+    assert not rpc_ready(url)
+    assert args("status") == 1
+    assert (tmp_path / f"state-{args.port}.json").stat().st_size > 0
+    try:
+        assert args("up") == 0
+        info = json.loads((tmp_path / f"deployment-{args.port}.json").read_text())
+        assert info["reused"] is True
+        client = ChainClient.connect(url)
+        task = TaskContract.at(client, info["contracts"]["FGBDTChain"])
+        assert task.task_count() == tid
+        assert task.state(tid).reward == 12345
+    finally:
+        args("down")

@@ -1,0 +1,265 @@
+"""Every guard of FGBDTChain reverts with its named custom error (decoded by the ledger client)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from chain_helpers import Federation, open_task, random_hist
+from eth_account import Account
+
+from ledger.client import ChainClient
+from ledger.contracts import Phase, Status, TaskConfig, TaskContract
+from ledger.encoding import endorsement_digest, merkle_root, node_hash, sign_endorsement
+from ledger.errors import ContractRevert
+from ledger.federation import run_level
+from ledger.reference import ONE, NodeHistograms
+
+pytestmark = pytest.mark.chain
+
+CFG = TaskConfig(trees=1, depth=1, bins=3, min_parties=3, max_parties=4, step_blocks=20, join_blocks=30)
+
+
+def reverts(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ContractRevert:
+    """Call ``fn`` and check it reverts with the custom error ``name``."""
+    with pytest.raises(ContractRevert) as exc:
+        fn(*args, **kwargs)
+    assert exc.value.name == name, exc.value
+    return exc.value
+
+
+@pytest.fixture
+def fed(chain: ChainClient, task_contract: TaskContract) -> Federation:
+    return open_task(chain, task_contract, CFG, 4)
+
+
+def _hists(fed: Federation, seed: int = 1) -> list[NodeHistograms]:
+    return [random_hist(random.Random(seed), (0, 1), CFG.bins + 1)]
+
+
+def _vote_all(fed: Federation) -> None:
+    for p in fed.parties:
+        fed.task.submit_votes(p, fed.task_id, 0, 0, [0])
+    fed.task.close_voting(fed.resolver, fed.task_id)
+
+
+def test_membership_guards(chain: ChainClient, task_contract: TaskContract) -> None:
+    fed = open_task(chain, task_contract, CFG, 2, start=False)
+    t, tid, req = fed.task, fed.task_id, fed.requester
+    stranger, pending, refused = (chain.new_account(10**19) for _ in range(3))
+    t.join(pending, tid, b"psd", "http://p")
+    t.join(refused, tid, b"psd", "http://r")
+    reverts("AlreadyJoined", t.join, pending, tid, b"psd", "http://p")
+    reverts("NotRequester", t.approve, stranger, tid, pending.address)
+    reverts("NotPending", t.approve, req, tid, stranger.address)
+    t.refuse(req, tid, refused.address)
+    reverts("NotPending", t.approve, req, tid, refused.address)
+    reverts("NotEnoughParties", t.start, req, tid)
+    reverts("UnknownTask", t.start, req, tid + 1000)
+    t.approve(req, tid, pending.address)
+    t.start(req, tid)
+    reverts("NotMember", t.submit_votes, stranger, tid, 0, 0, [0])
+    reverts("NotApproved", t.submit_votes, refused, tid, 0, 0, [0])
+    reverts("WrongStatus", t.join, stranger, tid, b"psd", "http://s")
+    reverts("WrongStatus", t.cancel, req, tid)
+
+
+def test_join_window_and_party_limit(chain: ChainClient, task_contract: TaskContract) -> None:
+    fed = open_task(chain, task_contract, CFG, 4, start=False)
+    late = chain.new_account(10**19)
+    t = fed.task
+    t.join(late, fed.task_id, b"psd", "http://late")
+    reverts("PartyLimitReached", t.approve, fed.requester, fed.task_id, late.address)
+    chain.mine(CFG.join_blocks + 1)
+    reverts("JoinWindowClosed", t.join, chain.new_account(10**19), fed.task_id, b"psd", "http://x")
+
+
+def test_invalid_config(chain: ChainClient, task_contract: TaskContract) -> None:
+    req = chain.new_account(10**19)
+    for bad in (TaskConfig(depth=9), TaskConfig(hessian_mode=2), TaskConfig(min_rows=0), TaskConfig(max_parties=17)):
+        reverts("InvalidConfig", task_contract.create_task, req, bad, [0], [ONE])
+    reverts("InvalidConfig", task_contract.create_task, req, CFG, [ONE], [0])
+    e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(depth=0), [0], [ONE])
+    assert e.args_ == (b"depth".ljust(32, b"\x00"),)
+
+
+def test_vote_guards(fed: Federation) -> None:
+    t, tid, p = fed.task, fed.task_id, fed.parties[0]
+    reverts("WrongStep", t.submit_votes, p, tid, 1, 0, [0])
+    reverts("WrongStep", t.submit_votes, p, tid, 0, 1, [0])
+    reverts("UnknownTask", t.submit_votes, p, tid + 1000, 0, 0, [0])
+    reverts("LengthMismatch", t.submit_votes, p, tid, 0, 0, [0, 1])
+    reverts("InvalidVote", t.submit_votes, p, tid, 0, 0, [fed.num_features])
+    reverts("InvalidVote", t.submit_votes, p, tid, 0, 0, [-2])
+    reverts("WrongPhase", t.submit_histograms, p, tid, 0, 0, _hists(fed), [])
+    t.submit_votes(p, tid, 0, 0, [-1])
+    reverts("AlreadyVoted", t.submit_votes, p, tid, 0, 0, [1])
+    reverts("StepStillOpen", t.close_voting, fed.resolver, tid)
+    reverts("WrongPhase", t.close_histograms, fed.resolver, tid)
+
+
+def test_endorsement_guards(chain: ChainClient, fed: Federation) -> None:
+    t, tid = fed.task, fed.task_id
+    p, others = fed.parties[0], fed.parties[1:]
+    _vote_all(fed)
+    hists = _hists(fed)
+    good = [t.endorse(q, tid, 0, 0, p.address, hists) for q in others]
+    # quorum for M = 4 is ceil(2 * 3 / 3) = 2
+    e = reverts("InsufficientEndorsements", t.submit_histograms, p, tid, 0, 0, hists, good[:1])
+    assert e.args_ == (1, 2)
+    reverts("DuplicateEndorsement", t.submit_histograms, p, tid, 0, 0, hists, [good[0], good[0]])
+    self_sig = t.endorse(p, tid, 0, 0, p.address, hists)
+    reverts("SelfEndorsement", t.submit_histograms, p, tid, 0, 0, hists, [good[0], self_sig])
+    outsider = Account.create()
+    forged = t.endorse(outsider, tid, 0, 0, p.address, hists)
+    reverts("EndorserNotMember", t.submit_histograms, p, tid, 0, 0, hists, [good[0], forged])
+    # replays: signatures by members over another party, level, task, chain or contract recover to strangers
+    root = merkle_root([node_hash(h) for h in hists])
+    replays = [
+        t.endorse(others[1], tid, 0, 0, others[0].address, hists),
+        t.endorse(others[1], tid, 0, 1, p.address, hists),
+        t.endorse(others[1], tid + 1, 0, 0, p.address, hists),
+        sign_endorsement(others[1].key, endorsement_digest(chain.chain_id + 1, t.address, tid, 0, 0, p.address, root)),
+        sign_endorsement(others[1].key, endorsement_digest(chain.chain_id, p.address, tid, 0, 0, p.address, root)),
+    ]
+    for bad in replays:
+        reverts("EndorserNotMember", t.submit_histograms, p, tid, 0, 0, hists, [good[0], bad])
+    # different histograms than endorsed: the signatures no longer match
+    other = _hists(fed, seed=2)
+    reverts("EndorserNotMember", t.submit_histograms, p, tid, 0, 0, other, good[:2])
+    high_s = bytearray(good[1])
+    high_s[32:64] = (2**256 - 1).to_bytes(32, "big")
+    reverts("InvalidSignature", t.submit_histograms, p, tid, 0, 0, hists, [good[0], bytes(high_s)])
+    reverts("InvalidSignature", t.submit_histograms, p, tid, 0, 0, hists, [good[0], good[1][:64]])
+    reverts("LengthMismatch", t.submit_histograms, p, tid, 0, 0, hists + hists, good[:2])
+    reverts("WrongStep", t.submit_histograms, p, tid, 0, 1, hists, good[:2])
+    res = t.submit_histograms(p, tid, 0, 0, hists, good[:2])
+    assert res.event("HistogramsSubmitted").args["endorsements"] == 2
+    reverts("AlreadySubmitted", t.submit_histograms, p, tid, 0, 0, hists, good[:2])
+
+
+def test_resolution_guards(fed: Federation) -> None:
+    t, tid = fed.task, fed.task_id
+    _vote_all(fed)
+    level = {}
+    for p in fed.parties:
+        level[p.address] = _hists(fed, seed=int(p.address, 16) % 1000)
+        others = [q for q in fed.parties if q.address != p.address][:2]
+        t.submit_histograms(
+            p, tid, 0, 0, level[p.address], [t.endorse(q, tid, 0, 0, p.address, level[p.address]) for q in others]
+        )
+    all_hists = [level[p.address] for p in fed.parties]
+    reverts("WrongPhase", t.resolve_node, fed.resolver, tid, 1, [1], all_hists)
+    t.close_histograms(fed.resolver, tid)
+    reverts("NodeNotOpen", t.resolve_node, fed.resolver, tid, 2, [2], all_hists)
+    reverts("LengthMismatch", t.resolve_node, fed.resolver, tid, 1, [1], all_hists[:3])
+    tampered = list(all_hists)
+    h = tampered[2][0]
+    tampered[2] = [NodeHistograms(h.features, h.g, h.h, ((h.n[0][0] + 1, *h.n[0][1:]), h.n[1]))]
+    e = reverts("HistogramMismatch", t.resolve_node, fed.resolver, tid, 1, [1], tampered)
+    assert e.args_[1] == fed.parties[2].address
+    t.resolve_node(fed.resolver, tid, 1, [1], all_hists)
+    assert t.state(tid).status == Status.COMPLETED
+    # everything after completion is refused
+    p = fed.parties[0]
+    reverts("WrongStatus", t.submit_votes, p, tid, 0, 0, [0])
+    reverts("WrongStatus", t.close_voting, fed.resolver, tid)
+    reverts("WrongStatus", t.resolve_node, fed.resolver, tid, 1, [1], all_hists)
+    reverts("WrongStatus", t.start, fed.requester, tid)
+
+
+def test_histograms_need_a_vote(fed: Federation) -> None:
+    t, tid = fed.task, fed.task_id
+    for p in fed.parties[1:]:
+        t.submit_votes(p, tid, 0, 0, [0])
+    fed.task.client.mine(CFG.step_blocks + 1)
+    t.close_voting(fed.resolver, tid)
+    p = fed.parties[0]
+    hists = _hists(fed)
+    sigs = [t.endorse(q, tid, 0, 0, p.address, hists) for q in fed.parties[1:3]]
+    reverts("DidNotVote", t.submit_histograms, p, tid, 0, 0, hists, sigs)
+
+
+def test_deadlines_skip_missing_party_only_after_deadline(chain: ChainClient, fed: Federation) -> None:
+    t, tid = fed.task, fed.task_id
+    silent = fed.parties[3]
+    for p in fed.parties[:3]:
+        t.submit_votes(p, tid, 0, 0, [1])
+    reverts("StepStillOpen", t.close_voting, fed.resolver, tid)
+    chain.mine(t.state(tid).step_deadline - chain.block_number + 1)
+    reverts("StepDeadlinePassed", t.submit_votes, silent, tid, 0, 0, [1])
+    closed = t.close_voting(fed.resolver, tid)
+    assert closed.event("VotingClosed").args["voters"] == 3
+    assert t.state(tid).phase == Phase.HISTOGRAMS
+    # histogram step: one voter stays silent, the step cannot close early, then closes without it
+    hists = {p.address: _hists(fed, seed=i) for i, p in enumerate(fed.parties)}
+    for p in fed.parties[:2]:
+        sigs = [t.endorse(q, tid, 0, 0, p.address, hists[p.address]) for q in fed.parties if q != p][:2]
+        t.submit_histograms(p, tid, 0, 0, hists[p.address], sigs)
+    reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
+    chain.mine(t.state(tid).step_deadline - chain.block_number + 1)
+    late = fed.parties[2]
+    sigs = [t.endorse(q, tid, 0, 0, late.address, hists[late.address]) for q in fed.parties if q != late][:2]
+    reverts("StepDeadlinePassed", t.submit_histograms, late, tid, 0, 0, hists[late.address], sigs)
+    assert t.close_histograms(fed.resolver, tid).event("HistogramsClosed").args["submitters"] == 2
+    res = t.resolve_node(fed.resolver, tid, 1, [1], [hists[p.address] for p in fed.parties[:2]])
+    assert list(res.event("ContributionsAdded").args["parties"]) == [p.address for p in fed.parties[:2]]
+    assert t.contribution(tid, silent.address) == 0 and t.contribution(tid, late.address) == 0
+    assert t.state(tid).status == Status.COMPLETED
+
+
+def test_rewards_withdraw_once(chain: ChainClient, task_contract: TaskContract) -> None:
+    cfg = TaskConfig(trees=1, depth=2, bins=3, min_parties=3, max_parties=3, min_rows=1, lam=0)
+    fed = open_task(chain, task_contract, cfg, 3, reward=6 * 10**18)
+    rng = random.Random(5)
+    t, tid = fed.task, fed.task_id
+    while t.state(tid).status == Status.TRAINING:
+        nodes = t.state(tid).open_nodes()
+        run_level(
+            t,
+            tid,
+            fed.parties,
+            {p.address: [0] * len(nodes) for p in fed.parties},
+            lambda a, node, feats: random_hist(rng, feats, cfg.bins + 1),
+            fed.resolver,
+        )
+    owed = {p.address: t.owed(tid, p.address) for p in fed.parties}
+    owed[fed.requester.address] = t.owed(tid, fed.requester.address)
+    assert sum(owed.values()) == 6 * 10**18
+    payee = max(owed, key=lambda a: owed[a])
+    acct = next(p for p in [*fed.parties, fed.requester] if p.address == payee)
+    before = chain.balance(payee)
+    res = t.withdraw(acct, tid)
+    assert res.event("Withdrawn").args["amount"] == owed[payee]
+    # the payee paid gas at 2 * base fee + 1; its balance grew by the payout minus that gas
+    assert chain.balance(payee) > before + owed[payee] - 10**16
+    reverts("NothingToWithdraw", t.withdraw, acct, tid)
+
+
+def test_cancel_reclaim_and_reentrancy(chain: ChainClient, task_contract: TaskContract) -> None:
+    attacker_owner = chain.new_account(10**20)
+    attacker = chain.deploy("ReentrantRequester", attacker_owner, task_contract.address)
+    chain.transact(attacker, "openAndCancel", CFG.as_tuple(), sender=attacker_owner, value=10**18)
+    tid = int(chain.call(attacker, "taskId"))
+    assert task_contract.state(tid).status == Status.CANCELLED
+    assert task_contract.owed(tid, attacker.address) == 10**18
+    chain.transact(attacker, "attack", sender=attacker_owner)
+    inner = bytes(chain.call(attacker, "innerError"))
+    assert chain.decoder.decode(inner).name == "Reentrancy"
+    assert chain.call(attacker, "reentered") is False
+    assert int(chain.call(attacker, "received")) == 10**18
+    assert chain.balance(attacker.address) == 10**18
+    assert task_contract.owed(tid, attacker.address) == 0
+
+
+def test_requester_reclaims_unstarted_task(chain: ChainClient, task_contract: TaskContract) -> None:
+    fed = open_task(chain, task_contract, CFG, 1, start=False, reward=2 * 10**18)
+    t = fed.task
+    reverts("NotRequester", t.cancel, fed.parties[0], fed.task_id)
+    t.cancel(fed.requester, fed.task_id)
+    assert t.owed(fed.task_id, fed.requester.address) == 2 * 10**18
+    t.withdraw(fed.requester, fed.task_id)
+    reverts("NothingToWithdraw", t.withdraw, fed.requester, fed.task_id)
+    reverts("WrongStatus", t.start, fed.requester, fed.task_id)

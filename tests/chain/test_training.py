@@ -1,0 +1,141 @@
+"""Whole tasks through the contract, compared with ``ledger.reference`` node by node and party by party."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from chain_helpers import Replay, assert_level_matches, open_task, params_of, random_hist, random_votes
+
+from ledger.client import ChainClient
+from ledger.contracts import Status, TaskConfig, TaskContract
+from ledger.federation import run_level
+from ledger.reference import ONE, NodeHistograms
+
+pytestmark = pytest.mark.chain
+
+
+def test_table3_through_the_contract(chain: ChainClient, task_contract: TaskContract) -> None:
+    """NOTES 11 end to end: two parties, one split level, lambda 0, hessian = count, abstaining votes."""
+    cfg = TaskConfig(trees=1, depth=1, bins=2, hessian_mode=1, lam=0, min_rows=1, min_parties=2, max_parties=2)
+    fed = open_task(chain, task_contract, cfg, 2, num_features=2)
+    zero = (0, 0, 0)
+
+    def table3(scale: int) -> dict[str, NodeHistograms]:
+        h1 = NodeHistograms((0, 1), ((0, 1 * ONE, 2 * ONE), zero), (zero, zero), ((0, 10, 10), zero))
+        h2 = NodeHistograms((0, 1), ((0, -scale * ONE, scale * ONE), zero), (zero, zero), ((0, 10, 10), zero))
+        return {fed.parties[0].address: h1, fed.parties[1].address: h2}
+
+    hists = table3(1)
+    out = run_level(
+        fed.task,
+        fed.task_id,
+        fed.parties,
+        {p.address: [-1] for p in fed.parties},
+        lambda a, node, feats: hists[a],
+        fed.resolver,
+    )
+    ev = out.resolutions[1].event("ContributionsAdded").args
+    assert tuple(ev["phi"]) == (375 * ONE // 1000, 75 * ONE // 1000)
+    rec = fed.task.node(fed.task_id, 0, 1)
+    assert (rec.kind, rec.feature, rec.threshold, rec.value) == (2, 0, 1, 450 * ONE // 1000)
+    assert fed.task.contribution(fed.task_id, fed.parties[0].address) == 375 * ONE // 1000
+    assert fed.task.contribution(fed.task_id, fed.parties[1].address) == 75 * ONE // 1000
+    assert fed.task.state(fed.task_id).status == Status.COMPLETED
+    # the 1 ETH reward splits 0.375 : 0.075, i.e. 5/6 and 1/6, truncated to the wei; the remainder to the requester
+    owed = [fed.task.owed(fed.task_id, p.address) for p in fed.parties]
+    assert owed == [833_333_333_333_333_333, 166_666_666_666_666_666]
+    assert fed.task.owed(fed.task_id, fed.requester.address) == 1
+    assert sum(owed) + fed.task.owed(fed.task_id, fed.requester.address) == 10**18
+
+    # the doubled variant, as a second task on the same deployment
+    fed2 = open_task(chain, task_contract, cfg, 2, num_features=2)
+    doubled = table3(2)
+    hists = {q.address: doubled[p.address] for p, q in zip(fed.parties, fed2.parties, strict=True)}
+    out = run_level(
+        fed2.task,
+        fed2.task_id,
+        fed2.parties,
+        {p.address: [-1] for p in fed2.parties},
+        lambda a, node, feats: hists[a],
+        fed2.resolver,
+    )
+    assert tuple(out.resolutions[1].event("ContributionsAdded").args["phi"]) == (275 * ONE // 1000, 575 * ONE // 1000)
+    assert fed2.task.node(fed2.task_id, 0, 1).value == 850 * ONE // 1000
+
+
+def _train(chain: ChainClient, task: TaskContract, cfg: TaskConfig, m: int, seed: int, silent: dict) -> list[int]:
+    """Train a whole task with random votes and histograms, checking every level and the payouts against the
+    reference; returns the number of open nodes of each level."""
+    fed = open_task(chain, task, cfg, m, num_features=5, reward=3 * 10**18)
+    rng = random.Random(seed)
+    replay = Replay(params_of(cfg), cfg.depth)
+    cache: dict[tuple[str, int, int], NodeHistograms] = {}
+    step = 0
+    widths: list[int] = []
+    while fed.task.state(fed.task_id).status == Status.TRAINING:
+        st = fed.task.state(fed.task_id)
+        nodes = st.open_nodes()
+        votes = random_votes(rng, fed.parties, len(nodes), fed.num_features)
+
+        def source(a: str, node: int, feats: tuple[int, int], tree: int = st.tree) -> NodeHistograms:
+            key = (a, tree, node)
+            if key not in cache:
+                cache[key] = random_hist(rng, feats, cfg.bins + 1)
+            return cache[key]
+
+        sv, sh = silent.get(step, ((), ()))
+        out = run_level(
+            fed.task,
+            fed.task_id,
+            fed.parties,
+            votes,
+            source,
+            fed.resolver,
+            silent_votes={fed.parties[i].address for i in sv},
+            silent_hists={fed.parties[i].address for i in sh},
+        )
+        replay.level(out)
+        widths.append(len(out.open_nodes))
+        assert_level_matches(fed, replay, out)
+        step += 1
+    assert step >= 2
+    total_pos = 0
+    for p in fed.parties:
+        c = fed.task.contribution(fed.task_id, p.address)
+        assert c == replay.contributions.get(p.address, 0)
+        total_pos += max(c, 0)
+    owed = {p.address: fed.task.owed(fed.task_id, p.address) for p in fed.parties}
+    for p in fed.parties:
+        c = max(replay.contributions.get(p.address, 0), 0)
+        want = 3 * 10**18 * c // total_pos if total_pos else 0
+        assert owed[p.address] == want
+    assert sum(owed.values()) + fed.task.owed(fed.task_id, fed.requester.address) == 3 * 10**18
+    return widths
+
+
+def test_training_matches_reference(chain: ChainClient, task_contract: TaskContract) -> None:
+    """Four parties, second-order hessians, a silent voter and a silent sender on the way. Two trees of depth 3 on
+    anvil; one tree of depth 2 on the embedded chain, which is an order of magnitude slower per transaction."""
+    embedded = getattr(chain.w3.provider, "ethereum_tester", None) is not None
+    trees, depth = (1, 2) if embedded else (2, 3)
+    cfg = TaskConfig(trees=trees, depth=depth, bins=4, min_parties=4, max_parties=4, lam=ONE, min_rows=3, step_blocks=5)
+    _train(chain, task_contract, cfg, 4, seed=7, silent={0: ((), (0,)), 1: ((2,), ())})
+
+
+def test_training_count_mode_many_parties(anvil_client: ChainClient) -> None:
+    """Seven parties, hessian = count, lambda 0 (anvil only: more transactions)."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    cfg = TaskConfig(
+        trees=1, depth=3, bins=6, hessian_mode=1, lam=0, min_parties=7, max_parties=7, min_rows=2, alpha=ONE
+    )
+    _train(anvil_client, task, cfg, 7, seed=11, silent={0: ((), (6,))})
+
+
+def test_deep_tree_wide_levels(anvil_client: ChainClient) -> None:
+    """Depth 5: wide levels, Merkle proofs of 4 hashes, padded when a level's width is not a power of two."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    cfg = TaskConfig(trees=1, depth=5, bins=5, min_parties=3, max_parties=3, min_rows=46, lam=ONE // 2)
+    widths = _train(anvil_client, task, cfg, 3, seed=23, silent={})
+    assert len(widths) == 5 and max(widths) > 8
+    assert any(w & (w - 1) for w in widths), widths  # some level needs zero-leaf padding
