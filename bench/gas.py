@@ -49,11 +49,11 @@ def open_task(
     requester = client.new_account(10**21)
     parties = [client.new_account(10**21) for _ in range(m)]
     resolver = client.new_account(10**22)
-    tid, _ = task.create_task(requester, cfg, [0] * 8, [ONE] * 8, b"\x01" * 32, reward=10**18)
+    tid, _ = task.create_task(requester, cfg, [0] * 8, [ONE] * 8, reward=10**18)
     for p in parties:
         task.join(p, tid, b"psd", "http://x")
         task.approve(requester, tid, p.address)
-    task.start(requester, tid)
+    task.start(requester, tid, b"edges")
     return tid, parties, requester, resolver
 
 

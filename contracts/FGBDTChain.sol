@@ -175,6 +175,7 @@ contract FGBDTChain {
     error NothingToWithdraw(uint256 taskId, address account);
     error TransferFailed(address to, uint256 amount);
     error Reentrancy();
+    error BinEdgesMismatch(uint256 taskId, bytes32 expected, bytes32 got);
 
     // ------------------------------------------------------------------ events
 
@@ -192,6 +193,7 @@ contract FGBDTChain {
     event PartyRefused(uint256 indexed taskId, address indexed party);
     event TaskCancelled(uint256 indexed taskId, uint256 refund);
     event TrainingStarted(uint256 indexed taskId, address[] parties);
+    event BinEdgesFixed(uint256 indexed taskId, bytes32 binEdgesHash, bytes binEdges);
     event LevelStarted(uint256 indexed taskId, uint256 tree, uint256 level, uint256 openMask, uint64 deadline);
     event VotesSubmitted(uint256 indexed taskId, uint256 tree, uint256 level, address indexed party, int256[] votes);
     event CandidatesFixed(uint256 indexed taskId, uint256 tree, uint256 node, uint256 first, uint256 second);
@@ -244,7 +246,7 @@ contract FGBDTChain {
     /// @param cfg GBDT, quorum, party-limit and deadline parameters.
     /// @param featureMin Per-feature minimum of the data schema (fixed point); the length sets the feature count.
     /// @param featureMax Per-feature maximum (fixed point).
-    /// @param binEdgesHash Hash of the bin edges every party must use.
+    /// @param binEdgesHash Hash of the bin edges every party must use, or zero to fix them at `start`.
     /// @return taskId The new task's id.
     function createTask(
         Config calldata cfg,
@@ -322,15 +324,25 @@ contract FGBDTChain {
         emit PartyRefused(taskId, party);
     }
 
-    /// @notice Start training once at least `minParties` are approved (requester only).
+    /// @notice Start training once at least `minParties` are approved (requester only), publishing the common bin
+    ///         edges every party must use.
+    /// @dev The edges are derived from the parties' noisy sketches (published with their PSDs), so they can only be
+    ///      fixed here: with no hash given at creation this call fixes it, otherwise the edges must match it.
     /// @param taskId The task.
-    function start(uint256 taskId) external {
+    /// @param binEdges The encoded bin edges (emitted in `BinEdgesFixed`; only their hash is stored).
+    function start(uint256 taskId, bytes calldata binEdges) external {
         Task storage t = _requesterTask(taskId);
         if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
         if (t.parties.length < t.cfg.minParties) {
             revert NotEnoughParties(taskId, t.parties.length, t.cfg.minParties);
         }
+        bytes32 edgesHash = keccak256(binEdges);
+        if (binEdges.length == 0 || (t.binEdgesHash != bytes32(0) && edgesHash != t.binEdgesHash)) {
+            revert BinEdgesMismatch(taskId, t.binEdgesHash, edgesHash);
+        }
+        t.binEdgesHash = edgesHash;
         t.status = Status.Training;
+        emit BinEdgesFixed(taskId, edgesHash, binEdges);
         emit TrainingStarted(taskId, t.parties);
         _startTree(taskId, t, 0);
     }

@@ -245,9 +245,9 @@ class TaskContract:
         """``refuse``."""
         return self._tx("refuse", task_id, party, sender=sender)
 
-    def start(self, sender: LocalAccount, task_id: int) -> TxResult:
-        """``start``."""
-        return self._tx("start", task_id, sender=sender)
+    def start(self, sender: LocalAccount, task_id: int, bin_edges: bytes) -> TxResult:
+        """``start``: begin training and publish the encoded common bin edges."""
+        return self._tx("start", task_id, bin_edges, sender=sender)
 
     def cancel(self, sender: LocalAccount, task_id: int) -> TxResult:
         """``cancel``."""

@@ -41,13 +41,17 @@ def open_task(
     requester = chain.new_account(10**21)
     parties = [chain.new_account(10**20) for _ in range(num_parties)]
     resolver = chain.new_account(10**20)
-    task_id, _ = task.create_task(requester, cfg, [0] * num_features, [ONE] * num_features, b"\x11" * 32, reward=reward)
+    task_id, _ = task.create_task(requester, cfg, [0] * num_features, [ONE] * num_features, reward=reward)
     for i, p in enumerate(parties):
         task.join(p, task_id, b"psd-" + bytes([i]), f"http://party{i}.example/endorse")
         task.approve(requester, task_id, p.address)
     if start:
-        task.start(requester, task_id)
+        task.start(requester, task_id, EDGES)
     return Federation(task, task_id, cfg, requester, parties, resolver, num_features)
+
+
+EDGES = b"test bin edges"
+"""Stand-in encoded bin edges: the contract only hashes and emits them."""
 
 
 def random_hist(rng: random.Random, features: tuple[int, int], nbins: int) -> NodeHistograms:

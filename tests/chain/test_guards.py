@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from chain_helpers import Federation, open_task, random_hist
+from chain_helpers import EDGES, Federation, open_task, random_hist
 from eth_account import Account
 
 from ledger.client import ChainClient
@@ -56,10 +56,11 @@ def test_membership_guards(chain: ChainClient, task_contract: TaskContract) -> N
     reverts("NotPending", t.approve, req, tid, stranger.address)
     t.refuse(req, tid, refused.address)
     reverts("NotPending", t.approve, req, tid, refused.address)
-    reverts("NotEnoughParties", t.start, req, tid)
-    reverts("UnknownTask", t.start, req, tid + 1000)
+    reverts("NotEnoughParties", t.start, req, tid, EDGES)
+    reverts("UnknownTask", t.start, req, tid + 1000, EDGES)
     t.approve(req, tid, pending.address)
-    t.start(req, tid)
+    reverts("BinEdgesMismatch", t.start, req, tid, b"")
+    t.start(req, tid, EDGES)
     reverts("NotMember", t.submit_votes, stranger, tid, 0, 0, [0])
     reverts("NotApproved", t.submit_votes, refused, tid, 0, 0, [0])
     reverts("WrongStatus", t.join, stranger, tid, b"psd", "http://s")
@@ -167,7 +168,7 @@ def test_resolution_guards(fed: Federation) -> None:
     reverts("WrongStatus", t.submit_votes, p, tid, 0, 0, [0])
     reverts("WrongStatus", t.close_voting, fed.resolver, tid)
     reverts("WrongStatus", t.resolve_node, fed.resolver, tid, 1, [1], all_hists)
-    reverts("WrongStatus", t.start, fed.requester, tid)
+    reverts("WrongStatus", t.start, fed.requester, tid, EDGES)
 
 
 def test_histograms_need_a_vote(fed: Federation) -> None:
@@ -262,4 +263,22 @@ def test_requester_reclaims_unstarted_task(chain: ChainClient, task_contract: Ta
     assert t.owed(fed.task_id, fed.requester.address) == 2 * 10**18
     t.withdraw(fed.requester, fed.task_id)
     reverts("NothingToWithdraw", t.withdraw, fed.requester, fed.task_id)
-    reverts("WrongStatus", t.start, fed.requester, fed.task_id)
+    reverts("WrongStatus", t.start, fed.requester, fed.task_id, EDGES)
+
+
+def test_start_publishes_the_bin_edges_and_checks_a_committed_hash(
+    chain: ChainClient, task_contract: TaskContract
+) -> None:
+    from eth_utils import keccak
+
+    req = chain.new_account(10**20)
+    party = chain.new_account(10**19)
+    cfg = TaskConfig(trees=1, depth=1, bins=3, min_parties=1, max_parties=4, step_blocks=20, join_blocks=30)
+    committed, _ = task_contract.create_task(req, cfg, [0], [ONE], keccak(EDGES))
+    task_contract.join(party, committed, b"psd", "http://p")
+    task_contract.approve(req, committed, party.address)
+    e = reverts("BinEdgesMismatch", task_contract.start, req, committed, b"other edges")
+    assert e.args_[1] == keccak(EDGES) and e.args_[2] == keccak(b"other edges")
+    res = task_contract.start(req, committed, EDGES)
+    fixed = res.event("BinEdgesFixed").args
+    assert fixed["binEdges"] == EDGES and fixed["binEdgesHash"] == keccak(EDGES)
