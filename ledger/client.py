@@ -43,6 +43,9 @@ class Event:
     name: str
     args: dict[str, Any]
     address: str
+    block_number: int = 0
+    log_index: int = 0
+    tx_hash: str = ""
 
 
 @dataclass
@@ -215,8 +218,37 @@ class ChainClient:
                 continue
             _, event_name = self._topics[key]
             decoded = getattr(contract.events, event_name)().process_log(log)
-            out.append(Event(event_name, dict(decoded["args"]), str(log["address"])))
+            tx_hash = log.get("transactionHash")
+            out.append(
+                Event(
+                    event_name,
+                    dict(decoded["args"]),
+                    str(log["address"]),
+                    int(log.get("blockNumber") or 0),
+                    int(log.get("logIndex") or 0),
+                    bytes(tx_hash).hex() if tx_hash is not None else "",
+                )
+            )
         return out
+
+    def logs(
+        self,
+        contract: Contract,
+        names: Sequence[str] = (),
+        task_id: int | None = None,
+        from_block: int = 0,
+        to_block: int | str = "latest",
+    ) -> list[Event]:
+        """Decoded past events of ``contract`` in chain order, optionally only ``names`` and one task (the first
+        indexed argument of every task event), read with ``eth_getLogs``: what followers and the audit replay."""
+        wanted = {k for k, (_, n) in self._topics.items() if not names or n in names}
+        flt: dict[str, Any] = {"address": contract.address, "fromBlock": from_block, "toBlock": to_block}
+        topics: list[Any] = [["0x" + k.hex() for k in sorted(wanted)]]
+        if task_id is not None:
+            topics.append("0x" + task_id.to_bytes(32, "big").hex())
+        flt["topics"] = topics
+        events = self.decode_events(self.w3.eth.get_logs(flt))  # type: ignore[arg-type]
+        return sorted(events, key=lambda e: (e.block_number, e.log_index))
 
     def gas_by_function(self) -> dict[str, list[int]]:
         """Gas of every recorded transaction, grouped by function name."""

@@ -11,6 +11,7 @@ from eth_account.signers.local import LocalAccount
 from ledger import reference as ref
 from ledger.client import ChainClient
 from ledger.contracts import TaskConfig, TaskContract
+from ledger.edges import encode_edges
 from ledger.federation import LevelOutcome
 from ledger.reference import ONE, NodeHistograms
 
@@ -50,8 +51,8 @@ def open_task(
     return Federation(task, task_id, cfg, requester, parties, resolver, num_features)
 
 
-EDGES = b"test bin edges"
-"""Stand-in encoded bin edges: the contract only hashes and emits them."""
+EDGES = encode_edges([[0.25, 0.5, 0.75]] * 5)
+"""Encoded bin edges for the test tasks (the contract hashes and emits them; the chain model decodes them)."""
 
 
 def random_hist(rng: random.Random, features: tuple[int, int], nbins: int) -> NodeHistograms:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from chain_helpers import Replay, assert_level_matches, open_task, params_of, random_hist, random_votes
+from chain_helpers import EDGES, Replay, assert_level_matches, open_task, params_of, random_hist, random_votes
 
+from ledger.chain_model import model_from_chain
 from ledger.client import ChainClient
 from ledger.contracts import Status, TaskConfig, TaskContract
+from ledger.edges import decode_edges
 from ledger.federation import run_level
 from ledger.reference import ONE, NodeHistograms
 
@@ -64,6 +66,20 @@ def test_table3_through_the_contract(chain: ChainClient, task_contract: TaskCont
     assert fed2.task.node(fed2.task_id, 0, 1).value == 850 * ONE // 1000
 
 
+def _check_chain_model(task: TaskContract, task_id: int, cfg: TaskConfig) -> None:
+    """The model rebuilt from the task's events is the one in the contract's node records."""
+    model = model_from_chain(task, task_id)
+    assert len(model.trees) == cfg.trees and model.edges == decode_edges(EDGES)
+    for t, tree in enumerate(model.trees):
+        for nid, node in tree.nodes.items():
+            rec = task.node(task_id, t, nid)
+            if node.is_leaf:
+                assert (rec.kind, rec.value) == (3, node.value_fixed)
+            else:
+                expected = (2, node.feature, node.threshold, node.gain_fixed)
+                assert (rec.kind, rec.feature, rec.threshold, rec.value) == expected
+
+
 def _train(chain: ChainClient, task: TaskContract, cfg: TaskConfig, m: int, seed: int, silent: dict) -> list[int]:
     """Train a whole task with random votes and histograms, checking every level and the payouts against the
     reference; returns the number of open nodes of each level."""
@@ -100,6 +116,7 @@ def _train(chain: ChainClient, task: TaskContract, cfg: TaskConfig, m: int, seed
         assert_level_matches(fed, replay, out)
         step += 1
     assert step >= 2
+    _check_chain_model(fed.task, fed.task_id, cfg)
     total_pos = 0
     for p in fed.parties:
         c = fed.task.contribution(fed.task_id, p.address)

@@ -1,0 +1,79 @@
+"""The trained model as the chain recorded it: splits and leaf values from the task's events, edges from ``start``.
+
+Anyone can rebuild the model without trusting a party: the API serves it, the audit compares it with its own
+recomputation, and ``fgbdt train`` evaluates it. Feature names are not on chain; the caller may supply them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ledger.contracts import TaskContract
+from ledger.edges import decode_edges
+from node.model import Model, Node, Tree
+
+
+class ModelNotReady(RuntimeError):
+    """The task has no published bin edges or recorded trees yet."""
+
+
+def task_edges(task: TaskContract, task_id: int) -> list[list[float]]:
+    """The bin edges published by ``start``."""
+    fixed = task.client.logs(task.contract, ["BinEdgesFixed"], task_id)
+    if not fixed:
+        raise ModelNotReady(f"task {task_id} has not started: no bin edges published")
+    return decode_edges(bytes(fixed[-1].args["binEdges"]))
+
+
+def model_from_chain(
+    task: TaskContract,
+    task_id: int,
+    *,
+    feature_names: Sequence[str] | None = None,
+    objective: str = "binary",
+    complete_trees_only: bool = True,
+) -> Model:
+    """The model of ``task_id``: every tree whose leaves are all set (all recorded trees when training finished)."""
+    cfg = task.config(task_id)
+    edges = task_edges(task, task_id)
+    trees: dict[int, Tree] = {}
+    child_rows: dict[tuple[int, int], int] = {}  # a node's rows, from its parent's split sums
+    for ev in task.client.logs(task.contract, ["NodeSplit", "LeafSet"], task_id):
+        a = ev.args
+        t, node = int(a["tree"]), int(a["node"])
+        tree = trees.setdefault(t, Tree())
+        if ev.name == "NodeSplit":
+            sides = [int(v) for v in a["sides"]]  # gL, hL, nL, gR, hR, nR
+            child_rows[(t, 2 * node)], child_rows[(t, 2 * node + 1)] = sides[2], sides[5]
+            tree.nodes[node] = Node.split(int(a["feature"]), int(a["threshold"]), int(a["gain"]), sides[2] + sides[5])
+        else:
+            # a root leaf has no parent split to count its rows: 0
+            tree.nodes[node] = Node.leaf(int(a["value"]), child_rows.get((t, node), 0))
+    ordered = [trees[t] for t in sorted(trees)]
+    if complete_trees_only:
+        ordered = [t for t in ordered if _complete(t)]
+    names = list(feature_names) if feature_names is not None else [f"f{i}" for i in range(len(edges))]
+    return Model(
+        objective=objective,
+        feature_names=names,
+        edges=edges,
+        bins=int(cfg.bins),
+        trees=ordered,
+        params={
+            "trees": cfg.trees,
+            "depth": cfg.depth,
+            "bins": cfg.bins,
+            "learning_rate": cfg.learning_rate / 10**18,
+            "lam": cfg.lam / 10**18,
+            "min_rows": cfg.min_rows,
+            "hessian_mode": cfg.hessian_mode,
+        },
+        meta={"task": task_id, "contract": task.address},
+    )
+
+
+def _complete(tree: Tree) -> bool:
+    """Every split node has both children recorded."""
+    if 1 not in tree.nodes:
+        return False
+    return all(n.is_leaf or (2 * i in tree.nodes and 2 * i + 1 in tree.nodes) for i, n in tree.nodes.items())
