@@ -21,7 +21,6 @@ import numpy as np
 from bench.datasets import load
 from node.experiment import PrepConfig, prepare
 from node.fvtree import Federation, LevelView, TrainParams
-from node.histogram import BinnedRows
 from node.messages import endorsement_quorum
 from node.verify import estimate_histograms, level_overlap
 
@@ -56,25 +55,22 @@ def main() -> int:
     )
     weights, matrices = prep.weights(), prep.matrices()
     m = args.parties
-    offsets = np.concatenate(([0], np.cumsum([len(p) for p in prep.parts])))
-    party_rows = [BinnedRows(s, params.nbins) for s in prep.party_slots()]
     # overlaps[attack][(tree, level, party)] = list over verifiers
     overlaps: dict[str, dict[tuple[int, int, int], list[float]]] = defaultdict(lambda: defaultdict(list))
 
     def observe(view: LevelView) -> None:
         cands = np.asarray(view.candidates, dtype=np.int64)
         k = cands.shape[0]
-        claimed_g, _, claimed_n = view.sums
         for j in range(m):
-            sl = slice(offsets[j], offsets[j + 1])
             for p in range(m):
                 if p == j:
                     continue
+                claimed_g, _, claimed_n = view.sums[p]
                 est_g, est_n = estimate_histograms(
-                    party_rows[j], view.k_of_row[sl], k, cands, view.g[sl], matrices[j][:, p]
+                    fed.parties[j].rows, view.k_of_row[j], k, cands, view.g[j], matrices[j][:, p]
                 )
                 for name, (fg, fn) in ATTACKS.items():
-                    value = level_overlap(claimed_g[p] * fg, claimed_n[p] * fn, est_g, est_n)
+                    value = level_overlap(claimed_g * fg, claimed_n * fn, est_g, est_n)
                     overlaps[name][(view.tree, view.level, p)].append(value)
 
     fed = Federation(prep.party_slots(), prep.party_y(), params, algo="fvtree", party_weights=weights)

@@ -94,16 +94,15 @@ class LevelRecord:
 
 @dataclass(frozen=True)
 class LevelView:
-    """What the parties hold during one level, for observers (the endorsement calibration): the rows' node
-    positions, the candidates and the float sums each party is about to quantise and send."""
+    """What the parties hold during one level, for observers (the endorsement calibration), one entry per party:
+    the rows' positions among the open nodes, the gradients, and the float (g, h, n) sums about to be sent."""
 
     tree: int
     level: int
-    k_of_row: np.ndarray
+    k_of_row: list[np.ndarray]
     candidates: list[tuple[int, ...]]
-    g: np.ndarray
-    h: np.ndarray
-    sums: tuple[np.ndarray, ...]  # (g, h, n), each (parties, nodes, C, nbins)
+    g: list[np.ndarray]
+    sums: list[tuple[np.ndarray, ...]]
 
 
 @dataclass
@@ -155,8 +154,97 @@ def quantise(a: np.ndarray) -> list[Any]:
 _to_int = np.frompyfunc(int, 1, 1)
 
 
+class LocalParty:
+    """One party's side of FV-tree: its binned rows, scores, gradients, votes and quantised histograms.
+
+    The simulator runs M of these and the party node runs one, so a party computes exactly the same floats in
+    both (the kernel's layout, such as each feature's default slot, depends on the rows it is built over, and so
+    does its rounding). ``weights`` are the party's w* (fvtree) or None (votes on raw gradients, PV-tree).
+    """
+
+    def __init__(
+        self, slots: np.ndarray, y: np.ndarray, params: TrainParams, weights: np.ndarray | None = None
+    ) -> None:
+        if slots.shape[0] != y.shape[0]:
+            raise ValueError(f"{slots.shape[0]} rows of bin slots but {y.shape[0]} labels")
+        if weights is not None and weights.shape != y.shape:
+            raise ValueError(f"weights must have shape {y.shape}, got {weights.shape}")
+        self.params = params
+        self.rows = BinnedRows(slots, params.nbins)
+        self.y = y.astype(np.float64)
+        self.w = None if weights is None else weights.astype(np.float64)
+        self.score = np.zeros_like(self.y)
+        self.inflate = 1.0
+        """Greedy-party experiments only: factor applied to the gradient sums before they are sent."""
+        self.vote_mechanism: Callable[[np.ndarray], np.ndarray] = no_noise
+        """Hook for the differential-privacy step on the votes: maps the (nodes, F) local best gains to the gains
+        the vote is taken from (the exponential mechanism goes here). Identity by default."""
+        self.histogram_mechanism: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, ...]] = no_noise3
+        """Hook for the differential-privacy step on the sent histograms: maps (g, h, n) float sums, each
+        (nodes, C, nbins), to the noised sums that are quantised and sent (Laplace noise goes here)."""
+
+    @property
+    def n_rows(self) -> int:
+        return self.rows.n_rows
+
+    def gradients(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(g, h, h used for votes and gains) at the current scores."""
+        g, h = gradients(self.params.objective, self.y, self.score)
+        return g, h, (np.ones_like(h) if self.params.hessian == "count" else h)
+
+    def votes(self, k_of_row: np.ndarray, k: int, g: np.ndarray, h_vote: np.ndarray) -> np.ndarray:
+        """This party's vote for each of the ``k`` open nodes (Algorithm 3, equation 4 on refitted sums)."""
+        if self.w is None:
+            best = self.rows.best_gains(k_of_row, k, g, h_vote, self.params.lam)
+        else:
+            best = self.rows.best_gains(k_of_row, k, g * self.w, h_vote * self.w, self.params.lam)
+        return votes_from_gains(self.vote_mechanism(best))
+
+    def candidate_sums(
+        self, k_of_row: np.ndarray, k: int, candidates: np.ndarray, g: np.ndarray, h: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """Float (g, h, n) sums of each open node's candidates, (k, C, nbins) each, as they will be sent."""
+        sg, sh, sn = self.histogram_mechanism(*self.rows.candidate_histograms(k_of_row, k, candidates, g, h))
+        return sg * self.inflate if self.inflate != 1.0 else sg, sh, sn
+
+    def messages(self, sums: tuple[np.ndarray, ...], candidates: Sequence[tuple[int, ...]]) -> list[ref.NodeHistograms]:
+        """The quantised histograms of each open node: what is endorsed, committed and sent."""
+        sg, sh, sn = sums
+        qg, qh, ln = quantise(sg), quantise(sh), sn.tolist()
+        return [
+            ref.NodeHistograms(
+                tuple(candidates[j]), tuple(map(tuple, qg[j])), tuple(map(tuple, qh[j])), tuple(map(tuple, ln[j]))
+            )
+            for j in range(len(candidates))
+        ]
+
+
+def route(slots: np.ndarray, node_id: np.ndarray, splits: dict[int, tuple[int, int]]) -> np.ndarray:
+    """Move rows sitting at split nodes to their children: ``splits`` maps node id to (feature, threshold); a row
+    goes left when its slot is at most the threshold (missing values, slot 0, always go left)."""
+    if not splits:
+        return node_id.copy()
+    size = max(int(node_id.max()), max(splits)) + 1
+    feature = np.full(size, -1, dtype=np.int64)
+    threshold = np.zeros(size, dtype=np.int64)
+    for nid, (f, t) in splits.items():
+        feature[nid], threshold[nid] = f, t
+    out = node_id.copy()
+    rows = np.nonzero(feature[node_id] >= 0)[0]
+    at = node_id[rows]
+    out[rows] = 2 * at + (slots[rows, feature[at]] > threshold[at]).astype(np.int64)
+    return out
+
+
+def open_positions(node_id: np.ndarray, open_nodes: Sequence[int], depth: int) -> np.ndarray:
+    """Each row's index among the level's open nodes, -1 for rows in closed nodes."""
+    pos = np.full(1 << (depth + 1), -1, dtype=np.int64)
+    pos[list(open_nodes)] = np.arange(len(open_nodes))
+    return pos[node_id]
+
+
 class Federation:
-    """M parties' binned rows, gradients and weights, trained level by level."""
+    """M simulated parties trained level by level, with the contract's side computed by ``ledger.reference``."""
 
     def __init__(
         self,
@@ -178,28 +266,24 @@ class Federation:
         self.algo = algo
         self.m = len(party_slots)
         self.keep_levels = keep_levels
-        self.party_of_row = np.concatenate([np.full(len(y), p, dtype=np.int64) for p, y in enumerate(party_y)])
-        slots = np.vstack(party_slots)
-        self.n_features = slots.shape[1]
-        self.rows = BinnedRows(slots, params.nbins)
-        self.y = np.concatenate(party_y).astype(np.float64)
-        if party_weights is not None:
-            self.w = np.concatenate(party_weights).astype(np.float64)
-        else:
-            self.w = np.ones_like(self.y)
-        self.score = np.zeros_like(self.y)
+        self.n_features = party_slots[0].shape[1]
+        weights = list(party_weights) if algo == "fvtree" and party_weights is not None else [None] * self.m
+        self.parties = [LocalParty(s, y, params, w) for s, y, w in zip(party_slots, party_y, weights, strict=True)]
+        # all-features aggregates every party's rows in one search: a baseline, never run on chain
+        self.pooled = BinnedRows(np.vstack(party_slots), params.nbins) if algo == "allfeatures" else None
         self.cparams = params.contract_params()
         self.quorum = endorsement_quorum(self.m)
         self.seconds: dict[str, float] = {}
         self.level_observer: Callable[[LevelView], None] | None = None
-        self._tree = self._level = 0
-        self._k_of_row = np.zeros(0, dtype=np.int64)
-        self.vote_mechanism: Callable[[np.ndarray], np.ndarray] = no_noise
-        """Hook for the differential-privacy step on the votes: maps the (groups, F) local best gains to the gains
-        the vote is taken from (the exponential mechanism goes here). Identity by default."""
-        self.histogram_mechanism: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, ...]] = no_noise3
-        """Hook for the differential-privacy step on the sent histograms: maps (g, h, n) float sums, each
-        (groups, C, nbins), to the noised sums that are quantised and sent (Laplace noise goes here)."""
+
+    @property
+    def score(self) -> np.ndarray:
+        """All parties' raw scores, in party order."""
+        return np.concatenate([p.score for p in self.parties])
+
+    @property
+    def y(self) -> np.ndarray:
+        return np.concatenate([p.y for p in self.parties])
 
     def _tick(self, phase: str, since: float) -> float:
         now = time.perf_counter()
@@ -239,9 +323,8 @@ class Federation:
     def _grow_tree(self, t: int) -> tuple[Tree, list[int], list[LevelRecord], int]:
         clock = time.perf_counter()
         p = self.params
-        g, h = gradients(p.objective, self.y, self.score)
-        h_vote = np.ones_like(h) if p.hessian == "count" else h
-        node_id = np.ones(len(self.y), dtype=np.int64)
+        grads = [party.gradients() for party in self.parties]
+        node_ids = [np.ones(party.n_rows, dtype=np.int64) for party in self.parties]
         tree = Tree()
         leaf_value = np.zeros(1 << (p.depth + 1), dtype=np.float64)
         inherited: dict[int, ref.Totals | None] = {1: None}
@@ -253,20 +336,22 @@ class Federation:
             if not open_nodes:
                 break
             k = len(open_nodes)
-            pos = np.full(1 << (p.depth + 1), -1, dtype=np.int64)
-            pos[open_nodes] = np.arange(k)
-            k_of_row = pos[node_id]
-            group = np.where(k_of_row >= 0, self.party_of_row * k + k_of_row, -1)
+            k_of_rows = [open_positions(nid, open_nodes, p.depth) for nid in node_ids]
             clock = self._tick("party: gradients, routing, applying splits", clock)
-            self._tree, self._level, self._k_of_row = t, level, k_of_row
-            votes, cands = self._candidates(group, k, k_of_row, g, h_vote)
+            votes, cands = self._candidates(k_of_rows, k, grads)
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
-            party_hists = self._candidate_histograms(group, k, cands, g, h)
+            cand_arr = np.asarray(cands, dtype=np.int64)
+            sums = [
+                party.candidate_sums(kr, k, cand_arr, g, h)
+                for party, kr, (g, h, _) in zip(self.parties, k_of_rows, grads, strict=True)
+            ]
+            if self.level_observer is not None:
+                self.level_observer(LevelView(t, level, k_of_rows, cands, [gr[0] for gr in grads], sums))
+            party_hists = [party.messages(s, cands) for party, s in zip(self.parties, sums, strict=True)]
             clock = self._tick("party: candidate histograms (build, quantise)", clock)
             last = level == p.depth - 1
             results = []
-            split_feature = np.full(k, -1, dtype=np.int64)
-            split_threshold = np.zeros(k, dtype=np.int64)
+            splits: dict[int, tuple[int, int]] = {}
             next_open: list[int] = []
             node_votes = votes.T.tolist()
             for j, nid in enumerate(open_nodes):
@@ -283,7 +368,7 @@ class Federation:
                 s = res.split
                 assert res.left is not None and res.right is not None
                 tree.nodes[nid] = Node.split(s.feature, s.threshold, s.gain, s.n_left + s.n_right)
-                split_feature[j], split_threshold[j] = s.feature, s.threshold
+                splits[nid] = (s.feature, s.threshold)
                 if last:
                     assert res.left_leaf is not None and res.right_leaf is not None
                     tree.nodes[2 * nid] = Node.leaf(res.left_leaf, s.n_left)
@@ -297,20 +382,14 @@ class Federation:
             ncand = 2 if voting else self.n_features
             traffic += level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
             clock = self._tick("contract: top-2, best split, leaves, Shapley (ledger.reference)", clock)
-            # apply the recorded splits to the rows
-            in_split = k_of_row >= 0
-            rows = np.nonzero(in_split)[0]
-            feat = split_feature[k_of_row[rows]]
-            moving = feat >= 0
-            rows, feat = rows[moving], feat[moving]
-            go_left = self.rows.slots[rows, feat] <= split_threshold[k_of_row[rows]]
-            node_id[rows] = 2 * node_id[rows] + (~go_left).astype(np.int64)
+            node_ids = [route(party.rows.slots, ids, splits) for party, ids in zip(self.parties, node_ids, strict=True)]
             if self.keep_levels:
                 records.append(LevelRecord(t, level, list(open_nodes), votes.tolist(), cands, results))
             else:
                 records.append(LevelRecord(t, level, [], [], [], results))
             open_nodes = next_open
-        self.score += leaf_value[node_id]
+        for party, ids in zip(self.parties, node_ids, strict=True):
+            party.score += leaf_value[ids]
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic
 
@@ -321,58 +400,28 @@ class Federation:
         return sum(sum(hh.n[0]) for hh in hists)
 
     def _candidates(
-        self, group: np.ndarray, k: int, k_of_row: np.ndarray, g: np.ndarray, h_vote: np.ndarray
+        self, k_of_rows: Sequence[np.ndarray], k: int, grads: Sequence[tuple[np.ndarray, ...]]
     ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
         """Votes (party x node) and each node's candidate features."""
-        p = self.params
         if self.algo == "allfeatures":
-            best = self.rows.best_gains(k_of_row, k, g, h_vote, p.lam, p.min_rows)
+            assert self.pooled is not None
+            best = self.pooled.best_gains(
+                np.concatenate(k_of_rows),
+                k,
+                np.concatenate([gr[0] for gr in grads]),
+                np.concatenate([gr[2] for gr in grads]),
+                self.params.lam,
+                self.params.min_rows,
+            )
             order = np.argsort(-best, axis=1, kind="stable")
             votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
             top: list[tuple[int, ...]] = [(int(order[j, 0]), int(order[j, 1])) for j in range(k)]
             return votes, top
-        if self.algo == "fvtree":
-            best = self.rows.best_gains(group, self.m * k, g * self.w, h_vote * self.w, p.lam)
-        else:
-            best = self.rows.best_gains(group, self.m * k, g, h_vote, p.lam)
-        votes = votes_from_gains(self.vote_mechanism(best)).reshape(self.m, k)
+        votes = np.stack(
+            [party.votes(kr, k, g, hv) for party, kr, (g, _, hv) in zip(self.parties, k_of_rows, grads, strict=True)]
+        )
         cands: list[tuple[int, ...]] = [ref.top2(votes[:, j].tolist(), self.n_features) for j in range(k)]
         return votes, cands
-
-    def _candidate_histograms(
-        self, group: np.ndarray, k: int, cands: Sequence[tuple[int, ...]], g: np.ndarray, h: np.ndarray
-    ) -> list[list[ref.NodeHistograms]]:
-        """Each party's quantised original histograms of its nodes' candidates: [party][node]."""
-        cand_arr = np.asarray(cands, dtype=np.int64)  # (k, C)
-        features = np.tile(cand_arr, (self.m, 1))  # group party*k + j has node j's candidates
-        sg, sh, sn = self.histogram_mechanism(*self.rows.candidate_histograms(group, self.m * k, features, g, h))
-        shape = (self.m, k, *sn.shape[1:])
-        if self.level_observer is not None:
-            self.level_observer(
-                LevelView(
-                    self._tree,
-                    self._level,
-                    self._k_of_row,
-                    list(cands),
-                    g,
-                    h,
-                    (sg.reshape(shape), sh.reshape(shape), sn.reshape(shape)),
-                )
-            )
-        qg, qh = quantise(sg.reshape(shape)), quantise(sh.reshape(shape))
-        ln = sn.reshape(shape).tolist()
-        return [
-            [
-                ref.NodeHistograms(
-                    tuple(cands[j]),
-                    tuple(map(tuple, qg[i][j])),
-                    tuple(map(tuple, qh[i][j])),
-                    tuple(map(tuple, ln[i][j])),
-                )
-                for j in range(k)
-            ]
-            for i in range(self.m)
-        ]
 
 
 def params_dict(params: TrainParams) -> dict[str, Any]:

@@ -34,7 +34,8 @@ def test_model_traversal_reproduces_the_training_scores() -> None:
     fed, result = _train()
     edges = [list(np.arange(1.5, 8.5, 1.0)) for _ in range(6)]  # slot s <-> raw value s (slot 0 <-> NaN)
     model = Model("binary", [f"f{i}" for i in range(6)], edges, 8, result.trees)
-    raw = np.where(fed.rows.slots == 0, np.nan, fed.rows.slots.astype(np.float64))
+    slots = np.vstack([party.rows.slots for party in fed.parties])
+    raw = np.where(slots == 0, np.nan, slots.astype(np.float64))
     assert np.array_equal(model.predict_raw(raw), fed.score)
 
 
