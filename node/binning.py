@@ -21,6 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ledger.reference import from_fixed, to_fixed
+
 BINNING_METHODS = ("dp", "exact", "uniform")
 
 
@@ -35,6 +37,21 @@ def feature_ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         low = np.where(present.any(axis=0), np.nanmin(np.where(present, X, np.inf), axis=0), 0.0)
         high = np.where(present.any(axis=0), np.nanmax(np.where(present, X, -np.inf), axis=0), 0.0)
     return low.astype(np.float64), high.astype(np.float64)
+
+
+def schema_ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The task schema's per-feature [low, high] as the chain holds them: 18-decimal fixed point, read back.
+
+    Binning and PSDs use these rounded values both in the simulator and in the party nodes, so both derive the same
+    bucket bounds and PSD midpoints from what is recorded on chain.
+    """
+    low, high = feature_ranges(X)
+    return fixed_round(low), fixed_round(high)
+
+
+def fixed_round(values: np.ndarray) -> np.ndarray:
+    """Each value through fixed point and back (``ledger.reference.to_fixed`` then ``from_fixed``)."""
+    return np.array([from_fixed(to_fixed(float(v))) for v in values], dtype=np.float64)
 
 
 def bucket_bounds(low: float, high: float, resolution: int) -> np.ndarray:

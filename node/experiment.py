@@ -15,7 +15,7 @@ import numpy as np
 
 from ledger import reference as ref
 from node import baselines
-from node.binning import common_edges, feature_ranges
+from node.binning import common_edges, fixed_round, schema_ranges
 from node.data import Dataset
 from node.fvtree import ALGORITHMS as FEDERATED
 from node.fvtree import Federation, TrainParams, TrainResult, params_dict
@@ -58,6 +58,7 @@ class Prepared:
     train_slots: np.ndarray
     test_slots: np.ndarray
     prep_seconds: float
+    ranges: tuple[np.ndarray, np.ndarray]
     _weights: list[np.ndarray] | None = None
     _matrices: list[np.ndarray] | None = None
     psd_bytes: list[int] | None = None
@@ -79,9 +80,9 @@ class Prepared:
         if self._weights is None:
             start = time.perf_counter()
             c = self.config
-            low, high = feature_ranges(self.train.X)
-            lows = np.append(low, float(np.min(self.train.y)))
-            highs = np.append(high, float(np.max(self.train.y)))
+            low, high = self.ranges
+            label = fixed_round(np.array([np.min(self.train.y), np.max(self.train.y)]))
+            lows, highs = np.append(low, label[0]), np.append(high, label[1])
             psds = [
                 build_psd(
                     self.train.X[idx],
@@ -117,6 +118,7 @@ def prepare(train: Dataset, test: Dataset, params: TrainParams, config: PrepConf
     parts = skewed_partition(train.y, config.parties, config.theta, config.seed)
     if any(len(idx) == 0 for idx in parts):
         raise ValueError(f"{config.parties} parties leave some party without rows ({len(train.y)} training rows)")
+    ranges = schema_ranges(train.X)
     edges = common_edges(
         [train.X[idx] for idx in parts],
         params.bins,
@@ -124,9 +126,10 @@ def prepare(train: Dataset, test: Dataset, params: TrainParams, config: PrepConf
         epsilon=config.binning_epsilon,
         resolution=config.binning_resolution,
         seed=config.seed,
+        ranges=ranges,
     )
     prepared = Prepared(
-        train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0
+        train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges
     )
     prepared.prep_seconds = time.perf_counter() - start
     return prepared
