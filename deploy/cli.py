@@ -16,6 +16,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "deploy.cmd_simulate",
     "deploy.cmd_model",
     "deploy.devnet",
+    "deploy.cmd_node",
+    "deploy.cmd_train",
+    "deploy.cmd_audit",
 )
 
 

@@ -12,9 +12,11 @@ increasing node id, padded with zero leaves to a power of two, inner nodes ``kec
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from functools import lru_cache
 
+import ecdsa
 from eth_abi import encode as abi_encode
 from eth_account import Account
 from eth_account.messages import encode_defunct
@@ -90,9 +92,32 @@ def endorsement_digest(
 
 
 def sign_endorsement(private_key: bytes | str, digest: bytes) -> bytes:
-    """A 65-byte ``r || s || v`` EIP-191 signature of ``digest`` (what ``submitHistograms`` verifies)."""
-    signed = Account.sign_message(encode_defunct(primitive=digest), private_key)
-    return bytes(signed.signature)
+    """A 65-byte ``r || s || v`` signature of ``digest`` under the EIP-191 prefix, as ``submitHistograms`` verifies.
+
+    Signed with the ``ecdsa`` package on secp256k1 (RFC 6979 deterministic nonce, canonical low ``s``); ``v`` is the
+    recovery id (27 or 28) that makes ``ecrecover`` return the signer.
+    """
+    key = (
+        bytes.fromhex(private_key[2:] if private_key.startswith("0x") else private_key)
+        if isinstance(private_key, str)
+        else bytes(private_key)
+    )
+    signing = ecdsa.SigningKey.from_string(key, curve=ecdsa.SECP256k1)
+    prefixed = keccak(b"\x19Ethereum Signed Message:\n32" + digest)
+    rs = signing.sign_digest_deterministic(
+        prefixed, hashfunc=hashlib.sha256, sigencode=ecdsa.util.sigencode_string_canonize
+    )
+    address = Account.from_key(key).address
+    for v in (27, 28):
+        signature = rs + bytes([v])
+        if recover_signer(digest, signature) == address:
+            return signature
+    raise ValueError("no recovery id reproduces the signer")  # cannot happen for a valid key
+
+
+def recover_signer(digest: bytes, signature: bytes) -> str:
+    """The address ``ecrecover`` would return for an EIP-191 signature of ``digest``."""
+    return str(Account.recover_message(encode_defunct(primitive=digest), signature=signature))
 
 
 def encode_vote(vote: int) -> int:

@@ -1,0 +1,115 @@
+"""``fgbdt node``: run one party of a task: join, train on chain, endorse the others."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+
+from deploy.cli import UserError
+from ledger.client import ChainClient
+from ledger.contracts import TaskContract
+from node.data import DataFormatError, load_dataset
+from node.endorse_server import EndorsementServer
+from node.party_node import NodeError, NodeSettings, PartyNode
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("node", help="run one party of an on-chain task", description=__doc__)
+    p.add_argument("--rpc", required=True, help="JSON-RPC URL of the chain")
+    p.add_argument("--task", type=int, required=True, help="task id")
+    p.add_argument("--key", required=True, help="file holding this party's private key (hex)")
+    p.add_argument("--data", required=True, help="this party's rows (libsvm or CSV, label first)")
+    p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT of the endorsement endpoint")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--contract", help="address of the FGBDTChain contract")
+    where.add_argument("--deployment", help="deployment file written by `fgbdt devnet up`")
+    p.add_argument("--delta", type=float, default=1.0)
+    p.add_argument("--psd-depth", type=int, default=8)
+    p.add_argument("--psd-max-rows", type=int, default=500)
+    p.add_argument("--psd-epsilon", type=float, default=1.0)
+    p.add_argument("--psd-label-first", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--binning-epsilon", type=float, default=1.0)
+    p.add_argument("--binning-resolution", type=int, default=64)
+    p.add_argument("--seed", type=int, help="reproducible DP noise (experiments only: a known seed is no secret)")
+    p.add_argument("--party-index", type=int, default=0, help="with --seed: whose noise stream to use")
+    p.add_argument("--inflate", type=float, default=1.0, help="greedy-party experiments: stretch gradient sums")
+    p.set_defaults(func=run_node)
+
+
+def contract_address(args: argparse.Namespace) -> str:
+    if args.contract:
+        return str(args.contract)
+    if args.deployment:
+        try:
+            info = json.loads(Path(args.deployment).read_text())
+            return str(info["contracts"]["FGBDTChain"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise UserError(f"cannot read the FGBDTChain address from {args.deployment}: {exc}") from exc
+    raise UserError("give --contract ADDRESS or --deployment FILE")
+
+
+def read_key(path: str) -> Any:
+    try:
+        text = Path(path).read_text().strip()
+        return Account.from_key(text)
+    except OSError as exc:
+        raise UserError(f"cannot read key file {path}: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"{path} does not hold a hex private key") from exc
+
+
+def run_node(args: argparse.Namespace) -> int:
+    account = read_key(args.key)
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--listen must be HOST:PORT, got {args.listen!r}")
+    try:
+        data = load_dataset(args.data, task="binary")
+    except (DataFormatError, OSError) as exc:
+        raise UserError(str(exc)) from exc
+    address = contract_address(args)
+    client = ChainClient.connect(args.rpc)
+    if not client.w3.is_connected():
+        raise UserError(f"the chain at {args.rpc} does not answer")
+    task = TaskContract.at(client, address)
+    settings = NodeSettings(
+        delta=args.delta,
+        psd_depth=args.psd_depth,
+        psd_max_rows=args.psd_max_rows,
+        psd_epsilon=args.psd_epsilon,
+        psd_label_first=args.psd_label_first,
+        binning_epsilon=args.binning_epsilon,
+        binning_resolution=args.binning_resolution,
+        seed=args.seed,
+        party_index=args.party_index,
+        inflate=args.inflate,
+    )
+    tag = f"[{account.address[:8]}]"
+
+    def log(message: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {tag} {message}", flush=True)
+
+    try:
+        node = PartyNode(task, args.task, account, data, "", settings, log)
+    except NodeError as exc:
+        raise UserError(str(exc)) from exc
+    server = EndorsementServer(node, host, int(port))
+    server.start()
+    bound = server.server.servers[0].sockets[0].getsockname()[1] if int(port) == 0 else int(port)
+    node.endpoint = f"http://{host}:{bound}"
+    log(f"endorsement endpoint {node.endpoint}; chain {args.rpc}; task {args.task}")
+    try:
+        node.run()
+    except NodeError as exc:
+        log(f"error: {exc}")
+        print(f"fgbdt node: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        server.stop()
+    return 0

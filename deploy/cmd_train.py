@@ -1,0 +1,132 @@
+"""``fgbdt train``: train on chain with one party node process per party, as the model requester."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from deploy.cli import UserError
+from deploy.cmd_node import contract_address, read_key
+from deploy.cmd_simulate import add_training_arguments, load_data, objective_of, prep_config, training_params
+from deploy.requester import ChainSetup, run_task
+from ledger.client import ChainClient
+from node.experiment import prepare
+from node.model import Model
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("train", help="train on chain: requester plus one node process per party", description=__doc__)
+    add_training_arguments(p)
+    p.add_argument("--rpc", required=True, help="JSON-RPC URL of the chain (a devnet: `fgbdt devnet up`)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--contract", help="address of the FGBDTChain contract")
+    where.add_argument("--deployment", help="deployment file written by `fgbdt devnet up`")
+    p.add_argument("--key", help="requester's private key file (default: a fresh key funded by the devnet)")
+    p.add_argument("--reward", type=float, default=1.0, help="reward deposited with the task, in ETH")
+    p.add_argument("--greedy", type=int, help="party index that stretches its gradient histograms")
+    p.add_argument("--inflate", type=float, default=2.0, help="the greedy party's stretch factor")
+    p.add_argument("--overlap-threshold", type=float, default=0.3, help="verifiers sign below this overlap")
+    p.add_argument("--step-blocks", type=int, default=40, help="blocks before a step's deadline")
+    p.add_argument("--tick", type=float, default=0.25, help="seconds between blocks of the devnet's block clock")
+    p.add_argument("--workdir", help="where shards, keys and party logs go (default: a temporary folder)")
+    p.add_argument("--json", dest="json_out", help="write the report as JSON here")
+    p.add_argument("--model", dest="model_out", help="save the model read back from the chain here")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=train)
+
+
+def train(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    train_set, test_set = load_data(args)
+    params = training_params(args, objective_of(train_set.y))
+    if params.objective != "binary":
+        raise UserError("on-chain training supports binary classification (labels 0/1 or -1/+1)")
+    config = prep_config(args)
+    if args.greedy is not None and not 0 <= args.greedy < config.parties:
+        raise UserError(f"--greedy must be a party index in [0, {config.parties})")
+    try:
+        prep = prepare(train_set, test_set, params, config)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    client = ChainClient.connect(args.rpc)
+    if not client.w3.is_connected():
+        raise UserError(f"the chain at {args.rpc} does not answer (start one with `fgbdt devnet up`)")
+    requester = read_key(args.key) if args.key else Account.create()
+    if not args.key:
+        client.fund(requester.address, int((args.reward + 10) * 10**18))
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="fgbdt-train-"))
+    setup = ChainSetup(
+        rpc=args.rpc,
+        contract=contract_address(args),
+        requester=requester,
+        workdir=workdir,
+        reward_wei=int(args.reward * 10**18),
+        step_blocks=args.step_blocks,
+        tick_seconds=args.tick,
+        overlap_threshold=args.overlap_threshold,
+        greedy=args.greedy,
+        inflate=args.inflate,
+    )
+    total_levels = params.trees * params.depth
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet,
+    ) as bar:
+        job = bar.add_task("on chain", total=total_levels)
+
+        def progress(info: dict[str, Any]) -> None:
+            done = total_levels if info["status"] == "COMPLETED" else info["tree"] * params.depth + info["level"]
+            bar.update(
+                job,
+                completed=done,
+                description=f"tree {info['tree']} level {info['level']} | "
+                f"{info['txs']} txs | {info['gas'] / 1e6:.0f}M gas",
+            )
+
+        try:
+            report = run_task(prep, setup, progress)
+        except RuntimeError as exc:
+            raise UserError(f"{exc} (party logs in {workdir})") from exc
+    model = report.pop("model")
+    print_report(Console(), report)
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n")
+    if args.model_out:
+        Path(args.model_out).parent.mkdir(parents=True, exist_ok=True)
+        Model.from_json_dict(model).save(args.model_out)
+    return 0
+
+
+def print_report(console: Console, report: dict[str, Any]) -> None:
+    console.print(
+        f"task {report['task']} on {report['rpc']}: test error {report['test_error']:.4f}, "
+        f"AUC {report['test_auc']:.4f}; {report['tx_count']} transactions, "
+        f"{report['gas_used'] / 1e6:.1f}M gas, {report['wall_seconds']:.1f} s"
+    )
+    table = Table(title="contributions on chain (split Shapley phi + alpha * voting kappa)")
+    for col in ("party", "phi", "kappa", "total", "share", "rejected histograms", "reward (ETH)"):
+        table.add_column(col, justify="right")
+    for c, rej in zip(report["contributions"], report["rejected_histograms"], strict=True):
+        table.add_row(
+            str(c["party"]),
+            f"{c['phi']:.3f}",
+            f"{c['kappa']:.3f}",
+            f"{c['total']:.3f}",
+            f"{c['share']:.3f}",
+            str(rej),
+            f"{int(c['owed_wei']) / 1e18:.6f}",
+        )
+    console.print(table)

@@ -1,0 +1,380 @@
+"""The model requester's side of an on-chain task, and the local launcher of its parties.
+
+``fgbdt train`` (and the demo) act as the requester: open the task with its schema and reward, start one party node
+process per shard (each process is given only its own rows), approve them in party order, fix the common bin edges
+from the sketches the parties published when joining, start training, and follow it to the end. The requester never
+sees a party's rows here either: it writes the shards only because it plays every party on one machine.
+
+On a local devnet nothing mines blocks while every party waits, so a block clock mines an empty block every
+``tick`` seconds: deadlines then pass in wall time, as on a real chain, and one silent party cannot stall the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+
+from ledger import reference as ref
+from ledger.chain_model import model_from_chain
+from ledger.client import ChainClient
+from ledger.contracts import Status, TaskConfig, TaskContract
+from ledger.edges import encode_edges
+from node.binning import edges_from_sketch
+from node.data import Dataset
+from node.experiment import Prepared, evaluate
+from node.fvtree import HESSIAN_MODES
+from node.publish import decode_join
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class ChainSetup:
+    """Where and how the task runs on chain."""
+
+    rpc: str
+    contract: str
+    requester: LocalAccount
+    workdir: Path
+    reward_wei: int = 10**18
+    step_blocks: int = 40
+    tick_seconds: float = 0.25
+    overlap_threshold: float = 0.3
+    greedy: int | None = None
+    inflate: float = 1.0
+    party_fund_wei: int = 10**20
+    timeout_seconds: float = 3600.0
+    node_args: list[str] = field(default_factory=list)
+
+
+def write_shard(path: Path, data: Dataset) -> None:
+    """A party's rows as CSV, label first, values in shortest round-trip form (exact), missing values empty."""
+    with open(path, "w") as f:
+        f.write(",".join(["label", *data.feature_names]) + "\n")
+        for yi, row in zip(data.y, data.X, strict=True):
+            cells = ["" if np.isnan(v) else repr(float(v)) for v in row]
+            f.write(",".join([repr(float(yi)), *cells]) + "\n")
+
+
+def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
+    """The task parameters as the contract takes them (fixed point where real)."""
+    p, m = prep.params, prep.config.parties
+    return TaskConfig(
+        trees=p.trees,
+        depth=p.depth,
+        bins=p.bins,
+        hessian_mode=HESSIAN_MODES[p.hessian],
+        quorum_num=2,
+        quorum_den=3,
+        min_parties=m,
+        max_parties=m,
+        join_blocks=100_000,
+        step_blocks=setup.step_blocks,
+        lam=ref.to_fixed(p.lam),
+        learning_rate=ref.to_fixed(p.learning_rate),
+        min_rows=p.min_rows,
+        alpha=ref.to_fixed(p.alpha),
+        overlap_threshold=ref.to_fixed(setup.overlap_threshold),
+    )
+
+
+class BlockClock:
+    """Mines an empty block every ``tick`` seconds so that deadlines pass while everybody waits."""
+
+    def __init__(self, client: ChainClient, tick: float) -> None:
+        self.client, self.tick = client, tick
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="block-clock", daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(self.tick):
+            try:
+                self.client.mine(1)
+            except Exception:  # the chain may be restarting; the clock just tries again
+                continue
+
+    def __enter__(self) -> BlockClock:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=5)
+
+
+class Requester:
+    """One task from creation to payout, with its party processes."""
+
+    def __init__(self, prep: Prepared, setup: ChainSetup, progress: Progress | None = None) -> None:
+        self.prep, self.setup = prep, setup
+        self.progress = progress or (lambda info: None)
+        self.client = ChainClient.connect(setup.rpc)
+        self.task = TaskContract.at(self.client, setup.contract)
+        self.task_id = -1
+        self.accounts: list[LocalAccount] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.start_block = 0
+        self.log_paths: list[Path] = []
+
+    # ------------------------------------------------------------------ set-up
+
+    def open_task(self) -> int:
+        low, high = self.prep.ranges
+        cfg = task_config(self.prep, self.setup)
+        self.start_block = self.client.block_number
+        self.task_id, _ = self.task.create_task(
+            self.setup.requester,
+            cfg,
+            [ref.to_fixed(float(v)) for v in low],
+            [ref.to_fixed(float(v)) for v in high],
+            reward=self.setup.reward_wei,
+        )
+        return self.task_id
+
+    def launch_parties(self) -> None:
+        """One node process per party, each given only its shard and its key."""
+        c = self.prep.config
+        work = self.setup.workdir
+        work.mkdir(parents=True, exist_ok=True)
+        for i, idx in enumerate(self.prep.parts):
+            acct = Account.create()
+            self.client.fund(acct.address, self.setup.party_fund_wei)
+            self.accounts.append(acct)
+            key_path = work / f"party-{i}.key"
+            key_path.write_text(acct.key.hex() + "\n")
+            os.chmod(key_path, 0o600)
+            shard = work / f"party-{i}.csv"
+            write_shard(shard, self.prep.train.subset(idx))
+            cmd = [
+                sys.executable,
+                "-m",
+                "deploy.cli",
+                "node",
+                "--rpc",
+                self.setup.rpc,
+                "--task",
+                str(self.task_id),
+                "--key",
+                str(key_path),
+                "--data",
+                str(shard),
+                "--contract",
+                self.setup.contract,
+                "--listen",
+                "127.0.0.1:0",
+                "--delta",
+                repr(self.prep.params.delta),
+                "--psd-depth",
+                str(c.psd_depth),
+                "--psd-max-rows",
+                str(c.psd_max_rows),
+                "--psd-epsilon",
+                repr(c.psd_epsilon),
+                "--psd-label-first" if c.psd_label_first else "--no-psd-label-first",
+                "--binning-epsilon",
+                repr(c.binning_epsilon),
+                "--binning-resolution",
+                str(c.binning_resolution),
+                "--seed",
+                str(c.seed),
+                "--party-index",
+                str(i),
+                *self.setup.node_args,
+            ]
+            if self.setup.greedy == i:
+                cmd += ["--inflate", repr(self.setup.inflate)]
+            log_path = work / f"party-{i}.log"
+            self.log_paths.append(log_path)
+            self.procs.append(self.spawn(cmd, log_path))
+
+    @staticmethod
+    def spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+        out = open(log_path, "ab")  # noqa: SIM115 - owned by the child process
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+
+    def _check_parties_alive(self) -> None:
+        for i, proc in enumerate(self.procs):
+            code = proc.poll()
+            if code not in (None, 0):
+                tail = self.log_paths[i].read_text().strip().splitlines()[-3:]
+                raise RuntimeError(f"party {i} exited with code {code}: " + " | ".join(tail))
+
+    def approve_and_start(self, timeout: float = 300.0) -> bytes:
+        """Approve the parties in party order once all asked to join; fix the edges from their sketches; start."""
+        wanted = {a.address: i for i, a in enumerate(self.accounts)}
+        deadline = time.monotonic() + timeout
+        payloads: dict[str, bytes] = {}
+        while len(payloads) < len(wanted):
+            self._check_parties_alive()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(payloads)} of {len(wanted)} parties joined within {timeout:.0f} s")
+            for ev in self.client.logs(self.task.contract, ["JoinRequested"], self.task_id):
+                if str(ev.args["party"]) in wanted:
+                    payloads[str(ev.args["party"])] = bytes(ev.args["psd"])
+            time.sleep(0.1)
+        for acct in self.accounts:
+            self.task.approve(self.setup.requester, self.task_id, acct.address)
+        low, high = self.prep.ranges
+        merged = np.zeros((len(low), self.prep.config.binning_resolution))
+        for acct in self.accounts:  # party order, as the simulator adds its parties' sketches
+            _, sketch = decode_join(payloads[acct.address])
+            merged = merged + sketch
+        edges = encode_edges([e.tolist() for e in edges_from_sketch(merged, low, high, self.prep.params.bins)])
+        self.task.start(self.setup.requester, self.task_id, edges)
+        return edges
+
+    # ------------------------------------------------------------------ following
+
+    def follow(self) -> None:
+        """Until the task completes, reporting (tree, level, transactions, gas) as it goes."""
+        deadline = time.monotonic() + self.setup.timeout_seconds
+        txs = gas = 0
+        scanned = self.start_block
+        last: tuple[int, int] = (-1, -1)
+        while True:
+            self._check_parties_alive()
+            st = self.task.state(self.task_id)
+            latest = self.client.block_number
+            for b in range(scanned + 1, latest + 1):
+                block = self.client.w3.eth.get_block(b)
+                txs += len(block["transactions"])
+                gas += int(block["gasUsed"])
+            scanned = max(scanned, latest)
+            if (st.tree, st.level) != last or st.status != Status.TRAINING:
+                last = (st.tree, st.level)
+                self.progress({"tree": st.tree, "level": st.level, "txs": txs, "gas": gas, "status": st.status.name})
+            if st.status == Status.COMPLETED:
+                return
+            if st.status != Status.TRAINING:
+                raise RuntimeError(f"task {self.task_id} is {st.status.name.lower()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"training did not finish within {self.setup.timeout_seconds:.0f} s")
+            time.sleep(0.2)
+
+    def wait_parties(self, timeout: float = 60.0) -> list[int]:
+        end = time.monotonic() + timeout
+        codes = []
+        for proc in self.procs:
+            try:
+                codes.append(proc.wait(timeout=max(0.1, end - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                codes.append(proc.wait())
+        return codes
+
+    def stop_parties(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    # ------------------------------------------------------------------ results
+
+    def report(self, wall_seconds: float) -> dict[str, Any]:
+        """The task's results as the chain records them, evaluated on the test set."""
+        prep = self.prep
+        model = model_from_chain(self.task, self.task_id, feature_names=prep.train.feature_names)
+        proba = model.predict_proba(prep.test.X)
+        parties = self.task.parties(self.task_id)
+        order = {a: i for i, a in enumerate(parties)}
+        phi = [0] * len(parties)
+        kappa = [0] * len(parties)
+        events = self.client.logs(
+            self.task.contract,
+            ["ContributionsAdded", "VotesSubmitted", "HistogramsSubmitted"],
+            self.task_id,
+            self.start_block,
+        )
+        voted: set[tuple[int, int, str]] = set()
+        sent: set[tuple[int, int, str]] = set()
+        for ev in events:
+            a = ev.args
+            if ev.name == "ContributionsAdded":
+                for who, ph, ka in zip(a["parties"], a["phi"], a["kappa"], strict=True):
+                    phi[order[str(who)]] += int(ph)
+                    kappa[order[str(who)]] += int(ka)
+            elif ev.name == "VotesSubmitted":
+                voted.add((int(a["tree"]), int(a["level"]), str(a["party"])))
+            else:
+                sent.add((int(a["tree"]), int(a["level"]), str(a["party"])))
+        rejected = [sum(1 for k in voted - sent if k[2] == p) for p in parties]
+        totals = [self.task.contribution(self.task_id, p) for p in parties]
+        positive = sum(max(t, 0) for t in totals)
+        txs, gas = self._tx_and_gas()
+        return {
+            "task": self.task_id,
+            "contract": self.task.address,
+            "rpc": self.setup.rpc,
+            "dataset": prep.train.name,
+            "parties": prep.config.parties,
+            "theta": prep.config.theta,
+            "trees": prep.params.trees,
+            "depth": prep.params.depth,
+            "bins": prep.params.bins,
+            "seed": prep.config.seed,
+            **evaluate(prep.params, prep.test.y, proba),
+            "contributions": [
+                {
+                    "party": i,
+                    "address": p,
+                    "phi": ref.from_fixed(phi[i]),
+                    "kappa": ref.from_fixed(kappa[i]),
+                    "total": ref.from_fixed(totals[i]),
+                    "share": max(totals[i], 0) / positive if positive else 0.0,
+                    "total_fixed": str(totals[i]),
+                    "owed_wei": str(self.task.owed(self.task_id, p)),
+                }
+                for i, p in enumerate(parties)
+            ],
+            "rejected_histograms": rejected,
+            "gas_used": gas,
+            "tx_count": txs,
+            "wall_seconds": wall_seconds,
+            "greedy": self.setup.greedy,
+            "inflate": self.setup.inflate,
+            "model": model.to_json_dict(),
+        }
+
+    def _tx_and_gas(self) -> tuple[int, int]:
+        txs = gas = 0
+        for b in range(self.start_block + 1, self.client.block_number + 1):
+            block = self.client.w3.eth.get_block(b)
+            txs += len(block["transactions"])
+            gas += int(block["gasUsed"])
+        return txs, gas
+
+
+def run_task(prep: Prepared, setup: ChainSetup, progress: Progress | None = None) -> dict[str, Any]:
+    """Open, run and report one task; the party processes are always stopped at the end."""
+    req = Requester(prep, setup, progress)
+    start = time.monotonic()
+    req.open_task()
+    try:
+        with BlockClock(req.client, setup.tick_seconds):
+            req.launch_parties()
+            req.approve_and_start()
+            req.follow()
+        codes = req.wait_parties()
+        if any(codes):
+            raise RuntimeError(f"party exit codes {codes}; see {setup.workdir}/party-*.log")
+    finally:
+        req.stop_parties()
+    report = req.report(time.monotonic() - start)
+    (setup.workdir / "report.json").write_text(json.dumps({k: v for k, v in report.items() if k != "model"}, indent=2))
+    return report

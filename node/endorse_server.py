@@ -1,0 +1,73 @@
+"""The party's endorsement endpoint: other parties post their level histograms, this party checks and signs.
+
+A small FastAPI app run by uvicorn in a background thread of the node process, so the node can follow the chain
+and answer verifiers at the same time. The check itself is :meth:`node.party_node.PartyNode.endorse`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from node.party_node import PartyNode
+
+
+class EndorseRequest(BaseModel):
+    """One party's whole-level histograms, as it will submit them (node blocks in the contract's word layout)."""
+
+    task: int = Field(ge=0, examples=[1])
+    tree: int = Field(ge=0, examples=[0])
+    level: int = Field(ge=0, examples=[0])
+    party: str = Field(pattern=r"^0x[0-9a-fA-F]{40}$", examples=["0x90F8bf6A479f320ead074411a4B0e7944Ea8c9C1"])
+    nodes: list[list[str]] = Field(description="per open node, 6 * nbins integers as decimal strings")
+
+
+class EndorseResponse(BaseModel):
+    signature: str
+    overlap: float
+
+
+def create_app(node: PartyNode) -> FastAPI:
+    app = FastAPI(title="FGBDT-Chain party endorsement endpoint", version="1")
+
+    @app.get("/v1/health")
+    def health() -> dict[str, object]:
+        return {"task": node.task_id, "party": node.address, "index": node.index, "training": node.party is not None}
+
+    @app.post("/v1/endorse", response_model=EndorseResponse, responses={403: {}, 409: {}, 422: {}})
+    def endorse(req: EndorseRequest) -> JSONResponse:
+        try:
+            status, body = node.endorse(req.model_dump())
+        except Exception as exc:  # the chain may be down: the requester retries later
+            return JSONResponse({"detail": f"cannot check now: {type(exc).__name__}: {exc}"}, status_code=409)
+        return JSONResponse(body, status_code=status)
+
+    return app
+
+
+class EndorsementServer:
+    """uvicorn serving :func:`create_app` in a daemon thread."""
+
+    def __init__(self, node: PartyNode, host: str, port: int) -> None:
+        config = uvicorn.Config(create_app(node), host=host, port=port, log_level="warning", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="endorse-server", daemon=True)
+
+    def start(self, timeout: float = 15.0) -> None:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the endorsement server did not start (is the port free?)")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)

@@ -1,0 +1,555 @@
+"""A party's node: joins a task, follows it on chain level by level, and endorses the other parties' histograms.
+
+The node holds only its own rows. Everything else it needs it reads from the chain: the task's parameters and
+schema, the common bin edges (``BinEdgesFixed``), the other parties' PSDs (``JoinRequested``), the candidates of
+every open node, the recorded splits and leaves. Its own progress is derived from chain state at every step, never
+kept only in memory, so a node killed mid-level and restarted with the same key resumes where the chain is and never
+submits twice (it checks the chain first; the contract would refuse a second vote or histogram anyway).
+
+Numerically it runs :class:`node.fvtree.LocalParty`, the code the simulator runs for each party, on the same rows,
+edges, PSDs and seeds, so a task trained on chain records exactly the model ``fgbdt simulate`` computes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+from eth_account.signers.local import LocalAccount
+
+from ledger import reference as ref
+from ledger.chain_model import task_edges
+from ledger.client import Event
+from ledger.contracts import Membership, Phase, Status, TaskContract
+from ledger.encoding import endorsement_digest, merkle_root, node_hash, sign_endorsement
+from ledger.errors import ContractRevert
+from node.binning import fixed_round, local_sketch, sketch_rng
+from node.data import Dataset
+from node.fvtree import LocalParty, TrainParams, open_positions, route
+from node.model import bin_matrix
+from node.psd import build_psd
+from node.publish import decode_join, encode_join
+from node.verify import estimate_histograms, level_overlap
+from node.weights import distribution_weights
+
+
+class NodeError(RuntimeError):
+    """An unrecoverable condition: the node logs it and exits non-zero."""
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """A party's own choices, not on chain: privacy budgets, the refit degree and how it polls."""
+
+    delta: float = 1.0
+    psd_depth: int = 8
+    psd_max_rows: int = 500
+    psd_epsilon: float = 1.0
+    psd_label_first: bool = True
+    binning_epsilon: float = 1.0
+    binning_resolution: int = 64
+    seed: int | None = None
+    """None: fresh randomness for the DP noise (a real deployment). Set, with ``party_index``, only to reproduce the
+    simulator's noise in experiments and tests: a known seed makes the noise predictable."""
+    party_index: int = 0
+    inflate: float = 1.0
+    """Greedy-party experiments: factor on the gradient sums this node sends."""
+    poll_seconds: float = 0.05
+    endorse_timeout: float = 30.0
+    resolve_grace_seconds: float = 2.0
+
+
+@dataclass
+class LevelContext:
+    """What this party knows about one level: where its rows are, its gradients, the open nodes and candidates."""
+
+    tree: int
+    level: int
+    open_nodes: list[int]
+    k_of_row: np.ndarray
+    g: np.ndarray
+    h: np.ndarray
+    h_vote: np.ndarray
+    candidates: list[tuple[int, int]] = field(default_factory=list)
+    refused: bool = False
+    """The verifiers refused this party's histograms at this level: it waits for the deadline instead of retrying."""
+
+
+class TreeLog:
+    """The recorded splits and leaves of every tree, fetched incrementally from the task's events."""
+
+    def __init__(self, task: TaskContract, task_id: int) -> None:
+        self.task, self.task_id = task, task_id
+        self.splits: dict[int, dict[int, tuple[int, int]]] = {}
+        self.leaves: dict[int, dict[int, int]] = {}
+        self.next_block = 0
+
+    def refresh(self) -> None:
+        latest = self.task.client.block_number
+        if latest < self.next_block:
+            return
+        events = self.task.client.logs(
+            self.task.contract, ["NodeSplit", "LeafSet"], self.task_id, self.next_block, latest
+        )
+        for ev in events:
+            t, node = int(ev.args["tree"]), int(ev.args["node"])
+            if ev.name == "NodeSplit":
+                self.splits.setdefault(t, {})[node] = (int(ev.args["feature"]), int(ev.args["threshold"]))
+            else:
+                self.leaves.setdefault(t, {})[node] = int(ev.args["value"])
+        self.next_block = latest + 1
+
+
+class PartyNode:
+    """One party of one task."""
+
+    def __init__(
+        self,
+        task: TaskContract,
+        task_id: int,
+        account: LocalAccount,
+        data: Dataset,
+        endpoint: str,
+        settings: NodeSettings = NodeSettings(),
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.task, self.task_id, self.account = task, task_id, account
+        self.data, self.endpoint, self.settings, self.log = data, endpoint, settings, log
+        self.address = account.address
+        self.lock = threading.RLock()
+        self.cfg = task.config(task_id)
+        created = task.client.logs(task.contract, ["TaskCreated"], task_id)
+        if not created:
+            raise NodeError(f"task {task_id} does not exist on contract {task.address}")
+        args = created[0].args
+        self.low = fixed_round(np.array([ref.from_fixed(int(v)) for v in args["featureMin"]]))
+        self.high = fixed_round(np.array([ref.from_fixed(int(v)) for v in args["featureMax"]]))
+        if len(self.low) != data.n_features:
+            raise NodeError(f"task {task_id} has {len(self.low)} features but {data.name} has {data.n_features}")
+        if not set(np.unique(data.y).tolist()) <= {0.0, 1.0}:
+            raise NodeError("on-chain tasks train binary classifiers: labels must be 0/1")
+        self.params = TrainParams(
+            trees=self.cfg.trees,
+            depth=self.cfg.depth,
+            bins=self.cfg.bins,
+            learning_rate=ref.from_fixed(self.cfg.learning_rate),
+            lam=ref.from_fixed(self.cfg.lam),
+            min_rows=int(self.cfg.min_rows),
+            delta=settings.delta,
+            alpha=ref.from_fixed(self.cfg.alpha),
+            hessian="count" if self.cfg.hessian_mode == ref.HESSIAN_COUNT else "second",
+            objective="binary",
+        )
+        self.trees = TreeLog(task, task_id)
+        self.party: LocalParty | None = None
+        self.parties: list[str] = []
+        self.index = -1
+        self.W = np.zeros((0, 0))
+        self.endpoints: dict[str, str] = {}
+        self.applied_trees = 0
+        self._grad_tree = -1
+        self._grads: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._contexts: dict[tuple[int, int], LevelContext] = {}
+        self._level_blocks: dict[tuple[int, int], int] = {}
+        self._level_scan = 0
+        self._http = httpx.Client(timeout=settings.endorse_timeout)
+
+    # ------------------------------------------------------------------ joining
+
+    def _rngs(self) -> tuple[np.random.Generator, np.random.Generator]:
+        s = self.settings
+        if s.seed is None:
+            return np.random.default_rng(), np.random.default_rng()
+        return sketch_rng(s.seed, s.party_index), np.random.default_rng([s.seed, 0x95D, s.party_index])
+
+    def join(self) -> None:
+        """Ask to join with the PSD and binning sketch, unless this key already did (a restart)."""
+        status = self.task.member(self.task_id, self.address)[0]
+        if status != Membership.NONE:
+            self.log(f"already joined (status {status.name.lower()})")
+            return
+        s = self.settings
+        sketch_noise, psd_noise = self._rngs()
+        sketch = local_sketch(
+            self.data.X,
+            self.low,
+            self.high,
+            resolution=s.binning_resolution,
+            epsilon=s.binning_epsilon,
+            rng=sketch_noise,
+        )
+        lows, highs = np.append(self.low, 0.0), np.append(self.high, 1.0)
+        psd = build_psd(
+            self.data.X,
+            self.data.y,
+            lows,
+            highs,
+            depth=s.psd_depth,
+            max_rows=s.psd_max_rows,
+            epsilon=s.psd_epsilon,
+            rng=psd_noise,
+            label_first=s.psd_label_first,
+        )
+        payload = encode_join(psd, sketch)
+        self.task.join(self.account, self.task_id, payload, self.endpoint)
+        self.log(f"joined task {self.task_id}: PSD with {psd.num_leaves} leaves, {len(payload)} bytes published")
+
+    def wait_for_start(self) -> None:
+        """Until the requester approved this party and started training; refusal or cancellation is fatal."""
+        announced = False
+        while True:
+            status = self.task.member(self.task_id, self.address)[0]
+            if status == Membership.REFUSED:
+                raise NodeError(f"the requester refused this party ({self.address})")
+            st = self.task.state(self.task_id)
+            if st.status == Status.CANCELLED:
+                raise NodeError(f"task {self.task_id} was cancelled")
+            if status == Membership.APPROVED and not announced:
+                self.log("approved")
+                announced = True
+            if st.status in (Status.TRAINING, Status.COMPLETED):
+                if status != Membership.APPROVED:
+                    raise NodeError("training started without this party")
+                break
+            time.sleep(self.settings.poll_seconds * 4)
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """Bin with the published edges and build the distribution weights from every party's PSD."""
+        edges = task_edges(self.task, self.task_id)
+        self.parties = self.task.parties(self.task_id)
+        self.index = self.parties.index(self.address)
+        payloads: dict[str, Event] = {}
+        for ev in self.task.client.logs(self.task.contract, ["JoinRequested"], self.task_id):
+            payloads[str(ev.args["party"])] = ev
+        psds = []
+        for p in self.parties:
+            psd, _ = decode_join(bytes(payloads[p].args["psd"]))
+            psds.append(psd)
+            self.endpoints[p] = str(payloads[p].args["endpoint"])
+        self.W, w_star = distribution_weights(self.data.X, self.data.y, psds, self.settings.delta)
+        slots = bin_matrix(self.data.X, edges)
+        with self.lock:
+            self.party = LocalParty(slots, self.data.y, self.params, w_star)
+            self.party.inflate = self.settings.inflate
+        self.log(f"training started: party {self.index} of {len(self.parties)}, {self.data.n_rows} rows")
+
+    # ------------------------------------------------------------------ per-level state
+
+    def _apply_completed_trees(self, current_tree: int) -> None:
+        """Add every finished tree's leaf values to this party's scores, in tree order (as the simulator does)."""
+        assert self.party is not None
+        while self.applied_trees < current_tree:
+            t = self.applied_trees
+            self.trees.refresh()
+            ids = self._route(t, self.params.depth + 1)
+            leaves = self.trees.leaves.get(t, {})
+            missing = set(np.unique(ids).tolist()) - set(leaves)
+            if missing:
+                raise NodeError(f"tree {t} is finished on chain but nodes {sorted(missing)[:5]} have no leaf value")
+            values = np.zeros(1 << (self.params.depth + 1))
+            for nid, v in leaves.items():
+                values[nid] = v / ref.ONE
+            self.party.score += values[ids]
+            self.applied_trees += 1
+
+    def _route(self, tree: int, levels: int) -> np.ndarray:
+        assert self.party is not None
+        ids = np.ones(self.party.n_rows, dtype=np.int64)
+        splits = self.trees.splits.get(tree, {})
+        for _ in range(levels):
+            ids = route(self.party.rows.slots, ids, splits)
+        return ids
+
+    def context(self, tree: int, level: int, open_nodes: Sequence[int]) -> LevelContext:
+        """This party's view of a level (cached; shared with the endorsement server)."""
+        with self.lock:
+            key = (tree, level)
+            if key in self._contexts:
+                return self._contexts[key]
+            assert self.party is not None
+            self._apply_completed_trees(tree)
+            if self._grad_tree != tree:
+                self._grads = self.party.gradients()
+                self._grad_tree = tree
+            assert self._grads is not None
+            self.trees.refresh()
+            ids = self._route(tree, level)
+            k_of_row = open_positions(ids, open_nodes, self.params.depth)
+            g, h, h_vote = self._grads
+            ctx = LevelContext(tree, level, list(open_nodes), k_of_row, g, h, h_vote)
+            self._contexts = {k: v for k, v in self._contexts.items() if k[0] >= tree - 1}
+            self._contexts[key] = ctx
+            return ctx
+
+    def candidates(self, ctx: LevelContext) -> list[tuple[int, int]]:
+        if not ctx.candidates:
+            recs = [self.task.node(self.task_id, ctx.tree, n) for n in ctx.open_nodes]
+            ctx.candidates = [(r.cand0, r.cand1) for r in recs]
+        return ctx.candidates
+
+    def my_histograms(self, ctx: LevelContext) -> list[ref.NodeHistograms]:
+        assert self.party is not None
+        cands = self.candidates(ctx)
+        sums = self.party.candidate_sums(ctx.k_of_row, len(ctx.open_nodes), np.asarray(cands), ctx.g, ctx.h)
+        return self.party.messages(sums, cands)
+
+    # ------------------------------------------------------------------ the training loop
+
+    def run(self) -> None:
+        """Join, wait for the start, then follow the task until it completes."""
+        self.join()
+        self.wait_for_start()
+        last_attempt = 0.0
+        resolving_since: dict[tuple[int, int], float] = {}
+        while True:
+            st = self.task.state(self.task_id)
+            if st.status == Status.COMPLETED:
+                total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
+                self.log(f"task completed; this party's contribution {total:.6f}")
+                return
+            if st.status != Status.TRAINING:
+                raise NodeError(f"task {self.task_id} is {st.status.name.lower()}")
+            nodes = st.open_nodes()
+            ctx = self.context(st.tree, st.level, nodes)
+            now = time.monotonic()
+            if st.phase == Phase.VOTING:
+                if not self._has(["VotesSubmitted"], st.tree, st.level):
+                    self._vote(ctx)
+                elif now - last_attempt > 4 * self.settings.poll_seconds:
+                    last_attempt = now
+                    self._try("closeVoting", self.task.close_voting)
+            elif st.phase == Phase.HISTOGRAMS:
+                voted = self._has(["VotesSubmitted"], st.tree, st.level)
+                if voted and not ctx.refused and not self._has(["HistogramsSubmitted"], st.tree, st.level):
+                    self._send_histograms(ctx, st.step_deadline)
+                elif now - last_attempt > 4 * self.settings.poll_seconds:
+                    last_attempt = now
+                    self._try("closeHistograms", self.task.close_histograms)
+            else:
+                started = resolving_since.setdefault((st.tree, st.level), now)
+                self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
+            time.sleep(self.settings.poll_seconds)
+
+    def _has(self, names: list[str], tree: int, level: int) -> bool:
+        """Whether this party's event for (tree, level) is already on chain (the restart check)."""
+        for ev in self.task.client.logs(self.task.contract, names, self.task_id, self._level_block(tree, level)):
+            a = ev.args
+            if int(a["tree"]) == tree and int(a["level"]) == level and str(a["party"]) == self.address:
+                return True
+        return False
+
+    def _level_block(self, tree: int, level: int) -> int:
+        """The block where (tree, level) started, so that event queries cover one level, not the whole task."""
+        key = (tree, level)
+        if key not in self._level_blocks:
+            latest = self.task.client.block_number
+            for ev in self.task.client.logs(
+                self.task.contract, ["LevelStarted"], self.task_id, self._level_scan, latest
+            ):
+                self._level_blocks[(int(ev.args["tree"]), int(ev.args["level"]))] = ev.block_number
+            self._level_scan = latest + 1
+        return self._level_blocks.get(key, 0)
+
+    def _try(self, what: str, fn: Callable[[LocalAccount, int], Any]) -> bool:
+        try:
+            fn(self.account, self.task_id)
+            return True
+        except ContractRevert as exc:
+            if exc.name not in ("StepStillOpen", "WrongPhase", "WrongStatus"):
+                self.log(f"{what} reverted: {exc}")
+            return False
+
+    def _vote(self, ctx: LevelContext) -> None:
+        assert self.party is not None
+        votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote)
+        try:
+            res = self.task.submit_votes(self.account, self.task_id, ctx.tree, ctx.level, votes.tolist())
+            self.log(f"tree {ctx.tree} level {ctx.level}: voted on {len(ctx.open_nodes)} nodes (gas {res.gas_used})")
+        except ContractRevert as exc:
+            if exc.name in ("AlreadyVoted", "WrongPhase", "StepDeadlinePassed"):
+                self.log(f"tree {ctx.tree} level {ctx.level}: vote not taken ({exc.name})")
+            else:
+                raise
+
+    def _send_histograms(self, ctx: LevelContext, deadline: int) -> None:
+        hists = self.my_histograms(ctx)
+        need = math.ceil(self.cfg.quorum_num * (len(self.parties) - 1) / self.cfg.quorum_den)
+        signatures, refusals = self._collect_endorsements(ctx, hists, need, deadline)
+        if len(signatures) < need:
+            ctx.refused = True
+            self.log(
+                f"tree {ctx.tree} level {ctx.level}: only {len(signatures)} of {need} endorsements; not submitting "
+                f"({'; '.join(refusals) or 'no answer'})"
+            )
+            return
+        try:
+            res = self.task.submit_histograms(self.account, self.task_id, ctx.tree, ctx.level, hists, signatures[:need])
+            self.log(
+                f"tree {ctx.tree} level {ctx.level}: histograms submitted with {need} endorsements (gas {res.gas_used})"
+            )
+        except ContractRevert as exc:
+            if exc.name in ("AlreadySubmitted", "WrongPhase", "StepDeadlinePassed"):
+                self.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
+            else:
+                raise
+
+    def _collect_endorsements(
+        self, ctx: LevelContext, hists: list[ref.NodeHistograms], need: int, deadline: int
+    ) -> tuple[list[bytes], list[str]]:
+        """Ask every other party until ``need`` signatures arrive; parties not yet at this step are asked again."""
+        body = {
+            "task": self.task_id,
+            "tree": ctx.tree,
+            "level": ctx.level,
+            "party": self.address,
+            "nodes": [[str(v) for v in block] for block in _blocks(hists)],
+        }
+        others = [p for p in self.parties if p != self.address]
+        signatures: dict[str, bytes] = {}
+        final: dict[str, str] = {}
+        with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
+            while True:
+                pending = [p for p in others if p not in signatures and p not in final]
+                for p, (sig, reason, retry) in pool.map(lambda p: (p, self._ask(p, body)), pending):
+                    if sig is not None:
+                        signatures[p] = sig
+                    elif not retry:
+                        final[p] = f"party {self.parties.index(p)}: {reason}"
+                still_open = len(others) - len(final)  # those that signed or may still sign
+                if len(signatures) >= need or still_open < need or self.task.client.block_number > deadline:
+                    break
+                time.sleep(self.settings.poll_seconds * 4)
+        return [signatures[p] for p in others if p in signatures], list(final.values())
+
+    def _ask(self, party: str, body: dict[str, Any]) -> tuple[bytes | None, str, bool]:
+        """(signature, reason, retry later) from one verifier."""
+        url = self.endpoints[party].rstrip("/") + "/v1/endorse"
+        try:
+            r = self._http.post(url, json=body)
+        except httpx.HTTPError as exc:
+            return None, f"unreachable ({type(exc).__name__})", True
+        if r.status_code == 200:
+            return bytes.fromhex(r.json()["signature"].removeprefix("0x")), "", False
+        try:
+            reason = str(r.json().get("detail", r.text))
+        except ValueError:
+            reason = r.text
+        return None, reason, r.status_code == 409
+
+    def _resolve(self, ctx: LevelContext, resolved_mask: int, anyone: bool) -> None:
+        """Resolve this party's share of the level's open nodes (node j goes to party j mod M), or any after a grace."""
+        base = 1 << ctx.level
+        todo = [
+            (j, n)
+            for j, n in enumerate(ctx.open_nodes)
+            if not (resolved_mask >> (n - base)) & 1 and (anyone or j % len(self.parties) == self.index)
+        ]
+        if not todo:
+            return
+        level_hists = self._submitted_histograms(ctx)
+        for _, node in todo:
+            try:
+                self.task.resolve_node(self.account, self.task_id, node, ctx.open_nodes, level_hists)
+            except ContractRevert as exc:
+                if exc.name not in ("NodeNotOpen", "WrongPhase", "WrongStatus", "WrongStep"):
+                    raise
+                return
+
+    def _submitted_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]]:
+        """Every submitting party's level histograms, in party order, from the HistogramsSubmitted events."""
+        cands = self.candidates(ctx)
+        nb = self.params.nbins
+        by_party: dict[str, list[int]] = {}
+        for ev in self.task.client.logs(
+            self.task.contract, ["HistogramsSubmitted"], self.task_id, self._level_block(ctx.tree, ctx.level)
+        ):
+            a = ev.args
+            if int(a["tree"]) == ctx.tree and int(a["level"]) == ctx.level:
+                by_party[str(a["party"])] = [int(v) for v in a["data"]]
+        out = []
+        for p in self.parties:
+            if p in by_party:
+                out.append(_unblock(by_party[p], cands, nb))
+        return out
+
+    # ------------------------------------------------------------------ endorsing others
+
+    def endorse(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Check another party's level histograms against this party's estimate; (HTTP status, JSON body)."""
+        if self.party is None:
+            return 409, {"detail": "this party has not started training yet"}
+        if int(body.get("task", -1)) != self.task_id:
+            return 422, {"detail": f"this node serves task {self.task_id} only"}
+        party = str(body.get("party", ""))
+        if party == self.address:
+            return 422, {"detail": "a party cannot endorse itself"}
+        if party not in self.parties:
+            return 403, {"detail": f"{party} is not an approved member of task {self.task_id}"}
+        st = self.task.state(self.task_id)
+        tree, level = int(body.get("tree", -1)), int(body.get("level", -1))
+        if st.status != Status.TRAINING or (st.tree, st.level) != (tree, level) or st.phase != Phase.HISTOGRAMS:
+            return 409, {
+                "detail": f"not the current step (the task is at tree {st.tree} level {st.level}, "
+                f"phase {st.phase.name.lower()})"
+            }
+        ctx = self.context(tree, level, st.open_nodes())
+        cands = self.candidates(ctx)
+        nb = self.params.nbins
+        try:
+            blocks = [[int(v) for v in block] for block in body["nodes"]]
+        except (KeyError, TypeError, ValueError):
+            return 422, {"detail": "nodes must be a list of integer lists"}
+        if len(blocks) != len(ctx.open_nodes) or any(len(b) != 6 * nb for b in blocks):
+            return 422, {"detail": f"expected {len(ctx.open_nodes)} node blocks of {6 * nb} integers"}
+        hists = _unblock([v for b in blocks for v in b], cands, nb)
+        claimed_g = np.array([h.g for h in hists], dtype=np.float64) / ref.ONE
+        claimed_n = np.array([h.n for h in hists], dtype=np.float64)
+        assert self.party is not None
+        with self.lock:
+            est_g, est_n = estimate_histograms(
+                self.party.rows,
+                ctx.k_of_row,
+                len(ctx.open_nodes),
+                np.asarray(cands),
+                ctx.g,
+                self.W[:, self.parties.index(party)],
+            )
+        overlap = level_overlap(claimed_g, claimed_n, est_g, est_n)
+        threshold = ref.from_fixed(self.cfg.overlap_threshold)
+        if not overlap < threshold:
+            return 422, {
+                "detail": f"overlap {overlap:.4f} is not below the task's threshold {threshold:.4f}",
+                "overlap": overlap,
+            }
+        root = merkle_root([node_hash(h) for h in hists])
+        digest = endorsement_digest(
+            self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root
+        )
+        return 200, {"signature": "0x" + sign_endorsement(self.account.key, digest).hex(), "overlap": overlap}
+
+
+def _blocks(hists: Sequence[ref.NodeHistograms]) -> list[list[int]]:
+    from ledger.encoding import node_block
+
+    return [node_block(h) for h in hists]
+
+
+def _unblock(words: Sequence[int], candidates: Sequence[tuple[int, int]], nbins: int) -> list[ref.NodeHistograms]:
+    """Per-node histograms from the contract layout ``g[2*nbins] | h[2*nbins] | n[2*nbins]`` per node."""
+    width = 6 * nbins
+    if len(words) != width * len(candidates):
+        raise ValueError(f"{len(words)} words for {len(candidates)} nodes of {width}")
+    out = []
+    for j, cand in enumerate(candidates):
+        block = words[j * width : (j + 1) * width]
+        parts = [tuple(block[i * nbins : (i + 1) * nbins]) for i in range(6)]
+        out.append(ref.NodeHistograms(tuple(cand), (parts[0], parts[1]), (parts[2], parts[3]), (parts[4], parts[5])))
+    return out
