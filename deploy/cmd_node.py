@@ -74,9 +74,10 @@ def run_node(args: argparse.Namespace) -> int:
     except (DataFormatError, OSError) as exc:
         raise UserError(str(exc)) from exc
     address = contract_address(args)
-    client = ChainClient.connect(args.rpc)
-    if not client.w3.is_connected():
-        raise UserError(f"the chain at {args.rpc} does not answer")
+    try:
+        client = ChainClient.connect(args.rpc)
+    except OSError as exc:
+        raise UserError(f"the chain at {args.rpc} does not answer ({type(exc).__name__})") from exc
     task = TaskContract.at(client, address)
     settings = NodeSettings(
         delta=args.delta,

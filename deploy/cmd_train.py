@@ -56,9 +56,10 @@ def train(args: argparse.Namespace) -> int:
         prep = prepare(train_set, test_set, params, config)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    client = ChainClient.connect(args.rpc)
-    if not client.w3.is_connected():
-        raise UserError(f"the chain at {args.rpc} does not answer (start one with `fgbdt devnet up`)")
+    try:
+        client = ChainClient.connect(args.rpc)
+    except OSError as exc:
+        raise UserError(f"the chain at {args.rpc} does not answer (start one with `fgbdt devnet up`)") from exc
     requester = read_key(args.key) if args.key else Account.create()
     if not args.key:
         client.fund(requester.address, int((args.reward + 10) * 10**18))

@@ -125,6 +125,7 @@ class Requester:
         self.task_id = -1
         self.accounts: list[LocalAccount] = []
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.commands: list[list[str]] = []
         self.start_block = 0
         self.log_paths: list[Path] = []
 
@@ -197,7 +198,12 @@ class Requester:
                 cmd += ["--inflate", repr(self.setup.inflate)]
             log_path = work / f"party-{i}.log"
             self.log_paths.append(log_path)
+            self.commands.append(cmd)
             self.procs.append(self.spawn(cmd, log_path))
+
+    def restart_party(self, i: int) -> None:
+        """Start party ``i`` again with the same key and shard (after it was killed)."""
+        self.procs[i] = self.spawn(self.commands[i], self.log_paths[i])
 
     @staticmethod
     def spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
@@ -245,8 +251,12 @@ class Requester:
         last: tuple[int, int] = (-1, -1)
         while True:
             self._check_parties_alive()
-            st = self.task.state(self.task_id)
-            latest = self.client.block_number
+            try:
+                st = self.task.state(self.task_id)
+                latest = self.client.block_number
+            except (OSError, TimeoutError):  # the chain may be restarting: parties ride it out, so does the requester
+                time.sleep(1.0)
+                continue
             for b in range(scanned + 1, latest + 1):
                 block = self.client.w3.eth.get_block(b)
                 txs += len(block["transactions"])

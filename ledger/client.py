@@ -265,6 +265,11 @@ class ChainClient:
             return exc
         return self.decoder.decode(data, function)
 
+    def forget_nonces(self) -> None:
+        """Re-read every sender's nonce from the chain next time: after an outage a sent transaction may be lost."""
+        with self._global:
+            self._nonces.clear()
+
     def _lock_for(self, address: str) -> threading.Lock:
         with self._global:
             return self._nonce_locks.setdefault(address, threading.Lock())

@@ -39,6 +39,9 @@ from node.publish import decode_join, encode_join
 from node.verify import estimate_histograms, level_overlap
 from node.weights import distribution_weights
 
+CHAIN_DOWN: tuple[type[BaseException], ...] = (OSError, TimeoutError)
+"""Transport failures of the JSON-RPC client (requests' ConnectionError and Timeout are OSErrors)."""
+
 
 class NodeError(RuntimeError):
     """An unrecoverable condition: the node logs it and exits non-zero."""
@@ -64,6 +67,7 @@ class NodeSettings:
     poll_seconds: float = 0.05
     endorse_timeout: float = 30.0
     resolve_grace_seconds: float = 2.0
+    chain_outage_seconds: float = 300.0
 
 
 @dataclass
@@ -160,6 +164,8 @@ class PartyNode:
         self._level_blocks: dict[tuple[int, int], int] = {}
         self._level_scan = 0
         self._http = httpx.Client(timeout=settings.endorse_timeout)
+        self._last_attempt = 0.0
+        self._resolving_since: dict[tuple[int, int], float] = {}
 
     # ------------------------------------------------------------------ joining
 
@@ -304,39 +310,60 @@ class PartyNode:
     # ------------------------------------------------------------------ the training loop
 
     def run(self) -> None:
-        """Join, wait for the start, then follow the task until it completes."""
-        self.join()
-        self.wait_for_start()
-        last_attempt = 0.0
-        resolving_since: dict[tuple[int, int], float] = {}
-        while True:
-            st = self.task.state(self.task_id)
-            if st.status == Status.COMPLETED:
-                total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
-                self.log(f"task completed; this party's contribution {total:.6f}")
-                return
-            if st.status != Status.TRAINING:
-                raise NodeError(f"task {self.task_id} is {st.status.name.lower()}")
-            nodes = st.open_nodes()
-            ctx = self.context(st.tree, st.level, nodes)
-            now = time.monotonic()
-            if st.phase == Phase.VOTING:
-                if not self._has(["VotesSubmitted"], st.tree, st.level):
-                    self._vote(ctx)
-                elif now - last_attempt > 4 * self.settings.poll_seconds:
-                    last_attempt = now
-                    self._try("closeVoting", self.task.close_voting)
-            elif st.phase == Phase.HISTOGRAMS:
-                voted = self._has(["VotesSubmitted"], st.tree, st.level)
-                if voted and not ctx.refused and not self._has(["HistogramsSubmitted"], st.tree, st.level):
-                    self._send_histograms(ctx, st.step_deadline)
-                elif now - last_attempt > 4 * self.settings.poll_seconds:
-                    last_attempt = now
-                    self._try("closeHistograms", self.task.close_histograms)
-            else:
-                started = resolving_since.setdefault((st.tree, st.level), now)
-                self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
+        """Join, wait for the start, then follow the task until it completes, riding out chain outages."""
+        self._survive(self.join)
+        self._survive(self.wait_for_start)
+        while not self._survive(self.step):
             time.sleep(self.settings.poll_seconds)
+
+    def _survive(self, action: Callable[[], Any]) -> Any:
+        """Run ``action``; while the chain is unreachable, retry with backoff up to ``chain_outage_seconds``."""
+        down_since: float | None = None
+        while True:
+            try:
+                result = action()
+                if down_since is not None:
+                    self.log(f"chain reachable again after {time.monotonic() - down_since:.1f} s")
+                return result
+            except CHAIN_DOWN as exc:
+                now = time.monotonic()
+                if down_since is None:
+                    down_since = now
+                    self.log(f"chain unreachable ({type(exc).__name__}); retrying")
+                elif now - down_since > self.settings.chain_outage_seconds:
+                    raise NodeError(f"chain unreachable for {now - down_since:.0f} s") from exc
+                self.task.client.forget_nonces()
+                time.sleep(min(2.0, 0.2 + (now - down_since) / 10))
+
+    def step(self) -> bool:
+        """One look at the chain and whatever this party owes the current step; True once the task completed."""
+        st = self.task.state(self.task_id)
+        if st.status == Status.COMPLETED:
+            total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
+            self.log(f"task completed; this party's contribution {total:.6f}")
+            return True
+        if st.status != Status.TRAINING:
+            raise NodeError(f"task {self.task_id} is {st.status.name.lower()}")
+        ctx = self.context(st.tree, st.level, st.open_nodes())
+        now = time.monotonic()
+        retry_due = now - self._last_attempt > 4 * self.settings.poll_seconds
+        if st.phase == Phase.VOTING:
+            if not self._has(["VotesSubmitted"], st.tree, st.level):
+                self._vote(ctx)
+            elif retry_due:
+                self._last_attempt = now
+                self._try("closeVoting", self.task.close_voting)
+        elif st.phase == Phase.HISTOGRAMS:
+            voted = self._has(["VotesSubmitted"], st.tree, st.level)
+            if voted and not ctx.refused and not self._has(["HistogramsSubmitted"], st.tree, st.level):
+                self._send_histograms(ctx, st.step_deadline)
+            elif retry_due:
+                self._last_attempt = now
+                self._try("closeHistograms", self.task.close_histograms)
+        else:
+            started = self._resolving_since.setdefault((st.tree, st.level), now)
+            self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
+        return False
 
     def _has(self, names: list[str], tree: int, level: int) -> bool:
         """Whether this party's event for (tree, level) is already on chain (the restart check)."""

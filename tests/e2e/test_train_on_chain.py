@@ -1,0 +1,141 @@
+"""Training on chain with separate party processes: equal to the simulator, robust to greed, crashes and restarts."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from eth_account import Account
+
+from deploy.requester import BlockClock, ChainSetup, Requester, run_task
+from ledger.anvil import Anvil, start_anvil
+from ledger.chain_model import model_from_chain
+from ledger.client import ChainClient
+from ledger.contracts import Status, TaskContract
+from node.data import load_train_test
+from node.experiment import Prepared, PrepConfig, prepare, run
+from node.fvtree import TrainParams
+
+pytestmark = [pytest.mark.chain, pytest.mark.slow]
+
+PARAMS = TrainParams(trees=3, depth=3, bins=8, min_rows=5)
+CONFIG = PrepConfig(parties=3, theta=0.8, seed=0, psd_max_rows=40)
+
+
+def _prep(csv: Path) -> Prepared:
+    train, test = load_train_test(csv, seed=0)
+    return prepare(train, test, PARAMS, CONFIG)
+
+
+def _setup(url: str, contract: str, workdir: Path, **kw: Any) -> ChainSetup:
+    client = ChainClient.connect(url)
+    requester = Account.create()
+    client.fund(requester.address, 10**21)
+    return ChainSetup(rpc=url, contract=contract, requester=requester, workdir=workdir, **kw)
+
+
+def test_chain_model_equals_simulate(e2e_anvil: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path) -> None:
+    prep = _prep(toy_csv)
+    report = run_task(prep, _setup(e2e_anvil.url, e2e_contract, tmp_path))
+    sim_report, sim_model, sim = run(prep, "fvtree", keep_levels=True)
+    assert sim_model is not None and sim is not None
+    chain = model_from_chain(TaskContract.at(ChainClient.connect(e2e_anvil.url), e2e_contract), report["task"])
+    assert chain.edges == sim_model.edges
+    for t, (a, b) in enumerate(zip(chain.trees, sim_model.trees, strict=True)):
+        got = {k: (v.feature, v.threshold, v.gain_fixed, v.value_fixed) for k, v in a.nodes.items()}
+        want = {k: (v.feature, v.threshold, v.gain_fixed, v.value_fixed) for k, v in b.nodes.items()}
+        assert got == want, f"tree {t} differs"
+    assert [c["total_fixed"] for c in report["contributions"]] == [str(t) for t in sim.total]
+    assert report["test_error"] == sim_report["test_error"]
+    assert report["rejected_histograms"] == [0, 0, 0]
+    # every vote on chain is the simulator's vote
+    task = TaskContract.at(ChainClient.connect(e2e_anvil.url), e2e_contract)
+    parties = task.parties(report["task"])
+    chain_votes = {
+        (int(e.args["tree"]), int(e.args["level"]), parties.index(str(e.args["party"]))): [
+            int(v) for v in e.args["votes"]
+        ]
+        for e in task.client.logs(task.contract, ["VotesSubmitted"], report["task"])
+    }
+    for rec in sim.levels:
+        for i in range(CONFIG.parties):
+            assert chain_votes[(rec.tree, rec.level, i)] == rec.votes[i]
+
+
+def test_greedy_party_is_refused_and_earns_nothing_extra(
+    e2e_anvil: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
+) -> None:
+    prep = _prep(toy_csv)
+    greedy = run_task(prep, _setup(e2e_anvil.url, e2e_contract, tmp_path, greedy=1, inflate=4.0, step_blocks=12))
+    _, _, honest = run(prep, "fvtree")
+    assert honest is not None
+    rejected = greedy["rejected_histograms"]
+    assert rejected[1] > 0 and rejected[0] == rejected[2] == 0
+    contributions = [int(c["total_fixed"]) for c in greedy["contributions"]]
+    assert contributions[1] < honest.total[1]  # stretching did not pay
+    assert greedy["test_error"] < 0.2  # the others trained a useful model without it
+    log = (tmp_path / "party-1.log").read_text()
+    assert "not below the task's threshold" in log
+
+
+def test_killed_party_resumes_from_chain_state(
+    e2e_anvil: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
+) -> None:
+    prep = _prep(toy_csv)
+    req = Requester(prep, _setup(e2e_anvil.url, e2e_contract, tmp_path, step_blocks=60))
+    req.open_task()
+    try:
+        with BlockClock(req.client, 0.25):
+            req.launch_parties()
+            req.approve_and_start()
+            _wait(lambda: req.task.state(req.task_id).tree >= 1, 120)
+            req.procs[2].send_signal(signal.SIGKILL)
+            req.procs[2].wait()
+            req.restart_party(2)
+            req.follow()
+        assert req.wait_parties() == [0, 0, 0]
+    finally:
+        req.stop_parties()
+    log = (tmp_path / "party-2.log").read_text()
+    assert log.count("endorsement endpoint") == 2 and "already joined" in log
+    assert "not taken" not in log  # it never tried to send a vote or histogram the chain already had
+    report = req.report(0.0)
+    assert req.task.state(req.task_id).status == Status.COMPLETED
+    assert report["test_error"] < 0.2
+
+
+def test_training_survives_an_anvil_restart(toy_csv: Path, tmp_path: Path) -> None:
+    state = tmp_path / "anvil-state.json"
+    node = start_anvil(state=state)
+    port = node.port
+    try:
+        client = ChainClient.connect(node.url)
+        contract = TaskContract.deploy(client, client.new_account(10**22)).address
+        prep = _prep(toy_csv)
+        req = Requester(prep, _setup(node.url, contract, tmp_path, step_blocks=60))
+        req.open_task()
+        with BlockClock(req.client, 0.25):
+            req.launch_parties()
+            req.approve_and_start()
+            _wait(lambda: req.task.state(req.task_id).tree >= 1, 120)
+            node.stop()  # anvil writes its state on shutdown
+            time.sleep(2.0)
+            node = start_anvil(port=port, state=state)
+            req.follow()
+        assert req.wait_parties() == [0, 0, 0]
+        logs = "".join(p.read_text() for p in req.log_paths)
+        assert "chain unreachable" in logs and "chain reachable again" in logs
+        assert req.task.state(req.task_id).status == Status.COMPLETED
+    finally:
+        node.stop()
+
+
+def _wait(condition: Any, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise TimeoutError("condition not reached")
+        time.sleep(0.2)
