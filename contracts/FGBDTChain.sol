@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
 import {FGBDTMathLib} from "./FGBDTMath.sol";
 
 /// @title FGBDTChain
@@ -12,7 +13,9 @@ import {FGBDTMathLib} from "./FGBDTMath.sol";
 /// @dev Histograms never touch storage: a party stores one Merkle root over its per-node histogram hashes per level
 ///      and emits the data; resolvers pass the data again with Merkle proofs. Node ids form a heap (root 1, children
 ///      2i and 2i+1); level l holds nodes 2^l .. 2^(l+1)-1, tracked as a bitmask (depth is at most 8).
-contract FGBDTChain {
+///      Callers are identified by `_msgSender()` (ERC-2771): a direct transaction's sender, or the signer of a
+///      request relayed by the trusted forwarder (OpenZeppelin's `ERC2771Forwarder`, used by the REST API).
+contract FGBDTChain is ERC2771Context {
     // ------------------------------------------------------------------ types
 
     /// @notice Lifecycle of a task.
@@ -191,6 +194,7 @@ contract FGBDTChain {
     event JoinRequested(uint256 indexed taskId, address indexed party, bytes32 psdHash, bytes psd, string endpoint);
     event PartyApproved(uint256 indexed taskId, address indexed party, uint256 index);
     event PartyRefused(uint256 indexed taskId, address indexed party);
+    event TaskFunded(uint256 indexed taskId, address indexed funder, uint256 amount, uint256 reward);
     event TaskCancelled(uint256 indexed taskId, uint256 refund);
     event TrainingStarted(uint256 indexed taskId, address[] parties);
     event BinEdgesFixed(uint256 indexed taskId, bytes32 binEdgesHash, bytes binEdges);
@@ -240,6 +244,12 @@ contract FGBDTChain {
         _lock = 1;
     }
 
+    // ------------------------------------------------------------------ construction
+
+    /// @param trustedForwarder The ERC-2771 forwarder whose relayed requests act for their signer (the API relays
+    ///        requests signed by the caller's key through it; direct transactions keep working as before).
+    constructor(address trustedForwarder) ERC2771Context(trustedForwarder) {}
+
     // ------------------------------------------------------------------ task lifecycle
 
     /// @notice Open a task; `msg.value` is the reward.
@@ -271,7 +281,7 @@ contract FGBDTChain {
         if (msg.value >= 1 << 128) revert InvalidConfig("reward");
         taskId = ++taskCount;
         Task storage t = _tasks[taskId];
-        t.requester = msg.sender;
+        t.requester = _msgSender();
         t.status = Status.Open;
         t.numFeatures = uint16(f);
         t.joinDeadline = uint64(block.number) + cfg.joinBlocks;
@@ -279,7 +289,19 @@ contract FGBDTChain {
         t.schemaHash = keccak256(abi.encode(featureMin, featureMax, binEdgesHash));
         t.binEdgesHash = binEdgesHash;
         t.cfg = cfg;
-        emit TaskCreated(taskId, msg.sender, msg.value, cfg, featureMin, featureMax, binEdgesHash);
+        emit TaskCreated(taskId, _msgSender(), msg.value, cfg, featureMin, featureMax, binEdgesHash);
+    }
+
+    /// @notice Add to an open task's reward (anyone). The API relays `createTask` with no value, because a relayed
+    ///         request cannot carry the signer's ether: the requester deposits the reward with this direct call.
+    /// @param taskId The task.
+    function fund(uint256 taskId) external payable {
+        Task storage t = _task(taskId);
+        if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
+        uint256 reward = t.reward + msg.value;
+        if (reward >= 1 << 128) revert InvalidConfig("reward");
+        t.reward = reward;
+        emit TaskFunded(taskId, _msgSender(), msg.value, reward);
     }
 
     /// @notice Ask to join an open task, publishing the party's PSD and endorsement endpoint.
@@ -290,11 +312,11 @@ contract FGBDTChain {
         Task storage t = _task(taskId);
         if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
         if (block.number > t.joinDeadline) revert JoinWindowClosed(taskId, t.joinDeadline);
-        Member storage m = _members[taskId][msg.sender];
-        if (m.status != Membership.None) revert AlreadyJoined(taskId, msg.sender);
+        Member storage m = _members[taskId][_msgSender()];
+        if (m.status != Membership.None) revert AlreadyJoined(taskId, _msgSender());
         m.status = Membership.Pending;
         m.psdHash = keccak256(psd);
-        emit JoinRequested(taskId, msg.sender, m.psdHash, psd, endpoint);
+        emit JoinRequested(taskId, _msgSender(), m.psdHash, psd, endpoint);
     }
 
     /// @notice Approve a pending party (requester only). Approval order is the party order of the task.
@@ -368,7 +390,7 @@ contract FGBDTChain {
     function submitVotes(uint256 taskId, uint256 tree, uint256 level, int256[] calldata votes) external {
         Task storage t = _trainingTask(taskId, tree, level, Phase.Voting);
         Member storage m = _approved(taskId);
-        if (m.votedStep == t.step) revert AlreadyVoted(taskId, msg.sender);
+        if (m.votedStep == t.step) revert AlreadyVoted(taskId, _msgSender());
         if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
         uint256 k = _popcount(t.openMask);
         if (votes.length != k) revert LengthMismatch(k, votes.length);
@@ -384,7 +406,7 @@ contract FGBDTChain {
         m.votes = packed;
         m.votedStep = t.step;
         t.voteCount += 1;
-        emit VotesSubmitted(taskId, tree, level, msg.sender, votes);
+        emit VotesSubmitted(taskId, tree, level, _msgSender(), votes);
     }
 
     /// @notice Close voting once every approved party voted or the deadline passed, fixing each node's top-2.
@@ -444,8 +466,8 @@ contract FGBDTChain {
     ) external {
         Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
         Member storage m = _approved(taskId);
-        if (m.votedStep != t.step) revert DidNotVote(taskId, msg.sender);
-        if (m.histStep == t.step) revert AlreadySubmitted(taskId, msg.sender);
+        if (m.votedStep != t.step) revert DidNotVote(taskId, _msgSender());
+        if (m.histStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
         if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
         uint256 k = _popcount(t.openMask);
         uint256 block_ = 6 * (uint256(t.cfg.bins) + 1);
@@ -457,7 +479,7 @@ contract FGBDTChain {
         m.histRoot = root;
         m.histStep = t.step;
         t.histCount += 1;
-        emit HistogramsSubmitted(taskId, tree, level, msg.sender, root, valid, data);
+        emit HistogramsSubmitted(taskId, tree, level, _msgSender(), root, valid, data);
     }
 
     /// @notice Close the histogram step once every voter submitted or the deadline passed; resolution opens.
@@ -522,12 +544,12 @@ contract FGBDTChain {
     /// @notice Withdraw everything owed to the caller by a task (pull payment, reentrancy-guarded).
     /// @param taskId The task.
     function withdraw(uint256 taskId) external nonReentrant {
-        uint256 amount = owed[taskId][msg.sender];
-        if (amount == 0) revert NothingToWithdraw(taskId, msg.sender);
-        owed[taskId][msg.sender] = 0;
-        emit Withdrawn(taskId, msg.sender, amount);
-        (bool ok, ) = payable(msg.sender).call{value: amount}("");
-        if (!ok) revert TransferFailed(msg.sender, amount);
+        uint256 amount = owed[taskId][_msgSender()];
+        if (amount == 0) revert NothingToWithdraw(taskId, _msgSender());
+        owed[taskId][_msgSender()] = 0;
+        emit Withdrawn(taskId, _msgSender(), amount);
+        (bool ok, ) = payable(_msgSender()).call{value: amount}("");
+        if (!ok) revert TransferFailed(_msgSender(), amount);
     }
 
     // ------------------------------------------------------------------ views
@@ -627,7 +649,7 @@ contract FGBDTChain {
 
     function _requesterTask(uint256 taskId) private view returns (Task storage t) {
         t = _task(taskId);
-        if (msg.sender != t.requester) revert NotRequester(taskId, msg.sender);
+        if (_msgSender() != t.requester) revert NotRequester(taskId, _msgSender());
     }
 
     function _trainingTask(uint256 taskId, uint256 tree, uint256 level, Phase phase)
@@ -642,9 +664,9 @@ contract FGBDTChain {
     }
 
     function _approved(uint256 taskId) private view returns (Member storage m) {
-        m = _members[taskId][msg.sender];
-        if (m.status == Membership.None) revert NotMember(taskId, msg.sender);
-        if (m.status != Membership.Approved) revert NotApproved(taskId, msg.sender);
+        m = _members[taskId][_msgSender()];
+        if (m.status == Membership.None) revert NotMember(taskId, _msgSender());
+        if (m.status != Membership.Approved) revert NotApproved(taskId, _msgSender());
     }
 
     function _popcount(uint256 x) private pure returns (uint256 c) {
@@ -685,7 +707,7 @@ contract FGBDTChain {
         bytes32 digest = keccak256(
             abi.encodePacked(
                 "\x19Ethereum Signed Message:\n32",
-                endorsementDigest(taskId, tree, level, msg.sender, root)
+                endorsementDigest(taskId, tree, level, _msgSender(), root)
             )
         );
         uint256 seen;
@@ -701,7 +723,7 @@ contract FGBDTChain {
             if (signer == address(0)) revert InvalidSignature(i);
             Member storage e = _members[taskId][signer];
             if (e.status != Membership.Approved) revert EndorserNotMember(signer);
-            if (signer == msg.sender) revert SelfEndorsement(signer);
+            if (signer == _msgSender()) revert SelfEndorsement(signer);
             uint256 bit = 1 << e.index;
             if (seen & bit != 0) revert DuplicateEndorsement(signer);
             seen |= bit;

@@ -3,8 +3,9 @@
 Why a managed devnet: party nodes, the API and demos need a chain that survives between sessions and whose contract
 addresses are known without copy-pasting. ``up`` starts anvil (from the project's npm dependencies) in the background
 with a fixed chain id, funded dev accounts and a block gas limit that fits the widest tree level, deploys the
-contracts unless the reloaded state already holds them, and writes ``deployment-<port>.json``; ``down`` stops anvil
-with SIGTERM so it dumps its state (``--state``), which the next ``up`` on the same port reloads.
+contracts (``FGBDTMath``, the ERC-2771 ``FGBDTForwarder`` and ``FGBDTChain`` trusting it) unless the reloaded
+state already holds them, and writes ``deployment-<port>.json`` (the file ``fgbdt serve --deployment`` reads);
+``down`` stops anvil with SIGTERM so it dumps its state (``--state``), which the next ``up`` on the same port reloads.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ledger.anvil import AnvilNotFound, rpc_ready, start_anvil
 from ledger.client import ChainClient
 from ledger.compile import REPO_ROOT, CompileError
 from ledger.contracts import MathContract, TaskContract
+from ledger.forwarder import Forwarder
 
 DEFAULT_PORT: int = 8545
 DEPLOYER_SEED: bytes = b"fgbdt-devnet-deployer"
@@ -86,19 +88,26 @@ def _deploy(url: str, deployment: Path) -> dict[str, Any]:
     if deployment.exists():
         info: dict[str, Any] = json.loads(deployment.read_text())
         addresses = info.get("contracts", {})
-        if addresses and all(len(client.w3.eth.get_code(a)) > 0 for a in addresses.values()):
+        # a deployment from before the forwarder existed is redeployed: its FGBDTChain cannot take relayed requests
+        complete = {"FGBDTMath", "FGBDTForwarder", "FGBDTChain"} <= set(addresses)
+        if complete and all(len(client.w3.eth.get_code(a)) > 0 for a in addresses.values()):
             info["rpc_url"] = url
             info["reused"] = True
             return info
     deployer = client.new_account(10**22, seed=DEPLOYER_SEED)
     math = MathContract.deploy(client, deployer)
-    task = TaskContract.deploy(client, deployer)
+    forwarder = Forwarder.deploy(client, deployer)
+    task = TaskContract.deploy(client, deployer, forwarder.address)
     return {
         "rpc_url": url,
         "chain_id": client.chain_id,
         "deployer": deployer.address,
         "block": client.block_number,
-        "contracts": {"FGBDTMath": math.contract.address, "FGBDTChain": task.address},
+        "contracts": {
+            "FGBDTMath": math.contract.address,
+            "FGBDTForwarder": forwarder.address,
+            "FGBDTChain": task.address,
+        },
         "reused": False,
     }
 

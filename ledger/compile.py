@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -85,11 +87,44 @@ def find_solc() -> Path:
     return wrapper
 
 
+NODE_MODULES: Path = REPO_ROOT / "node_modules"
+_IMPORT = re.compile(r"""^\s*import\s+(?:[^;]*?\s+from\s+)?["']([^"']+)["']\s*;""", re.MULTILINE)
+
+
+def _imports(unit: str, text: str) -> list[str]:
+    """Source unit names imported by ``text`` (solc's rules: ``./`` and ``../`` are relative to the importing unit,
+    anything else is a direct name such as ``@openzeppelin/contracts/...``)."""
+    out = []
+    for path in _IMPORT.findall(text):
+        if path.startswith(("./", "../")):
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(unit), path))
+        out.append(path)
+    return out
+
+
 def source_files() -> dict[str, str]:
-    """Every ``.sol`` file under ``contracts/`` keyed by its repository-relative path (the import namespace)."""
-    return {
+    """Every ``.sol`` file under ``contracts/`` keyed by its repository-relative path (the import namespace), plus
+    every library file they import (transitively) from ``node_modules`` (OpenZeppelin), keyed by its import name.
+
+    Why the imports are added as sources rather than through an include path: the standard-JSON input then holds
+    every byte compiled, so the artifact cache key (a hash of the input) changes whenever any of them does, and the
+    solc-js shim needs no file-system callback.
+    """
+    sources = {
         p.relative_to(REPO_ROOT).as_posix(): p.read_text(encoding="utf-8") for p in sorted(CONTRACTS_DIR.rglob("*.sol"))
     }
+    pending = [imp for unit, text in sources.items() for imp in _imports(unit, text)]
+    while pending:
+        name = pending.pop()
+        if name in sources:
+            continue
+        path = NODE_MODULES / name
+        if not path.is_file():
+            raise CompileError(f"cannot resolve Solidity import {name!r}: run `npm ci` at the repository root")
+        text = path.read_text(encoding="utf-8")
+        sources[name] = text
+        pending.extend(_imports(name, text))
+    return dict(sorted(sources.items()))
 
 
 def _input(sources: dict[str, str]) -> dict[str, Any]:

@@ -193,9 +193,14 @@ class TaskContract:
         self.contract = contract
 
     @classmethod
-    def deploy(cls, client: ChainClient, sender: LocalAccount) -> TaskContract:
-        """Deploy (no constructor arguments)."""
-        return cls(client, client.deploy("FGBDTChain", sender))
+    def deploy(cls, client: ChainClient, sender: LocalAccount, forwarder: str | None = None) -> TaskContract:
+        """Deploy, trusting the ERC-2771 forwarder at ``forwarder``; without one, a fresh ``FGBDTForwarder`` is
+        deployed first (so every deployment can take relayed, signed requests from the API)."""
+        if forwarder is None:
+            forwarder = str(client.deploy("FGBDTForwarder", sender).address)
+        else:
+            client.register("FGBDTForwarder", forwarder)
+        return cls(client, client.deploy("FGBDTChain", sender, forwarder))
 
     @classmethod
     def at(cls, client: ChainClient, address: str) -> TaskContract:
@@ -232,6 +237,11 @@ class TaskContract:
             value=reward,
         )
         return int(res.event("TaskCreated").args["taskId"]), res
+
+    def fund(self, sender: LocalAccount, task_id: int, amount: int) -> TxResult:
+        """``fund``: add ``amount`` wei to an open task's reward (how a task created through the API gets its reward,
+        since a relayed request carries no ether)."""
+        return self._tx("fund", task_id, sender=sender, value=amount)
 
     def join(self, sender: LocalAccount, task_id: int, psd: bytes, endpoint: str) -> TxResult:
         """``join``."""
@@ -322,6 +332,10 @@ class TaskContract:
     def endorsement_digest(self, task_id: int, tree: int, level: int, party: str, root: bytes) -> bytes:
         """``endorsementDigest`` as the contract computes it (``ledger.encoding`` computes the same off chain)."""
         return bytes(self.client.call(self.contract, "endorsementDigest", task_id, tree, level, party, root))
+
+    def trusted_forwarder(self) -> str:
+        """The ERC-2771 forwarder this contract trusts (``trustedForwarder``)."""
+        return str(self.client.call(self.contract, "trustedForwarder"))
 
     def limits(self) -> tuple[int, int]:
         """(``MAX_PARTIES``, ``MAX_DEPTH``)."""

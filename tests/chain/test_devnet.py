@@ -36,6 +36,7 @@ def test_devnet_up_status_down_persists_state(tmp_path: Path, capsys: pytest.Cap
         assert info["chain_id"] == 31337 and info["reused"] is False
         client = ChainClient.connect(url)
         task = TaskContract.at(client, info["contracts"]["FGBDTChain"])
+        assert task.trusted_forwarder() == info["contracts"]["FGBDTForwarder"]
         tid, _ = task.create_task(client.new_account(10**20), TaskConfig(), [0], [10**18], reward=12345)
         assert args("status") == 0
         assert info["contracts"]["FGBDTChain"] in capsys.readouterr().out

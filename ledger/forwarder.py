@@ -1,0 +1,229 @@
+"""ERC-2771 meta-transactions: build, sign, verify and relay ``ForwardRequest``s for ``FGBDTChain``.
+
+Why: the REST API must not hold users' keys, yet every state change must be attributable to the caller's Ethereum
+key and checked against that key's on-chain role. So the caller signs an EIP-712 ``ForwardRequest`` (OpenZeppelin's
+``ERC2771Forwarder``, deployed as ``FGBDTForwarder``), and the API relays it from its own key; the contract reads the
+signer with ``_msgSender()``. One module builds the calldata, the typed data and the signature for the API, its tests
+and the party nodes, so that all of them agree byte for byte with the forwarder's checks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
+from web3.contract import Contract
+
+from ledger.client import ChainClient, TxResult
+from ledger.contracts import TaskConfig, TaskContract
+
+DOMAIN_NAME: str = "FGBDTForwarder"
+DOMAIN_VERSION: str = "1"
+DEFAULT_GAS: int = 5_000_000
+"""Gas a request grants the inner call by default: ample for the lifecycle calls (a large ``start`` included)."""
+DEFAULT_TTL: int = 600
+"""Seconds a signed request stays valid by default."""
+MAX_DEADLINE: int = (1 << 48) - 1
+
+FORWARD_REQUEST_TYPES: dict[str, list[dict[str, str]]] = {
+    "EIP712Domain": [
+        {"name": "name", "type": "string"},
+        {"name": "version", "type": "string"},
+        {"name": "chainId", "type": "uint256"},
+        {"name": "verifyingContract", "type": "address"},
+    ],
+    "ForwardRequest": [
+        {"name": "from", "type": "address"},
+        {"name": "to", "type": "address"},
+        {"name": "value", "type": "uint256"},
+        {"name": "gas", "type": "uint256"},
+        {"name": "nonce", "type": "uint256"},
+        {"name": "deadline", "type": "uint48"},
+        {"name": "data", "type": "bytes"},
+    ],
+}
+"""The EIP-712 types of OpenZeppelin's ``ERC2771Forwarder`` (v5), ``EIP712Domain`` included."""
+
+
+@dataclass(frozen=True)
+class ForwardRequest:
+    """One request as the signer signs it (``ForwardRequest`` of the forwarder, nonce included)."""
+
+    sender: str
+    to: str
+    value: int
+    gas: int
+    nonce: int
+    deadline: int
+    data: bytes
+
+    def message(self) -> dict[str, Any]:
+        """The EIP-712 message fields."""
+        return {
+            "from": to_checksum_address(self.sender),
+            "to": to_checksum_address(self.to),
+            "value": self.value,
+            "gas": self.gas,
+            "nonce": self.nonce,
+            "deadline": self.deadline,
+            "data": self.data,
+        }
+
+
+def domain(chain_id: int, forwarder: str) -> dict[str, Any]:
+    """The forwarder's EIP-712 domain."""
+    return {
+        "name": DOMAIN_NAME,
+        "version": DOMAIN_VERSION,
+        "chainId": chain_id,
+        "verifyingContract": to_checksum_address(forwarder),
+    }
+
+
+def typed_data(req: ForwardRequest, chain_id: int, forwarder: str) -> dict[str, Any]:
+    """The full EIP-712 payload (``eth_signTypedData_v4``) of ``req``."""
+    return {
+        "types": FORWARD_REQUEST_TYPES,
+        "primaryType": "ForwardRequest",
+        "domain": domain(chain_id, forwarder),
+        "message": req.message(),
+    }
+
+
+def sign_request(private_key: bytes | str, req: ForwardRequest, chain_id: int, forwarder: str) -> bytes:
+    """A 65-byte EIP-712 signature of ``req`` (what ``ERC2771Forwarder.execute`` verifies)."""
+    signed = Account.sign_message(encode_typed_data(full_message=typed_data(req, chain_id, forwarder)), private_key)
+    return bytes(signed.signature)
+
+
+def recover_signer(req: ForwardRequest, signature: bytes, chain_id: int, forwarder: str) -> str:
+    """The address that signed ``req``; raises ``ValueError`` on a malformed signature."""
+    msg = encode_typed_data(full_message=typed_data(req, chain_id, forwarder))
+    return str(Account.recover_message(msg, signature=signature))
+
+
+def calldata(task: TaskContract, function: str, *args: Any) -> bytes:
+    """ABI-encoded call of ``FGBDTChain.function(args)``: what a ``ForwardRequest`` for it carries as ``data``."""
+    fn = getattr(task.contract.functions, function)(*args)
+    return bytes.fromhex(fn._encode_transaction_data().removeprefix("0x"))
+
+
+def create_task_args(
+    cfg: TaskConfig, feature_min: Sequence[int], feature_max: Sequence[int], bin_edges_hash: bytes = b"\x00" * 32
+) -> tuple[Any, ...]:
+    """``createTask`` arguments in ABI order, shared by the API (which rebuilds the calldata) and its clients."""
+    return (cfg.as_tuple(), list(feature_min), list(feature_max), bin_edges_hash)
+
+
+class Forwarder:
+    """``FGBDTForwarder``: nonces, verification and relaying of signed requests."""
+
+    def __init__(self, client: ChainClient, contract: Contract) -> None:
+        self.client = client
+        self.contract = contract
+
+    @classmethod
+    def deploy(cls, client: ChainClient, sender: LocalAccount) -> Forwarder:
+        """Deploy a new forwarder (no constructor arguments)."""
+        return cls(client, client.deploy("FGBDTForwarder", sender))
+
+    @classmethod
+    def at(cls, client: ChainClient, address: str) -> Forwarder:
+        """Bind to a deployed forwarder."""
+        return cls(client, client.register("FGBDTForwarder", address))
+
+    @classmethod
+    def of(cls, task: TaskContract) -> Forwarder:
+        """The forwarder ``task`` trusts."""
+        return cls.at(task.client, task.trusted_forwarder())
+
+    @property
+    def address(self) -> str:
+        """The forwarder's address (checksummed)."""
+        return str(self.contract.address)
+
+    def nonce(self, account: str) -> int:
+        """The next nonce ``account`` must sign (``nonces``)."""
+        return int(self.client.call(self.contract, "nonces", to_checksum_address(account)))
+
+    def build(
+        self,
+        sender: str,
+        to: str,
+        data: bytes,
+        *,
+        gas: int = DEFAULT_GAS,
+        ttl: int = DEFAULT_TTL,
+        nonce: int | None = None,
+        deadline: int | None = None,
+    ) -> ForwardRequest:
+        """A request from ``sender`` with its current nonce and a deadline ``ttl`` seconds from now."""
+        return ForwardRequest(
+            sender=to_checksum_address(sender),
+            to=to_checksum_address(to),
+            value=0,
+            gas=gas,
+            nonce=self.nonce(sender) if nonce is None else nonce,
+            deadline=int(time.time()) + ttl if deadline is None else deadline,
+            data=data,
+        )
+
+    def sign(self, account: LocalAccount, req: ForwardRequest) -> bytes:
+        """``account``'s signature of ``req`` for this forwarder on this chain."""
+        return sign_request(account.key, req, self.client.chain_id, self.address)
+
+    def recover(self, req: ForwardRequest, signature: bytes) -> str:
+        """The signer of ``req``."""
+        return recover_signer(req, signature, self.client.chain_id, self.address)
+
+    @staticmethod
+    def request_tuple(req: ForwardRequest, signature: bytes) -> tuple[Any, ...]:
+        """``ForwardRequestData`` as an ABI tuple."""
+        return (req.sender, req.to, req.value, req.gas, req.deadline, req.data, signature)
+
+    def verify(self, req: ForwardRequest, signature: bytes) -> bool:
+        """The forwarder's own ``verify``: trusted target, not expired, signer and nonce match."""
+        return bool(self.client.call(self.contract, "verify", self.request_tuple(req, signature)))
+
+    def execute(self, relayer: LocalAccount, req: ForwardRequest, signature: bytes) -> TxResult:
+        """Relay ``req`` from ``relayer`` (who pays the gas). The inner call's revert reason is lost by the
+        forwarder (``FailedCall``), so callers that need it simulate first with :meth:`simulate`."""
+        return self.client.transact(
+            self.contract, "execute", self.request_tuple(req, signature), sender=relayer, value=req.value
+        )
+
+    def simulate(self, req: ForwardRequest) -> bytes:
+        """Run the inner call as the forwarder would (``eth_call`` from the forwarder, signer appended to the
+        calldata) and return its output; a revert raises :class:`~ledger.errors.ContractRevert` naming the error."""
+        call: Any = {
+            "from": self.address,
+            "to": req.to,
+            "data": "0x" + (req.data + bytes.fromhex(req.sender.removeprefix("0x"))).hex(),
+            "value": req.value,
+            "gas": req.gas,
+        }
+        try:
+            return bytes(self.client.w3.eth.call(call))
+        except Exception as exc:
+            raise self.client._revert(exc, "simulate") from exc
+
+    def relay_call(
+        self,
+        relayer: LocalAccount,
+        signer: LocalAccount,
+        task: TaskContract,
+        function: str,
+        *args: Any,
+        gas: int = DEFAULT_GAS,
+        ttl: int = DEFAULT_TTL,
+    ) -> TxResult:
+        """Build, sign (as ``signer``) and relay (from ``relayer``) one call of ``task``: the client side of the API
+        in one step, for tests and scripts that hold both keys."""
+        req = self.build(signer.address, task.address, calldata(task, function, *args), gas=gas, ttl=ttl)
+        return self.execute(relayer, req, self.sign(signer, req))
