@@ -19,6 +19,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "deploy.cmd_node",
     "deploy.cmd_train",
     "deploy.cmd_audit",
+    "deploy.cmd_serve",
+    "deploy.demo",
 )
 
 

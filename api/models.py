@@ -1,0 +1,378 @@
+"""Request and response models of the REST API (pydantic v2), with the examples the OpenAPI document shows.
+
+Why typed models everywhere: FastAPI turns every field constraint into a field-level 422 and into the OpenAPI schema,
+so bad input never reaches the chain and the property-based test (schemathesis) can check responses against the
+documented shapes. Real-valued task parameters travel as JSON numbers and are converted to the contract's 18-decimal
+fixed point by :func:`to_fixed` (exactly, through the number's shortest decimal representation), so a client that
+signs a request computes the same calldata as the API.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+ONE = 10**18
+MAX_REAL = 1e30
+"""Bound on real-valued inputs: their fixed-point form must stay far inside int256."""
+
+Address = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-fA-F]{40}$")]
+Hex = Annotated[str, StringConstraints(pattern=r"^0x([0-9a-fA-F]{2})*$", max_length=2 + 2 * 262_144)]
+Hash32 = Annotated[str, StringConstraints(pattern=r"^0x[0-9a-fA-F]{64}$")]
+Real = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_REAL, le=MAX_REAL)]
+Uint256 = Annotated[int, Field(ge=0, lt=2**256)]
+
+EXAMPLE_ADDRESS = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+EXAMPLE_SIGNATURE = "0x" + "ab" * 65
+
+
+def to_fixed(x: float) -> int:
+    """A real value in the contract's 18-decimal fixed point, truncated toward zero after exact decimal scaling."""
+    return int(Decimal(repr(float(x))) * ONE)
+
+
+def from_fixed(q: int) -> float:
+    """Fixed point back to a float (for display)."""
+    return q / ONE
+
+
+class SignedAuth(BaseModel):
+    """The caller's EIP-712 signature of the ``ForwardRequest`` (OpenZeppelin ERC2771Forwarder) that the API relays.
+
+    The API rebuilds the request from the endpoint and its body: ``from = signer``, ``to`` = the FGBDTChain contract,
+    ``value = 0``, ``gas``, ``nonce``, ``deadline`` as given here and ``data`` = the ABI calldata of the call the
+    endpoint makes. ``GET /v1/signing`` returns the domain and types; ``GET /v1/nonces/{address}`` the nonce.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "signer": EXAMPLE_ADDRESS,
+                "nonce": 0,
+                "deadline": 1_900_000_000,
+                "gas": 5_000_000,
+                "signature": EXAMPLE_SIGNATURE,
+            }
+        }
+    )
+
+    signer: Address = Field(description="The ForwardRequest's `from`: the caller's address.")
+    nonce: Uint256 = Field(description="The forwarder's current nonce of `signer`.")
+    deadline: int = Field(ge=0, le=2**48 - 1, description="Unix time after which the request is void (uint48).")
+    gas: int = Field(ge=21_000, le=30_000_000, description="Gas granted to the inner call.")
+    signature: str = Field(max_length=200, description="65-byte EIP-712 signature, 0x-prefixed hex.")
+
+
+class Signed(BaseModel):
+    """Base of every state-changing request body: ``auth`` is required (401 when missing or bad)."""
+
+    auth: SignedAuth | None = Field(default=None, description="Signature of the ForwardRequest; required.")
+
+
+class FeatureSchema(BaseModel):
+    """The data schema: per-feature [min, max] of the values (the PSDs and bins are built on these ranges)."""
+
+    feature_min: list[Real] = Field(min_length=1, max_length=4096)
+    feature_max: list[Real] = Field(min_length=1, max_length=4096)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> FeatureSchema:
+        if len(self.feature_min) != len(self.feature_max):
+            raise ValueError("feature_min and feature_max must have the same length")
+        for i, (lo, hi) in enumerate(zip(self.feature_min, self.feature_max, strict=True)):
+            if lo > hi:
+                raise ValueError(f"feature {i}: min {lo} > max {hi}")
+        return self
+
+
+class TaskParameters(BaseModel):
+    """GBDT, quorum, party-limit and deadline parameters (``FGBDTChain.Config``); real values as numbers."""
+
+    trees: int = Field(default=1, ge=1, le=65_535)
+    depth: int = Field(default=3, ge=1, le=8, description="Split levels (LightGBM's max_depth).")
+    bins: int = Field(default=16, ge=1, le=1024)
+    hessian: Literal["hessian", "count"] = Field(default="hessian", description="`count` = the paper's formulas.")
+    quorum_num: int = Field(default=2, ge=0, le=65_535)
+    quorum_den: int = Field(default=3, ge=1, le=65_535)
+    min_parties: int = Field(default=2, ge=1, le=16)
+    max_parties: int = Field(default=16, ge=1, le=16)
+    join_blocks: int = Field(default=1000, ge=0, le=2**32)
+    step_blocks: int = Field(default=50, ge=1, le=2**32)
+    lam: Real = Field(default=1.0, ge=0, description="L2 regularisation lambda.")
+    learning_rate: Real = Field(default=0.1, gt=0)
+    min_rows: int = Field(default=1, ge=1, le=2**62)
+    alpha: float = Field(default=0.5, gt=0, le=1, allow_inf_nan=False, description="Weight of the voting term.")
+    overlap_threshold: Real = Field(default=0.5, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskParameters:
+        if self.quorum_num > self.quorum_den:
+            raise ValueError("quorum_num must not exceed quorum_den")
+        if self.min_parties > self.max_parties:
+            raise ValueError("min_parties must not exceed max_parties")
+        if to_fixed(self.learning_rate) <= 0:
+            raise ValueError("learning_rate is below the fixed-point resolution (1e-18)")
+        return self
+
+
+class CreateTaskRequest(Signed):
+    """Open a task. The reward is not part of it: deposit it afterwards with a direct ``fund(taskId)`` transaction
+    (a relayed request cannot carry the requester's ether)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "task_schema": {"feature_min": [0.0, 0.0], "feature_max": [1.0, 100.0]},
+                "parameters": {"trees": 10, "depth": 4, "bins": 16, "min_parties": 2, "max_parties": 4},
+                "bin_edges_hash": None,
+                "auth": SignedAuth.model_config["json_schema_extra"]["example"],  # type: ignore[index]
+            }
+        }
+    )
+
+    task_schema: FeatureSchema
+    parameters: TaskParameters = Field(default_factory=TaskParameters)
+    bin_edges_hash: Hash32 | None = Field(default=None, description="Hash of the bin edges, or null to fix at start.")
+
+
+class JoinRequest(Signed):
+    """Ask to join: the party's serialised PSD and the URL where it answers endorsement requests."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"example": {"psd": "0x01020304", "endpoint": "http://party1.example:9000", "auth": None}}
+    )
+
+    psd: Hex = Field(description="Serialised differentially private spatial decomposition, hex.")
+    endpoint: str = Field(max_length=512, description="Endorsement endpoint of the party.")
+
+
+class StartRequest(Signed):
+    """Start training, publishing the encoded common bin edges (``ledger.edges.encode_edges``)."""
+
+    model_config = ConfigDict(json_schema_extra={"example": {"bin_edges": "0x4647424501...", "auth": None}})
+
+    bin_edges: Hex = Field(min_length=4, description="Encoded bin edges, hex.")
+
+
+class EmptySigned(Signed):
+    """A signed request with no parameters besides the path (approve, refuse, cancel, withdraw)."""
+
+
+class TxResponse(BaseModel):
+    """A relayed request, mined."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"example": {"tx_hash": "0x" + "12" * 32, "block": 42, "gas_used": 120000, "task_id": 1}}
+    )
+
+    tx_hash: str
+    block: int
+    gas_used: int
+    task_id: int
+
+
+class CreatedTask(TxResponse):
+    """A created task, and how to fund its reward."""
+
+    fund: str = Field(description="How to deposit the reward: a direct transaction to the contract.")
+
+
+class ErrorResponse(BaseModel):
+    """Every non-422 error: a message and, for contract reverts, the custom error's name."""
+
+    model_config = ConfigDict(json_schema_extra={"example": {"detail": "task 7 does not exist", "error": None}})
+
+    detail: str
+    error: str | None = None
+
+
+TaskStatusName = Literal["open", "training", "completed", "cancelled"]
+PhaseName = Literal["voting", "histograms", "resolving"]
+MembershipName = Literal["none", "pending", "approved", "refused"]
+
+
+class TaskSummary(BaseModel):
+    """One line of the task list."""
+
+    task_id: int
+    requester: str
+    status: TaskStatusName
+    reward_wei: int
+    trees: int
+    depth: int
+    parties: int
+
+
+class TaskList(BaseModel):
+    """A page of tasks, newest first."""
+
+    total: int
+    offset: int
+    tasks: list[TaskSummary]
+
+
+class MemberInfo(BaseModel):
+    """A party that asked to join."""
+
+    address: str
+    status: MembershipName
+    index: int | None = Field(description="Party order (approval order) when approved.")
+    psd_hash: str
+    endpoint: str
+    contribution: int = Field(description="Contribution total, fixed point (1e18 = 1.0).")
+
+
+class Progress(BaseModel):
+    """Where training is: the current tree and level, and how much is done."""
+
+    phase: PhaseName | None
+    tree: int
+    level: int
+    trees: int
+    depth: int
+    trees_completed: int
+    levels_started: int
+    open_nodes: list[int]
+    resolved_nodes: list[int]
+    step_deadline: int
+
+
+class GasInfo(BaseModel):
+    """Gas of every transaction that emitted an event of the task."""
+
+    transactions: int
+    total_gas_used: int
+
+
+class SchemaOut(BaseModel):
+    """The data schema as recorded on chain."""
+
+    feature_min: list[float]
+    feature_max: list[float]
+
+
+class ParametersOut(BaseModel):
+    """Task parameters as recorded on chain (real values converted from fixed point)."""
+
+    trees: int
+    depth: int
+    bins: int
+    hessian: Literal["hessian", "count"]
+    quorum_num: int
+    quorum_den: int
+    min_parties: int
+    max_parties: int
+    join_blocks: int
+    step_blocks: int
+    lam: float
+    learning_rate: float
+    min_rows: int
+    alpha: float
+    overlap_threshold: float
+
+
+class TaskDetail(BaseModel):
+    """A task: state, schema, parameters, members, progress and gas."""
+
+    task_id: int
+    requester: str
+    status: TaskStatusName
+    reward_wei: int
+    task_schema: SchemaOut
+    parameters: ParametersOut
+    bin_edges_hash: str
+    members: list[MemberInfo]
+    progress: Progress
+    gas: GasInfo
+
+
+class JoinRequestList(BaseModel):
+    """Every join request of a task with its current status."""
+
+    task_id: int
+    requests: list[MemberInfo]
+
+
+class PredictRequest(BaseModel):
+    """Rows to score: one list of feature values per row (null = missing); the width must match the model."""
+
+    model_config = ConfigDict(json_schema_extra={"example": {"rows": [[0.5, 12.0], [None, 3.5]]}})
+
+    rows: list[list[Real | None]] = Field(min_length=1, max_length=10_000)
+
+
+class PredictResponse(BaseModel):
+    """Scores of the posted rows."""
+
+    rows: int
+    features: int
+    trees: int
+    probabilities: list[float] = Field(description="P(class 1) per row (binary models).")
+    labels: list[int]
+
+
+class PartyContribution(BaseModel):
+    """A party's contribution and reward."""
+
+    party: str
+    total: int = Field(description="Contribution total, fixed point.")
+    total_float: float
+    per_tree: list[int] = Field(description="Contribution per tree (fixed point), index = tree.")
+    share: float = Field(description="Share of the positive (clipped) contributions; the reward is paid pro rata.")
+    reward_assigned_wei: int
+    reward_due_wei: int = Field(description="Still withdrawable.")
+    withdrawn_wei: int
+
+
+class ContributionsResponse(BaseModel):
+    """Contributions per party, with per-tree breakdown and rewards."""
+
+    task_id: int
+    status: TaskStatusName
+    reward_wei: int
+    positive_total: int
+    parties: list[PartyContribution]
+    requester_due_wei: int
+    requester_withdrawn_wei: int
+
+
+class AuditResponse(BaseModel):
+    """The audit's verdict: does replaying the task's transactions reproduce the recorded model and credits?"""
+
+    task_id: int
+    ok: bool
+    first_mismatch: str | None
+    summary: str | None = None
+    report: dict[str, object] = Field(default_factory=dict)
+
+
+class SigningInfo(BaseModel):
+    """What a client needs to sign a request: EIP-712 domain and types, the target and the relayer."""
+
+    chain_id: int
+    forwarder: str
+    contract: str
+    relayer: str | None
+    domain: dict[str, object]
+    types: dict[str, list[dict[str, str]]]
+    primary_type: str
+
+
+class NonceResponse(BaseModel):
+    """The nonce the next request of ``address`` must carry."""
+
+    address: str
+    nonce: int
+
+
+class HealthResponse(BaseModel):
+    """The chain the API talks to."""
+
+    chain_id: int
+    block: int
+    contract: str
+    forwarder: str
+    relayer: str | None
+    relayer_balance_wei: int | None

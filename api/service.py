@@ -1,0 +1,400 @@
+"""The API's view of the chain: a lazy connection, the signed-request pipeline, and the read models.
+
+Why apart from the routes: the routes only translate HTTP to calls of this module and back. Everything that touches
+the chain (and so can fail because the node is down) lives here, raising :class:`ApiError` with the HTTP status the
+client must see; the app maps chain outages to 503 with ``Retry-After`` in one place.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from eth_typing import HexStr
+from eth_utils import to_checksum_address
+from web3 import Web3
+
+from api import models as m
+from ledger.client import ChainClient, Event, TxResult
+from ledger.compile import Artifact
+from ledger.contracts import Membership, Status, TaskConfig, TaskContract
+from ledger.errors import ContractRevert
+from ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
+
+STATUS_NAMES: dict[Status, m.TaskStatusName] = {
+    Status.OPEN: "open",
+    Status.TRAINING: "training",
+    Status.COMPLETED: "completed",
+    Status.CANCELLED: "cancelled",
+}
+PHASE_NAMES: tuple[m.PhaseName, ...] = ("voting", "histograms", "resolving")
+MEMBER_NAMES: tuple[m.MembershipName, ...] = ("none", "pending", "approved", "refused")
+
+NOT_FOUND_ERRORS = {"UnknownTask"}
+FORBIDDEN_ERRORS = {"NotRequester", "NotMember", "NotApproved", "NothingToWithdraw"}
+
+
+class ApiError(Exception):
+    """An error with the HTTP status and message the client gets (``error`` names a contract error, if any)."""
+
+    def __init__(self, status: int, detail: str, error: str | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.error = error
+
+
+class ChainUnavailable(Exception):
+    """The JSON-RPC node does not answer (maps to 503 with ``Retry-After``)."""
+
+
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    ChainUnavailable,
+    requests.exceptions.ConnectionError,
+    requests.exceptions.Timeout,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the chain and the contracts are, and the relayer's key (None: a read-only API)."""
+
+    rpc_url: str
+    contract: str
+    forwarder: str | None = None
+    relayer_key: str | None = None
+    rpc_timeout: float = 10.0
+    retry_after: int = 5
+
+
+class Backend:
+    """Lazily connected chain access for the API (reconnects after the node comes back)."""
+
+    def __init__(self, settings: Settings, artifacts: dict[str, Artifact] | None = None) -> None:
+        self.settings = settings
+        self._artifacts = artifacts
+        self._lock = threading.Lock()
+        self._client: ChainClient | None = None
+        self._task: TaskContract | None = None
+        self._forwarder: Forwarder | None = None
+        self._receipts: dict[str, int] = {}
+        self.relayer: LocalAccount | None = (
+            Account.from_key(settings.relayer_key) if settings.relayer_key is not None else None
+        )
+
+    # ------------------------------------------------------------------ connection
+
+    def client(self) -> ChainClient:
+        """The chain client, connecting on first use; raises :class:`ChainUnavailable` when the node is down."""
+        with self._lock:
+            if self._client is None:
+                w3 = Web3(
+                    Web3.HTTPProvider(self.settings.rpc_url, request_kwargs={"timeout": self.settings.rpc_timeout})
+                )
+                try:
+                    client = ChainClient(w3, self._artifacts)
+                except CONNECTION_ERRORS as exc:
+                    raise ChainUnavailable(f"chain node at {self.settings.rpc_url} unreachable") from exc
+                task = TaskContract.at(client, self.settings.contract)
+                fw_address = self.settings.forwarder or task.trusted_forwarder()
+                self._forwarder = Forwarder.at(client, fw_address)
+                self._task = task
+                self._client = client
+            return self._client
+
+    def task(self) -> TaskContract:
+        """The FGBDTChain contract."""
+        self.client()
+        assert self._task is not None
+        return self._task
+
+    def forwarder(self) -> Forwarder:
+        """The trusted forwarder."""
+        self.client()
+        assert self._forwarder is not None
+        return self._forwarder
+
+    # ------------------------------------------------------------------ reads
+
+    def state(self, task_id: int) -> Any:
+        """``getState``, with an unknown task as 404."""
+        try:
+            return self.task().state(task_id)
+        except ContractRevert as exc:
+            if exc.name in NOT_FOUND_ERRORS:
+                raise ApiError(404, f"task {task_id} does not exist", exc.name) from exc
+            raise
+
+    def logs(self, task_id: int, names: Sequence[str] = (), from_block: int = 0) -> list[Event]:
+        """The task's events."""
+        task = self.task()
+        return task.client.logs(task.contract, names, task_id, from_block=from_block)
+
+    def summary(self, task_id: int) -> m.TaskSummary:
+        """One line of the task list."""
+        st = self.state(task_id)
+        cfg = self.task().config(task_id)
+        return m.TaskSummary(
+            task_id=task_id,
+            requester=st.requester,
+            status=STATUS_NAMES[st.status],
+            reward_wei=st.reward,
+            trees=cfg.trees,
+            depth=cfg.depth,
+            parties=len(self.task().parties(task_id)),
+        )
+
+    def list_tasks(self, offset: int, limit: int) -> m.TaskList:
+        """Tasks newest first."""
+        total = self.task().task_count()
+        ids = list(range(total - offset, max(total - offset - limit, 0), -1))
+        return m.TaskList(total=total, offset=offset, tasks=[self.summary(i) for i in ids])
+
+    def members(self, task_id: int) -> list[m.MemberInfo]:
+        """Every party that asked to join, in request order, with its current membership."""
+        task = self.task()
+        out = []
+        for ev in self.logs(task_id, ["JoinRequested"]):
+            party = str(ev.args["party"])
+            status, index, psd_hash, contribution = task.member(task_id, party)
+            out.append(
+                m.MemberInfo(
+                    address=party,
+                    status=MEMBER_NAMES[int(status)],
+                    index=index if status == Membership.APPROVED else None,
+                    psd_hash="0x" + psd_hash.hex(),
+                    endpoint=str(ev.args["endpoint"]),
+                    contribution=contribution,
+                )
+            )
+        return out
+
+    def _gas(self, events: Sequence[Event]) -> m.GasInfo:
+        w3 = self.client().w3
+        total = 0
+        hashes = {e.tx_hash for e in events if e.tx_hash}
+        for h in hashes:
+            if h not in self._receipts:
+                tx = HexStr(h if h.startswith("0x") else "0x" + h)
+                self._receipts[h] = int(w3.eth.get_transaction_receipt(tx)["gasUsed"])
+            total += self._receipts[h]
+        return m.GasInfo(transactions=len(hashes), total_gas_used=total)
+
+    def detail(self, task_id: int) -> m.TaskDetail:
+        """Everything about one task."""
+        st = self.state(task_id)
+        cfg = self.task().config(task_id)
+        events = self.logs(task_id)
+        created = next(e for e in events if e.name == "TaskCreated")
+        levels = [e for e in events if e.name == "LevelStarted"]
+        base = 1 << st.level
+        if st.status == Status.COMPLETED:
+            done = cfg.trees
+        elif st.status == Status.TRAINING:
+            done = st.tree
+        else:
+            done = 0
+        progress = m.Progress(
+            phase=PHASE_NAMES[int(st.phase)] if st.status == Status.TRAINING else None,
+            tree=st.tree,
+            level=st.level,
+            trees=cfg.trees,
+            depth=cfg.depth,
+            trees_completed=done,
+            levels_started=len(levels),
+            open_nodes=st.open_nodes() if st.status == Status.TRAINING else [],
+            resolved_nodes=[base + b for b in range(base) if (st.resolved_mask >> b) & 1]
+            if st.status == Status.TRAINING
+            else [],
+            step_deadline=st.step_deadline,
+        )
+        fixed = [e for e in events if e.name == "BinEdgesFixed"]
+        edges_hash = fixed[-1].args["binEdgesHash"] if fixed else created.args["binEdgesHash"]
+        return m.TaskDetail(
+            task_id=task_id,
+            requester=st.requester,
+            status=STATUS_NAMES[st.status],
+            reward_wei=st.reward,
+            task_schema=m.SchemaOut(
+                feature_min=[m.from_fixed(int(x)) for x in created.args["featureMin"]],
+                feature_max=[m.from_fixed(int(x)) for x in created.args["featureMax"]],
+            ),
+            parameters=parameters_of(cfg),
+            bin_edges_hash="0x" + bytes(edges_hash).hex(),
+            members=self.members(task_id),
+            progress=progress,
+            gas=self._gas(events),
+        )
+
+    def contributions(self, task_id: int) -> m.ContributionsResponse:
+        """Totals, per tree, shares and rewards of every approved party."""
+        st = self.state(task_id)
+        task = self.task()
+        cfg = task.config(task_id)
+        parties = task.parties(task_id)
+        per_tree: dict[str, list[int]] = {p: [0] * cfg.trees for p in parties}
+        assigned: dict[str, int] = {}
+        withdrawn: dict[str, int] = {}
+        for ev in self.logs(task_id, ["ContributionsAdded", "RewardAssigned", "Withdrawn"]):
+            a = ev.args
+            if ev.name == "ContributionsAdded":
+                for party, c in zip(a["parties"], a["contribution"], strict=True):
+                    per_tree.setdefault(str(party), [0] * cfg.trees)[int(a["tree"])] += int(c)
+            elif ev.name == "RewardAssigned":
+                assigned[str(a["account"])] = assigned.get(str(a["account"]), 0) + int(a["amount"])
+            else:
+                withdrawn[str(a["account"])] = withdrawn.get(str(a["account"]), 0) + int(a["amount"])
+        totals = {p: task.contribution(task_id, p) for p in parties}
+        positive = sum(c for c in totals.values() if c > 0)
+        rows = [
+            m.PartyContribution(
+                party=p,
+                total=totals[p],
+                total_float=m.from_fixed(totals[p]),
+                per_tree=per_tree[p],
+                share=(max(totals[p], 0) / positive) if positive > 0 else 0.0,
+                reward_assigned_wei=assigned.get(p, 0),
+                reward_due_wei=task.owed(task_id, p),
+                withdrawn_wei=withdrawn.get(p, 0),
+            )
+            for p in parties
+        ]
+        return m.ContributionsResponse(
+            task_id=task_id,
+            status=STATUS_NAMES[st.status],
+            reward_wei=st.reward,
+            positive_total=positive,
+            parties=rows,
+            requester_due_wei=task.owed(task_id, st.requester),
+            requester_withdrawn_wei=withdrawn.get(st.requester, 0),
+        )
+
+    # ------------------------------------------------------------------ signed requests
+
+    def relay(self, task_id: int | None, auth: m.SignedAuth | None, function: str, args: tuple[Any, ...]) -> TxResult:
+        """Check a signed request and relay it; the order of checks fixes the status: 401 (signature, expiry,
+        nonce), 404 (unknown task), 403 (on-chain role), 409 (the call would revert), then relay."""
+        if self.relayer is None:
+            raise ApiError(503, "this API runs without a relayer key: state changes are disabled")
+        if auth is None:
+            raise ApiError(401, "missing `auth`: state-changing requests must be signed (EIP-712 ForwardRequest)")
+        task = self.task()
+        fw = self.forwarder()
+        req = ForwardRequest(
+            sender=to_checksum_address(auth.signer),
+            to=task.address,
+            value=0,
+            gas=auth.gas,
+            nonce=auth.nonce,
+            deadline=auth.deadline,
+            data=calldata(task, function, *args),
+        )
+        try:
+            sig = bytes.fromhex(auth.signature.removeprefix("0x"))
+            if len(sig) != 65:
+                raise ValueError("not 65 bytes")
+            signer = fw.recover(req, sig)
+        except Exception as exc:
+            raise ApiError(401, f"malformed signature: {exc}") from exc
+        if signer != req.sender:
+            raise ApiError(401, "the signature does not match `signer` for this request (wrong key or body)")
+        if auth.deadline < time.time():
+            raise ApiError(401, f"the request expired at {auth.deadline}")
+        expected = fw.nonce(req.sender)
+        if auth.nonce != expected:
+            raise ApiError(401, f"stale or future nonce {auth.nonce}: the forwarder expects {expected}")
+        if task_id is not None:
+            self._check_role(task_id, function, req.sender)
+        try:
+            fw.simulate(req)
+        except ContractRevert as exc:
+            raise _revert_error(exc) from exc
+        try:
+            return fw.execute(self.relayer, req, sig)
+        except ContractRevert as exc:
+            raise _revert_error(exc) from exc
+
+    def _check_role(self, task_id: int, function: str, sender: str) -> None:
+        st = self.state(task_id)
+        if function in ("approve", "refuse", "start", "cancel") and sender != st.requester:
+            raise ApiError(403, f"only the task's requester ({st.requester}) may {function}", "NotRequester")
+        if function == "withdraw" and self.task().owed(task_id, sender) == 0:
+            raise ApiError(403, f"{sender} is owed nothing by task {task_id}", "NothingToWithdraw")
+        if function == "join":
+            status = self.task().member(task_id, sender)[0]
+            if status != Membership.NONE:
+                raise ApiError(409, f"{sender} already asked to join (status {status.name.lower()})", "AlreadyJoined")
+
+    def create_args(self, body: m.CreateTaskRequest) -> tuple[Any, ...]:
+        """The ``createTask`` arguments of a request body."""
+        return create_call_args(body)
+
+
+def create_call_args(body: m.CreateTaskRequest) -> tuple[Any, ...]:
+    """``createTask`` arguments of a request body: the one definition the API and its clients share."""
+    return create_task_args(
+        config_of(body.parameters),
+        [m.to_fixed(x) for x in body.task_schema.feature_min],
+        [m.to_fixed(x) for x in body.task_schema.feature_max],
+        bytes.fromhex(body.bin_edges_hash[2:]) if body.bin_edges_hash else b"\x00" * 32,
+    )
+
+
+def _revert_error(exc: ContractRevert) -> ApiError:
+    if exc.name in NOT_FOUND_ERRORS:
+        return ApiError(404, f"unknown task: {exc}", exc.name)
+    if exc.name in FORBIDDEN_ERRORS:
+        return ApiError(403, f"not allowed: {exc}", exc.name)
+    if exc.name == "InvalidConfig":
+        return ApiError(422, f"the contract rejects the parameters: {exc}", exc.name)
+    return ApiError(409, f"the contract would revert: {exc}", exc.name)
+
+
+def config_of(p: m.TaskParameters) -> TaskConfig:
+    """The contract config of API parameters."""
+    return TaskConfig(
+        trees=p.trees,
+        depth=p.depth,
+        bins=p.bins,
+        hessian_mode=1 if p.hessian == "count" else 0,
+        quorum_num=p.quorum_num,
+        quorum_den=p.quorum_den,
+        min_parties=p.min_parties,
+        max_parties=p.max_parties,
+        join_blocks=p.join_blocks,
+        step_blocks=p.step_blocks,
+        lam=m.to_fixed(p.lam),
+        learning_rate=m.to_fixed(p.learning_rate),
+        min_rows=p.min_rows,
+        alpha=m.to_fixed(p.alpha),
+        overlap_threshold=m.to_fixed(p.overlap_threshold),
+    )
+
+
+def parameters_of(cfg: TaskConfig) -> m.ParametersOut:
+    """API parameters of a contract config."""
+    return m.ParametersOut(
+        trees=cfg.trees,
+        depth=cfg.depth,
+        bins=cfg.bins,
+        hessian="count" if cfg.hessian_mode == 1 else "hessian",
+        quorum_num=cfg.quorum_num,
+        quorum_den=cfg.quorum_den,
+        min_parties=cfg.min_parties,
+        max_parties=cfg.max_parties,
+        join_blocks=cfg.join_blocks,
+        step_blocks=cfg.step_blocks,
+        lam=m.from_fixed(cfg.lam),
+        learning_rate=m.from_fixed(cfg.learning_rate),
+        min_rows=cfg.min_rows,
+        alpha=m.from_fixed(cfg.alpha),
+        overlap_threshold=m.from_fixed(cfg.overlap_threshold),
+    )

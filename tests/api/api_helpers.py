@@ -1,0 +1,76 @@
+"""Client-side helpers of the API tests: signing request bodies as a real client would, and a trained task."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+
+from api.client import auth_for, create_task_body
+from api.service import Backend
+from ledger.client import ChainClient
+from ledger.contracts import TaskConfig, TaskContract
+from ledger.edges import encode_edges
+from ledger.federation import run_level
+from ledger.forwarder import Forwarder
+from ledger.reference import ONE, NodeHistograms
+
+EDGES = encode_edges([[0.25, 0.5, 0.75]] * 3)
+"""Bin edges of the test tasks: 3 features, 4 bins."""
+
+
+class Signer:
+    """Builds the ``auth`` object of a request body: the signed ForwardRequest of the endpoint's contract call."""
+
+    def __init__(self, backend: Backend, forwarder: Forwarder) -> None:
+        self.backend = backend
+        self.forwarder = forwarder
+
+    def auth(self, account: LocalAccount, function: str, *args: Any, **kw: Any) -> dict[str, Any]:
+        """``auth`` for ``function(args)`` signed by ``account`` (see :func:`api.client.auth_for`)."""
+        kw.setdefault("gas", 3_000_000)
+        return auth_for(self.forwarder, self.backend.task(), account, function, *args, **kw)
+
+    def create_body(self, account: LocalAccount, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        """A signed ``POST /v1/tasks`` body (the calldata is derived exactly as the API derives it)."""
+        kw.setdefault("gas", 3_000_000)
+        return create_task_body(self.forwarder, self.backend.task(), account, body, **kw)
+
+
+CREATE = {
+    "task_schema": {"feature_min": [0.0, 0.0, 0.0], "feature_max": [1.0, 1.0, 1.0]},
+    "parameters": {"trees": 2, "depth": 2, "bins": 4, "min_parties": 2, "max_parties": 3, "lam": 1.0},
+}
+
+
+def trained_task(chain: ChainClient, task: TaskContract, seed: int = 0, reward: int = 10**18) -> tuple[int, list[Any]]:
+    """A completed 2-party, 2-tree, depth-2 task driven directly through the contract with random histograms."""
+    rng = random.Random(seed)
+    cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=2, max_parties=2, lam=ONE, step_blocks=5)
+    requester = chain.new_account(10**21)
+    parties = [chain.new_account(10**20) for _ in range(2)]
+    resolver = chain.new_account(10**20)
+    tid, _ = task.create_task(requester, cfg, [0] * 3, [ONE] * 3, reward=reward)
+    for i, p in enumerate(parties):
+        task.join(p, tid, b"psd" + bytes([i]), f"http://p{i}.example")
+        task.approve(requester, tid, p.address)
+    task.start(requester, tid, EDGES)
+    while task.state(tid).status == 2:
+        nodes = task.state(tid).open_nodes()
+        votes = {p.address: [rng.randint(0, 2) for _ in nodes] for p in parties}
+
+        def source(a: str, node: int, feats: tuple[int, int]) -> NodeHistograms:
+            g = tuple(tuple(rng.randint(-5 * ONE, 5 * ONE) for _ in range(5)) for _ in range(2))
+            h = tuple(tuple(rng.randint(ONE, 3 * ONE) for _ in range(5)) for _ in range(2))
+            n = tuple(tuple(rng.randint(1, 12) for _ in range(5)) for _ in range(2))
+            return NodeHistograms(feats, g, h, n)
+
+        run_level(task, tid, parties, votes, source, resolver)
+    return tid, [requester, *parties]
+
+
+def future(seconds: int = 600) -> int:
+    """A deadline ``seconds`` from now."""
+    return int(time.time()) + seconds

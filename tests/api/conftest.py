@@ -1,0 +1,75 @@
+"""API test fixtures: one anvil with the contracts (and forwarder) deployed, a relayer, and a TestClient.
+
+Why a live chain rather than mocks: the API's whole job is to rebuild calldata, check ERC-2771 signatures against the
+deployed forwarder and relay; only the real forwarder and contract can tell whether that agrees byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from api_helpers import Signer
+from eth_account.signers.local import LocalAccount
+from fastapi.testclient import TestClient
+
+from api.app import create_app
+from api.service import Backend, Settings
+from ledger.anvil import Anvil, start_anvil
+from ledger.client import ChainClient
+from ledger.compile import Artifact, compile_all
+from ledger.contracts import TaskContract
+from ledger.forwarder import Forwarder
+
+
+@pytest.fixture(scope="session")
+def api_artifacts() -> dict[str, Artifact]:
+    return compile_all()
+
+
+@pytest.fixture(scope="session")
+def api_anvil() -> Iterator[Anvil]:
+    node = start_anvil()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="session")
+def chain(api_anvil: Anvil, api_artifacts: dict[str, Artifact]) -> ChainClient:
+    client = ChainClient.connect(api_anvil.url)
+    client.artifacts = api_artifacts
+    return client
+
+
+@pytest.fixture(scope="session")
+def task(chain: ChainClient) -> TaskContract:
+    return TaskContract.deploy(chain, chain.new_account(10**22))
+
+
+@pytest.fixture(scope="session")
+def forwarder(task: TaskContract) -> Forwarder:
+    return Forwarder.of(task)
+
+
+@pytest.fixture(scope="session")
+def relayer(chain: ChainClient) -> LocalAccount:
+    return chain.new_account(10**22)
+
+
+@pytest.fixture(scope="session")
+def backend(api_anvil: Anvil, task: TaskContract, relayer: LocalAccount, api_artifacts: dict[str, Artifact]) -> Backend:
+    settings = Settings(api_anvil.url, task.address, relayer_key="0x" + bytes(relayer.key).hex())
+    return Backend(settings, api_artifacts)
+
+
+@pytest.fixture(scope="session")
+def api(backend: Backend) -> Iterator[TestClient]:
+    with TestClient(create_app(backend), raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def signer(backend: Backend, forwarder: Forwarder) -> Signer:
+    return Signer(backend, forwarder)
