@@ -25,8 +25,7 @@ $(NODE_STAMP): $(wildcard package.json package-lock.json)
 install: $(STAMP) $(NODE_STAMP)
 
 demo: install
-	$(VENV)/bin/fgbdt simulate --data deploy/data/a9a.gz --test deploy/data/a9a.t.gz \
-		--parties 4 --theta 0.8 --trees 20 --depth 5 --json out/demo.json --model out/demo-model.json
+	$(VENV)/bin/fgbdt demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -217,9 +217,9 @@ class Requester:
                 tail = self.log_paths[i].read_text().strip().splitlines()[-3:]
                 raise RuntimeError(f"party {i} exited with code {code}: " + " | ".join(tail))
 
-    def approve_and_start(self, timeout: float = 300.0) -> bytes:
-        """Approve the parties in party order once all asked to join; fix the edges from their sketches; start."""
-        wanted = {a.address: i for i, a in enumerate(self.accounts)}
+    def wait_for_joins(self, timeout: float = 300.0) -> dict[str, bytes]:
+        """Every launched party's join payload, once all asked to join."""
+        wanted = {a.address for a in self.accounts}
         deadline = time.monotonic() + timeout
         payloads: dict[str, bytes] = {}
         while len(payloads) < len(wanted):
@@ -230,14 +230,24 @@ class Requester:
                 if str(ev.args["party"]) in wanted:
                     payloads[str(ev.args["party"])] = bytes(ev.args["psd"])
             time.sleep(0.1)
-        for acct in self.accounts:
-            self.task.approve(self.setup.requester, self.task_id, acct.address)
+        return payloads
+
+    def edges_for(self, payloads: dict[str, bytes]) -> bytes:
+        """The encoded common bin edges from the parties' published sketches, added in party order as the
+        simulator adds them."""
         low, high = self.prep.ranges
         merged = np.zeros((len(low), self.prep.config.binning_resolution))
-        for acct in self.accounts:  # party order, as the simulator adds its parties' sketches
+        for acct in self.accounts:
             _, sketch = decode_join(payloads[acct.address])
             merged = merged + sketch
-        edges = encode_edges([e.tolist() for e in edges_from_sketch(merged, low, high, self.prep.params.bins)])
+        return encode_edges([e.tolist() for e in edges_from_sketch(merged, low, high, self.prep.params.bins)])
+
+    def approve_and_start(self, timeout: float = 300.0) -> bytes:
+        """Approve the parties in party order once all asked to join; fix the edges from their sketches; start."""
+        payloads = self.wait_for_joins(timeout)
+        for acct in self.accounts:
+            self.task.approve(self.setup.requester, self.task_id, acct.address)
+        edges = self.edges_for(payloads)
         self.task.start(self.setup.requester, self.task_id, edges)
         return edges
 

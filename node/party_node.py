@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,10 +163,26 @@ class PartyNode:
         self._grads: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._contexts: dict[tuple[int, int], LevelContext] = {}
         self._level_blocks: dict[tuple[int, int], int] = {}
+        self._seen: set[tuple[str, int, int]] = set()
         self._level_scan = 0
         self._http = httpx.Client(timeout=settings.endorse_timeout)
         self._last_attempt = 0.0
         self._resolving_since: dict[tuple[int, int], float] = {}
+        self.seconds: dict[str, float] = {}
+        """Where this node's time went (for the chain benchmark): compute, chain reads, transactions, endorsements."""
+
+    @contextmanager
+    def timed(self, category: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[category] = self.seconds.get(category, 0.0) + time.perf_counter() - start
+
+    def time_split(self) -> str:
+        total = sum(self.seconds.values()) or 1.0
+        parts = sorted(self.seconds.items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{k} {v:.1f} s ({100 * v / total:.0f}%)" for k, v in parts)
 
     # ------------------------------------------------------------------ joining
 
@@ -296,9 +313,13 @@ class PartyNode:
             return ctx
 
     def candidates(self, ctx: LevelContext) -> list[tuple[int, int]]:
+        """The level's candidates as fixed by ``closeVoting`` (one batched read)."""
         if not ctx.candidates:
-            recs = [self.task.node(self.task_id, ctx.tree, n) for n in ctx.open_nodes]
-            ctx.candidates = [(r.cand0, r.cand1) for r in recs]
+            with self.timed("chain reads"):
+                recs = self.task.client.call_many(
+                    self.task.contract, "getNode", [(self.task_id, ctx.tree, n) for n in ctx.open_nodes]
+                )
+            ctx.candidates = [(int(r[1]), int(r[2])) for r in recs]
         return ctx.candidates
 
     def my_histograms(self, ctx: LevelContext) -> list[ref.NodeHistograms]:
@@ -314,7 +335,9 @@ class PartyNode:
         self._survive(self.join)
         self._survive(self.wait_for_start)
         while not self._survive(self.step):
-            time.sleep(self.settings.poll_seconds)
+            with self.timed("waiting (polling the chain)"):
+                time.sleep(self.settings.poll_seconds)
+        self.log(f"time split: {self.time_split()}")
 
     def _survive(self, action: Callable[[], Any]) -> Any:
         """Run ``action``; while the chain is unreachable, retry with backoff up to ``chain_outage_seconds``."""
@@ -337,14 +360,16 @@ class PartyNode:
 
     def step(self) -> bool:
         """One look at the chain and whatever this party owes the current step; True once the task completed."""
-        st = self.task.state(self.task_id)
+        with self.timed("chain reads"):
+            st = self.task.state(self.task_id)
         if st.status == Status.COMPLETED:
             total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
             self.log(f"task completed; this party's contribution {total:.6f}")
             return True
         if st.status != Status.TRAINING:
             raise NodeError(f"task {self.task_id} is {st.status.name.lower()}")
-        ctx = self.context(st.tree, st.level, st.open_nodes())
+        with self.timed("computing (gradients, routing)"):
+            ctx = self.context(st.tree, st.level, st.open_nodes())
         now = time.monotonic()
         retry_due = now - self._last_attempt > 4 * self.settings.poll_seconds
         if st.phase == Phase.VOTING:
@@ -366,10 +391,17 @@ class PartyNode:
         return False
 
     def _has(self, names: list[str], tree: int, level: int) -> bool:
-        """Whether this party's event for (tree, level) is already on chain (the restart check)."""
-        for ev in self.task.client.logs(self.task.contract, names, self.task_id, self._level_block(tree, level)):
+        """Whether this party's event for (tree, level) is already on chain (the restart check); once seen, the
+        answer cannot change, so it is remembered."""
+        key = (names[0], tree, level)
+        if key in self._seen:
+            return True
+        with self.timed("chain reads"):
+            events = self.task.client.logs(self.task.contract, names, self.task_id, self._level_block(tree, level))
+        for ev in events:
             a = ev.args
             if int(a["tree"]) == tree and int(a["level"]) == level and str(a["party"]) == self.address:
+                self._seen.add(key)
                 return True
         return False
 
@@ -387,7 +419,8 @@ class PartyNode:
 
     def _try(self, what: str, fn: Callable[[LocalAccount, int], Any]) -> bool:
         try:
-            fn(self.account, self.task_id)
+            with self.timed("transactions"):
+                fn(self.account, self.task_id)
             return True
         except ContractRevert as exc:
             if exc.name not in ("StepStillOpen", "WrongPhase", "WrongStatus"):
@@ -396,9 +429,11 @@ class PartyNode:
 
     def _vote(self, ctx: LevelContext) -> None:
         assert self.party is not None
-        votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote)
+        with self.timed("computing (votes)"):
+            votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote)
         try:
-            res = self.task.submit_votes(self.account, self.task_id, ctx.tree, ctx.level, votes.tolist())
+            with self.timed("transactions"):
+                res = self.task.submit_votes(self.account, self.task_id, ctx.tree, ctx.level, votes.tolist())
             self.log(f"tree {ctx.tree} level {ctx.level}: voted on {len(ctx.open_nodes)} nodes (gas {res.gas_used})")
         except ContractRevert as exc:
             if exc.name in ("AlreadyVoted", "WrongPhase", "StepDeadlinePassed"):
@@ -407,9 +442,11 @@ class PartyNode:
                 raise
 
     def _send_histograms(self, ctx: LevelContext, deadline: int) -> None:
-        hists = self.my_histograms(ctx)
+        with self.timed("computing (histograms)"):
+            hists = self.my_histograms(ctx)
         need = math.ceil(self.cfg.quorum_num * (len(self.parties) - 1) / self.cfg.quorum_den)
-        signatures, refusals = self._collect_endorsements(ctx, hists, need, deadline)
+        with self.timed("endorsement round trips"):
+            signatures, refusals = self._collect_endorsements(ctx, hists, need, deadline)
         if len(signatures) < need:
             ctx.refused = True
             self.log(
@@ -481,10 +518,12 @@ class PartyNode:
         ]
         if not todo:
             return
-        level_hists = self._submitted_histograms(ctx)
+        with self.timed("chain reads"):
+            level_hists = self._submitted_histograms(ctx)
         for _, node in todo:
             try:
-                self.task.resolve_node(self.account, self.task_id, node, ctx.open_nodes, level_hists)
+                with self.timed("transactions"):
+                    self.task.resolve_node(self.account, self.task_id, node, ctx.open_nodes, level_hists)
             except ContractRevert as exc:
                 if exc.name not in ("NodeNotOpen", "WrongPhase", "WrongStatus", "WrongStep"):
                     raise

@@ -1,0 +1,235 @@
+"""``fgbdt demo``: the whole story on one machine, through the REST API.
+
+Starts a devnet (anvil from npm, or the embedded py-evm chain served over JSON-RPC when anvil is missing), deploys
+the contracts, serves the API, and then plays a model requester who uses only the API: it creates an a9a task with a
+signed request, deposits the reward, lets four party node processes (each given only its skewed shard) join,
+approves them, starts training, follows it, and reads back the model, the contributions and rewards, and the audit
+verdict. The test error is printed next to centralized LightGBM and to each party training alone on the same bins.
+Everything it started is shut down at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from eth_account import Account
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from api.app import settings_app
+from api.client import auth_for, create_task_body
+from deploy.cli import UserError
+from deploy.requester import BlockClock, ChainSetup, Requester
+from ledger import reference as ref
+from ledger.client import ChainClient
+from ledger.contracts import TaskContract
+from ledger.forwarder import Forwarder
+from node.data import load_train_test
+from node.experiment import PrepConfig, evaluate, prepare, run
+from node.fvtree import TrainParams
+from node.model import Model
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help="devnet + API + 4 party nodes on a9a, end to end", description=__doc__)
+    p.add_argument("--parties", type=int, default=4)
+    p.add_argument("--theta", type=float, default=0.8)
+    p.add_argument("--trees", type=int, default=20)
+    p.add_argument("--depth", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--api-port", type=int, default=0, help="port of the API (default: a free one)")
+    p.add_argument("--chain", choices=("auto", "anvil", "embedded"), default="auto")
+    p.set_defaults(func=demo)
+
+
+@contextlib.contextmanager
+def devnet(kind: str, console: Console) -> Iterator[str]:
+    """A fresh local chain for the demo: anvil when available, else the embedded chain over JSON-RPC."""
+    from ledger.anvil import AnvilNotFound, anvil_binary, start_anvil
+
+    if kind in ("auto", "anvil"):
+        try:
+            anvil_binary()
+            node = start_anvil()
+            console.print(f"devnet: anvil at {node.url}")
+            try:
+                yield node.url
+            finally:
+                node.stop()
+            return
+        except AnvilNotFound:
+            if kind == "anvil":
+                raise
+    from ledger.embedded_rpc import start_embedded_chain
+
+    chain = start_embedded_chain()
+    console.print(f"devnet: embedded py-evm chain at {chain.url} (anvil not installed)")
+    try:
+        yield chain.url
+    finally:
+        chain.stop()
+
+
+@contextlib.contextmanager
+def api_server(rpc: str, contract: str, forwarder: str, relayer_key: str, port: int) -> Iterator[str]:
+    app = settings_app(rpc, contract, forwarder, relayer_key)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise UserError("the API server did not start")
+        time.sleep(0.05)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{bound}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def _ok(r: httpx.Response) -> dict[str, Any]:
+    if r.status_code >= 400:
+        raise UserError(f"API {r.request.method} {r.request.url.path} answered {r.status_code}: {r.text}")
+    return dict(r.json())
+
+
+def demo(args: argparse.Namespace) -> int:
+    console = Console()
+    started = time.monotonic()
+    params = TrainParams(trees=args.trees, depth=args.depth, bins=16, learning_rate=0.1, lam=0.1)
+    config = PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed)
+    train, test = load_train_test(DATA / "a9a.gz", DATA / "a9a.t.gz", seed=args.seed)
+    prep = prepare(train, test, params, config)
+    console.print(
+        f"data: a9a, {train.n_rows} training rows over {args.parties} parties (theta {args.theta}), "
+        f"{test.n_rows} test rows; {args.trees} trees of depth {args.depth}, 16 bins"
+    )
+    work = Path(tempfile.mkdtemp(prefix="fgbdt-demo-"))
+    with devnet(args.chain, console) as rpc:
+        client = ChainClient.connect(rpc)
+        deployer = client.new_account(10**22)
+        task = TaskContract.deploy(client, deployer)
+        forwarder_address = task.trusted_forwarder()
+        forwarder = Forwarder.at(client, forwarder_address)
+        relayer = Account.create()
+        client.fund(relayer.address, 10**21)
+        requester = Account.create()
+        client.fund(requester.address, 10**21)
+        console.print(f"contracts: FGBDTChain {task.address}, forwarder {forwarder_address}")
+        with api_server(rpc, task.address, forwarder_address, relayer.key.hex(), args.api_port) as api:
+            console.print(f"API: {api}/docs")
+            http = httpx.Client(base_url=api, timeout=120)
+            setup = ChainSetup(rpc=rpc, contract=task.address, requester=requester, workdir=work)
+            req = Requester(prep, setup)
+            low, high = prep.ranges
+            body = {
+                "task_schema": {"feature_min": [float(v) for v in low], "feature_max": [float(v) for v in high]},
+                "parameters": {
+                    "trees": params.trees,
+                    "depth": params.depth,
+                    "bins": params.bins,
+                    "hessian": "hessian",
+                    "min_parties": args.parties,
+                    "max_parties": args.parties,
+                    "join_blocks": 100_000,
+                    "step_blocks": setup.step_blocks,
+                    "lam": params.lam,
+                    "learning_rate": params.learning_rate,
+                    "min_rows": params.min_rows,
+                    "alpha": params.alpha,
+                    "overlap_threshold": setup.overlap_threshold,
+                },
+            }
+            created = _ok(http.post("/v1/tasks", json=create_task_body(forwarder, task, requester, body)))
+            req.task_id = tid = int(created["task_id"])
+            task.fund(requester, tid, 10**18)
+            console.print(f"task {tid} created through the API by requester {requester.address}; 1 ETH deposited")
+            try:
+                with BlockClock(client, setup.tick_seconds):
+                    req.launch_parties()
+                    payloads = req.wait_for_joins()
+                    for acct in req.accounts:
+                        auth = auth_for(forwarder, task, requester, "approve", tid, acct.address)
+                        _ok(http.post(f"/v1/tasks/{tid}/join-requests/{acct.address}/approve", json={"auth": auth}))
+                    edges = req.edges_for(payloads)
+                    auth = auth_for(forwarder, task, requester, "start", tid, edges)
+                    _ok(http.post(f"/v1/tasks/{tid}/start", json={"bin_edges": "0x" + edges.hex(), "auth": auth}))
+                    console.print(f"{args.parties} parties approved and training started through the API")
+                    _follow(req, params, console)
+                req.wait_parties()
+            finally:
+                req.stop_parties()
+            _results(http, tid, prep, console)
+    console.print(f"demo finished in {time.monotonic() - started:.0f} s; everything it started is stopped")
+    return 0
+
+
+def _follow(req: Requester, params: TrainParams, console: Console) -> None:
+    total = params.trees * params.depth
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        job = bar.add_task("training on chain", total=total)
+
+        def progress(info: dict[str, Any]) -> None:
+            done = total if info["status"] == "COMPLETED" else info["tree"] * params.depth + info["level"]
+            bar.update(
+                job,
+                completed=done,
+                description=f"tree {info['tree']} level {info['level']} | "
+                f"{info['txs']} txs | {info['gas'] / 1e6:.0f}M gas",
+            )
+
+        req.progress = progress
+        req.follow()
+
+
+def _results(http: httpx.Client, tid: int, prep: Any, console: Console) -> None:
+    model = Model.from_json_dict(_ok(http.get(f"/v1/tasks/{tid}/model")))
+    ours = evaluate(prep.params, prep.test.y, model.predict_proba(prep.test.X))
+    central, _, _ = run(prep, "centralized")
+    alone, _, _ = run(prep, "standalone")
+    table = Table(title="test error on a9a.t (same bins, same parameters)")
+    for col in ("model", "test error", "AUC"):
+        table.add_column(col, justify="right" if col != "model" else "left")
+    table.add_row("FV-tree, trained on chain", f"{ours['test_error']:.4f}", f"{ours['test_auc']:.4f}")
+    table.add_row("centralized LightGBM (all rows)", f"{central['test_error']:.4f}", f"{central['test_auc']:.4f}")
+    for pp in alone["per_party"]:
+        table.add_row(
+            f"party {pp['party']} alone ({pp['rows']} rows)",
+            f"{pp['standalone_test_error']:.4f}",
+            f"{pp['standalone_test_auc']:.4f}",
+        )
+    console.print(table)
+    contrib = _ok(http.get(f"/v1/tasks/{tid}/contributions"))
+    ct = Table(title="contributions and rewards (from the chain, via the API)")
+    for col in ("party", "address", "contribution", "share", "reward (ETH)"):
+        ct.add_column(col, justify="right")
+    for i, p in enumerate(contrib["parties"]):
+        ct.add_row(
+            str(i),
+            p["party"][:10] + "...",
+            f"{ref.from_fixed(int(p['total'])):.3f}",
+            f"{p['share']:.3f}",
+            f"{int(p['reward_assigned_wei']) / 1e18:.6f}",
+        )
+    console.print(ct)
+    audit = _ok(http.get(f"/v1/tasks/{tid}/audit"))
+    verdict = "OK" if audit["ok"] else f"MISMATCH: {audit['first_mismatch']}"
+    console.print(
+        f"audit of task {tid} (replayed from the chain with the Python reference): {verdict}"
+        + (f" ({audit['summary']})" if audit.get("summary") else "")
+    )
