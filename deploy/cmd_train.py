@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("--greedy", type=int, help="party index that stretches its gradient histograms")
     p.add_argument("--inflate", type=float, default=2.0, help="the greedy party's stretch factor")
     p.add_argument("--overlap-threshold", type=float, default=0.3, help="verifiers sign below this overlap")
-    p.add_argument("--step-blocks", type=int, default=40, help="blocks before a step's deadline")
+    p.add_argument("--step-blocks", type=int, default=120, help="blocks before a step's deadline")
     p.add_argument("--tick", type=float, default=0.25, help="seconds between blocks of the devnet's block clock")
     p.add_argument("--workdir", help="where shards, keys and party logs go (default: a temporary folder)")
     p.add_argument("--json", dest="json_out", help="write the report as JSON here")

@@ -49,7 +49,7 @@ class ChainSetup:
     requester: LocalAccount
     workdir: Path
     reward_wei: int = 10**18
-    step_blocks: int = 40
+    step_blocks: int = 120
     tick_seconds: float = 0.25
     overlap_threshold: float = 0.3
     greedy: int | None = None
