@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from deploy.cmd_simulate import add_training_arguments, load_data, objective_of,
 from deploy.requester import ChainSetup, run_task
 from ledger.client import ChainClient
 from node.experiment import prepare
+from node.fvtree import TrainParams
 from node.model import Model
 
 
@@ -76,26 +79,7 @@ def train(args: argparse.Namespace) -> int:
         greedy=args.greedy,
         inflate=args.inflate,
     )
-    total_levels = params.trees * params.depth
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=args.quiet,
-    ) as bar:
-        job = bar.add_task("on chain", total=total_levels)
-
-        def progress(info: dict[str, Any]) -> None:
-            done = total_levels if info["status"] == "COMPLETED" else info["tree"] * params.depth + info["level"]
-            bar.update(
-                job,
-                completed=done,
-                description=f"tree {info['tree']} level {info['level']} | "
-                f"{info['txs']} txs | {info['gas'] / 1e6:.0f}M gas",
-            )
-
+    with on_chain_progress(console, params, disable=args.quiet) as progress:
         try:
             report = run_task(prep, setup, progress)
         except RuntimeError as exc:
@@ -109,6 +93,34 @@ def train(args: argparse.Namespace) -> int:
         Path(args.model_out).parent.mkdir(parents=True, exist_ok=True)
         Model.from_json_dict(model).save(args.model_out)
     return 0
+
+
+@contextlib.contextmanager
+def on_chain_progress(
+    console: Console, params: TrainParams, disable: bool = False
+) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A progress bar over the task's levels, fed by the requester's reports (tree, level, transactions, gas)."""
+    total = params.trees * params.depth
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=disable,
+    ) as bar:
+        job = bar.add_task("training on chain", total=total)
+
+        def progress(info: dict[str, Any]) -> None:
+            done = total if info["status"] == "COMPLETED" else info["tree"] * params.depth + info["level"]
+            bar.update(
+                job,
+                completed=done,
+                description=f"tree {info['tree']} level {info['level']} | "
+                f"{info['txs']} txs | {info['gas'] / 1e6:.0f}M gas",
+            )
+
+        yield progress
 
 
 def print_report(console: Console, report: dict[str, Any]) -> None:

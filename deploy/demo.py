@@ -23,12 +23,12 @@ import httpx
 import uvicorn
 from eth_account import Account
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from api.app import settings_app
 from api.client import auth_for, create_task_body
 from deploy.cli import UserError
+from deploy.cmd_train import on_chain_progress
 from deploy.requester import BlockClock, ChainSetup, Requester
 from ledger import reference as ref
 from ledger.client import ChainClient
@@ -178,21 +178,7 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def _follow(req: Requester, params: TrainParams, console: Console) -> None:
-    total = params.trees * params.depth
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as bar:
-        job = bar.add_task("training on chain", total=total)
-
-        def progress(info: dict[str, Any]) -> None:
-            done = total if info["status"] == "COMPLETED" else info["tree"] * params.depth + info["level"]
-            bar.update(
-                job,
-                completed=done,
-                description=f"tree {info['tree']} level {info['level']} | "
-                f"{info['txs']} txs | {info['gas'] / 1e6:.0f}M gas",
-            )
-
+    with on_chain_progress(console, params) as progress:
         req.progress = progress
         req.follow()
 

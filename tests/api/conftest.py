@@ -15,31 +15,17 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.service import Backend, Settings
-from ledger.anvil import Anvil, start_anvil
+from ledger.anvil import Anvil
 from ledger.client import ChainClient
-from ledger.compile import Artifact, compile_all
+from ledger.compile import Artifact
 from ledger.contracts import TaskContract
 from ledger.forwarder import Forwarder
 
 
 @pytest.fixture(scope="session")
-def api_artifacts() -> dict[str, Artifact]:
-    return compile_all()
-
-
-@pytest.fixture(scope="session")
-def api_anvil() -> Iterator[Anvil]:
-    node = start_anvil()
-    try:
-        yield node
-    finally:
-        node.stop()
-
-
-@pytest.fixture(scope="session")
-def chain(api_anvil: Anvil, api_artifacts: dict[str, Artifact]) -> ChainClient:
-    client = ChainClient.connect(api_anvil.url)
-    client.artifacts = api_artifacts
+def chain(anvil_node: Anvil, artifacts: dict[str, Artifact]) -> ChainClient:
+    client = ChainClient.connect(anvil_node.url)
+    client.artifacts = artifacts
     return client
 
 
@@ -59,9 +45,9 @@ def relayer(chain: ChainClient) -> LocalAccount:
 
 
 @pytest.fixture(scope="session")
-def backend(api_anvil: Anvil, task: TaskContract, relayer: LocalAccount, api_artifacts: dict[str, Artifact]) -> Backend:
-    settings = Settings(api_anvil.url, task.address, relayer_key="0x" + bytes(relayer.key).hex())
-    return Backend(settings, api_artifacts)
+def backend(anvil_node: Anvil, task: TaskContract, relayer: LocalAccount, artifacts: dict[str, Artifact]) -> Backend:
+    settings = Settings(anvil_node.url, task.address, relayer_key="0x" + bytes(relayer.key).hex())
+    return Backend(settings, artifacts)
 
 
 @pytest.fixture(scope="session")

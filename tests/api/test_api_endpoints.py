@@ -309,13 +309,13 @@ def test_chain_down_is_503_with_retry_after(task: TaskContract, relayer: LocalAc
         assert r.status_code == 503 and r.headers["retry-after"] == "5"
 
 
-def test_chain_going_down_is_503(api_artifacts: dict[str, Any], relayer: LocalAccount) -> None:
+def test_chain_going_down_is_503(artifacts: dict[str, Any], relayer: LocalAccount) -> None:
     node = start_anvil()
     try:
         client = ChainClient.connect(node.url)
-        client.artifacts = api_artifacts
+        client.artifacts = artifacts
         task = TaskContract.deploy(client, client.new_account(10**20))
-        backend = Backend(Settings(node.url, task.address, rpc_timeout=2), api_artifacts)
+        backend = Backend(Settings(node.url, task.address, rpc_timeout=2), artifacts)
         with TestClient(create_app(backend), raise_server_exceptions=False) as c:
             assert c.get("/v1/tasks").status_code == 200
             node.stop()
@@ -338,8 +338,8 @@ def test_unexpected_error_is_500_without_trace(backend: Backend, monkeypatch: py
     assert r.status_code == 500 and "secret" not in r.text and "Traceback" not in r.text
 
 
-def test_read_only_api_refuses_writes(api_anvil: Any, task: TaskContract, chain: ChainClient, signer: Signer) -> None:
-    ro = Backend(Settings(api_anvil.url, task.address))
+def test_read_only_api_refuses_writes(anvil_node: Any, task: TaskContract, chain: ChainClient, signer: Signer) -> None:
+    ro = Backend(Settings(anvil_node.url, task.address))
     with TestClient(create_app(ro), raise_server_exceptions=False) as c:
         acct = chain.new_account(0)
         r = c.post("/v1/tasks", json=signer.create_body(acct, CREATE))

@@ -107,10 +107,10 @@ def test_serve_settings_errors(tmp_path: Path, task: TaskContract) -> None:
 
 
 def test_fgbdt_serve_process(
-    tmp_path: Path, api_anvil: Anvil, task: TaskContract, forwarder: Forwarder, relayer: LocalAccount, signer: Signer
+    tmp_path: Path, anvil_node: Anvil, task: TaskContract, forwarder: Forwarder, relayer: LocalAccount, signer: Signer
 ) -> None:
     dep = tmp_path / "deployment.json"
-    dep.write_text(json.dumps({"rpc_url": api_anvil.url, "contracts": {"FGBDTChain": task.address}}))
+    dep.write_text(json.dumps({"rpc_url": anvil_node.url, "contracts": {"FGBDTChain": task.address}}))
     key = tmp_path / "relayer.key"
     key.write_text("0x" + bytes(relayer.key).hex())
     port = free_port()

@@ -7,29 +7,13 @@ A missing anvil fails the session instead of skipping: the suite must not silent
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from eth_account.signers.local import LocalAccount
 
-from ledger.anvil import Anvil, start_anvil
+from ledger.anvil import Anvil
 from ledger.client import ChainClient
-from ledger.compile import Artifact, compile_all
+from ledger.compile import Artifact
 from ledger.contracts import MathContract, TaskContract
-
-
-@pytest.fixture(scope="session")
-def artifacts() -> dict[str, Artifact]:
-    return compile_all()
-
-
-@pytest.fixture(scope="session")
-def anvil_node() -> Iterator[Anvil]:
-    node = start_anvil()
-    try:
-        yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="session")

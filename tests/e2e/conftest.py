@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ledger.anvil import Anvil, start_anvil
+from ledger.anvil import Anvil
 from ledger.client import ChainClient
 from ledger.contracts import TaskContract
 
 
 @pytest.fixture(scope="session")
-def e2e_anvil() -> Iterator[Anvil]:
-    node = start_anvil()
-    try:
-        yield node
-    finally:
-        node.stop()
-
-
-@pytest.fixture(scope="session")
-def e2e_contract(e2e_anvil: Anvil) -> str:
-    client = ChainClient.connect(e2e_anvil.url)
+def e2e_contract(anvil_node: Anvil) -> str:
+    client = ChainClient.connect(anvil_node.url)
     return TaskContract.deploy(client, client.new_account(10**22)).address
 
 

@@ -37,12 +37,12 @@ def _setup(url: str, contract: str, workdir: Path, **kw: Any) -> ChainSetup:
     return ChainSetup(rpc=url, contract=contract, requester=requester, workdir=workdir, **kw)
 
 
-def test_chain_model_equals_simulate(e2e_anvil: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path) -> None:
+def test_chain_model_equals_simulate(anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path) -> None:
     prep = _prep(toy_csv)
-    report = run_task(prep, _setup(e2e_anvil.url, e2e_contract, tmp_path))
+    report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
     sim_report, sim_model, sim = run(prep, "fvtree", keep_levels=True)
     assert sim_model is not None and sim is not None
-    chain = model_from_chain(TaskContract.at(ChainClient.connect(e2e_anvil.url), e2e_contract), report["task"])
+    chain = model_from_chain(TaskContract.at(ChainClient.connect(anvil_node.url), e2e_contract), report["task"])
     assert chain.edges == sim_model.edges
     for t, (a, b) in enumerate(zip(chain.trees, sim_model.trees, strict=True)):
         got = {k: (v.feature, v.threshold, v.gain_fixed, v.value_fixed) for k, v in a.nodes.items()}
@@ -52,7 +52,7 @@ def test_chain_model_equals_simulate(e2e_anvil: Anvil, e2e_contract: str, toy_cs
     assert report["test_error"] == sim_report["test_error"]
     assert report["rejected_histograms"] == [0, 0, 0]
     # every vote on chain is the simulator's vote
-    task = TaskContract.at(ChainClient.connect(e2e_anvil.url), e2e_contract)
+    task = TaskContract.at(ChainClient.connect(anvil_node.url), e2e_contract)
     parties = task.parties(report["task"])
     chain_votes = {
         (int(e.args["tree"]), int(e.args["level"]), parties.index(str(e.args["party"]))): [
@@ -66,10 +66,10 @@ def test_chain_model_equals_simulate(e2e_anvil: Anvil, e2e_contract: str, toy_cs
 
 
 def test_greedy_party_is_refused_and_earns_nothing_extra(
-    e2e_anvil: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
 ) -> None:
     prep = _prep(toy_csv)
-    greedy = run_task(prep, _setup(e2e_anvil.url, e2e_contract, tmp_path, greedy=1, inflate=4.0, step_blocks=12))
+    greedy = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path, greedy=1, inflate=4.0, step_blocks=12))
     _, _, honest = run(prep, "fvtree")
     assert honest is not None
     rejected = greedy["rejected_histograms"]
@@ -82,10 +82,10 @@ def test_greedy_party_is_refused_and_earns_nothing_extra(
 
 
 def test_killed_party_resumes_from_chain_state(
-    e2e_anvil: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
 ) -> None:
     prep = _prep(toy_csv)
-    req = Requester(prep, _setup(e2e_anvil.url, e2e_contract, tmp_path, step_blocks=60))
+    req = Requester(prep, _setup(anvil_node.url, e2e_contract, tmp_path, step_blocks=60))
     req.open_task()
     try:
         with BlockClock(req.client, 0.25):
