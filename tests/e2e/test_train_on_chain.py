@@ -69,7 +69,7 @@ def test_greedy_party_is_refused_and_earns_nothing_extra(
     anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
 ) -> None:
     prep = _prep(toy_csv)
-    greedy = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path, greedy=1, inflate=4.0, step_blocks=12))
+    greedy = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path, greedy=1, inflate=4.0, step_blocks=24))
     _, _, honest = run(prep, "fvtree")
     assert honest is not None
     rejected = greedy["rejected_histograms"]
