@@ -74,7 +74,7 @@ def devnet(kind: str, console: Console) -> Iterator[str]:
                 raise
     from ledger.embedded_rpc import start_embedded_chain
 
-    chain = start_embedded_chain()
+    chain = start_embedded_chain(process=True)
     console.print(f"devnet: embedded py-evm chain at {chain.url} (anvil not installed)")
     try:
         yield chain.url
