@@ -525,7 +525,11 @@ class PartyNode:
                 with self.timed("transactions"):
                     self.task.resolve_node(self.account, self.task_id, node, ctx.open_nodes, level_hists)
             except ContractRevert as exc:
-                if exc.name not in ("NodeNotOpen", "WrongPhase", "WrongStatus", "WrongStep"):
+                # another party may have resolved it first (a race that can fail after the gas estimate passed)
+                st = self.task.state(self.task_id)
+                resolved = bool((st.resolved_mask >> (node - base)) & 1)
+                still_open = (st.tree, st.level) == (ctx.tree, ctx.level) and not resolved
+                if still_open and exc.name not in ("NodeNotOpen", "WrongPhase", "WrongStatus", "WrongStep"):
                     raise
                 return
 
