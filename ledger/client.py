@@ -299,6 +299,9 @@ class ChainClient:
             self._nonces[sender.address] += 1
         receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=600)
         if int(receipt["status"]) != 1:
+            if int(receipt["gasUsed"]) >= int(tx["gas"]):
+                # the state changed between the estimate and the block (e.g. this call now also closes a level)
+                raise ContractRevert("OutOfGas", (int(tx["gas"]),), b"", function)
             raise self._replay_failure(tx, receipt, function)
         self.gas_log.append(GasRecord(function, int(receipt["gasUsed"]), len(bytes.fromhex(_hex(tx["data"])))))
         return receipt

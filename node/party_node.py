@@ -164,6 +164,7 @@ class PartyNode:
         self._contexts: dict[tuple[int, int], LevelContext] = {}
         self._level_blocks: dict[tuple[int, int], int] = {}
         self._seen: set[tuple[str, int, int]] = set()
+        self._resolve_failures: dict[int, int] = {}
         self._level_scan = 0
         self._http = httpx.Client(timeout=settings.endorse_timeout)
         self._last_attempt = 0.0
@@ -525,12 +526,12 @@ class PartyNode:
                 with self.timed("transactions"):
                     self.task.resolve_node(self.account, self.task_id, node, ctx.open_nodes, level_hists)
             except ContractRevert as exc:
-                # another party may have resolved it first (a race that can fail after the gas estimate passed)
-                st = self.task.state(self.task_id)
-                resolved = bool((st.resolved_mask >> (node - base)) & 1)
-                still_open = (st.tree, st.level) == (ctx.tree, ctx.level) and not resolved
-                if still_open and exc.name not in ("NodeNotOpen", "WrongPhase", "WrongStatus", "WrongStep"):
-                    raise
+                # Another party may have resolved it first, or resolved the others so that this call now also
+                # closes the level and needs more gas than estimated: both are settled by looking again next poll.
+                failures = self._resolve_failures.get(node, 0) + 1
+                self._resolve_failures[node] = failures
+                if failures > 20:
+                    raise NodeError(f"resolving node {node} keeps failing: {exc}") from exc
                 return
 
     def _submitted_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]]:
