@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,12 @@ def main() -> int:
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="bench/results/comm.json")
+    ap.add_argument("--from-json", help="only print the table of an earlier run's JSON")
     args = ap.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            print_table(json.load(f))
+        return 0
     train, test = load(args.data, args.seed)
     params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins)
     rows = []
@@ -44,10 +50,13 @@ def main() -> int:
         prep = prepare(
             train.subset(keep), test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed)
         )
-        report, _, _ = run(prep, "fvtree")
+        report, _, trained = run(prep, "fvtree")
+        assert trained is not None
+        splits = sum(1 for t in trained.trees for node in t.nodes.values() if not node.is_leaf) / args.trees
         per_tree = report["comm_bytes_per_party_per_tree"]
         rows.append(
             {
+                "split_nodes_per_tree": splits,
                 "fraction": frac,
                 "rows": len(keep),
                 "bytes_per_party_per_tree": per_tree,
@@ -59,30 +68,35 @@ def main() -> int:
     formula = paper_formula(args.depth, args.parties, params.nbins)
     quorum = endorsement_quorum(args.parties)
     bound = sum(level_traffic(2**lvl, 2, params.nbins, args.parties, quorum).total for lvl in range(args.depth))
+    result = {
+        "command": "python -m bench.comm " + " ".join(sys.argv[1:]),
+        "rows": rows,
+        "paper_formula_bytes_per_tree": formula,
+        "full_tree_bytes_per_party": bound,
+        "depth": args.depth,
+    }
     with open(args.out, "w") as f:
-        json.dump(
-            {
-                "command": "python -m bench.comm " + " ".join(sys.argv[1:]),
-                "rows": rows,
-                "paper_formula_bytes_per_tree": formula,
-            },
-            f,
-            indent=1,
-        )
+        json.dump(result, f, indent=1)
+    print_table(result)
+    return 0
+
+
+def print_table(result: dict[str, Any]) -> None:
     print(
         "| training rows | KiB sent per party per tree (mean / max over parties) | split nodes per tree "
         "| setup KiB per party (once) |"
     )
     print("|---|---|---|---|")
-    for r in rows:
+    for r in result["rows"]:
         b = r["bytes_per_party_per_tree"]
         print(
             f"| {r['rows']} ({100 * r['fraction']:.0f}%) | {np.mean(b) / 1024:.1f} / {max(b) / 1024:.1f} "
-            f"| {np.mean(r['setup_bytes_per_party']) / 1024:.1f} |"
+            f"| {r['split_nodes_per_tree']:.1f} | {np.mean(r['setup_bytes_per_party']) / 1024:.1f} |"
         )
-    print(f"\nfull tree ({2**args.depth - 1} splits), any rows: {bound / 1024:.1f} KiB sent per party per tree")
-    print(f"paper's formula (full trees, sent and received): {formula / 1024:.1f} KiB per party per tree")
-    return 0
+    splits = 2 ** result["depth"] - 1
+    bound, formula = result["full_tree_bytes_per_party"] / 1024, result["paper_formula_bytes_per_tree"] / 1024
+    print(f"\nfull tree ({splits} splits), any rows: {bound:.1f} KiB sent per party per tree")
+    print(f"paper's formula (full trees, sent and received): {formula:.1f} KiB per party per tree")
 
 
 if __name__ == "__main__":
