@@ -37,7 +37,7 @@ from node.fvtree import LocalParty, TrainParams, open_positions, route
 from node.model import bin_matrix
 from node.psd import build_psd
 from node.publish import decode_join, encode_join
-from node.verify import estimate_histograms, level_overlap
+from node.verify import endorsement_overlap, estimate_histograms
 from node.weights import distribution_weights
 
 CHAIN_DOWN: tuple[type[BaseException], ...] = (OSError, TimeoutError)
@@ -593,7 +593,7 @@ class PartyNode:
                 ctx.g,
                 self.W[:, self.parties.index(party)],
             )
-        overlap = level_overlap(claimed_g, claimed_n, est_g, est_n)
+        overlap = endorsement_overlap(hists, claimed_g, claimed_n, est_g, est_n)
         threshold = ref.from_fixed(self.cfg.overlap_threshold)
         if not overlap < threshold:
             return 422, {

@@ -13,8 +13,11 @@ thresholds the magnitude-weighted version, ``level_overlap``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from ledger.reference import NodeHistograms
 from node.histogram import BinnedRows
 
 
@@ -45,6 +48,23 @@ def level_overlap(claimed_g: np.ndarray, claimed_n: np.ndarray, est_g: np.ndarra
         den = float(np.maximum(np.abs(a), np.abs(b)).sum())
         out += float(np.abs(a - b).sum()) / den if den > 0 else 0.0
     return out / 2
+
+
+def endorsement_overlap(
+    hists: Sequence[NodeHistograms],
+    claimed_g: np.ndarray,
+    claimed_n: np.ndarray,
+    est_g: np.ndarray,
+    est_n: np.ndarray,
+) -> float:
+    """The overlap a verifier compares with the threshold, 0 for an all-zero level.
+
+    A party without rows in the level's open nodes sends zeros: a null player that earns nothing. The PSD-based
+    estimate (noisy counts) may still expect a few rows there, and would refuse it with an overlap of 1.
+    """
+    if all(not any(map(any, (*h.g, *h.h, *h.n))) for h in hists):
+        return 0.0
+    return level_overlap(claimed_g, claimed_n, est_g, est_n)
 
 
 def estimate_histograms(

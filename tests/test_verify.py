@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ledger.reference import NodeHistograms
 from node.histogram import BinnedRows
 from node.psd import build_psd
-from node.verify import estimate_histograms, level_overlap, overlap, relative_differences
+from node.verify import endorsement_overlap, estimate_histograms, level_overlap, overlap, relative_differences
 from node.weights import distribution_weights
 
 
@@ -63,3 +64,14 @@ def test_verifier_estimate_reproduces_the_other_partys_counts_where_the_psd_is_e
     for c, f in enumerate(cands[0]):
         np.testing.assert_allclose(est_n[0, c], np.bincount(their_slots[:, f], minlength=3), rtol=1e-9)
     assert est_g.shape == (1, 2, 3)
+
+
+def test_an_all_zero_level_is_endorsed_and_anything_else_is_measured() -> None:
+    zero = NodeHistograms((0, 1), ((0, 0), (0, 0)), ((0, 0), (0, 0)), ((0, 0), (0, 0)))
+    est_g, est_n = np.array([[[0.4, 0.1], [0.2, 0.3]]]), np.array([[[2.0, 1.0], [1.0, 2.0]]])
+    claimed = np.zeros((1, 2, 2))
+    assert level_overlap(claimed, claimed, est_g, est_n) == pytest.approx(1.0)  # what the bare overlap says
+    assert endorsement_overlap([zero], claimed, claimed, est_g, est_n) == 0.0  # a null player: signed
+    stray = NodeHistograms((0, 1), ((0, 0), (0, 0)), ((0, 0), (0, 0)), ((0, 1), (0, 0)))  # one row somewhere
+    n = np.array([[[0.0, 1.0], [0.0, 0.0]]])
+    assert endorsement_overlap([stray], claimed, n, est_g, est_n) == level_overlap(claimed, n, est_g, est_n) > 0.3
