@@ -126,6 +126,8 @@ class Requester:
         self.accounts: list[LocalAccount] = []
         self.procs: list[subprocess.Popen[bytes]] = []
         self.commands: list[list[str]] = []
+        self._scanned = 0
+        self._txs = self._gas = 0
         self.start_block = 0
         self.log_paths: list[Path] = []
 
@@ -256,8 +258,6 @@ class Requester:
     def follow(self) -> None:
         """Until the task completes, reporting (tree, level, transactions, gas) as it goes."""
         deadline = time.monotonic() + self.setup.timeout_seconds
-        txs = gas = 0
-        scanned = self.start_block
         last: tuple[int, int] = (-1, -1)
         while True:
             self._check_parties_alive()
@@ -267,11 +267,7 @@ class Requester:
             except (OSError, TimeoutError):  # the chain may be restarting: parties ride it out, so does the requester
                 time.sleep(1.0)
                 continue
-            for b in range(scanned + 1, latest + 1):
-                block = self.client.w3.eth.get_block(b)
-                txs += len(block["transactions"])
-                gas += int(block["gasUsed"])
-            scanned = max(scanned, latest)
+            txs, gas = self._count_blocks(latest)
             if (st.tree, st.level) != last or st.status != Status.TRAINING:
                 last = (st.tree, st.level)
                 self.progress({"tree": st.tree, "level": st.level, "txs": txs, "gas": gas, "status": st.status.name})
@@ -336,7 +332,7 @@ class Requester:
         rejected = [sum(1 for k in voted - sent if k[2] == p) for p in parties]
         totals = [self.task.contribution(self.task_id, p) for p in parties]
         positive = sum(max(t, 0) for t in totals)
-        txs, gas = self._tx_and_gas()
+        txs, gas = self._count_blocks(self.client.block_number)
         return {
             "task": self.task_id,
             "contract": self.task.address,
@@ -371,13 +367,14 @@ class Requester:
             "model": model.to_json_dict(),
         }
 
-    def _tx_and_gas(self) -> tuple[int, int]:
-        txs = gas = 0
-        for b in range(self.start_block + 1, self.client.block_number + 1):
+    def _count_blocks(self, latest: int) -> tuple[int, int]:
+        """Transactions and gas since the task was opened, reading each block once (follow and report share it)."""
+        for b in range(max(self._scanned, self.start_block) + 1, latest + 1):
             block = self.client.w3.eth.get_block(b)
-            txs += len(block["transactions"])
-            gas += int(block["gasUsed"])
-        return txs, gas
+            self._txs += len(block["transactions"])
+            self._gas += int(block["gasUsed"])
+        self._scanned = max(self._scanned, latest)
+        return self._txs, self._gas
 
 
 def run_task(prep: Prepared, setup: ChainSetup, progress: Progress | None = None) -> dict[str, Any]:

@@ -133,12 +133,20 @@ def start_anvil(
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child process
     proc = subprocess.Popen(anvil_command(port, state), stdout=out, stderr=subprocess.STDOUT, start_new_session=detach)
     anvil = Anvil(proc, port)
-    deadline = time.monotonic() + startup_timeout
+    wait_until_ready(proc, anvil.url, "anvil", startup_timeout, log)
+    return anvil
+
+
+def wait_until_ready(
+    process: subprocess.Popen[bytes], url: str, what: str, timeout: float, log: Path | None = None
+) -> None:
+    """Wait until the JSON-RPC node at ``url`` answers; stop it and raise if it exits or the timeout passes."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"anvil exited with code {proc.returncode} (see {log or 'its output'})")
-        if rpc_ready(anvil.url):
-            return anvil
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {process.returncode} (see {log or 'its output'})")
+        if rpc_ready(url):
+            return
         time.sleep(0.1)
-    anvil.stop()
-    raise RuntimeError("anvil did not answer within the startup timeout")
+    stop_process(process)
+    raise RuntimeError(f"{what} did not answer within the startup timeout")

@@ -36,7 +36,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,7 +46,7 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import to_checksum_address
 
-from ledger.anvil import DEFAULT_CHAIN_ID, free_port, rpc_ready, stop_process
+from ledger.anvil import DEFAULT_CHAIN_ID, free_port, stop_process, wait_until_ready
 from ledger.client import DEFAULT_GAS_LIMIT
 from ledger.compile import REPO_ROOT
 from ledger.errors import ERROR_SELECTOR
@@ -658,15 +657,8 @@ def start_embedded_chain(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach, env=env)
     chain = EmbeddedChain(port=port, process=proc)
-    deadline = time.monotonic() + startup_timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"embedded chain exited with code {proc.returncode} (see {log or 'its output'})")
-        if rpc_ready(chain.url):
-            return chain
-        time.sleep(0.1)
-    chain.stop()
-    raise RuntimeError("embedded chain did not answer within the startup timeout")
+    wait_until_ready(proc, chain.url, "embedded chain", startup_timeout, log)
+    return chain
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from ledger import reference as ref
 from ledger.chain_model import task_edges
 from ledger.client import Event
 from ledger.contracts import Membership, Phase, Status, TaskContract
-from ledger.encoding import endorsement_digest, merkle_root, node_hash, sign_endorsement
+from ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from ledger.errors import ContractRevert
 from node.binning import fixed_round, local_sketch, sketch_rng
 from node.data import Dataset
@@ -608,8 +608,6 @@ class PartyNode:
 
 
 def _blocks(hists: Sequence[ref.NodeHistograms]) -> list[list[int]]:
-    from ledger.encoding import node_block
-
     return [node_block(h) for h in hists]
 
 
