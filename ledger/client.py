@@ -10,16 +10,21 @@ gas is recorded per function for the gas report; (4) events are decoded from rec
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from eth_abi.exceptions import EncodingError
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
 from web3 import Web3
 from web3.contract import Contract
+from web3.exceptions import TransactionIndexingInProgress, TransactionNotFound
+from web3.types import RPCEndpoint
 
+from ledger.abi_codec import EventCoder, FunctionCoder, event_coders, function_coders
 from ledger.compile import Artifact, compile_all
 from ledger.errors import ContractRevert, ErrorDecoder, revert_data_of
 
@@ -83,7 +88,10 @@ class ChainClient:
         self._global = threading.Lock()
         self._contracts: dict[str, Contract] = {}
         self._topics: dict[bytes, tuple[str, str]] = {}
+        self._event_coders: dict[bytes, EventCoder] = {}
+        self._function_coders: dict[str, dict[str, FunctionCoder]] = {}
         self._key_counter = 0
+        self._fees: tuple[float, int, int] | None = None
         self.chain_id: int = int(w3.eth.chain_id)
 
     # -------------------------------------------------------------- construction
@@ -91,7 +99,15 @@ class ChainClient:
     @classmethod
     def connect(cls, url: str, timeout: float = 120.0) -> ChainClient:
         """Client of a JSON-RPC node (anvil)."""
-        return cls(Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": timeout})))
+        # web3 validates every call and estimate against eth_chainId, an extra round trip each unless cached; the
+        # chain id of a node cannot change, so that one request is cached (nothing else is).
+        provider = Web3.HTTPProvider(
+            url,
+            request_kwargs={"timeout": timeout},
+            cache_allowed_requests=True,
+            cacheable_requests={RPCEndpoint("eth_chainId")},
+        )
+        return cls(Web3(provider))
 
     @classmethod
     def embedded(cls, gas_limit: int = DEFAULT_GAS_LIMIT) -> ChainClient:
@@ -150,10 +166,10 @@ class ChainClient:
         art = self.artifacts[name]
         contract = self.w3.eth.contract(address=to_checksum_address(address), abi=art.abi)
         self._contracts[contract.address.lower()] = contract
-        for item in art.abi:
-            if item.get("type") == "event":
-                types = ",".join(_canonical(i) for i in item["inputs"])
-                self._topics[keccak(text=f"{item['name']}({types})")] = (name, item["name"])
+        self._function_coders[contract.address.lower()] = function_coders(art.abi)
+        for topic, coder in event_coders(art.abi).items():
+            self._topics[topic] = (name, coder.name)
+            self._event_coders[topic] = coder
         return contract
 
     def deploy(self, name: str, sender: LocalAccount, *args: Any, value: int = 0) -> Contract:
@@ -167,12 +183,27 @@ class ChainClient:
         return self.register(name, address)
 
     def call(self, contract: Contract, function: str, *args: Any, sender: str | None = None) -> Any:
-        """A read-only call; reverts raise :class:`ContractRevert`."""
-        fn = getattr(contract.functions, function)(*args)
+        """A read-only call; reverts raise :class:`ContractRevert`. Coded by :mod:`ledger.abi_codec` where it can
+        (the node polls task state many times a second), else by web3's contract function."""
+        coder = self._function_coders.get(contract.address.lower(), {}).get(function)
+        params: dict[str, Any] = {"to": contract.address}
+        if sender:
+            params["from"] = sender
         try:
-            return fn.call({"from": sender} if sender else {})
+            if coder is None:
+                raise EncodingError("no direct coder")
+            params["data"] = "0x" + coder.encode(self.w3.codec, args).hex()
+        except (EncodingError, TypeError, ValueError):
+            fn = getattr(contract.functions, function)(*args)
+            try:
+                return fn.call({"from": sender} if sender else {})
+            except Exception as exc:
+                raise self._revert(exc, function) from exc
+        try:
+            data = self.w3.eth.call(params)  # type: ignore[arg-type]
         except Exception as exc:
             raise self._revert(exc, function) from exc
+        return coder.decode_result(self.w3.codec, bytes(data))
 
     def call_many(self, contract: Contract, function: str, arg_lists: Sequence[Sequence[Any]]) -> list[Any]:
         """Many read-only calls of one function, batched into one JSON-RPC request when the provider allows it."""
@@ -194,8 +225,7 @@ class ChainClient:
 
     def transact(self, contract: Contract, function: str, *args: Any, sender: LocalAccount, value: int = 0) -> TxResult:
         """Send a transaction and wait for it. Reverts raise :class:`ContractRevert` with the error's name."""
-        fn = getattr(contract.functions, function)(*args)
-        data = fn._encode_transaction_data()
+        data = self.encode_call(contract, function, args)
         receipt = self._send(sender, {"to": contract.address, "data": data, "value": value}, function, contract)
         return TxResult(
             function=function,
@@ -204,6 +234,17 @@ class ChainClient:
             gas_used=int(receipt["gasUsed"]),
             events=self.decode_events(receipt["logs"]),
         )
+
+    def encode_call(self, contract: Contract, function: str, args: Sequence[Any]) -> str:
+        """Calldata of ``function(*args)``: straight through the ABI codec (see :mod:`ledger.abi_codec`), or web3's
+        contract function where the codec does not take the arguments as given (e.g. hex strings for bytes)."""
+        coder = self._function_coders.get(contract.address.lower(), {}).get(function)
+        if coder is not None:
+            try:
+                return "0x" + coder.encode(self.w3.codec, args).hex()
+            except (EncodingError, TypeError, ValueError):
+                pass
+        return str(getattr(contract.functions, function)(*args)._encode_transaction_data())
 
     def decode_events(self, logs: Iterable[Any]) -> list[Event]:
         """Decode every log emitted by a registered contract (others are skipped)."""
@@ -216,13 +257,13 @@ class ChainClient:
             contract = self._contracts.get(str(log["address"]).lower())
             if key not in self._topics or contract is None:
                 continue
-            _, event_name = self._topics[key]
-            decoded = getattr(contract.events, event_name)().process_log(log)
+            coder = self._event_coders[key]
+            args = coder.decode(self.w3.codec, [bytes(t) for t in topics], bytes(log["data"]))
             tx_hash = log.get("transactionHash")
             out.append(
                 Event(
-                    event_name,
-                    dict(decoded["args"]),
+                    coder.name,
+                    args,
                     str(log["address"]),
                     int(log.get("blockNumber") or 0),
                     int(log.get("logIndex") or 0),
@@ -280,11 +321,11 @@ class ChainClient:
             estimate = int(self.w3.eth.estimate_gas(tx))  # type: ignore[arg-type]
         except Exception as exc:
             raise self._revert(exc, function) from exc
-        latest = self.w3.eth.get_block("latest")
-        tx["gas"] = min(int(latest["gasLimit"]), estimate + estimate // 4 + 50_000)
+        gas_limit, base_fee = self._fee_basis()
+        tx["gas"] = min(gas_limit, estimate + estimate // 4 + 50_000)
         # Twice the base fee (plus 1 wei) always clears the next block; eth_gasPrice on anvil suggests ~1000x more,
         # which would drain test accounts on large transactions for nothing.
-        tx["gasPrice"] = 2 * int(latest.get("baseFeePerGas", 0) or 0) + 1
+        tx["gasPrice"] = 2 * base_fee + 1
         lock = self._lock_for(sender.address)
         with lock:
             if sender.address not in self._nonces:
@@ -297,7 +338,7 @@ class ChainClient:
                 self._nonces.pop(sender.address, None)  # resynchronise from the node next time
                 raise self._revert(exc, function) from exc
             self._nonces[sender.address] += 1
-        receipt = self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=600)
+        receipt = self._wait_receipt(tx_hash, timeout=600.0)
         if int(receipt["status"]) != 1:
             if int(receipt["gasUsed"]) >= int(tx["gas"]):
                 # the state changed between the estimate and the block (e.g. this call now also closes a level)
@@ -305,6 +346,36 @@ class ChainClient:
             raise self._replay_failure(tx, receipt, function)
         self.gas_log.append(GasRecord(function, int(receipt["gasUsed"]), len(bytes.fromhex(_hex(tx["data"])))))
         return receipt
+
+    def _fee_basis(self) -> tuple[int, int]:
+        """(block gas limit, base fee) of the latest block, re-read at most once a second: the base fee moves by at
+        most 1/8 per block, far inside the 2x margin of the gas price, and one read per transaction was a fifth of a
+        transaction's round trips."""
+        now = time.monotonic()
+        with self._global:
+            cached = self._fees
+        if cached is not None and now - cached[0] < 1.0:
+            return cached[1], cached[2]
+        latest = self.w3.eth.get_block("latest")
+        limit, fee = int(latest["gasLimit"]), int(latest.get("baseFeePerGas", 0) or 0)
+        with self._global:
+            self._fees = (now, limit, fee)
+        return limit, fee
+
+    def _wait_receipt(self, tx_hash: Any, timeout: float) -> Any:
+        """The receipt, polled from a few milliseconds up to web3's 0.1 s: an automining devnet has it within ~3 ms
+        of the send, and web3's fixed 0.1 s first sleep was a third of every transaction's time there; a chain with
+        12 s blocks still sees at most ten polls a second."""
+        deadline = time.monotonic() + timeout
+        pause = 0.002
+        while True:
+            try:
+                return self.w3.eth.get_transaction_receipt(tx_hash)
+            except (TransactionNotFound, TransactionIndexingInProgress):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"transaction {bytes(tx_hash).hex()} not mined within {timeout:.0f} s") from None
+            time.sleep(pause)
+            pause = min(0.1, pause * 2)
 
     def _replay_failure(self, tx: dict[str, Any], receipt: Any, function: str) -> BaseException:
         """Re-run a mined, failed transaction as a call on its parent state to recover the revert reason."""
@@ -320,10 +391,3 @@ def _hex(data: Any) -> str:
     if isinstance(data, bytes | bytearray):
         return bytes(data).hex()
     return str(data).removeprefix("0x")
-
-
-def _canonical(t: dict[str, Any]) -> str:
-    typ: str = t["type"]
-    if typ.startswith("tuple"):
-        return "(" + ",".join(_canonical(c) for c in t["components"]) + ")" + typ[len("tuple") :]
-    return typ

@@ -14,6 +14,8 @@ from typing import Any
 from eth_abi import decode as abi_decode
 from eth_utils import keccak, to_checksum_address
 
+from ledger.abi_codec import canonical_type
+
 PANIC_SELECTOR = keccak(text="Panic(uint256)")[:4]
 ERROR_SELECTOR = keccak(text="Error(string)")[:4]
 
@@ -30,13 +32,6 @@ class ContractRevert(Exception):
         super().__init__(f"{name}{args!r}{where}")
 
 
-def _canonical(t: dict[str, Any]) -> str:
-    typ: str = t["type"]
-    if typ.startswith("tuple"):
-        return "(" + ",".join(_canonical(c) for c in t["components"]) + ")" + typ[len("tuple") :]
-    return typ
-
-
 class ErrorDecoder:
     """Maps revert data to error names and decoded arguments, for the errors of the given ABIs."""
 
@@ -46,7 +41,7 @@ class ErrorDecoder:
             for item in abi:
                 if item.get("type") != "error":
                     continue
-                types = [_canonical(i) for i in item.get("inputs", [])]
+                types = [canonical_type(i) for i in item.get("inputs", [])]
                 sig = f"{item['name']}({','.join(types)})"
                 self._by_selector[keccak(text=sig)[:4]] = (item["name"], types)
 
