@@ -510,32 +510,46 @@ contract FGBDTChain is ERC2771Context {
         int256[] calldata n,
         bytes32[] calldata proofs
     ) external {
-        Task storage t = _task(taskId);
-        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
-        if (t.phase != Phase.Resolving) revert WrongPhase(taskId, t.phase);
-        Resolution memory r;
-        r.taskId = taskId;
-        r.node = node;
-        {
-            uint256 base = 1 << t.level;
-            if (node < base || node >= 2 * base) revert NodeNotOpen(taskId, node);
-            uint256 bit = 1 << (node - base);
-            if (t.openMask & bit == 0 || t.resolvedMask & bit != 0) revert NodeNotOpen(taskId, node);
-            t.resolvedMask |= bit;
-            r.rank = _popcount(t.openMask & (bit - 1));
-            uint256 k = _popcount(t.openMask);
-            while ((1 << r.proofLen) < k) ++r.proofLen;
+        Task storage t = _resolvingTask(taskId);
+        _resolveOne(taskId, t, node, g, h, n, proofs);
+        if (t.resolvedMask == t.openMask) _advance(taskId, t);
+    }
+
+    /// @notice Resolve several open nodes of the current level in one transaction, each exactly as `resolveNode`
+    ///         would: one transaction per party per level instead of one per node, the level's dominant cost on a
+    ///         chain with short blocks. Block gas limits bound how many nodes fit; callers split larger batches.
+    /// @param taskId The task.
+    /// @param nodes Heap ids of the nodes, any order, each open and unresolved.
+    /// @param g Per node in `nodes` order, that node's `resolveNode` gradient sums, concatenated.
+    /// @param h Hessian sums, same layout.
+    /// @param n Row counts, same layout.
+    /// @param proofs Per node in `nodes` order, that node's `resolveNode` proofs, concatenated.
+    function resolveNodes(
+        uint256 taskId,
+        uint256[] calldata nodes,
+        int256[] calldata g,
+        int256[] calldata h,
+        int256[] calldata n,
+        bytes32[] calldata proofs
+    ) external {
+        Task storage t = _resolvingTask(taskId);
+        uint256 k = nodes.length;
+        if (k == 0 || g.length % k != 0 || proofs.length % k != 0) revert LengthMismatch(k, g.length);
+        uint256 w = g.length / k;
+        uint256 pl = proofs.length / k;
+        if (h.length != g.length) revert LengthMismatch(g.length, h.length);
+        if (n.length != g.length) revert LengthMismatch(g.length, n.length);
+        for (uint256 i = 0; i < k; ++i) {
+            _resolveOne(
+                taskId,
+                t,
+                nodes[i],
+                g[i * w:(i + 1) * w],
+                h[i * w:(i + 1) * w],
+                n[i * w:(i + 1) * w],
+                proofs[i * pl:(i + 1) * pl]
+            );
         }
-        r.nbins = uint256(t.cfg.bins) + 1;
-        r.width = 2 * r.nbins;
-        r.subs = _submitters(taskId, t);
-        uint256 s = r.subs.length;
-        if (g.length != s * r.width) revert LengthMismatch(s * r.width, g.length);
-        if (h.length != s * r.width) revert LengthMismatch(s * r.width, h.length);
-        if (n.length != s * r.width) revert LengthMismatch(s * r.width, n.length);
-        if (proofs.length != s * r.proofLen) revert LengthMismatch(s * r.proofLen, proofs.length);
-        _verifyAndAggregate(r, g, h, n, proofs);
-        _resolve(t, r, g, h, n);
         if (t.resolvedMask == t.openMask) _advance(taskId, t);
     }
 
@@ -667,6 +681,48 @@ contract FGBDTChain is ERC2771Context {
         m = _members[taskId][_msgSender()];
         if (m.status == Membership.None) revert NotMember(taskId, _msgSender());
         if (m.status != Membership.Approved) revert NotApproved(taskId, _msgSender());
+    }
+
+    function _resolvingTask(uint256 taskId) private view returns (Task storage t) {
+        t = _task(taskId);
+        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
+        if (t.phase != Phase.Resolving) revert WrongPhase(taskId, t.phase);
+    }
+
+    /// @dev One node's resolution: marks it resolved first (effects before the long computation; a revert undoes
+    ///      all), checks the replayed histograms against every submitter's commitment, then splits or sets a leaf.
+    function _resolveOne(
+        uint256 taskId,
+        Task storage t,
+        uint256 node,
+        int256[] calldata g,
+        int256[] calldata h,
+        int256[] calldata n,
+        bytes32[] calldata proofs
+    ) private {
+        Resolution memory r;
+        r.taskId = taskId;
+        r.node = node;
+        {
+            uint256 base = 1 << t.level;
+            if (node < base || node >= 2 * base) revert NodeNotOpen(taskId, node);
+            uint256 bit = 1 << (node - base);
+            if (t.openMask & bit == 0 || t.resolvedMask & bit != 0) revert NodeNotOpen(taskId, node);
+            t.resolvedMask |= bit;
+            r.rank = _popcount(t.openMask & (bit - 1));
+            uint256 k = _popcount(t.openMask);
+            while ((1 << r.proofLen) < k) ++r.proofLen;
+        }
+        r.nbins = uint256(t.cfg.bins) + 1;
+        r.width = 2 * r.nbins;
+        r.subs = _submitters(taskId, t);
+        uint256 s = r.subs.length;
+        if (g.length != s * r.width) revert LengthMismatch(s * r.width, g.length);
+        if (h.length != s * r.width) revert LengthMismatch(s * r.width, h.length);
+        if (n.length != s * r.width) revert LengthMismatch(s * r.width, n.length);
+        if (proofs.length != s * r.proofLen) revert LengthMismatch(s * r.proofLen, proofs.length);
+        _verifyAndAggregate(r, g, h, n, proofs);
+        _resolve(t, r, g, h, n);
     }
 
     function _popcount(uint256 x) private pure returns (uint256 c) {

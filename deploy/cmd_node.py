@@ -39,6 +39,12 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="reproducible DP noise (experiments only: a known seed is no secret)")
     p.add_argument("--party-index", type=int, default=0, help="with --seed: whose noise stream to use")
     p.add_argument("--inflate", type=float, default=1.0, help="greedy-party experiments: stretch gradient sums")
+    p.add_argument(
+        "--resolve-batch",
+        type=int,
+        default=NodeSettings.resolve_batch,
+        help="nodes resolved per transaction (bounded by the chain's block gas limit)",
+    )
     p.set_defaults(func=run_node)
 
 
@@ -90,7 +96,10 @@ def run_node(args: argparse.Namespace) -> int:
         seed=args.seed,
         party_index=args.party_index,
         inflate=args.inflate,
+        resolve_batch=args.resolve_batch,
     )
+    if args.resolve_batch < 1:
+        raise UserError(f"--resolve-batch must be at least 1, got {args.resolve_batch}")
     tag = f"[{account.address[:8]}]"
 
     def log(message: str) -> None:

@@ -304,18 +304,20 @@ class TaskContract:
     ) -> TxResult:
         """``resolveNode``: ``level_hists`` holds, per submitting party in party order, its whole level's
         histograms (one per open node); the node's own data and Merkle proofs are extracted here."""
-        idx = list(open_nodes).index(node)
-        g: list[int] = []
-        h: list[int] = []
-        n: list[int] = []
-        proofs: list[bytes] = []
-        for party_hists in level_hists:
-            hist = party_hists[idx]
-            for src, dst in ((hist.g, g), (hist.h, h), (hist.n, n)):
-                for row in src:
-                    dst.extend(row)
-            proofs.extend(merkle_proof([node_hash(x) for x in party_hists], idx))
+        g, h, n, proofs = resolution_calldata([node], open_nodes, level_hists)
         return self._tx("resolveNode", task_id, node, g, h, n, proofs, sender=sender)
+
+    def resolve_nodes(
+        self,
+        sender: LocalAccount,
+        task_id: int,
+        nodes: Sequence[int],
+        open_nodes: Sequence[int],
+        level_hists: Sequence[Sequence[NodeHistograms]],
+    ) -> TxResult:
+        """``resolveNodes``: several nodes of the level in one transaction (same inputs as :meth:`resolve_node`)."""
+        g, h, n, proofs = resolution_calldata(nodes, open_nodes, level_hists)
+        return self._tx("resolveNodes", task_id, list(nodes), g, h, n, proofs, sender=sender)
 
     # ---------------------------------------------------------------- endorsements
 
@@ -374,3 +376,25 @@ class TaskContract:
     def task_count(self) -> int:
         """Number of tasks."""
         return int(self.client.call(self.contract, "taskCount"))
+
+
+def resolution_calldata(
+    nodes: Sequence[int], open_nodes: Sequence[int], level_hists: Sequence[Sequence[NodeHistograms]]
+) -> tuple[list[int], list[int], list[int], list[bytes]]:
+    """(g, h, n, proofs) of ``resolveNode`` for each of ``nodes``, concatenated node-major as ``resolveNodes``
+    takes them: per node, every submitting party's two candidate histograms and its Merkle proof for that node."""
+    position = {nd: i for i, nd in enumerate(open_nodes)}
+    hashes = [[node_hash(x) for x in party_hists] for party_hists in level_hists]
+    g: list[int] = []
+    h: list[int] = []
+    n: list[int] = []
+    proofs: list[bytes] = []
+    for node in nodes:
+        idx = position[node]
+        for party_hists, leaves in zip(level_hists, hashes, strict=True):
+            hist = party_hists[idx]
+            for src, dst in ((hist.g, g), (hist.h, h), (hist.n, n)):
+                for row in src:
+                    dst.extend(row)
+            proofs.extend(merkle_proof(leaves, idx))
+    return g, h, n, proofs

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from eth_account.signers.local import LocalAccount
 
-from ledger.client import TxResult
+from ledger.client import Event, TxResult
 from ledger.contracts import Phase, TaskContract
 from ledger.reference import NodeHistograms
 
@@ -35,6 +35,14 @@ class LevelOutcome:
     votes: dict[str, list[int]]
     txs: list[TxResult] = field(default_factory=list)
     resolutions: dict[int, TxResult] = field(default_factory=dict)
+    """The transaction that resolved each node (one may resolve several)."""
+
+    def node_event(self, node: int, name: str) -> Event:
+        """The event ``name`` of ``node``'s resolution."""
+        for ev in self.resolutions[node].events_named(name):
+            if int(ev.args["node"]) == node:
+                return ev
+        raise KeyError(f"{name} of node {node}")
 
 
 def quorum(parties: int, num: int = 2, den: int = 3) -> int:
@@ -51,9 +59,12 @@ def run_level(
     resolver: LocalAccount,
     silent_votes: Collection[str] = (),
     silent_hists: Collection[str] = (),
+    resolve_batch: int = 1,
 ) -> LevelOutcome:
     """Run the current level. ``parties`` are the approved parties in party order; ``silent_*`` ones do not send
-    that step, so the driver mines past the deadline before closing it."""
+    that step, so the driver mines past the deadline before closing it. ``resolve_batch`` > 1 resolves that many
+    nodes per ``resolveNodes`` transaction instead of one ``resolveNode`` each; 0 leaves the level unresolved (for
+    tests of the resolution itself)."""
     st = task.state(task_id)
     tree, level, open_nodes = st.tree, st.level, st.open_nodes()
     cfg = task.config(task_id)
@@ -85,9 +96,13 @@ def run_level(
             _mine_past(task, task_id)
         out.txs.append(task.close_histograms(resolver, task_id))
     level_hists = [out.hists[a] for a in out.submitters]
-    for node in open_nodes:
-        res = task.resolve_node(resolver, task_id, node, open_nodes, level_hists)
-        out.resolutions[node] = res
+    for i in range(0, len(open_nodes) if resolve_batch else 0, max(1, resolve_batch)):
+        batch = open_nodes[i : i + resolve_batch]
+        if resolve_batch == 1:
+            res = task.resolve_node(resolver, task_id, batch[0], open_nodes, level_hists)
+        else:
+            res = task.resolve_nodes(resolver, task_id, batch, open_nodes, level_hists)
+        out.resolutions.update(dict.fromkeys(batch, res))
         out.txs.append(res)
     return out
 

@@ -68,6 +68,9 @@ class NodeSettings:
     poll_seconds: float = 0.05
     endorse_timeout: float = 30.0
     resolve_grace_seconds: float = 2.0
+    resolve_batch: int = 16
+    """Nodes per ``resolveNodes`` transaction: about 0.85M gas per node at M=4 (bench/gas.py), so 16 stay under
+    half of a 30M block; a devnet with a large gas limit may take a whole level at once."""
     chain_outage_seconds: float = 300.0
 
 
@@ -314,13 +317,22 @@ class PartyNode:
             return ctx
 
     def candidates(self, ctx: LevelContext) -> list[tuple[int, int]]:
-        """The level's candidates as fixed by ``closeVoting`` (one batched read)."""
+        """The level's candidates as fixed by ``closeVoting``: from its ``CandidatesFixed`` events (one log query),
+        else from the node records (a node that does not serve the level's logs yet)."""
         if not ctx.candidates:
             with self.timed("chain reads"):
-                recs = self.task.client.call_many(
-                    self.task.contract, "getNode", [(self.task_id, ctx.tree, n) for n in ctx.open_nodes]
-                )
-            ctx.candidates = [(int(r[1]), int(r[2])) for r in recs]
+                found: dict[int, tuple[int, int]] = {}
+                start = self._level_block(ctx.tree, ctx.level)
+                for ev in self.task.client.logs(self.task.contract, ["CandidatesFixed"], self.task_id, start):
+                    if int(ev.args["tree"]) == ctx.tree:
+                        found[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
+                if all(n in found for n in ctx.open_nodes):
+                    ctx.candidates = [found[n] for n in ctx.open_nodes]
+                else:
+                    recs = self.task.client.call_many(
+                        self.task.contract, "getNode", [(self.task_id, ctx.tree, n) for n in ctx.open_nodes]
+                    )
+                    ctx.candidates = [(int(r[1]), int(r[2])) for r in recs]
         return ctx.candidates
 
     def my_histograms(self, ctx: LevelContext) -> list[ref.NodeHistograms]:
@@ -335,7 +347,18 @@ class PartyNode:
         """Join, wait for the start, then follow the task until it completes, riding out chain outages."""
         self._survive(self.join)
         self._survive(self.wait_for_start)
-        while not self._survive(self.step):
+        seen_block, stepped = -1, 0.0
+        while True:
+            # Task state changes only in new blocks: between them a poll is one eth_blockNumber, not the several
+            # reads of a step. Steps still run once a second for wall-clock waits (the resolution grace).
+            with self.timed("waiting (polling the chain)"):
+                block = self._survive(lambda: self.task.client.block_number)
+            now = time.monotonic()
+            if block != seen_block or now - stepped > 1.0:
+                seen_block, stepped = block, now
+                if self._survive(self.step):
+                    break
+                continue
             with self.timed("waiting (polling the chain)"):
                 time.sleep(self.settings.poll_seconds)
         self.log(f"time split: {self.time_split()}")
@@ -439,8 +462,10 @@ class PartyNode:
         except ContractRevert as exc:
             if exc.name in ("AlreadyVoted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: vote not taken ({exc.name})")
-            else:
-                raise
+                return
+            raise
+        # The last voter closes the step at once instead of a poll later (a no-op revert for the others).
+        self._try("closeVoting", self.task.close_voting)
 
     def _send_histograms(self, ctx: LevelContext, deadline: int) -> None:
         with self.timed("computing (histograms)"):
@@ -463,8 +488,9 @@ class PartyNode:
         except ContractRevert as exc:
             if exc.name in ("AlreadySubmitted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
-            else:
-                raise
+                return
+            raise
+        self._try("closeHistograms", self.task.close_histograms)
 
     def _collect_endorsements(
         self, ctx: LevelContext, hists: list[ref.NodeHistograms], need: int, deadline: int
@@ -510,10 +536,11 @@ class PartyNode:
         return None, reason, r.status_code == 409
 
     def _resolve(self, ctx: LevelContext, resolved_mask: int, anyone: bool) -> None:
-        """Resolve this party's share of the level's open nodes (node j goes to party j mod M), or any after a grace."""
+        """Resolve this party's share of the level's open nodes (node j goes to party j mod M), or any after a grace,
+        ``resolve_batch`` nodes per transaction."""
         base = 1 << ctx.level
         todo = [
-            (j, n)
+            n
             for j, n in enumerate(ctx.open_nodes)
             if not (resolved_mask >> (n - base)) & 1 and (anyone or j % len(self.parties) == self.index)
         ]
@@ -521,17 +548,20 @@ class PartyNode:
             return
         with self.timed("chain reads"):
             level_hists = self._submitted_histograms(ctx)
-        for _, node in todo:
+        batch = max(1, self.settings.resolve_batch)
+        for i in range(0, len(todo), batch):
+            nodes = todo[i : i + batch]
             try:
                 with self.timed("transactions"):
-                    self.task.resolve_node(self.account, self.task_id, node, ctx.open_nodes, level_hists)
+                    self.task.resolve_nodes(self.account, self.task_id, nodes, ctx.open_nodes, level_hists)
             except ContractRevert as exc:
-                # Another party may have resolved it first, or resolved the others so that this call now also
-                # closes the level and needs more gas than estimated: both are settled by looking again next poll.
-                failures = self._resolve_failures.get(node, 0) + 1
-                self._resolve_failures[node] = failures
+                # Another party may have resolved one of them first, or resolved the others so that this call now
+                # also closes the level and needs more gas than estimated: both are settled by looking again next
+                # poll, with the resolved mask read afresh.
+                failures = self._resolve_failures.get(nodes[0], 0) + 1
+                self._resolve_failures[nodes[0]] = failures
                 if failures > 20:
-                    raise NodeError(f"resolving node {node} keeps failing: {exc}") from exc
+                    raise NodeError(f"resolving nodes {nodes} keeps failing: {exc}") from exc
                 return
 
     def _submitted_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]]:

@@ -100,7 +100,7 @@ def assert_level_matches(fed: Federation, replay: Replay, out: LevelOutcome) -> 
     for node in out.open_nodes:
         want = replay.results[(out.tree, node)]
         rec = task.node(fed.task_id, out.tree, node)
-        ev = out.resolutions[node].event("ContributionsAdded").args
+        ev = out.node_event(node, "ContributionsAdded").args
         assert list(ev["parties"]) == out.submitters
         assert tuple(ev["phi"]) == want.phi
         assert tuple(ev["kappa"]) == want.kappa

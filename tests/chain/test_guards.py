@@ -282,3 +282,35 @@ def test_start_publishes_the_bin_edges_and_checks_a_committed_hash(
     res = task_contract.start(req, committed, EDGES)
     fixed = res.event("BinEdgesFixed").args
     assert fixed["binEdges"] == EDGES and fixed["binEdgesHash"] == keccak(EDGES)
+
+
+def test_batched_resolution_is_all_or_nothing(chain: ChainClient, task_contract: TaskContract) -> None:
+    """``resolveNodes`` checks every node as ``resolveNode`` does; one bad node reverts the whole batch, leaving
+    nothing resolved; a good batch resolves its nodes in any order and closes the level."""
+    cfg = TaskConfig(trees=1, depth=2, bins=3, min_parties=3, max_parties=3, min_rows=1, lam=0)
+    fed = open_task(chain, task_contract, cfg, 3)
+    t, tid = fed.task, fed.task_id
+    rng = random.Random(5)
+    cache: dict[tuple[str, int], NodeHistograms] = {}
+
+    def source(a: str, node: int, feats: tuple[int, int]) -> NodeHistograms:
+        return cache.setdefault((a, node), random_hist(rng, feats, cfg.bins + 1))
+
+    run_level(t, tid, fed.parties, {p.address: [0] for p in fed.parties}, source, fed.resolver)
+    assert t.state(tid).open_nodes() == [2, 3]  # the root split
+    out = run_level(
+        t, tid, fed.parties, {p.address: [1, 0] for p in fed.parties}, source, fed.resolver, resolve_batch=0
+    )
+    level = [out.hists[a] for a in out.submitters]
+    assert t.state(tid).phase == Phase.RESOLVING
+    reverts("LengthMismatch", t.resolve_nodes, fed.resolver, tid, [], [2, 3], level)
+    reverts("NodeNotOpen", t.resolve_nodes, fed.resolver, tid, [2, 2], [2, 3], level)
+    tampered = [list(h) for h in level]
+    h = tampered[1][1]
+    tampered[1][1] = NodeHistograms(h.features, h.g, h.h, ((h.n[0][0] + 1, *h.n[0][1:]), h.n[1]))
+    e = reverts("HistogramMismatch", t.resolve_nodes, fed.resolver, tid, [2, 3], [2, 3], tampered)
+    assert e.args_[1] == fed.parties[1].address
+    assert t.state(tid).resolved_mask == 0  # nothing of a failed batch stays
+    res = t.resolve_nodes(fed.resolver, tid, [3, 2], [2, 3], level)
+    assert sorted(int(ev.args["node"]) for ev in res.events_named("ContributionsAdded")) == [2, 3]
+    assert t.state(tid).status == Status.COMPLETED

@@ -80,7 +80,9 @@ def _check_chain_model(task: TaskContract, task_id: int, cfg: TaskConfig) -> Non
                 assert (rec.kind, rec.feature, rec.threshold, rec.value) == expected
 
 
-def _train(chain: ChainClient, task: TaskContract, cfg: TaskConfig, m: int, seed: int, silent: dict) -> list[int]:
+def _train(
+    chain: ChainClient, task: TaskContract, cfg: TaskConfig, m: int, seed: int, silent: dict, resolve_batch: int = 1
+) -> list[int]:
     """Train a whole task with random votes and histograms, checking every level and the payouts against the
     reference; returns the number of open nodes of each level."""
     fed = open_task(chain, task, cfg, m, num_features=5, reward=3 * 10**18)
@@ -110,6 +112,7 @@ def _train(chain: ChainClient, task: TaskContract, cfg: TaskConfig, m: int, seed
             fed.resolver,
             silent_votes={fed.parties[i].address for i in sv},
             silent_hists={fed.parties[i].address for i in sh},
+            resolve_batch=resolve_batch,
         )
         replay.level(out)
         widths.append(len(out.open_nodes))
@@ -146,13 +149,14 @@ def test_training_count_mode_many_parties(anvil_client: ChainClient) -> None:
     cfg = TaskConfig(
         trees=1, depth=3, bins=6, hessian_mode=1, lam=0, min_parties=7, max_parties=7, min_rows=2, alpha=ONE
     )
-    _train(anvil_client, task, cfg, 7, seed=11, silent={0: ((), (6,))})
+    _train(anvil_client, task, cfg, 7, seed=11, silent={0: ((), (6,))}, resolve_batch=4)
 
 
 def test_deep_tree_wide_levels(anvil_client: ChainClient) -> None:
-    """Depth 5: wide levels, Merkle proofs of 4 hashes, padded when a level's width is not a power of two."""
+    """Depth 5: wide levels, Merkle proofs of 4 hashes, padded when a level's width is not a power of two; nodes
+    resolved three per ``resolveNodes`` (a level's last batch is shorter)."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
     cfg = TaskConfig(trees=1, depth=5, bins=5, min_parties=3, max_parties=3, min_rows=46, lam=ONE // 2)
-    widths = _train(anvil_client, task, cfg, 3, seed=23, silent={})
+    widths = _train(anvil_client, task, cfg, 3, seed=23, silent={}, resolve_batch=3)
     assert len(widths) == 5 and max(widths) > 8
     assert any(w & (w - 1) for w in widths), widths  # some level needs zero-leaf padding
