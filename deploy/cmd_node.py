@@ -103,7 +103,8 @@ def run_node(args: argparse.Namespace) -> int:
     tag = f"[{account.address[:8]}]"
 
     def log(message: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')} {tag} {message}", flush=True)
+        now = time.time()
+        print(f"{time.strftime('%H:%M:%S', time.localtime(now))}.{int(now % 1 * 1000):03d} {tag} {message}", flush=True)
 
     try:
         node = PartyNode(task, args.task, account, data, "", settings, log)
