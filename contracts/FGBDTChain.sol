@@ -72,6 +72,7 @@ contract FGBDTChain is ERC2771Context {
         uint32 step;
         uint16 voteCount;
         uint16 histCount;
+        uint16 declineCount;
         uint64 joinDeadline;
         uint64 stepDeadline;
         uint256 openMask;
@@ -90,6 +91,7 @@ contract FGBDTChain is ERC2771Context {
         uint16 index;
         uint32 votedStep;
         uint32 histStep;
+        uint32 declinedStep;
         bytes32 psdHash;
         bytes32 histRoot;
         int256 contribution;
@@ -211,6 +213,7 @@ contract FGBDTChain is ERC2771Context {
         uint256 endorsements,
         int256[] data
     );
+    event HistogramsDeclined(uint256 indexed taskId, uint256 tree, uint256 level, address indexed party);
     event HistogramsClosed(uint256 indexed taskId, uint256 tree, uint256 level, uint256 submitters);
     event NodeSplit(
         uint256 indexed taskId,
@@ -467,7 +470,7 @@ contract FGBDTChain is ERC2771Context {
         Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
         Member storage m = _approved(taskId);
         if (m.votedStep != t.step) revert DidNotVote(taskId, _msgSender());
-        if (m.histStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
+        if (m.histStep == t.step || m.declinedStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
         if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
         uint256 k = _popcount(t.openMask);
         uint256 block_ = 6 * (uint256(t.cfg.bins) + 1);
@@ -482,13 +485,33 @@ contract FGBDTChain is ERC2771Context {
         emit HistogramsSubmitted(taskId, tree, level, _msgSender(), root, valid, data);
     }
 
-    /// @notice Close the histogram step once every voter submitted or the deadline passed; resolution opens.
+    /// @notice Step aside for this level's histograms (a voter whose histograms were refused endorsement), so the
+    ///         step can close as soon as every other voter submitted instead of at its deadline. The party earns
+    ///         nothing for the level's nodes, exactly as if it had stayed silent.
+    /// @param taskId The task.
+    /// @param tree Current tree.
+    /// @param level Current level.
+    function declineHistograms(uint256 taskId, uint256 tree, uint256 level) external {
+        Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
+        Member storage m = _approved(taskId);
+        if (m.votedStep != t.step) revert DidNotVote(taskId, _msgSender());
+        if (m.histStep == t.step || m.declinedStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
+        if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
+        m.declinedStep = t.step;
+        t.declineCount += 1;
+        emit HistogramsDeclined(taskId, tree, level, _msgSender());
+    }
+
+    /// @notice Close the histogram step once every voter submitted or declined, or the deadline passed; resolution
+    ///         opens.
     /// @param taskId The task.
     function closeHistograms(uint256 taskId) external {
         Task storage t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
         if (t.phase != Phase.Histograms) revert WrongPhase(taskId, t.phase);
-        if (t.histCount < t.voteCount && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
+        if (t.histCount + t.declineCount < t.voteCount && block.number <= t.stepDeadline) {
+            revert StepStillOpen(taskId, t.stepDeadline);
+        }
         t.phase = Phase.Resolving;
         emit HistogramsClosed(taskId, t.tree, t.level, t.histCount);
     }
@@ -1010,6 +1033,7 @@ contract FGBDTChain is ERC2771Context {
         t.step += 1;
         t.voteCount = 0;
         t.histCount = 0;
+        t.declineCount = 0;
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
         emit LevelStarted(taskId, t.tree, t.level, mask, t.stepDeadline);
     }

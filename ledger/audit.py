@@ -343,7 +343,7 @@ class _Auditor:
 
     def _index_events(self) -> None:
         self.level_ev: dict[tuple[int, int, str], list[Event]] = {}
-        for name in ("VotesSubmitted", "VotingClosed", "HistogramsSubmitted", "HistogramsClosed"):
+        for name in ("VotesSubmitted", "VotingClosed", "HistogramsSubmitted", "HistogramsDeclined", "HistogramsClosed"):
             for ev in self.by_name.get(name, []):
                 key = (int(ev.args["tree"]), int(ev.args["level"]), name)
                 self.level_ev.setdefault(key, []).append(ev)
@@ -486,15 +486,24 @@ class _Auditor:
                 self.fail("histograms before the step deadline", f"block <= {deadline}", ev.block_number, **w)
             hists[party] = self._histograms(ev, tree, level, open_nodes, cands, party)
             self.counts.histograms += 1
+        declined: set[str] = set()
+        for ev in self.take_level(tree, level, "HistogramsDeclined"):
+            party = _addr(ev.args["party"])
+            w = {**where, "party": party}
+            if party not in votes or party in hists or party in declined:
+                self.fail("a voter declines once, instead of submitting", "a voter without histograms", party, **w)
+            if ev.block_number > deadline:
+                self.fail("decline before the step deadline", f"block <= {deadline}", ev.block_number, **w)
+            declined.add(party)
         hclosed = self.one("HistogramsClosed", self.take_level(tree, level, "HistogramsClosed"), **where)
         if hclosed is None:
             self.pending = f"{progress}, histograms open"
             return None
         if int(hclosed.args["submitters"]) != len(hists):
             self.fail("HistogramsClosed submitters", len(hists), int(hclosed.args["submitters"]), **where)
-        if len(hists) < len(votes) and hclosed.block_number <= deadline:
+        if len(hists) + len(declined) < len(votes) and hclosed.block_number <= deadline:
             self.fail(
-                "histograms closed after their deadline or with every voter",
+                "histograms closed after their deadline or with every voter submitted or declined",
                 "later block",
                 hclosed.block_number,
                 **where,

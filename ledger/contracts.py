@@ -290,6 +290,10 @@ class TaskContract:
         data = [x for h in hists for x in node_block(h)]
         return self._tx("submitHistograms", task_id, tree, level, data, list(signatures), sender=sender)
 
+    def decline_histograms(self, sender: LocalAccount, task_id: int, tree: int, level: int) -> TxResult:
+        """``declineHistograms``: a voter steps aside for this level's histograms (refused endorsement)."""
+        return self._tx("declineHistograms", task_id, tree, level, sender=sender)
+
     def close_histograms(self, sender: LocalAccount, task_id: int) -> TxResult:
         """``closeHistograms``."""
         return self._tx("closeHistograms", task_id, sender=sender)

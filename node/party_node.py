@@ -404,7 +404,8 @@ class PartyNode:
                 self._try("closeVoting", self.task.close_voting)
         elif st.phase == Phase.HISTOGRAMS:
             voted = self._has(["VotesSubmitted"], st.tree, st.level)
-            if voted and not ctx.refused and not self._has(["HistogramsSubmitted"], st.tree, st.level):
+            done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
+            if voted and not done:
                 self._send_histograms(ctx, st.step_deadline)
             elif retry_due:
                 self._last_attempt = now
@@ -476,9 +477,10 @@ class PartyNode:
         if len(signatures) < need:
             ctx.refused = True
             self.log(
-                f"tree {ctx.tree} level {ctx.level}: only {len(signatures)} of {need} endorsements; not submitting "
+                f"tree {ctx.tree} level {ctx.level}: only {len(signatures)} of {need} endorsements; declining "
                 f"({'; '.join(refusals) or 'no answer'})"
             )
+            self._decline(ctx)
             return
         try:
             res = self.task.submit_histograms(self.account, self.task_id, ctx.tree, ctx.level, hists, signatures[:need])
@@ -490,6 +492,17 @@ class PartyNode:
                 self.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
                 return
             raise
+        self._try("closeHistograms", self.task.close_histograms)
+
+    def _decline(self, ctx: LevelContext) -> None:
+        """Step aside for the level's histograms so that the others need not wait for the deadline."""
+        try:
+            with self.timed("transactions"):
+                self.task.decline_histograms(self.account, self.task_id, ctx.tree, ctx.level)
+        except ContractRevert as exc:
+            if exc.name not in ("AlreadySubmitted", "WrongPhase", "WrongStep", "StepDeadlinePassed"):
+                raise
+            return
         self._try("closeHistograms", self.task.close_histograms)
 
     def _collect_endorsements(

@@ -314,3 +314,45 @@ def test_batched_resolution_is_all_or_nothing(chain: ChainClient, task_contract:
     res = t.resolve_nodes(fed.resolver, tid, [3, 2], [2, 3], level)
     assert sorted(int(ev.args["node"]) for ev in res.events_named("ContributionsAdded")) == [2, 3]
     assert t.state(tid).status == Status.COMPLETED
+
+
+def test_declining_voter_lets_the_step_close_early(chain: ChainClient, fed: Federation) -> None:
+    """A voter refused endorsement declines: the step closes once the others submitted, before the deadline; it
+    can neither submit nor decline again, a non-voter cannot decline, and it earns nothing for the level."""
+    t, tid = fed.task, fed.task_id
+    silent, decliner = fed.parties[3], fed.parties[2]
+    for p in fed.parties[:3]:
+        t.submit_votes(p, tid, 0, 0, [1])
+    chain.mine(t.state(tid).step_deadline - chain.block_number + 1)
+    t.close_voting(fed.resolver, tid)
+    reverts("DidNotVote", t.decline_histograms, silent, tid, 0, 0)
+    reverts("WrongStep", t.decline_histograms, decliner, tid, 0, 1)
+    hists = {p.address: _hists(fed, seed=i) for i, p in enumerate(fed.parties)}
+    ev = t.decline_histograms(decliner, tid, 0, 0).event("HistogramsDeclined")
+    assert ev.args["party"] == decliner.address and int(ev.args["level"]) == 0
+    reverts("AlreadySubmitted", t.decline_histograms, decliner, tid, 0, 0)
+    sigs = [t.endorse(q, tid, 0, 0, decliner.address, hists[decliner.address]) for q in fed.parties[:2]]
+    reverts("AlreadySubmitted", t.submit_histograms, decliner, tid, 0, 0, hists[decliner.address], sigs)
+    p0, p1 = fed.parties[:2]
+    t.submit_histograms(
+        p0,
+        tid,
+        0,
+        0,
+        hists[p0.address],
+        [t.endorse(q, tid, 0, 0, p0.address, hists[p0.address]) for q in (p1, decliner)],
+    )
+    reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
+    t.submit_histograms(
+        p1,
+        tid,
+        0,
+        0,
+        hists[p1.address],
+        [t.endorse(q, tid, 0, 0, p1.address, hists[p1.address]) for q in (p0, decliner)],
+    )
+    assert chain.block_number <= t.state(tid).step_deadline
+    assert t.close_histograms(fed.resolver, tid).event("HistogramsClosed").args["submitters"] == 2
+    res = t.resolve_node(fed.resolver, tid, 1, [1], [hists[p0.address], hists[p1.address]])
+    assert list(res.event("ContributionsAdded").args["parties"]) == [p0.address, p1.address]
+    assert t.contribution(tid, decliner.address) == 0

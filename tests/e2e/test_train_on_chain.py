@@ -12,6 +12,7 @@ from eth_account import Account
 
 from deploy.requester import BlockClock, ChainSetup, Requester, run_task
 from ledger.anvil import Anvil, start_anvil
+from ledger.audit import audit_events, read_task
 from ledger.chain_model import model_from_chain
 from ledger.client import ChainClient
 from ledger.contracts import Status, TaskContract
@@ -78,7 +79,14 @@ def test_greedy_party_is_refused_and_earns_nothing_extra(
     assert contributions[1] < honest.total[1]  # stretching did not pay
     assert greedy["test_error"] < 0.2  # the others trained a useful model without it
     log = (tmp_path / "party-1.log").read_text()
-    assert "not below the task's threshold" in log
+    assert "not below the task's threshold" in log and "declining" in log
+    # it stepped aside each time, so no level waited for its deadline; the audit accepts the declines
+    client = ChainClient.connect(anvil_node.url)
+    record = read_task(client, e2e_contract, greedy["task"])
+    declines = [e for e in record.events if e.name == "HistogramsDeclined"]
+    assert len(declines) == rejected[1]
+    report = audit_events(record)
+    assert report.ok, report.first_mismatch
 
 
 def test_killed_party_resumes_from_chain_state(
