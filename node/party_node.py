@@ -90,6 +90,10 @@ class LevelContext:
     """The verifiers refused this party's histograms at this level: it waits for the deadline instead of retrying."""
 
 
+RESCAN_BLOCKS = 8
+"""Blocks read again by every incremental event scan (see :meth:`TreeLog.refresh`)."""
+
+
 class TreeLog:
     """The recorded splits and leaves of every tree, fetched incrementally from the task's events."""
 
@@ -103,9 +107,11 @@ class TreeLog:
         latest = self.task.client.block_number
         if latest < self.next_block:
             return
-        events = self.task.client.logs(
-            self.task.contract, ["NodeSplit", "LeafSet"], self.task_id, self.next_block, latest
-        )
+        # A node may report a new block number before it serves that block's logs (a known race of anvil and
+        # geth alike), so the last few blocks are read again each time: the records are keyed, re-reading is
+        # idempotent, and a missed log cannot leave a node without its split or leaf.
+        start = max(0, self.next_block - RESCAN_BLOCKS)
+        events = self.task.client.logs(self.task.contract, ["NodeSplit", "LeafSet"], self.task_id, start, latest)
         for ev in events:
             t, node = int(ev.args["tree"]), int(ev.args["node"])
             if ev.name == "NodeSplit":
@@ -279,6 +285,12 @@ class PartyNode:
             ids = self._route(t, self.params.depth + 1)
             leaves = self.trees.leaves.get(t, {})
             missing = set(np.unique(ids).tolist()) - set(leaves)
+            if missing:  # read the whole task's records again before calling the chain inconsistent
+                self.trees.next_block = 0
+                self.trees.refresh()
+                ids = self._route(t, self.params.depth + 1)
+                leaves = self.trees.leaves.get(t, {})
+                missing = set(np.unique(ids).tolist()) - set(leaves)
             if missing:
                 raise NodeError(f"tree {t} is finished on chain but nodes {sorted(missing)[:5]} have no leaf value")
             values = np.zeros(1 << (self.params.depth + 1))
@@ -435,9 +447,8 @@ class PartyNode:
         key = (tree, level)
         if key not in self._level_blocks:
             latest = self.task.client.block_number
-            for ev in self.task.client.logs(
-                self.task.contract, ["LevelStarted"], self.task_id, self._level_scan, latest
-            ):
+            start = max(0, self._level_scan - RESCAN_BLOCKS)
+            for ev in self.task.client.logs(self.task.contract, ["LevelStarted"], self.task_id, start, latest):
                 self._level_blocks[(int(ev.args["tree"]), int(ev.args["level"]))] = ev.block_number
             self._level_scan = latest + 1
         return self._level_blocks.get(key, 0)
