@@ -48,6 +48,10 @@ class NodeError(RuntimeError):
     """An unrecoverable condition: the node logs it and exits non-zero."""
 
 
+class ChainLag(RuntimeError):
+    """The chain's state is ahead of the logs its node serves (a new block's logs not yet indexed): look again."""
+
+
 @dataclass(frozen=True)
 class NodeSettings:
     """A party's own choices, not on chain: privacy budgets, the refit degree and how it polls."""
@@ -299,6 +303,9 @@ class PartyNode:
             self.party.score += values[ids]
             self.applied_trees += 1
 
+    def _knows_level(self, tree: int, level: int, open_nodes: Sequence[int]) -> bool:
+        return splits_open(self.trees.splits.get(tree, {}), level, open_nodes)
+
     def _route(self, tree: int, levels: int) -> np.ndarray:
         assert self.party is not None
         ids = np.ones(self.party.n_rows, dtype=np.int64)
@@ -320,6 +327,11 @@ class PartyNode:
                 self._grad_tree = tree
             assert self._grads is not None
             self.trees.refresh()
+            if not self._knows_level(tree, level, open_nodes):
+                self.trees.next_block = 0  # read the whole record again, then give the node time if still short
+                self.trees.refresh()
+                if not self._knows_level(tree, level, open_nodes):
+                    raise ChainLag(f"tree {tree} level {level}: the splits that opened it are not served yet")
             ids = self._route(tree, level)
             k_of_row = open_positions(ids, open_nodes, self.params.depth)
             g, h, h_vote = self._grads
@@ -404,8 +416,12 @@ class PartyNode:
             return True
         if st.status != Status.TRAINING:
             raise NodeError(f"task {self.task_id} is {st.status.name.lower()}")
-        with self.timed("computing (gradients, routing)"):
-            ctx = self.context(st.tree, st.level, st.open_nodes())
+        try:
+            with self.timed("computing (gradients, routing)"):
+                ctx = self.context(st.tree, st.level, st.open_nodes())
+        except ChainLag as exc:
+            self.log(f"{exc}; looking again")
+            return False
         now = time.monotonic()
         retry_due = now - self._last_attempt > 4 * self.settings.poll_seconds
         if st.phase == Phase.VOTING:
@@ -625,7 +641,10 @@ class PartyNode:
                 "detail": f"not the current step (the task is at tree {st.tree} level {st.level}, "
                 f"phase {st.phase.name.lower()})"
             }
-        ctx = self.context(tree, level, st.open_nodes())
+        try:
+            ctx = self.context(tree, level, st.open_nodes())
+        except ChainLag as exc:
+            return 409, {"detail": str(exc)}
         cands = self.candidates(ctx)
         nb = self.params.nbins
         try:
@@ -659,6 +678,16 @@ class PartyNode:
             self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root
         )
         return 200, {"signature": "0x" + sign_endorsement(self.account.key, digest).hex(), "overlap": overlap}
+
+
+def splits_open(splits: dict[int, tuple[int, int]], level: int, open_nodes: Sequence[int]) -> bool:
+    """Whether the recorded splits of level ``level - 1`` open exactly ``open_nodes`` (the chain's open mask):
+    routing rows with a split missing would put them in the wrong nodes, and a level's context is computed once."""
+    if level == 0:
+        return True
+    low = 1 << (level - 1)
+    children = sorted(c for n in splits if low <= n < 2 * low for c in (2 * n, 2 * n + 1))
+    return children == sorted(open_nodes)
 
 
 def _blocks(hists: Sequence[ref.NodeHistograms]) -> list[list[int]]:
