@@ -378,12 +378,16 @@ class ChainClient:
             pause = min(0.1, pause * 2)
 
     def _replay_failure(self, tx: dict[str, Any], receipt: Any, function: str) -> BaseException:
-        """Re-run a mined, failed transaction as a call on its parent state to recover the revert reason."""
+        """Re-run a mined, failed transaction as a call to recover the revert reason: on its parent state, and if
+        it passes there, on the state after its block (a transaction mined before it in the same block changed
+        what it saw: two parties closing the same step, say)."""
         call = {k: tx[k] for k in ("from", "to", "data", "value") if k in tx}
-        try:
-            self.w3.eth.call(call, int(receipt["blockNumber"]) - 1)  # type: ignore[arg-type]
-        except Exception as exc:
-            return self._revert(exc, function)
+        number = int(receipt["blockNumber"])
+        for block in (number - 1, number):
+            try:
+                self.w3.eth.call(call, block)  # type: ignore[arg-type]
+            except Exception as exc:
+                return self._revert(exc, function)
         return ContractRevert("Unknown", (), b"", function)
 
 

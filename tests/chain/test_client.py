@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from eth_utils import keccak, to_checksum_address
@@ -72,3 +73,34 @@ def test_compile_cache_is_reused() -> None:
     assert first["FGBDTChain"].bytecode == second["FGBDTChain"].bytecode
     assert time.monotonic() - t0 < 10  # both from the cache (a solc-js compile takes ~30 s)
     assert first["FGBDTChain"].deployed_size < 24_576  # EIP-170: deployable on any chain
+
+
+def test_failed_transaction_names_the_error_of_a_race_within_its_block(anvil_client: ChainClient) -> None:
+    """Two parties close the same step; both estimates pass, both land in one block, the second fails: its error
+    is recovered from the state after the block (its parent state would let it pass)."""
+    from chain_helpers import open_task
+
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    fed = open_task(anvil_client, task, TaskConfig(trees=1, depth=1, bins=3, min_parties=3, max_parties=3), 3)
+    for p in fed.parties:
+        task.submit_votes(p, fed.task_id, 0, 0, [0])
+    closers = [fed.resolver, fed.requester]
+    provider: Any = anvil_client.w3.provider
+    provider.make_request("evm_setAutomine", [False])
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(task.close_voting, c, fed.task_id) for c in closers]
+            deadline = time.monotonic() + 10
+            while anvil_client.w3.eth.get_block("pending")["transactions"].__len__() < 2:
+                assert time.monotonic() < deadline, "both closing transactions should be pending"
+                time.sleep(0.05)
+            anvil_client.mine(1)
+            outcomes = []
+            for f in futures:
+                try:
+                    outcomes.append(f.result(timeout=30).function)
+                except ContractRevert as exc:
+                    outcomes.append(exc.name)
+    finally:
+        provider.make_request("evm_setAutomine", [True])
+    assert sorted(outcomes) == ["WrongPhase", "closeVoting"]
