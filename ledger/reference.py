@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from math import factorial
+from math import factorial, isqrt
+from operator import mul
 
 ONE: int = 10**18
 """Fixed-point 1.0 (18 decimals)."""
@@ -260,6 +261,71 @@ def split_shapley(
             if not mask & bit:
                 acc += mask_weight[mask] * (utility[mask | bit] - utility[mask])
         phi.append(tdiv(check_int256(acc), total))
+    return utility[size - 1], phi
+
+
+_ISQRT_INT256_MAX = isqrt(INT256_MAX)
+"""The largest magnitude whose square still fits int256."""
+
+
+@cache
+def _shapley_plan(m: int) -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, ...], ...], int]:
+    """What ``split_shapley_fast`` needs for M parties, computed once per M.
+
+    Every non-empty coalition as (mask, its lowest member, the mask without it), in increasing mask order (the
+    recurrence ``split_shapley`` uses), and every party's integer coefficients ``c[p][mask]``:
+    ``w(mask - {p})`` when p is in the mask, ``-w(mask)`` when not, so that ``sum_mask c[p][mask] * u(mask)``
+    equals ``split_shapley``'s accumulator ``sum_{B without p} w(B) (u(B + p) - u(B))`` term by term rearranged
+    (integers, so exactly); and ``M!``.
+    """
+    size = 1 << m
+    weight = _coalition_weights(m)
+    steps = tuple((mask, (mask & -mask).bit_length() - 1, mask & (mask - 1)) for mask in range(1, size))
+    coef = tuple(
+        tuple(weight[mask ^ (1 << p)] if mask >> p & 1 else -weight[mask] for mask in range(size)) for p in range(m)
+    )
+    return steps, coef, factorial(m)
+
+
+def split_shapley_fast(
+    g_left: Sequence[int], h_left: Sequence[int], g_right: Sequence[int], h_right: Sequence[int], lam: int
+) -> tuple[int, list[int]]:
+    """``split_shapley``, same results and same errors, for the simulator's hot path (a node of every level).
+
+    Why it may skip the per-coalition overflow checks: every coalition sum is bounded by the sum of the parties'
+    magnitudes, so when those bounds keep all sums in int256 and all ``g`` squares below ``INT256_MAX``, no check of
+    ``split_shapley``'s loop can fail; otherwise this defers to ``split_shapley`` itself, which raises where the
+    contract reverts. The utilities are the same integer expressions (``side_score`` inlined), and each party's
+    accumulator is the same integer sum in another order, checked and divided as in ``split_shapley``.
+    """
+    m = len(g_left)
+    if not (len(h_left) == len(g_right) == len(h_right) == m):
+        raise ValueError("gL, hL, gR, hR must have the same length")
+    if m == 0:
+        return 0, []
+    if (
+        sum(map(abs, g_left)) > _ISQRT_INT256_MAX
+        or sum(map(abs, g_right)) > _ISQRT_INT256_MAX
+        or sum(map(abs, h_left)) > INT256_MAX
+        or sum(map(abs, h_right)) > INT256_MAX
+    ):
+        return split_shapley(g_left, h_left, g_right, h_right, lam)
+    steps, coef, total = _shapley_plan(m)
+    size = 1 << m
+    sum_gl = [0] * size
+    sum_hl = [0] * size
+    sum_gr = [0] * size
+    sum_hr = [0] * size
+    utility = [0] * size
+    for mask, i, rest in steps:
+        gl = sum_gl[mask] = sum_gl[rest] + g_left[i]
+        hl = sum_hl[mask] = sum_hl[rest] + h_left[i]
+        gr = sum_gr[mask] = sum_gr[rest] + g_right[i]
+        hr = sum_hr[mask] = sum_hr[rest] + h_right[i]
+        dl, dr = hl + lam, hr + lam
+        # side_score: g*g >= 0 and d > 0, so floor division is the truncating division
+        utility[mask] = (gl * gl // dl if dl > 0 else 0) + (gr * gr // dr if dr > 0 else 0)
+    phi = [tdiv(check_int256(sum(map(mul, c, utility))), total) for c in coef]
     return utility[size - 1], phi
 
 

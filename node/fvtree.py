@@ -1,10 +1,11 @@
 """FV-tree federated training (Algorithm 3), simulated: M parties in one process, batched per tree level.
 
 Party-side computation (gradients, refitted histograms, votes, quantised candidate histograms, applying splits)
-is vectorised over all parties at once by numbering histogram groups ``party * K + node``; the coordinator side
-(top-2, best split, leaf values, split Shapley values, voting contributions) is exactly what the contract computes,
-done by ``ledger.reference`` on the quantised messages. The model produced here is therefore the model the chain
-produces from the same messages.
+runs one compiled kernel per party and level over all the level's open nodes (``node.histogram``), the same code a
+party node runs; the coordinator side (top-2, best split, leaf values, split Shapley values, voting contributions)
+is exactly what the contract computes, the ``ledger.reference`` functions on the quantised messages (batched per
+level by ``node.resolve``, whose results equal ``reference.resolve_node``'s node by node). The model produced here
+is therefore the model the chain produces from the same messages.
 
 Algorithms:
 ``fvtree``      votes on refitted histograms (gradients weighted by the PSD distribution weights w*);
@@ -15,6 +16,7 @@ Algorithms:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -23,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from ledger import reference as ref
-from node.histogram import BinnedRows, votes_from_gains
+from node.histogram import BinnedRows, RowGroups, votes_from_gains
 from node.messages import endorsement_quorum, level_traffic
 from node.model import Node, Tree
 from node.objective import gradients
+from node.resolve import quantise_level, resolve_level, top2_level
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures")
 HESSIAN_MODES = {"second": ref.HESSIAN_SECOND_ORDER, "count": ref.HESSIAN_COUNT}
@@ -194,17 +197,31 @@ class LocalParty:
 
     def votes(self, k_of_row: np.ndarray, k: int, g: np.ndarray, h_vote: np.ndarray) -> np.ndarray:
         """This party's vote for each of the ``k`` open nodes (Algorithm 3, equation 4 on refitted sums)."""
+        return self.votes_on(k_of_row, k, *self.vote_gradients(g, h_vote))
+
+    def vote_gradients(self, g: np.ndarray, h_vote: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (g, h) the votes are taken on: refitted with w* (fvtree) or raw (PV-tree). They only change with
+        the gradients, so the simulator computes them once per tree instead of once per level."""
         if self.w is None:
-            best = self.rows.best_gains(k_of_row, k, g, h_vote, self.params.lam)
-        else:
-            best = self.rows.best_gains(k_of_row, k, g * self.w, h_vote * self.w, self.params.lam)
+            return g, h_vote
+        return g * self.w, h_vote * self.w
+
+    def votes_on(self, k_of_row: np.ndarray, k: int, g_vote: np.ndarray, h_vote: np.ndarray) -> np.ndarray:
+        """``votes`` on values already refitted by ``vote_gradients``."""
+        best = self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam)
         return votes_from_gains(self.vote_mechanism(best))
 
     def candidate_sums(
         self, k_of_row: np.ndarray, k: int, candidates: np.ndarray, g: np.ndarray, h: np.ndarray
     ) -> tuple[np.ndarray, ...]:
         """Float (g, h, n) sums of each open node's candidates, (k, C, nbins) each, as they will be sent."""
-        sg, sh, sn = self.histogram_mechanism(*self.rows.candidate_histograms(k_of_row, k, candidates, g, h))
+        return self.group_candidate_sums(self.rows.groups(k_of_row, k), candidates, g, h)
+
+    def group_candidate_sums(
+        self, groups: RowGroups, candidates: np.ndarray, g: np.ndarray, h: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """``candidate_sums`` on rows already grouped by open node (``BinnedRows.groups``)."""
+        sg, sh, sn = self.histogram_mechanism(*self.rows.group_candidates(groups, candidates, g, h))
         return sg * self.inflate if self.inflate != 1.0 else sg, sh, sn
 
     def messages(self, sums: tuple[np.ndarray, ...], candidates: Sequence[tuple[int, ...]]) -> list[ref.NodeHistograms]:
@@ -244,7 +261,11 @@ def open_positions(node_id: np.ndarray, open_nodes: Sequence[int], depth: int) -
 
 
 class Federation:
-    """M simulated parties trained level by level, with the contract's side computed by ``ledger.reference``."""
+    """M simulated parties trained level by level, with the contract's side computed by ``ledger.reference``.
+
+    Each party's rows start a tree as one group and are partitioned with every split (``BinnedRows.split_groups``),
+    which also keeps their node ids and positions, instead of routing every row and regrouping it every level.
+    """
 
     def __init__(
         self,
@@ -324,7 +345,12 @@ class Federation:
         clock = time.perf_counter()
         p = self.params
         grads = [party.gradients() for party in self.parties]
+        vote_grads = [party.vote_gradients(g, hv) for party, (g, _, hv) in zip(self.parties, grads, strict=True)]
+        # each party's rows: node id, position among the level's open nodes (-1: in a leaf), and the rows of
+        # every open node, all kept up to date by the splits instead of being recomputed every level
         node_ids = [np.ones(party.n_rows, dtype=np.int64) for party in self.parties]
+        k_of_rows = [np.zeros(party.n_rows, dtype=np.int64) for party in self.parties]
+        groups = [RowGroups.everything(party.n_rows) for party in self.parties]
         tree = Tree()
         leaf_value = np.zeros(1 << (p.depth + 1), dtype=np.float64)
         inherited: dict[int, ref.Totals | None] = {1: None}
@@ -336,39 +362,58 @@ class Federation:
             if not open_nodes:
                 break
             k = len(open_nodes)
-            k_of_rows = [open_positions(nid, open_nodes, p.depth) for nid in node_ids]
             clock = self._tick("party: gradients, routing, applying splits", clock)
-            votes, cands = self._candidates(k_of_rows, k, grads)
+            if self.algo == "allfeatures":
+                votes, cands = self._allfeatures_candidates(k_of_rows, k, grads)
+                node_votes = votes.T.tolist()
+            else:
+                votes = np.stack(
+                    [
+                        party.votes_on(kr, k, gv, hv)
+                        for party, kr, (gv, hv) in zip(self.parties, k_of_rows, vote_grads, strict=True)
+                    ]
+                )
+                node_votes = votes.T.tolist()
+                cands = top2_level(votes, self.n_features)
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             cand_arr = np.asarray(cands, dtype=np.int64)
             sums = [
-                party.candidate_sums(kr, k, cand_arr, g, h)
-                for party, kr, (g, h, _) in zip(self.parties, k_of_rows, grads, strict=True)
+                party.group_candidate_sums(gr, cand_arr, g, h)
+                for party, gr, (g, h, _) in zip(self.parties, groups, grads, strict=True)
             ]
             if self.level_observer is not None:
-                self.level_observer(LevelView(t, level, k_of_rows, cands, [gr[0] for gr in grads], sums))
-            party_hists = [party.messages(s, cands) for party, s in zip(self.parties, sums, strict=True)]
+                positions = [kr.copy() for kr in k_of_rows]  # the observer may keep them; the splits update ours
+                self.level_observer(LevelView(t, level, positions, cands, [gr[0] for gr in grads], sums))
+            # the quantised histograms every party sends, as exact int64 limbs
+            fixed = quantise_level(sums)
             clock = self._tick("party: candidate histograms (build, quantise)", clock)
             last = level == p.depth - 1
-            results = []
-            splits: dict[int, tuple[int, int]] = {}
+            node_inherited = [inherited[nid] for nid in open_nodes]
+            resolved = None
+            # on an overflow the contract reverts: the reference below raises its own error, at its own node
+            with contextlib.suppress(ref.FixedPointOverflow):
+                if fixed is not None:
+                    resolved = resolve_level(fixed, cands, node_votes, node_inherited, last, self.cparams)
+            if resolved is None:  # sums the limbs cannot carry: the messages, as Python integers
+                party_hists = [party.messages(s, cands) for party, s in zip(self.parties, sums, strict=True)]
+                resolved = self._resolve_messages(party_hists, node_votes, node_inherited, last)
+            results, totals = resolved
+            split_feature = np.full(k, -1, dtype=np.int64)
+            split_threshold = np.zeros(k, dtype=np.int64)
             next_open: list[int] = []
-            node_votes = votes.T.tolist()
             for j, nid in enumerate(open_nodes):
-                hists = [party_hists[i][j] for i in range(self.m)]
-                res = ref.resolve_node(hists, node_votes[j], inherited[nid], last, self.cparams)
-                results.append(res)
+                res = results[j]
                 for i in range(self.m):
                     tree_total[i] += res.contribution[i]
                 if res.split is None:
                     assert res.leaf is not None
-                    tree.nodes[nid] = Node.leaf(res.leaf, self._count(hists, inherited[nid]))
+                    tree.nodes[nid] = Node.leaf(res.leaf, totals[j].n)
                     leaf_value[nid] = res.leaf / ref.ONE
                     continue
                 s = res.split
                 assert res.left is not None and res.right is not None
                 tree.nodes[nid] = Node.split(s.feature, s.threshold, s.gain, s.n_left + s.n_right)
-                splits[nid] = (s.feature, s.threshold)
+                split_feature[j], split_threshold[j] = s.feature, s.threshold
                 if last:
                     assert res.left_leaf is not None and res.right_leaf is not None
                     tree.nodes[2 * nid] = Node.leaf(res.left_leaf, s.n_left)
@@ -382,7 +427,10 @@ class Federation:
             ncand = 2 if voting else self.n_features
             traffic += level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
             clock = self._tick("contract: top-2, best split, leaves, Shapley (ledger.reference)", clock)
-            node_ids = [route(party.rows.slots, ids, splits) for party, ids in zip(self.parties, node_ids, strict=True)]
+            groups = [
+                party.rows.split_groups(gr, split_feature, split_threshold, ids, kr)
+                for party, gr, ids, kr in zip(self.parties, groups, node_ids, k_of_rows, strict=True)
+            ]
             if self.keep_levels:
                 records.append(LevelRecord(t, level, list(open_nodes), votes.tolist(), cands, results))
             else:
@@ -393,35 +441,42 @@ class Federation:
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic
 
-    @staticmethod
-    def _count(hists: Sequence[ref.NodeHistograms], inherited: ref.Totals | None) -> int:
-        if inherited is not None:
-            return inherited.n
-        return sum(sum(hh.n[0]) for hh in hists)
+    def _resolve_messages(
+        self,
+        party_hists: Sequence[Sequence[ref.NodeHistograms]],
+        node_votes: Sequence[Sequence[int]],
+        inherited: Sequence[ref.Totals | None],
+        last: bool,
+    ) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
+        """``resolve_node`` on every open node's messages, and each node's totals (as ``resolve_level``)."""
+        results, totals = [], []
+        for j, node_totals in enumerate(inherited):
+            hists = [party_hists[i][j] for i in range(self.m)]
+            results.append(ref.resolve_node(hists, node_votes[j], node_totals, last, self.cparams))
+            if node_totals is None:  # the root: the sums of its candidate 0, as resolve_node takes them
+                agg = ref.aggregate(hists)
+                node_totals = ref.Totals(sum(agg.g[0]), sum(agg.h[0]), sum(agg.n[0]))
+            totals.append(node_totals)
+        return results, totals
 
-    def _candidates(
+    def _allfeatures_candidates(
         self, k_of_rows: Sequence[np.ndarray], k: int, grads: Sequence[tuple[np.ndarray, ...]]
     ) -> tuple[np.ndarray, list[tuple[int, ...]]]:
-        """Votes (party x node) and each node's candidate features."""
-        if self.algo == "allfeatures":
-            assert self.pooled is not None
-            best = self.pooled.best_gains(
-                np.concatenate(k_of_rows),
-                k,
-                np.concatenate([gr[0] for gr in grads]),
-                np.concatenate([gr[2] for gr in grads]),
-                self.params.lam,
-                self.params.min_rows,
-            )
-            order = np.argsort(-best, axis=1, kind="stable")
-            votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
-            top: list[tuple[int, ...]] = [(int(order[j, 0]), int(order[j, 1])) for j in range(k)]
-            return votes, top
-        votes = np.stack(
-            [party.votes(kr, k, g, hv) for party, kr, (g, _, hv) in zip(self.parties, k_of_rows, grads, strict=True)]
+        """No votes (all abstain); each node's candidates are the two best features of the pooled float
+        histograms of all features."""
+        assert self.pooled is not None
+        best = self.pooled.best_gains(
+            np.concatenate(k_of_rows),
+            k,
+            np.concatenate([gr[0] for gr in grads]),
+            np.concatenate([gr[2] for gr in grads]),
+            self.params.lam,
+            self.params.min_rows,
         )
-        cands: list[tuple[int, ...]] = [ref.top2(votes[:, j].tolist(), self.n_features) for j in range(k)]
-        return votes, cands
+        order = np.argsort(-best, axis=1, kind="stable")
+        votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
+        top: list[tuple[int, ...]] = [(int(order[j, 0]), int(order[j, 1])) for j in range(k)]
+        return votes, top
 
 
 def params_dict(params: TrainParams) -> dict[str, Any]:

@@ -1,30 +1,66 @@
-"""Gradient histograms and the local split search for a whole tree level in one pass.
+"""Gradient histograms, the local split search and the row partition, for a whole tree level per call.
 
-A level needs, for every (party, open node) group, the best local split gain of every feature (to vote), and the
-histograms of the two candidate features (to send). Looping over nodes or features in Python would dominate the
-run time, so:
+A level needs, for every open node (a *group* of rows), the best local split gain of every feature (to vote), the
+histograms of the two candidate features (to send), and, once the contract has chosen the splits, the rows of the
+next level's nodes. Looping over nodes or features in Python would dominate the run time, so each of these is one
+compiled numba kernel over all the groups of the level:
 
-* rows' bin slots are stored once as sparse entries around each feature's most common slot (a9a: about 14 of 123
-  features are non-zero per row), and only the (feature, slot) cells that occur in the data get a histogram cell,
-  so work and memory follow the data, not ``features * slots``;
-* the vote search (accumulate, fill the default cells from the group totals, scan every threshold) is one compiled
-  numba kernel over all groups of the level;
-* candidate histograms touch two features per row, in a second small kernel.
+* votes: rows' bin slots are stored once as sparse entries around each feature's most common slot (a9a: about
+  10 of 123 features are away from it in a row), and only the (feature, slot) cells that occur in the data get a
+  histogram cell, so work and memory follow the data, not ``features * slots``. The kernel streams the rows in
+  increasing order, each adding to its group's cells, then fills the default cells from the group totals and scans
+  every threshold. A row's entries sit in a fixed-width table (short rows padded): a loop of varying length per
+  row costs one mispredicted branch per row, about as much as the row's updates;
+* candidates and splits: the rows of every group are listed in increasing order (``RowGroups``), and both read
+  one feature of a group's rows at a time from a feature-major copy of the slots, a short stretch of one column;
+  applying the splits partitions each group's list into its children's, so the grouping is never rebuilt.
 
-The same code serves one party (a node process) and all parties at once (the simulator), which numbers its groups
-``party * K + node``.
+Every float sum is taken in the order of a plain loop over the rows in increasing order (a row adds to a cell at
+most once), so the sums, and hence the votes and the quantised histograms, are the same floats however the rows
+are visited (the tests compare them bit for bit with such a loop).
+
+The same code serves one party (a node process, from row positions) and the simulator (which keeps the groups
+up to date), so both compute the same floats.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
 
+TAIL_COST = 6
+"""What a row longer than the fixed width costs, in histogram updates (its ragged tail's mispredicted branch)."""
+
 
 @njit(cache=True, nogil=True)
-def _best_gains_kernel(  # pragma: no cover - compiled
-    entry_row: np.ndarray,
-    entry_cell: np.ndarray,
+def _group_rows(group_of_row: np.ndarray, num_groups: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """A stable counting sort of the rows by group (-1: none)."""
+    start = np.zeros(num_groups + 1, dtype=np.int64)
+    for r in range(group_of_row.shape[0]):
+        k = group_of_row[r]
+        if k >= num_groups:
+            raise ValueError("a row's group is not below num_groups")
+        if k >= 0:
+            start[k + 1] += 1
+    for k in range(num_groups):
+        start[k + 1] += start[k]
+    fill = start[:num_groups].copy()
+    order = np.empty(start[num_groups], dtype=np.int64)
+    for r in range(group_of_row.shape[0]):
+        k = group_of_row[r]
+        if k >= 0:
+            order[fill[k]] = r
+            fill[k] += 1
+    return order, start
+
+
+@njit(cache=True, nogil=True)
+def _row_gains(  # pragma: no cover - compiled
+    row_cells: np.ndarray,
+    tail_ptr: np.ndarray,
+    tail_cell: np.ndarray,
     group_of_row: np.ndarray,
     num_groups: int,
     cell_start: np.ndarray,
@@ -36,51 +72,83 @@ def _best_gains_kernel(  # pragma: no cover - compiled
 ) -> np.ndarray:
     num_features = default_cell.shape[0]
     num_cells = cell_start[num_features]
-    hg = np.zeros((num_groups, num_cells))
-    hh = np.zeros((num_groups, num_cells))
-    hn = np.zeros((num_groups, num_cells), dtype=np.int64)
+    width = row_cells.shape[1]
+    # g and h of a cell side by side, one cache line per update; the cells past the real ones take the padding
+    # entries of short rows and are never read
+    hgh = np.zeros((num_groups, num_cells + width, 2))
+    hn = np.zeros((num_groups, num_cells + width), dtype=np.int32)
     tg = np.zeros(num_groups)
     th = np.zeros(num_groups)
     tn = np.zeros(num_groups, dtype=np.int64)
     for r in range(group_of_row.shape[0]):
         k = group_of_row[r]
-        if k >= 0:
-            tg[k] += g[r]
-            th[k] += h[r]
-            tn[k] += 1
-    for e in range(entry_row.shape[0]):
-        r = entry_row[e]
-        k = group_of_row[r]
-        if k >= 0:
-            c = entry_cell[e]
-            hg[k, c] += g[r]
-            hh[k, c] += h[r]
+        if k < 0:
+            continue
+        if k >= num_groups:
+            raise ValueError("a row's group is not below num_groups")
+        gr, hr = g[r], h[r]
+        tg[k] += gr
+        th[k] += hr
+        tn[k] += 1
+        for j in range(width):
+            c = row_cells[r, j]
+            hgh[k, c, 0] += gr
+            hgh[k, c, 1] += hr
             hn[k, c] += 1
+        first, last = tail_ptr[r], tail_ptr[r + 1]
+        if first < last:
+            for e in range(first, last):
+                c = tail_cell[e]
+                hgh[k, c, 0] += gr
+                hgh[k, c, 1] += hr
+                hn[k, c] += 1
     best = np.full((num_groups, num_features), -np.inf)
     for k in range(num_groups):
         if tn[k] == 0:
             continue
+        tgk, thk, tnk = tg[k], th[k], tn[k]
         for f in range(num_features):
             lo, hi, d = cell_start[f], cell_start[f + 1], default_cell[f]
+            if hi - lo == 2:
+                # a two-slot feature (all of a9a's): the general steps below without their loops, whose varying
+                # lengths cost mispredicted branches; the same operations in the same order
+                o = lo + 1 if d == lo else lo
+                sg, sh, sn = 0.0 + hgh[k, o, 0], 0.0 + hgh[k, o, 1], hn[k, o]
+                hgh[k, d, 0] = tgk - sg
+                hgh[k, d, 1] = thk - sh
+                hn[k, d] = tnk - sn
+                gl, hl, nl = 0.0 + hgh[k, lo, 0], 0.0 + hgh[k, lo, 1], hn[k, lo]
+                nr = tnk - nl
+                if nl >= min_rows and nr >= min_rows:
+                    gr, hr = tgk - gl, thk - hl
+                    dl, dr = hl + lam, hr + lam
+                    gain = (gl * gl / dl if dl > 0 else 0.0) + (gr * gr / dr if dr > 0 else 0.0)
+                    if gain > -np.inf:
+                        best[k, f] = gain
+                continue
+            # the default cell holds what the group's other cells do not
             sg, sh, sn = 0.0, 0.0, 0
-            for c in range(lo, hi):
-                if c != d:
-                    sg += hg[k, c]
-                    sh += hh[k, c]
-                    sn += hn[k, c]
-            hg[k, d] = tg[k] - sg
-            hh[k, d] = th[k] - sh
-            hn[k, d] = tn[k] - sn
+            for c in range(lo, d):
+                sg += hgh[k, c, 0]
+                sh += hgh[k, c, 1]
+                sn += hn[k, c]
+            for c in range(d + 1, hi):
+                sg += hgh[k, c, 0]
+                sh += hgh[k, c, 1]
+                sn += hn[k, c]
+            hgh[k, d, 0] = tgk - sg
+            hgh[k, d, 1] = thk - sh
+            hn[k, d] = tnk - sn
             gl, hl, nl = 0.0, 0.0, 0
             b = -np.inf
             for c in range(lo, hi - 1):
-                gl += hg[k, c]
-                hl += hh[k, c]
+                gl += hgh[k, c, 0]
+                hl += hgh[k, c, 1]
                 nl += hn[k, c]
-                nr = tn[k] - nl
+                nr = tnk - nl
                 if nl < min_rows or nr < min_rows:
                     continue
-                gr, hr = tg[k] - gl, th[k] - hl
+                gr, hr = tgk - gl, thk - hl
                 dl, dr = hl + lam, hr + lam
                 gain = (gl * gl / dl if dl > 0 else 0.0) + (gr * gr / dr if dr > 0 else 0.0)
                 if gain > b:
@@ -90,28 +158,145 @@ def _best_gains_kernel(  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _candidate_kernel(  # pragma: no cover - compiled
-    slots: np.ndarray,
-    group_of_row: np.ndarray,
+def _votes(best: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """``votes_from_gains`` of a (groups, F) array, F >= 1: numpy's argmax (the first maximum, or the first NaN)
+    and -1 where that gain is not finite."""
+    out = np.empty(best.shape[0], dtype=np.int64)
+    for k in range(best.shape[0]):
+        arg, top = 0, best[k, 0]
+        if not np.isnan(top):
+            for f in range(1, best.shape[1]):
+                x = best[k, f]
+                if np.isnan(x):
+                    arg, top = f, x
+                    break
+                if x > top:
+                    arg, top = f, x
+        out[k] = arg if np.isfinite(top) else -1
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _group_candidates(  # pragma: no cover - compiled
+    order: np.ndarray,
+    start: np.ndarray,
+    slots_t: np.ndarray,
     features: np.ndarray,
     g: np.ndarray,
     h: np.ndarray,
     nbins: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     num_groups, nc = features.shape
+    for k in range(num_groups):
+        for c in range(nc):
+            if features[k, c] < 0 or features[k, c] >= slots_t.shape[0]:
+                raise ValueError("a candidate feature is not a feature index")
     hg = np.zeros((num_groups, nc, nbins))
     hh = np.zeros((num_groups, nc, nbins))
     hn = np.zeros((num_groups, nc, nbins), dtype=np.int64)
-    for r in range(group_of_row.shape[0]):
-        k = group_of_row[r]
-        if k < 0:
-            continue
+    for k in range(num_groups):
         for c in range(nc):
-            s = slots[r, features[k, c]]
-            hg[k, c, s] += g[r]
-            hh[k, c, s] += h[r]
-            hn[k, c, s] += 1
+            column = slots_t[features[k, c]]
+            for i in range(start[k], start[k + 1]):
+                r = order[i]
+                s = column[r]
+                hg[k, c, s] += g[r]
+                hh[k, c, s] += h[r]
+                hn[k, c, s] += 1
     return hg, hh, hn
+
+
+@njit(cache=True, nogil=True)
+def _partition_rows(  # pragma: no cover - compiled
+    slots_t: np.ndarray,
+    order: np.ndarray,
+    start: np.ndarray,
+    split_feature: np.ndarray,
+    split_threshold: np.ndarray,
+    node_id: np.ndarray,
+    group_of_row: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    num_groups = start.shape[0] - 1
+    num_split, total = 0, 0
+    for k in range(num_groups):
+        if split_feature[k] >= slots_t.shape[0]:
+            raise ValueError("a split feature is not a feature index")
+        if split_feature[k] >= 0:
+            num_split += 1
+            total += start[k + 1] - start[k]
+    new_start = np.zeros(2 * num_split + 1, dtype=np.int64)
+    new_order = np.empty(total, dtype=np.int64)
+    right = np.empty(total, dtype=np.int64)
+    out, child = 0, 0
+    for k in range(num_groups):
+        first, last = start[k], start[k + 1]
+        f = split_feature[k]
+        if f < 0:  # a leaf: its rows leave every group
+            for i in range(first, last):
+                group_of_row[order[i]] = -1
+            continue
+        column, t = slots_t[f], split_threshold[k]
+        n_left, n_right = 0, 0
+        # a stable partition, both children keeping increasing row order; branch-free (the side of a row is
+        # data, so a branch on it is mispredicted often): the row is written to both lists, only one advances
+        for i in range(first, last):
+            r = order[i]
+            side = int(column[r] > t)
+            new_order[out + n_left] = r
+            right[n_right] = r
+            n_left += 1 - side
+            n_right += side
+            node_id[r] = 2 * node_id[r] + side
+            group_of_row[r] = child + side
+        new_order[out + n_left : out + n_left + n_right] = right[:n_right]
+        out += n_left + n_right
+        new_start[child + 1] = new_start[child] + n_left
+        new_start[child + 2] = out
+        child += 2
+    return new_order, new_start
+
+
+@dataclass(frozen=True)
+class RowGroups:
+    """The rows of every group (open node) of a level: group ``k`` is ``order[start[k]:start[k + 1]]``, in
+    increasing row order; rows of no group are left out."""
+
+    order: np.ndarray
+    start: np.ndarray
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.start.shape[0]) - 1
+
+    @classmethod
+    def of(cls, group_of_row: np.ndarray, num_groups: int) -> RowGroups:
+        """Group rows by ``group_of_row`` (values in ``[0, num_groups)``, or -1 for no group)."""
+        if num_groups < 0:
+            raise ValueError("num_groups must be non-negative")
+        order, start = _group_rows(np.ascontiguousarray(group_of_row, dtype=np.int64), int(num_groups))
+        return cls(order, start)
+
+    @classmethod
+    def everything(cls, n_rows: int) -> RowGroups:
+        """One group of all the rows (a tree's root)."""
+        return cls(np.arange(n_rows, dtype=np.int64), np.array([0, n_rows], dtype=np.int64))
+
+
+def _as_float(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when it already is a contiguous float64 array (the kernels only read it), else a converted
+    copy: the per-level ``astype`` copies of every party's g and h were measurable."""
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def row_width(lengths: np.ndarray) -> int:
+    """The vote kernel's fixed row width for rows of these entry counts: the fewest updates, a padding entry
+    counting as one and a row longer than the width as ``TAIL_COST`` more (a9a: 10, for rows of 8 to 16)."""
+    if lengths.size == 0 or int(lengths.max()) == 0:
+        return 0
+    counts = np.bincount(lengths)
+    sizes = np.arange(counts.size)
+    costs = [int((np.maximum(sizes, w) * counts).sum() + TAIL_COST * counts[w + 1 :].sum()) for w in range(counts.size)]
+    return int(np.argmin(costs))
 
 
 class BinnedRows:
@@ -122,9 +307,12 @@ class BinnedRows:
             raise ValueError(f"slots must be a 2-D array (rows, features), got shape {slots.shape}")
         if slots.size and int(slots.max()) >= nbins:
             raise ValueError(f"slot {int(slots.max())} out of range for {nbins} slots")
+        if slots.shape[0] >= 2**31:
+            raise ValueError("at most 2**31 - 1 rows (the vote kernel counts rows in int32)")
         self.slots = np.ascontiguousarray(slots, dtype=np.uint8)
         self.n_rows, self.n_features = slots.shape
         self.nbins = nbins
+        self.slots_t = np.ascontiguousarray(self.slots.T)  # feature-major, for candidates and splits
         offsets = np.arange(self.n_features, dtype=np.int64) * nbins
         flat = (self.slots.astype(np.int64) + offsets).ravel()
         per_cell = np.bincount(flat, minlength=self.n_features * nbins).reshape(self.n_features, nbins)
@@ -135,9 +323,33 @@ class BinnedRows:
         self.cell_start = np.concatenate(([0], np.cumsum(used.sum(axis=1)))).astype(np.int64)
         default_slot = per_cell.argmax(axis=1)
         self.default_cell = self.cell_of[np.arange(self.n_features), default_slot]
+        # the rows' cells away from the default slot: row r's first ones in row_cells[r] (short rows padded with
+        # distinct cells past the real ones, so that a row's updates never wait on each other), the rest in
+        # tail_cell[tail_ptr[r]:tail_ptr[r + 1]]
         rows, feats = np.nonzero(self.slots != default_slot[None, :].astype(np.uint8))
-        self.entry_row = rows.astype(np.int64)
-        self.entry_cell = self.cell_of[feats, self.slots[rows, feats]]
+        cells = self.cell_of[feats, self.slots[rows, feats]]
+        lengths = np.bincount(rows, minlength=self.n_rows)
+        width = row_width(lengths)
+        num_cells = int(self.cell_start[-1])
+        cell_dtype = np.uint16 if num_cells + width <= np.iinfo(np.uint16).max else np.int64
+        rank = np.arange(rows.shape[0]) - np.concatenate(([0], np.cumsum(lengths)))[rows]  # place in its row
+        head = rank < width
+        self.row_cells = np.empty((self.n_rows, width), dtype=cell_dtype)
+        self.row_cells[:] = num_cells + np.arange(width)
+        self.row_cells[rows[head], rank[head]] = cells[head]
+        self.tail_cell = cells[~head].astype(cell_dtype)
+        self.tail_ptr = np.concatenate(([0], np.cumsum(np.bincount(rows[~head], minlength=self.n_rows))))
+        self.tail_ptr = self.tail_ptr.astype(np.int64)
+
+    def _check_rows(self, *arrays: np.ndarray) -> None:
+        for a in arrays:
+            if a.shape != (self.n_rows,):
+                raise ValueError(f"group_of_row, g and h must have shape ({self.n_rows},)")
+
+    def groups(self, group_of_row: np.ndarray, num_groups: int) -> RowGroups:
+        """The rows of each group, for ``group_candidates`` and ``split_groups``."""
+        self._check_rows(group_of_row)
+        return RowGroups.of(group_of_row, num_groups)
 
     def best_gains(
         self, group_of_row: np.ndarray, num_groups: int, g: np.ndarray, h: np.ndarray, lam: float, min_rows: int = 1
@@ -147,17 +359,17 @@ class BinnedRows:
         The gain is equation 4 when ``g``/``h`` are refitted (weighted) values: ``GL^2/(HL+lambda) +
         GR^2/(HR+lambda)``, both sides needing ``min_rows`` rows. Rows of group -1 take no part.
         """
-        if group_of_row.shape != (self.n_rows,) or g.shape != (self.n_rows,) or h.shape != (self.n_rows,):
-            raise ValueError(f"group_of_row, g and h must have shape ({self.n_rows},)")
-        return _best_gains_kernel(
-            self.entry_row,
-            self.entry_cell,
-            group_of_row.astype(np.int64),
+        self._check_rows(group_of_row, g, h)
+        return _row_gains(
+            self.row_cells,
+            self.tail_ptr,
+            self.tail_cell,
+            np.ascontiguousarray(group_of_row, dtype=np.int64),
             int(num_groups),
             self.cell_start,
             self.default_cell,
-            g.astype(np.float64),
-            h.astype(np.float64),
+            _as_float(g),
+            _as_float(h),
             float(lam),
             int(min_rows),
         )
@@ -167,33 +379,81 @@ class BinnedRows:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sums of g, h and the row counts of each group's candidate features, each of shape (num_groups, C, nbins),
         where ``features`` (num_groups, C) names the candidates of every group."""
-        if group_of_row.shape != (self.n_rows,) or g.shape != (self.n_rows,) or h.shape != (self.n_rows,):
-            raise ValueError(f"group_of_row, g and h must have shape ({self.n_rows},)")
-        if features.ndim != 2 or features.shape[0] != num_groups:
-            raise ValueError(f"features must have shape ({num_groups}, C), got {features.shape}")
-        if features.size and not (features.min() >= 0 and features.max() < self.n_features):
-            raise ValueError(f"candidate features must be in [0, {self.n_features})")
-        return _candidate_kernel(
-            self.slots,
-            group_of_row.astype(np.int64),
-            features.astype(np.int64),
-            g.astype(np.float64),
-            h.astype(np.float64),
-            self.nbins,
+        self._check_rows(group_of_row, g, h)
+        return self.group_candidates(self.groups(group_of_row, num_groups), features, g, h)
+
+    def group_candidates(
+        self, groups: RowGroups, features: np.ndarray, g: np.ndarray, h: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``candidate_histograms`` of rows already grouped."""
+        self._check_rows(g, h)
+        if features.ndim != 2 or features.shape[0] != groups.num_groups:
+            raise ValueError(f"features must have shape ({groups.num_groups}, C), got {features.shape}")
+        try:
+            return _group_candidates(
+                groups.order,
+                groups.start,
+                self.slots_t,
+                np.ascontiguousarray(features, dtype=np.int64),
+                _as_float(g),
+                _as_float(h),
+                self.nbins,
+            )
+        except ValueError as exc:  # the kernel checks the range, saving two numpy reductions per call
+            raise ValueError(f"candidate features must be in [0, {self.n_features})") from exc
+
+    def split_groups(
+        self,
+        groups: RowGroups,
+        split_feature: np.ndarray,
+        split_threshold: np.ndarray,
+        node_id: np.ndarray,
+        group_of_row: np.ndarray,
+    ) -> RowGroups:
+        """Apply a level's splits to grouped rows: the next level's groups, with ``node_id`` and ``group_of_row``
+        updated in place.
+
+        Group k splits on ``split_feature[k]`` at ``split_threshold[k]`` (a row goes left when its slot is at most
+        the threshold, as ``node.fvtree.route``), or is a leaf when the feature is -1: its rows leave every group.
+        The next level's groups are the children of the splitting groups, left then right, in group order (the
+        open nodes in increasing id), their rows still in increasing order.
+        """
+        self._check_rows(node_id, group_of_row)
+        if split_feature.shape != (groups.num_groups,) or split_threshold.shape != (groups.num_groups,):
+            raise ValueError(f"need one split feature and threshold per group ({groups.num_groups})")
+        if node_id.dtype != np.int64 or group_of_row.dtype != np.int64:
+            raise ValueError("node_id and group_of_row must be int64 arrays (they are updated in place)")
+        order, start = _partition_rows(
+            self.slots_t,
+            groups.order,
+            groups.start,
+            np.ascontiguousarray(split_feature, dtype=np.int64),
+            np.ascontiguousarray(split_threshold, dtype=np.int64),
+            node_id,
+            group_of_row,
         )
+        return RowGroups(order, start)
 
 
 def votes_from_gains(best: np.ndarray) -> np.ndarray:
     """Each group's vote from its per-feature best gains: the best feature (lowest index on ties) or -1."""
+    if best.ndim == 2 and best.shape[1] > 0 and best.dtype == np.float64:
+        return _votes(np.ascontiguousarray(best))  # one compiled pass instead of four numpy calls per party-level
     vote = best.argmax(axis=-1)
     has = np.isfinite(np.take_along_axis(best, vote[..., None], axis=-1)[..., 0])
     return np.where(has, vote, -1)
 
 
 def warm_up() -> None:
-    """Load (or compile) both kernels on tiny inputs, so that a timed run measures training, not the JIT."""
+    """Load (or compile) the kernels on tiny inputs, so that a timed run measures training, not the JIT (the
+    contract side's kernels in ``node.resolve`` too)."""
+    from node import resolve  # late: node.resolve is the contract side, not something histograms depend on
+
     rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
     group = np.zeros(2, dtype=np.int64)
     ones = np.ones(2)
-    rows.best_gains(group, 1, ones, ones, 1.0)
-    rows.candidate_histograms(group, 1, np.zeros((1, 1), dtype=np.int64), ones, ones)
+    votes_from_gains(rows.best_gains(group, 1, ones, ones, 1.0))
+    groups = rows.groups(group, 1)
+    rows.group_candidates(groups, np.zeros((1, 1), dtype=np.int64), ones, ones)
+    rows.split_groups(groups, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.ones(2, np.int64), group)
+    resolve.warm_up()

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from ledger import reference as ref
-from node.fvtree import Federation, TrainParams
+from node import fvtree
+from node.fvtree import Federation, LevelView, TrainParams, TrainResult, open_positions, route
 from node.messages import endorsement_quorum, level_traffic
 
 
@@ -138,3 +139,65 @@ def test_rejects_bad_configuration() -> None:
         Federation(slots, ys, TrainParams(), algo="fvtree")
     with pytest.raises(ValueError, match="alpha"):
         TrainParams(alpha=0)
+
+
+def _same_training(a: TrainResult, b: TrainResult) -> bool:
+    return (
+        [t.nodes for t in a.trees] == [t.nodes for t in b.trees]
+        and (a.phi, a.kappa, a.total, a.per_tree_total) == (b.phi, b.kappa, b.total, b.per_tree_total)
+        and a.levels == b.levels
+    )
+
+
+@pytest.mark.parametrize("hessian", ["second", "count"])
+def test_batched_contract_side_equals_resolve_node_on_the_messages(
+    hessian: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The limbs and ``resolve_level`` give the results ``resolve_node`` gives on the parties' messages."""
+    params = TrainParams(trees=4, depth=4, bins=8, min_rows=5, hessian=hessian)
+    fed, fast = _train(params=params, parties=4)
+    scores = fed.score
+    monkeypatch.setattr(fvtree, "quantise_level", lambda sums: None)
+    fed_ref, slow = _train(params=params, parties=4)
+    assert _same_training(fast, slow) and np.array_equal(scores, fed_ref.score)
+
+
+def test_an_overflow_in_the_batched_path_is_left_to_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, want = _train()
+
+    def overflow(*args: object) -> None:
+        raise ref.FixedPointOverflow("from the batched path")
+
+    monkeypatch.setattr(fvtree, "resolve_level", overflow)
+    _, got = _train()
+    assert _same_training(got, want)
+
+
+def test_sums_beyond_int256_raise_as_the_contract_reverts() -> None:
+    slots, ys = _federation_data()
+    fed = Federation(slots, ys, TrainParams(trees=1, depth=2, bins=8, min_rows=5), algo="pvtree")
+    fed.parties[0].inflate = 1e60  # a greedy party's gradient sums, far beyond int256 once quantised
+    with pytest.raises(ref.FixedPointOverflow):
+        fed.train()
+
+
+def test_observers_see_each_rows_open_node() -> None:
+    """The positions a level observer gets are those of the rows routed through the splits made so far."""
+    slots, ys = _federation_data()
+    w = [np.random.default_rng(i).uniform(0.5, 1.5, len(y)) for i, y in enumerate(ys)]
+    params = TrainParams(trees=2, depth=4, bins=8, min_rows=5)
+    fed = Federation(slots, ys, params, algo="fvtree", party_weights=w, keep_levels=True)
+    seen: list[LevelView] = []
+    fed.level_observer = seen.append
+    result = fed.train()
+    assert len(seen) == len(result.levels)
+    for view, rec in zip(seen, result.levels, strict=True):
+        tree = result.trees[view.tree]
+        for party, positions in zip(fed.parties, view.k_of_row, strict=True):
+            ids = np.ones(party.n_rows, dtype=np.int64)
+            for lvl in range(view.level):
+                at_level = {nid: n for nid, n in tree.nodes.items() if 2**lvl <= nid < 2 ** (lvl + 1) and not n.is_leaf}
+                ids = route(
+                    party.rows.slots, ids, {nid: (int(n.feature), int(n.threshold)) for nid, n in at_level.items()}
+                )
+            assert np.array_equal(positions, open_positions(ids, rec.nodes, params.depth))

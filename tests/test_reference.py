@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 from itertools import combinations
 from math import factorial
@@ -161,6 +162,43 @@ def test_shapley_matches_textbook_formula(parties: list[tuple[int, int, int, int
             exact += Fraction(marginal, factorial(m - 1) // (factorial(size) * factorial(m - 1 - size)))
         exact /= m
         assert abs(phi[p] - exact) < 1
+
+
+def _shapley_or_error(fn: Callable[..., tuple[int, list[int]]], args: tuple[object, ...]) -> object:
+    try:
+        return fn(*args)
+    except ref.FixedPointOverflow as exc:
+        return ("overflow", str(exc))
+
+
+any_side = st.integers(-(2**130), 2**130) | st.sampled_from([0, 1, -1, 2**127, -(2**127), 2**200, -(2**254)])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.tuples(any_side, any_side, any_side, any_side), max_size=6),
+    st.sampled_from([0, 1, 10**17, 10**18, 2**200]),
+)
+def test_fast_shapley_equals_the_reference_results_and_errors(
+    parties: list[tuple[int, int, int, int]], lam: int
+) -> None:
+    """Same values and the same overflow errors, for sums near and beyond int256 and negative hessians."""
+    args = (*_unpack(parties), lam)
+    assert _shapley_or_error(ref.split_shapley_fast, args) == _shapley_or_error(ref.split_shapley, args)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(party, min_size=1, max_size=7), st.integers(0, 10**18))
+def test_fast_shapley_equals_the_reference_on_histogram_sums(
+    parties: list[tuple[int, int, int, int]], lam: int
+) -> None:
+    assert ref.split_shapley_fast(*_unpack(parties), lam) == ref.split_shapley(*_unpack(parties), lam)
+
+
+def test_fast_shapley_rejects_ragged_input() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        ref.split_shapley_fast([1, 2], [1], [1, 2], [1, 2], 0)
+    assert ref.split_shapley_fast([], [], [], [], ONE) == (0, [])
 
 
 # --- top-2 (NOTES 6) -----------------------------------------------------------------------------------------------

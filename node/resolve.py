@@ -1,0 +1,319 @@
+"""The contract's resolution of a whole level in the simulator, on exact integer limbs of the quantised sums.
+
+``ledger.reference.resolve_node`` takes every party's quantised histograms as Python integers, sums them bin by bin
+and splits them again at the chosen threshold, one node at a time. For a simulated level that conversion and those
+sums cost more than the split search itself, so here the parties' quantised values are carried as two int64 limbs
+(``q = hi * 2**32 + lo`` with ``0 <= lo < 2**32``), summed over parties and bins in compiled code (integer sums, so
+exact in any order), and only the aggregated histograms and the chosen split's side sums become Python integers.
+Everything else is the reference's own functions (``best_split``, ``split_shapley_fast``, ``leaf_value``,
+``contribution``...), so every ``NodeResult`` equals ``resolve_node``'s for the same messages (tests compare them).
+
+The limbs are only used when they provably cannot overflow: every quantised value below ``2**80`` in magnitude
+and at most ``2**14`` values summed per limb, so a limb sum stays below ``2**62``; the simulator falls back to the
+messages and ``resolve_node`` otherwise (huge or non-finite sums, or non-integer counts from a noise hook), which
+also keeps the reference's errors where the contract would revert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ledger import reference as ref
+
+LIMB = 1 << 32
+_ONE_F = float(ref.ONE)
+_LIMB_F = float(LIMB)
+_INV_LIMB_F = 1.0 / _LIMB_F
+_MAX_FIXED = float(2**80)
+"""Largest quantised magnitude (exclusive) the limbs carry; beyond it the reference path runs."""
+_MAX_TERMS = 1 << 14
+"""Most values summed into one limb: parties times histogram slots."""
+
+
+@njit(cache=True, nogil=True)
+def _quantise_limbs(x: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Limbs of ``rint(x * ONE)``, the value ``node.fvtree.quantise`` converts to an integer, for every element.
+
+    ``rint`` of the scaled float is an integral float q; ``floor(q / 2**32)`` and ``q - hi * 2**32`` are exact (a
+    power-of-two scaling, and a difference that is an integer below 2**32), so ``hi * 2**32 + lo == q`` exactly.
+    Returns False when some q is not finite or not below ``2**80`` in magnitude.
+    """
+    flat = x.ravel()
+    hi = np.empty(flat.shape[0], dtype=np.int64)
+    lo = np.empty(flat.shape[0], dtype=np.int64)
+    for i in range(flat.shape[0]):
+        q = np.rint(flat[i] * _ONE_F)
+        if not abs(q) < _MAX_FIXED:  # also False for NaN
+            return False, hi.reshape(x.shape), lo.reshape(x.shape)
+        qh = np.floor(q * _INV_LIMB_F)
+        hi[i] = np.int64(qh)
+        lo[i] = np.int64(q - qh * _LIMB_F)
+    return True, hi.reshape(x.shape), lo.reshape(x.shape)
+
+
+@njit(cache=True, nogil=True)
+def _normalise(hi: int, lo: int) -> tuple[int, int]:  # pragma: no cover - compiled
+    """The same value ``hi * 2**32 + lo`` with ``0 <= lo < 2**32`` (lo sums are non-negative), so that a value
+    is zero exactly when both limbs are."""
+    return hi + (lo >> 32), lo & 0xFFFFFFFF
+
+
+@njit(cache=True, nogil=True)
+def _level_sums(  # pragma: no cover - compiled
+    g_hi: np.ndarray, g_lo: np.ndarray, h_hi: np.ndarray, h_lo: np.ndarray, n: np.ndarray, min_rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Running sums, aggregated totals and the thresholds ``best_split`` evaluates, for a level (inputs
+    (M, K, C, B)).
+
+    Returns ``run`` (5, M, K, C, B): every party's sums of slots ``0..t`` (planes g hi, g lo, h hi, h lo, n);
+    ``tot`` (5, K, C): the aggregated totals of every candidate; and, in ``best_split``'s scan order (node,
+    candidate, threshold), every threshold it would evaluate, ``cand`` (Q, 3) as (node, candidate, threshold),
+    with the aggregated left sums there, ``left`` (5, Q). ``best_split`` skips a threshold whose aggregated slot is
+    all zero (same sums as the previous one) and one that leaves fewer than ``min_rows`` rows on a side; the row
+    counts are exact integers here, so the filter is the same. Aggregated limbs are normalised.
+    """
+    m, k, c, b = n.shape
+    run = np.empty((5, m, k, c, b), dtype=np.int64)
+    tot = np.zeros((5, k, c), dtype=np.int64)
+    cand = np.empty((k * c * b, 3), dtype=np.int64)
+    left = np.empty((5, k * c * b), dtype=np.int64)
+    q = 0
+    for j in range(k):
+        for r in range(c):
+            for p in range(m):
+                a0, a1, a2, a3, a4 = 0, 0, 0, 0, 0
+                for t in range(b):
+                    a0 += g_hi[p, j, r, t]
+                    a1 += g_lo[p, j, r, t]
+                    a2 += h_hi[p, j, r, t]
+                    a3 += h_lo[p, j, r, t]
+                    a4 += n[p, j, r, t]
+                    run[0, p, j, r, t] = a0
+                    run[1, p, j, r, t] = a1
+                    run[2, p, j, r, t] = a2
+                    run[3, p, j, r, t] = a3
+                    run[4, p, j, r, t] = a4
+            n_tot = 0
+            for p in range(m):
+                for z in range(5):
+                    tot[z, j, r] += run[z, p, j, r, b - 1]
+                n_tot += run[4, p, j, r, b - 1]
+            tot[0, j, r], tot[1, j, r] = _normalise(tot[0, j, r], tot[1, j, r])
+            tot[2, j, r], tot[3, j, r] = _normalise(tot[2, j, r], tot[3, j, r])
+            for t in range(b - 1):
+                s0, s1, s2, s3, s4 = 0, 0, 0, 0, 0
+                for p in range(m):
+                    s0 += g_hi[p, j, r, t]
+                    s1 += g_lo[p, j, r, t]
+                    s2 += h_hi[p, j, r, t]
+                    s3 += h_lo[p, j, r, t]
+                    s4 += n[p, j, r, t]
+                s0, s1 = _normalise(s0, s1)
+                s2, s3 = _normalise(s2, s3)
+                if s0 == 0 and s1 == 0 and s2 == 0 and s3 == 0 and s4 == 0:
+                    continue
+                n_left = 0
+                for p in range(m):
+                    n_left += run[4, p, j, r, t]
+                if n_left < min_rows or n_tot - n_left < min_rows:
+                    continue
+                cand[q, 0], cand[q, 1], cand[q, 2] = j, r, t
+                for z in range(5):
+                    acc = 0
+                    for p in range(m):
+                        acc += run[z, p, j, r, t]
+                    left[z, q] = acc
+                left[0, q], left[1, q] = _normalise(left[0, q], left[1, q])
+                left[2, q], left[3, q] = _normalise(left[2, q], left[3, q])
+                q += 1
+    return run, tot, cand[:q], left[:, :q]
+
+
+@njit(cache=True, nogil=True)
+def _top2(votes: np.ndarray, num_features: int) -> tuple[bool, np.ndarray]:  # pragma: no cover - compiled
+    """``ref.top2`` of every node (votes (M, K)); False when some vote is not a feature index (the reference
+    raises then)."""
+    m, k = votes.shape
+    out = np.zeros((k, 2), dtype=np.int64)
+    count = np.zeros(max(num_features, 1), dtype=np.int64)
+    for j in range(k):
+        for i in range(m):
+            v = votes[i, j]
+            if v == -1:
+                continue
+            if v < 0 or v >= num_features:
+                return False, out
+            count[v] += 1
+        if num_features == 1:
+            out[j, 0], out[j, 1] = 0, 0
+        else:
+            # the most votes, ties to the lower index; only voted features count, the rest follow by index
+            first, best = 0, 0
+            for f in range(num_features):
+                if count[f] > best:
+                    first, best = f, count[f]
+            second, best2 = (1 if first == 0 else 0), 0
+            for f in range(num_features):
+                if f != first and count[f] > best2:
+                    second, best2 = f, count[f]
+            out[j, 0], out[j, 1] = first, second
+        for i in range(m):
+            v = votes[i, j]
+            if v >= 0:
+                count[v] = 0
+    return True, out
+
+
+def top2_level(votes: np.ndarray, num_features: int) -> list[tuple[int, ...]]:
+    """``ledger.reference.top2`` for every node of a level at once (``votes`` is (M, K)); the reference itself
+    runs when a vote is out of range, to raise its error."""
+    ok, top = _top2(np.ascontiguousarray(votes, dtype=np.int64), int(num_features))
+    if not ok:
+        return [ref.top2(v, num_features) for v in votes.T.tolist()]
+    return [tuple(pair) for pair in top.tolist()]
+
+
+def _join(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Python integers ``hi * 2**32 + lo`` of two int64 limb arrays (an object array of the same shape)."""
+    return hi.astype(object) * LIMB + lo.astype(object)
+
+
+@dataclass(frozen=True)
+class FixedLevel:
+    """The parties' quantised candidate histograms of one level, as limbs: ``hi``/``lo`` for g and h, each
+    (M, K, C, B) int64, and the counts ``n``."""
+
+    g_hi: np.ndarray
+    g_lo: np.ndarray
+    h_hi: np.ndarray
+    h_lo: np.ndarray
+    n: np.ndarray
+
+
+def quantise_level(sums: Sequence[tuple[np.ndarray, ...]]) -> FixedLevel | None:
+    """Quantise every party's (g, h, n) float sums of a level, (K, C, B) each, to limbs; None when the limbs
+    cannot carry them (then the messages and ``resolve_node`` must be used)."""
+    m = len(sums)
+    if m == 0 or any(s[0].dtype != np.float64 or s[1].dtype != np.float64 or s[2].dtype != np.int64 for s in sums):
+        return None
+    if m * sums[0][0].shape[-1] > _MAX_TERMS:
+        return None
+    ok_g, g_hi, g_lo = _quantise_limbs(np.stack([s[0] for s in sums]))
+    if not ok_g:
+        return None
+    ok_h, h_hi, h_lo = _quantise_limbs(np.stack([s[1] for s in sums]))
+    if not ok_h:
+        return None
+    return FixedLevel(g_hi, g_lo, h_hi, h_lo, np.stack([s[2] for s in sums]))
+
+
+def resolve_level(
+    level: FixedLevel,
+    candidates: Sequence[tuple[int, ...]],
+    node_votes: Sequence[Sequence[int]],
+    inherited: Sequence[ref.Totals | None],
+    last_level: bool,
+    params: ref.Params,
+) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
+    """``resolve_node`` for every open node of a level at once, every party having submitted.
+
+    Returns the results and each node's totals (the inherited ones, or the root's from its candidate 0).
+
+    The split search is ``best_split``'s: candidates in rank order, thresholds upward, ``split_gain`` on the
+    aggregated sums, a strictly larger gain replaces, and the best must beat ``side_score`` of its candidate's
+    totals; only the thresholds ``best_split`` would skip without a gain (an all-zero slot, too few rows on a
+    side) are left out beforehand, by ``_level_sums`` on exact integers.
+    """
+    hm, lam, min_rows = params.hessian_mode, params.lam, params.min_rows
+    if min_rows < 1:
+        raise ValueError("min_rows must be at least 1")
+    run, tot, cand, left = _level_sums(level.g_hi, level.g_lo, level.h_hi, level.h_lo, level.n, min_rows)
+    tot_g = _join(tot[0], tot[1]).tolist()
+    tot_h = _join(tot[2], tot[3]).tolist()
+    tot_n = tot[4].tolist()
+    cand_node, cand_rank, cand_thr = cand.T.tolist()
+    left_g = _join(left[0], left[1]).tolist()
+    left_h = _join(left[2], left[3]).tolist()
+    left_n = left[4].tolist()
+    num_cand = len(cand_node)
+    m = level.n.shape[0]
+    zeros = (0,) * m
+    results: list[ref.NodeResult | None] = []
+    totals: list[ref.Totals] = []
+    split_nodes: list[tuple[int, ref.Split]] = []
+    q = 0
+    for j, feats in enumerate(candidates):
+        node_totals = inherited[j]
+        if node_totals is None:
+            node_totals = ref.Totals(tot_g[j][0], tot_h[j][0], tot_n[j][0])
+        totals.append(node_totals)
+        best: ref.Split | None = None
+        best_parent = 0
+        while q < num_cand and cand_node[q] == j:
+            r, t = cand_rank[q], cand_thr[q]
+            g_tot, h_tot, n_tot = tot_g[j][r], tot_h[j][r], tot_n[j][r]
+            g_l, h_l, n_l = left_g[q], left_h[q], left_n[q]
+            g_r, h_r, n_r = g_tot - g_l, h_tot - h_l, n_tot - n_l
+            q += 1
+            gain = ref.split_gain(g_l, ref.hessian_of(h_l, n_l, hm), g_r, ref.hessian_of(h_r, n_r, hm), lam)
+            if best is None or gain > best.gain:
+                best = ref.Split(r, feats[r], t, gain, g_l, h_l, n_l, g_r, h_r, n_r)
+                best_parent = ref.side_score(g_tot, ref.hessian_of(h_tot, n_tot, hm), lam)
+        if best is None or best.gain <= best_parent:
+            value = ref.leaf_value(
+                node_totals.g, ref.hessian_of(node_totals.h, node_totals.n, hm), lam, params.learning_rate
+            )
+            results.append(ref.NodeResult(None, value, None, None, None, None, zeros, zeros, zeros))
+        else:
+            results.append(None)
+            split_nodes.append((j, best))
+    if split_nodes:
+        node = np.array([j for j, _ in split_nodes], dtype=np.int64)
+        rank = np.array([s.rank for _, s in split_nodes], dtype=np.int64)
+        thr = np.array([s.threshold for _, s in split_nodes], dtype=np.int64)
+        at = run[:, :, node, rank, thr]  # (5, M, S): every party's left sums at its node's split
+        whole = run[:, :, node, rank, level.n.shape[-1] - 1]
+        g_left = _join(at[0], at[1])
+        h_left = _join(at[2], at[3])
+        g_right = (_join(whole[0], whole[1]) - g_left).T.tolist()
+        h_right = (_join(whole[2], whole[3]) - h_left).T.tolist()
+        n_left = at[4].T.tolist()
+        n_right = (whole[4] - at[4]).T.tolist()
+        g_left_s, h_left_s = g_left.T.tolist(), h_left.T.tolist()
+        alpha, lr = params.alpha, params.learning_rate
+        for s, (j, split) in enumerate(split_nodes):
+            hl, hr = h_left_s[s], h_right[s]
+            if hm == ref.HESSIAN_COUNT:
+                hl = [ref.hessian_of(h, n, hm) for h, n in zip(hl, n_left[s], strict=True)]
+                hr = [ref.hessian_of(h, n, hm) for h, n in zip(hr, n_right[s], strict=True)]
+            _, phi = ref.split_shapley_fast(g_left_s[s], hl, g_right[s], hr, lam)
+            feature, gain = split.feature, split.gain
+            kappa = tuple(ref.voting_contribution(v, feature, gain) for v in node_votes[j])
+            # contribution(phi, 0, alpha) is check_int256(phi): most parties did not vote for the split feature
+            contrib = tuple(
+                ref.contribution(p, k, alpha) if k else ref.check_int256(p) for p, k in zip(phi, kappa, strict=True)
+            )
+            lt = ref.Totals(split.g_left, split.h_left, split.n_left)
+            rt = ref.Totals(split.g_right, split.h_right, split.n_right)
+            left_leaf = right_leaf = None
+            if last_level:
+                left_leaf = ref.leaf_value(lt.g, ref.hessian_of(lt.h, lt.n, hm), lam, lr)
+                right_leaf = ref.leaf_value(rt.g, ref.hessian_of(rt.h, rt.n, hm), lam, lr)
+            results[j] = ref.NodeResult(split, None, lt, rt, left_leaf, right_leaf, tuple(phi), kappa, contrib)
+    out = [r for r in results if r is not None]
+    assert len(out) == len(results)
+    return out, totals
+
+
+def warm_up() -> None:
+    """Load (or compile) this module's kernels on a tiny level, so that a timed run measures training."""
+    sums = [(np.full((1, 2, 2), 0.5), np.full((1, 2, 2), 0.25), np.ones((1, 2, 2), dtype=np.int64))] * 2
+    level = quantise_level(sums)
+    assert level is not None
+    params = ref.Params(lam=ref.ONE, learning_rate=ref.ONE, min_rows=1, alpha=ref.ONE)
+    resolve_level(level, [(0, 1)], [[0, 1]], [None], True, params)
+    top2_level(np.zeros((2, 1), dtype=np.int64), 2)
