@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -115,6 +116,8 @@ def run_node(args: argparse.Namespace) -> int:
     bound = server.server.servers[0].sockets[0].getsockname()[1] if int(port) == 0 else int(port)
     node.endpoint = f"http://{host}:{bound}"
     log(f"endorsement endpoint {node.endpoint}; chain {args.rpc}; task {args.task}")
+    # SIGTERM (the requester stopping its parties) unwinds like an exit, so the node logs where its time went
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         node.run()
     except NodeError as exc:

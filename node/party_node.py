@@ -371,6 +371,13 @@ class PartyNode:
         """Join, wait for the start, then follow the task until it completes, riding out chain outages."""
         self._survive(self.join)
         self._survive(self.wait_for_start)
+        try:
+            self._follow()
+        finally:  # also when stopped (SIGTERM): the time split of a partial run is a measurement too
+            self.log(f"time split: {self.time_split()}")
+
+    def _follow(self) -> None:
+        """Step whenever a new block arrives (and at least once a second) until the task completes."""
         seen_block, stepped = -1, 0.0
         while True:
             # Task state changes only in new blocks: between them a poll is one eth_blockNumber, not the several
@@ -385,7 +392,6 @@ class PartyNode:
                 continue
             with self.timed("waiting (polling the chain)"):
                 time.sleep(self.settings.poll_seconds)
-        self.log(f"time split: {self.time_split()}")
 
     def _survive(self, action: Callable[[], Any]) -> Any:
         """Run ``action``; while the chain is unreachable, retry with backoff up to ``chain_outage_seconds``."""
