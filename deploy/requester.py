@@ -91,7 +91,9 @@ def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
 
 
 class BlockClock:
-    """Mines an empty block every ``tick`` seconds so that deadlines pass while everybody waits."""
+    """Mines an empty block when no block arrived for ``tick`` seconds, so that deadlines pass while everybody
+    waits. Only then: anvil's cost per block grows with the chain's length (measured: 7 ms per empty block at
+    block 500, 18 ms at 2,000), and while parties transact their transactions' blocks keep the clock going."""
 
     def __init__(self, client: ChainClient, tick: float) -> None:
         self.client, self.tick = client, tick
@@ -99,9 +101,14 @@ class BlockClock:
         self.thread = threading.Thread(target=self._run, name="block-clock", daemon=True)
 
     def _run(self) -> None:
+        last = -1
         while not self.stop_event.wait(self.tick):
             try:
-                self.client.mine(1)
+                now = self.client.block_number
+                if now == last:
+                    self.client.mine(1)
+                    now += 1
+                last = now
             except Exception:  # the chain may be restarting; the clock just tries again
                 continue
 
