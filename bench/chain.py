@@ -54,7 +54,7 @@ def main() -> int:
     warm_up()
     sim_report, sim_model, _ = run(prep, "fvtree")
     assert sim_model is not None
-    anvil = start_anvil()
+    anvil = start_anvil(keep_states=256)  # a long task's historical states would fill the disk
     workdir = Path(tempfile.mkdtemp(prefix="fgbdt-bench-chain-"))
     try:
         client = ChainClient.connect(anvil.url)

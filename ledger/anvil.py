@@ -97,6 +97,7 @@ def anvil_command(
     chain_id: int = DEFAULT_CHAIN_ID,
     gas_limit: int = DEFAULT_GAS_LIMIT,
     accounts: int = 10,
+    keep_states: int | None = None,
 ) -> list[str]:
     """The command line: fixed chain id, funded dev accounts, a block gas limit that fits the widest level, no
     contract size limit surprises, and ``--state`` (load on start if present, dump on exit) when persisting."""
@@ -118,6 +119,11 @@ def anvil_command(
     ]
     if state is not None:
         cmd += ["--state", str(state)]
+    if keep_states is not None:
+        # anvil otherwise writes historical states to disk (under ~/.foundry/anvil/tmp): gigabytes within a long
+        # task, which filled this machine's disk during a paper-settings run. Pruned, only the last
+        # ``keep_states`` blocks can be queried at a past state (enough to replay a failed transaction).
+        cmd += ["--prune-history", str(keep_states)]
     return cmd
 
 
@@ -127,11 +133,14 @@ def start_anvil(
     log: Path | None = None,
     detach: bool = False,
     startup_timeout: float = 30.0,
+    keep_states: int | None = None,
 ) -> Anvil:
-    """Start anvil and wait until it answers. ``detach`` starts it in its own session (outlives the caller)."""
+    """Start anvil and wait until it answers. ``detach`` starts it in its own session (outlives the caller);
+    ``keep_states`` prunes historical states older than that many blocks (default: anvil keeps them on disk)."""
     port = port or free_port()
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child process
-    proc = subprocess.Popen(anvil_command(port, state), stdout=out, stderr=subprocess.STDOUT, start_new_session=detach)
+    cmd = anvil_command(port, state, keep_states=keep_states)
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach)
     anvil = Anvil(proc, port)
     wait_until_ready(proc, anvil.url, "anvil", startup_timeout, log)
     return anvil

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from deploy.cli import main
-from ledger.anvil import free_port, rpc_ready
+from ledger.anvil import free_port, rpc_ready, start_anvil
 from ledger.client import ChainClient
 from ledger.contracts import TaskConfig, TaskContract
 
@@ -55,3 +55,19 @@ def test_devnet_up_status_down_persists_state(tmp_path: Path, capsys: pytest.Cap
         assert task.state(tid).reward == 12345
     finally:
         args("down")
+
+
+def test_anvil_with_pruned_history_keeps_only_recent_states() -> None:
+    """``keep_states`` (anvil --prune-history): recent past states answer (a failed transaction's replay needs its
+    parent state), old ones are gone instead of piling up on disk during a long task."""
+    node = start_anvil(keep_states=4)
+    try:
+        client = ChainClient.connect(node.url)
+        who = client.w3.eth.accounts[0]
+        client.mine(20)
+        latest = client.block_number
+        assert client.w3.eth.get_balance(who, latest - 1) > 0
+        with pytest.raises(Exception, match="(?i)state|block|prun|history"):
+            client.w3.eth.get_balance(who, 1)
+    finally:
+        node.stop()
