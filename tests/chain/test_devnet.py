@@ -67,7 +67,7 @@ def test_anvil_with_pruned_history_keeps_only_recent_states() -> None:
         client.mine(20)
         latest = client.block_number
         assert client.w3.eth.get_balance(who, latest - 1) > 0
-        with pytest.raises(Exception, match="(?i)state|block|prun|history"):
+        with pytest.raises(Exception, match=r"(?i)state|block|prun|history"):
             client.w3.eth.get_balance(who, 1)
     finally:
         node.stop()
