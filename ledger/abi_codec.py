@@ -52,13 +52,14 @@ class FunctionCoder:
     selector: bytes
     types: tuple[str, ...]
     outputs: tuple[dict[str, Any], ...]
+    output_types: tuple[str, ...]
 
     def encode(self, codec: ABICodec, args: Sequence[Any]) -> bytes:
         return self.selector + codec.encode(list(self.types), list(args))
 
     def decode_result(self, codec: ABICodec, data: bytes) -> Any:
         """The call's return data as web3 gives it: the value itself for one output, else a tuple of them."""
-        values = codec.decode([canonical_type(o) for o in self.outputs], data)
+        values = codec.decode(list(self.output_types), data)
         out = tuple(_normalised(o, v, named=False) for o, v in zip(self.outputs, values, strict=True))
         return out[0] if len(out) == 1 else out
 
@@ -69,19 +70,20 @@ class EventCoder:
 
     name: str
     inputs: tuple[dict[str, Any], ...]
-    types: tuple[str, ...]
+    indexed: tuple[tuple[dict[str, Any], str], ...]
+    """(input, type) of the fields in the topics, in order."""
+    plain: tuple[tuple[dict[str, Any], str], ...]
+    """(input, type) of the fields in the data, in order."""
 
     def decode(self, codec: ABICodec, topics: Sequence[bytes], data: bytes) -> dict[str, Any]:
-        indexed = [(i, t) for i, t in zip(self.inputs, self.types, strict=True) if i.get("indexed")]
-        plain = [(i, t) for i, t in zip(self.inputs, self.types, strict=True) if not i.get("indexed")]
-        if len(topics) != len(indexed) + 1:
-            raise ValueError(f"{self.name}: {len(topics) - 1} topics for {len(indexed)} indexed fields")
+        if len(topics) != len(self.indexed) + 1:
+            raise ValueError(f"{self.name}: {len(topics) - 1} topics for {len(self.indexed)} indexed fields")
         out: dict[str, Any] = {}
-        for (item, t), topic in zip(indexed, topics[1:], strict=True):
+        for (item, t), topic in zip(self.indexed, topics[1:], strict=True):
             # dynamic indexed values are stored as their hash: keep the 32 bytes, as web3 does
             out[item["name"]] = _normalised(item, codec.decode([t], bytes(topic))[0]) if _static(t) else bytes(topic)
-        values = codec.decode([t for _, t in plain], bytes(data))
-        for (item, _), v in zip(plain, values, strict=True):
+        values = codec.decode([t for _, t in self.plain], bytes(data))
+        for (item, _), v in zip(self.plain, values, strict=True):
             out[item["name"]] = _normalised(item, v)
         return {i["name"]: out[i["name"]] for i in self.inputs}
 
@@ -102,7 +104,8 @@ def function_coders(abi: Sequence[dict[str, Any]]) -> dict[str, FunctionCoder]:
             continue
         types = tuple(canonical_type(i) for i in item["inputs"])
         selector = keccak(text=f"{item['name']}({','.join(types)})")[:4]
-        out[item["name"]] = FunctionCoder(selector, types, tuple(item.get("outputs", [])))
+        outputs = tuple(item.get("outputs", []))
+        out[item["name"]] = FunctionCoder(selector, types, outputs, tuple(canonical_type(o) for o in outputs))
     return out
 
 
@@ -114,5 +117,11 @@ def event_coders(abi: Sequence[dict[str, Any]]) -> dict[bytes, EventCoder]:
             continue
         types = [canonical_type(i) for i in item["inputs"]]
         topic = keccak(text=f"{item['name']}({','.join(types)})")
-        out[topic] = EventCoder(item["name"], tuple(item["inputs"]), tuple(types))
+        fields = list(zip(item["inputs"], types, strict=True))
+        out[topic] = EventCoder(
+            item["name"],
+            tuple(item["inputs"]),
+            tuple(f for f in fields if f[0].get("indexed")),
+            tuple(f for f in fields if not f[0].get("indexed")),
+        )
     return out

@@ -185,25 +185,18 @@ class ChainClient:
     def call(self, contract: Contract, function: str, *args: Any, sender: str | None = None) -> Any:
         """A read-only call; reverts raise :class:`ContractRevert`. Coded by :mod:`ledger.abi_codec` where it can
         (the node polls task state many times a second), else by web3's contract function."""
-        coder = self._function_coders.get(contract.address.lower(), {}).get(function)
-        params: dict[str, Any] = {"to": contract.address}
-        if sender:
-            params["from"] = sender
+        direct = self._direct(contract, function, args)
         try:
-            if coder is None:
-                raise EncodingError("no direct coder")
-            params["data"] = "0x" + coder.encode(self.w3.codec, args).hex()
-        except (EncodingError, TypeError, ValueError):
-            fn = getattr(contract.functions, function)(*args)
-            try:
-                return fn.call({"from": sender} if sender else {})
-            except Exception as exc:
-                raise self._revert(exc, function) from exc
-        try:
-            data = self.w3.eth.call(params)  # type: ignore[arg-type]
+            if direct is None:
+                return getattr(contract.functions, function)(*args).call({"from": sender} if sender else {})
+            coder, data = direct
+            params: dict[str, Any] = {"to": contract.address, "data": data}
+            if sender:
+                params["from"] = sender
+            result = self.w3.eth.call(params)  # type: ignore[arg-type]
         except Exception as exc:
             raise self._revert(exc, function) from exc
-        return coder.decode_result(self.w3.codec, bytes(data))
+        return coder.decode_result(self.w3.codec, bytes(result))
 
     def call_many(self, contract: Contract, function: str, arg_lists: Sequence[Sequence[Any]]) -> list[Any]:
         """Many read-only calls of one function, batched into one JSON-RPC request when the provider allows it."""
@@ -238,13 +231,20 @@ class ChainClient:
     def encode_call(self, contract: Contract, function: str, args: Sequence[Any]) -> str:
         """Calldata of ``function(*args)``: straight through the ABI codec (see :mod:`ledger.abi_codec`), or web3's
         contract function where the codec does not take the arguments as given (e.g. hex strings for bytes)."""
-        coder = self._function_coders.get(contract.address.lower(), {}).get(function)
-        if coder is not None:
-            try:
-                return "0x" + coder.encode(self.w3.codec, args).hex()
-            except (EncodingError, TypeError, ValueError):
-                pass
+        direct = self._direct(contract, function, args)
+        if direct is not None:
+            return direct[1]
         return str(getattr(contract.functions, function)(*args)._encode_transaction_data())
+
+    def _direct(self, contract: Contract, function: str, args: Sequence[Any]) -> tuple[FunctionCoder, str] | None:
+        """(coder, calldata) when the ABI codec takes ``function(*args)`` as given; None sends it to web3."""
+        coder = self._function_coders.get(contract.address.lower(), {}).get(function)
+        if coder is None:
+            return None
+        try:
+            return coder, "0x" + coder.encode(self.w3.codec, args).hex()
+        except (EncodingError, TypeError, ValueError):
+            return None
 
     def decode_events(self, logs: Iterable[Any]) -> list[Event]:
         """Decode every log emitted by a registered contract (others are skipped)."""

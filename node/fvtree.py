@@ -365,7 +365,6 @@ class Federation:
             clock = self._tick("party: gradients, routing, applying splits", clock)
             if self.algo == "allfeatures":
                 votes, cands = self._allfeatures_candidates(k_of_rows, k, grads)
-                node_votes = votes.T.tolist()
             else:
                 votes = np.stack(
                     [
@@ -373,8 +372,8 @@ class Federation:
                         for party, kr, (gv, hv) in zip(self.parties, k_of_rows, vote_grads, strict=True)
                     ]
                 )
-                node_votes = votes.T.tolist()
                 cands = top2_level(votes, self.n_features)
+            node_votes = votes.T.tolist()
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             cand_arr = np.asarray(cands, dtype=np.int64)
             sums = [
