@@ -94,6 +94,10 @@ class TaskParameters(BaseModel):
     depth: int = Field(default=3, ge=1, le=8, description="Split levels (LightGBM's max_depth).")
     bins: int = Field(default=16, ge=1, le=1024)
     hessian: Literal["hessian", "count"] = Field(default="hessian", description="`count` = the paper's formulas.")
+    tie_break: Literal["hashed", "index"] = Field(
+        default="hashed",
+        description="Top-2 vote ties: `hashed` = a per-node pseudo-random feature order, `index` = lower index first.",
+    )
     quorum_num: int = Field(default=2, ge=0, le=65_535)
     quorum_den: int = Field(default=3, ge=1, le=65_535)
     min_parties: int = Field(default=2, ge=1, le=16)
@@ -260,6 +264,7 @@ class ParametersOut(BaseModel):
     depth: int
     bins: int
     hessian: Literal["hessian", "count"]
+    tie_break: Literal["hashed", "index"]
     quorum_num: int
     quorum_den: int
     min_parties: int

@@ -26,6 +26,7 @@ from ledger.compile import Artifact
 from ledger.contracts import Membership, Status, TaskConfig, TaskContract
 from ledger.errors import ContractRevert
 from ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
+from ledger.reference import TIE_HASHED, TIE_LOWER_INDEX
 
 STATUS_NAMES: dict[Status, m.TaskStatusName] = {
     Status.OPEN: "open",
@@ -365,6 +366,7 @@ def config_of(p: m.TaskParameters) -> TaskConfig:
         depth=p.depth,
         bins=p.bins,
         hessian_mode=1 if p.hessian == "count" else 0,
+        tie_break=TIE_LOWER_INDEX if p.tie_break == "index" else TIE_HASHED,
         quorum_num=p.quorum_num,
         quorum_den=p.quorum_den,
         min_parties=p.min_parties,
@@ -386,6 +388,7 @@ def parameters_of(cfg: TaskConfig) -> m.ParametersOut:
         depth=cfg.depth,
         bins=cfg.bins,
         hessian="count" if cfg.hessian_mode == 1 else "hessian",
+        tie_break="index" if cfg.tie_break == TIE_LOWER_INDEX else "hashed",
         quorum_num=cfg.quorum_num,
         quorum_den=cfg.quorum_den,
         min_parties=cfg.min_parties,

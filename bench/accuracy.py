@@ -40,6 +40,7 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--binning", default="dp")
+    ap.add_argument("--tie-break", default="hashed", choices=("hashed", "index"), help="top-2 tie rule")
     seeds = ap.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", default=None, help="comma-separated seeds; every configuration runs for each")
     seeds.add_argument("--seed", type=int, default=0, help="a single seed (the same as --seeds N)")
@@ -50,7 +51,9 @@ def main() -> int:
         print(markdown(load_rows(Path(args.from_json))))
         return 0
     seed_list = [int(s) for s in args.seeds.split(",")] if args.seeds is not None else [args.seed]
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, learning_rate=0.1, lam=0.1)
+    params = TrainParams(
+        trees=args.trees, depth=args.depth, bins=args.bins, learning_rate=0.1, lam=0.1, tie_break=args.tie_break
+    )
     rows: list[dict[str, Any]] = []
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

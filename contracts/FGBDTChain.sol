@@ -48,6 +48,7 @@ contract FGBDTChain is ERC2771Context {
         uint8 depth;
         uint16 bins;
         uint8 hessianMode;
+        uint8 tieBreak;
         uint16 quorumNum;
         uint16 quorumDen;
         uint16 minParties;
@@ -274,6 +275,7 @@ contract FGBDTChain is ERC2771Context {
         if (cfg.depth == 0 || cfg.depth > MAX_DEPTH) revert InvalidConfig("depth");
         if (cfg.bins == 0) revert InvalidConfig("bins");
         if (cfg.hessianMode > 1) revert InvalidConfig("hessianMode");
+        if (cfg.tieBreak > FGBDTMathLib.TIE_HASHED) revert InvalidConfig("tieBreak");
         if (cfg.quorumDen == 0 || cfg.quorumNum > cfg.quorumDen) revert InvalidConfig("quorum");
         if (cfg.minParties == 0 || cfg.minParties > cfg.maxParties || cfg.maxParties > MAX_PARTIES) {
             revert InvalidConfig("parties");
@@ -438,7 +440,7 @@ contract FGBDTChain is ERC2771Context {
                 uint256 code = (uint256(uint8(ballots[q][2 * i])) << 8) | uint256(uint8(ballots[q][2 * i + 1]));
                 if (code != 0) counts[code - 1] += 1;
             }
-            (uint256 first, uint256 second) = FGBDTMathLib.top2FromCounts(counts);
+            (uint256 first, uint256 second) = FGBDTMathLib.top2FromCounts(counts, t.cfg.tieBreak, t.tree, base + b);
             Node storage nd = _nodes[taskId][t.tree][base + b];
             nd.cand0 = uint16(first);
             nd.cand1 = uint16(second);

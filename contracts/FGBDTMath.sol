@@ -60,8 +60,38 @@ library FGBDTMathLib {
         return mode == 1 ? n * ONE : h;
     }
 
-    /// @dev Top-2 features by vote count, ties to the lower index, abstentions ignored (reference `top2`).
-    function top2(int256[] memory votes, uint256 numFeatures) internal pure returns (uint256 first, uint256 second) {
+    /// @dev Tie rule of `top2`: equal vote counts go to the lower feature index (NOTES 6 as written).
+    uint8 internal constant TIE_LOWER_INDEX = 0;
+    /// @dev Tie rule of `top2`: equal vote counts go to the lower `tieKey`, a fixed pseudo-random order of the
+    ///      features that differs from node to node, so that no feature is favoured by its position.
+    uint8 internal constant TIE_HASHED = 1;
+
+    /// @notice A tie rule other than TIE_LOWER_INDEX or TIE_HASHED.
+    error UnknownTieRule(uint8 rule);
+
+    /// @dev The rank of `feature` among equally voted features of node `node` in tree `tree`; lower ranks first
+    ///      (reference `tie_key`). TIE_HASHED applies the SplitMix64 finaliser, a bijection of 64-bit words, to
+    ///      `tree << 40 | node << 16 | feature` (truncated to 64 bits), so features of one node never share a key.
+    ///      Arithmetic hashing instead of keccak keeps the off-chain simulator's compiled kernel exact and cheap.
+    function tieKey(uint8 rule, uint256 tree, uint256 node, uint256 feature) internal pure returns (uint256) {
+        if (rule == TIE_LOWER_INDEX) return feature;
+        if (rule != TIE_HASHED) revert UnknownTieRule(rule);
+        unchecked {
+            uint64 z = uint64((tree << 40) | (node << 16) | feature);
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+            return uint256(z ^ (z >> 31));
+        }
+    }
+
+    /// @dev Top-2 features by vote count, ties by `tieKey`, abstentions ignored (reference `top2`).
+    function top2(
+        int256[] memory votes,
+        uint256 numFeatures,
+        uint8 rule,
+        uint256 tree,
+        uint256 node
+    ) internal pure returns (uint256 first, uint256 second) {
         if (numFeatures == 0) revert NoFeatures();
         uint256[] memory counts = new uint256[](numFeatures);
         for (uint256 i = 0; i < votes.length; ++i) {
@@ -70,19 +100,34 @@ library FGBDTMathLib {
             if (v < 0 || uint256(v) >= numFeatures) revert InvalidVote(i, v);
             counts[uint256(v)] += 1;
         }
-        return top2FromCounts(counts);
+        return top2FromCounts(counts, rule, tree, node);
     }
 
-    /// @dev The ranking step of `top2` on ready vote counts.
-    function top2FromCounts(uint256[] memory counts) internal pure returns (uint256 first, uint256 second) {
+    /// @dev The ranking step of `top2` on ready vote counts: the two best by (count descending, key ascending).
+    ///      A feature with fewer votes than the current runner-up is skipped before its key is computed.
+    function top2FromCounts(
+        uint256[] memory counts,
+        uint8 rule,
+        uint256 tree,
+        uint256 node
+    ) internal pure returns (uint256 first, uint256 second) {
         uint256 f = counts.length;
-        for (uint256 i = 1; i < f; ++i) {
-            if (counts[i] > counts[first]) first = i;
-        }
+        if (rule > TIE_HASHED) revert UnknownTieRule(rule);
         if (f == 1) return (0, 0);
-        second = first == 0 ? 1 : 0;
+        uint256 c1;
+        uint256 k1 = type(uint256).max;
+        uint256 c2;
+        uint256 k2 = type(uint256).max;
         for (uint256 i = 0; i < f; ++i) {
-            if (i != first && counts[i] > counts[second]) second = i;
+            uint256 c = counts[i];
+            if (c < c2) continue;
+            uint256 k = tieKey(rule, tree, node, i);
+            if (c > c1 || (c == c1 && k < k1)) {
+                (second, c2, k2) = (first, c1, k1);
+                (first, c1, k1) = (i, c, k);
+            } else if (c > c2 || (c == c2 && k < k2)) {
+                (second, c2, k2) = (i, c, k);
+            }
         }
     }
 
@@ -327,10 +372,19 @@ contract FGBDTMath {
     /// @notice The two candidate features of one node from the parties' votes (-1 abstains).
     /// @param votes One vote per party: a feature index or -1.
     /// @param numFeatures Number of features.
+    /// @param rule Tie rule: 0 lower index, 1 hashed per node.
+    /// @param tree The tree (only the hashed rule reads it).
+    /// @param node The node id (only the hashed rule reads it).
     /// @return first The most voted feature.
     /// @return second The runner-up.
-    function top2(int256[] calldata votes, uint256 numFeatures) external pure returns (uint256 first, uint256 second) {
-        return FGBDTMathLib.top2(votes, numFeatures);
+    function top2(
+        int256[] calldata votes,
+        uint256 numFeatures,
+        uint8 rule,
+        uint256 tree,
+        uint256 node
+    ) external pure returns (uint256 first, uint256 second) {
+        return FGBDTMathLib.top2(votes, numFeatures, rule, tree, node);
     }
 
     /// @notice Best split of a node over its candidates' aggregated histograms (flattened `k * nbins + b`).

@@ -16,7 +16,7 @@ from deploy.cli import UserError
 from node.binning import BINNING_METHODS
 from node.data import DataFormatError, load_train_test
 from node.experiment import ALGORITHMS, PrepConfig, prepare, run
-from node.fvtree import HESSIAN_MODES, TrainParams
+from node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +37,12 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delta", type=float, default=1.0, help="distribution fitting degree delta (eq. 3)")
     parser.add_argument("--alpha", type=float, default=1.0, help="weight of the voting contribution, in (0, 1]")
     parser.add_argument("--hessian", choices=tuple(HESSIAN_MODES), default="second")
+    parser.add_argument(
+        "--tie-break",
+        choices=tuple(TIE_BREAKS),
+        default="hashed",
+        help="top-2 ties: a per-node pseudo-random feature order, or NOTES 6's lower index (see README)",
+    )
     parser.add_argument("--binning", choices=BINNING_METHODS, default="dp", help="how the common bin edges are made")
     parser.add_argument("--binning-epsilon", type=float, default=1.0)
     parser.add_argument("--psd-depth", type=int, default=8)
@@ -101,6 +107,7 @@ def training_params(args: argparse.Namespace, objective: str) -> TrainParams:
             alpha=args.alpha,
             hessian=args.hessian,
             objective=objective,
+            tie_break=args.tie_break,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc

@@ -142,6 +142,7 @@ def demo(args: argparse.Namespace) -> int:
                     "depth": params.depth,
                     "bins": params.bins,
                     "hessian": "hessian",
+                    "tie_break": params.tie_break,
                     "min_parties": args.parties,
                     "max_parties": args.parties,
                     "join_blocks": 100_000,

@@ -34,7 +34,7 @@ from ledger.edges import encode_edges
 from node.binning import edges_from_sketch
 from node.data import Dataset
 from node.experiment import Prepared, evaluate
-from node.fvtree import HESSIAN_MODES
+from node.fvtree import HESSIAN_MODES, TIE_BREAKS
 from node.publish import decode_join
 
 Progress = Callable[[dict[str, Any]], None]
@@ -76,6 +76,7 @@ def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
         depth=p.depth,
         bins=p.bins,
         hessian_mode=HESSIAN_MODES[p.hessian],
+        tie_break=TIE_BREAKS[p.tie_break],
         quorum_num=2,
         quorum_den=3,
         min_parties=m,

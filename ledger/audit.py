@@ -292,6 +292,7 @@ class _Auditor:
         self.cfg = cfg
         self.params = ref.Params(cfg["lambda"], cfg["learningRate"], cfg["minRows"], cfg["alpha"], cfg["hessianMode"])
         self.depth, self.trees, self.nbins = cfg["depth"], cfg["trees"], cfg["bins"] + 1
+        self.tie_break = cfg["tieBreak"]
         self.num_features = len(self.created.args["featureMin"])
         self.requester = _addr(self.created.args["requester"])
         started = self.by_name["TrainingStarted"]
@@ -464,7 +465,7 @@ class _Auditor:
         for j, nd in enumerate(open_nodes):
             w = {**where, "node": nd}
             fixed = self.one("CandidatesFixed", self.take_node(tree, nd, "CandidatesFixed"), **w)
-            want = ref.top2([votes[p][j] for p in voters], self.num_features)
+            want = ref.top2([votes[p][j] for p in voters], self.num_features, self.tie_break, tree, nd)
             if fixed is None:
                 self.fail("CandidatesFixed", want, "none", **w)
             got = (int(fixed.args["first"]), int(fixed.args["second"]))

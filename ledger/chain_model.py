@@ -67,6 +67,7 @@ def model_from_chain(
             "lam": cfg.lam / 10**18,
             "min_rows": cfg.min_rows,
             "hessian_mode": cfg.hessian_mode,
+            "tie_break": cfg.tie_break,
         },
         meta={"task": task_id, "contract": task.address},
     )

@@ -62,6 +62,7 @@ class TaskConfig:
     depth: int = 3
     bins: int = 16
     hessian_mode: int = 0
+    tie_break: int = 1
     quorum_num: int = 2
     quorum_den: int = 3
     min_parties: int = 2
@@ -149,14 +150,14 @@ class MathContract:
         """``leafValue``."""
         return int(self.client.call(self.contract, "leafValue", g, h, lam, learning_rate))
 
-    def top2(self, votes: Sequence[int], num_features: int) -> tuple[int, int]:
+    def top2(self, votes: Sequence[int], num_features: int, rule: int, tree: int = 0, node: int = 0) -> tuple[int, int]:
         """``top2``."""
-        a, b = self.client.call(self.contract, "top2", list(votes), num_features)
+        a, b = self.client.call(self.contract, "top2", list(votes), num_features, rule, tree, node)
         return int(a), int(b)
 
-    def top2_many(self, cases: Sequence[tuple[Sequence[int], int]]) -> list[tuple[int, int]]:
-        """Many ``top2`` calls, batched."""
-        out = self.client.call_many(self.contract, "top2", [[list(v), f] for v, f in cases])
+    def top2_many(self, cases: Sequence[tuple[Sequence[int], int, int, int, int]]) -> list[tuple[int, int]]:
+        """Many ``top2`` calls, batched; each case is (votes, num_features, rule, tree, node)."""
+        out = self.client.call_many(self.contract, "top2", [[list(v), f, r, t, n] for v, f, r, t, n in cases])
         return [(int(a), int(b)) for a, b in out]
 
     @staticmethod

@@ -34,6 +34,10 @@ ABSTAIN: int = -1
 
 HESSIAN_SECOND_ORDER: int = 0
 HESSIAN_COUNT: int = 1
+# top-2 tie rules (``Config.tieBreak``): NOTES 6's lower index, or a per-node pseudo-random order (``tie_key``)
+TIE_LOWER_INDEX: int = 0
+TIE_HASHED: int = 1
+_MASK64 = (1 << 64) - 1
 
 INT256_MIN: int = -(2**255)
 INT256_MAX: int = 2**255 - 1
@@ -102,15 +106,36 @@ def hessian_of(h: int, n: int, hessian_mode: int) -> int:
     return check_int256(n * ONE) if hessian_mode == HESSIAN_COUNT else h
 
 
-def top2(votes: Sequence[int], num_features: int) -> tuple[int, int]:
-    """The two candidate features of one node (NOTES 6).
+def tie_key(rule: int, tree: int, node: int, feature: int) -> int:
+    """Where ``feature`` ranks among equally voted features of ``node`` in ``tree`` (lower first).
 
-    Features are ranked by vote count, ties to the lower index; abstentions count for nothing. With one distinct
-    vote the second candidate is the best of the rest, which (all having zero votes) is the lowest other index.
-    With a single feature both candidates are feature 0.
+    NOTES 6 breaks ties by the lower index. With single-feature ballots and a handful of parties nearly every node's
+    second candidate is a tie, so that rule hands it to the low-index features whatever they are worth (on HIGGS,
+    where the informative features have high indices, it costs over a point of test error). ``TIE_HASHED`` orders the
+    features by the SplitMix64 finaliser of ``tree << 40 | node << 16 | feature``: a bijection of 64-bit words, so
+    a node's features never share a key, and a different order at every node, so no feature is favoured.
+    """
+    if rule == TIE_LOWER_INDEX:
+        return feature
+    if rule != TIE_HASHED:
+        raise ValueError(f"unknown tie rule {rule}; use {TIE_LOWER_INDEX} (lower index) or {TIE_HASHED} (hashed)")
+    z = ((tree << 40) | (node << 16) | feature) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def top2(votes: Sequence[int], num_features: int, rule: int, tree: int = 0, node: int = 0) -> tuple[int, int]:
+    """The two candidate features of one node (NOTES 6, ties by ``tie_key``).
+
+    Features are ranked by vote count, then by ``tie_key``; abstentions count for nothing. With one distinct vote
+    the second candidate is the best of the rest, which all have zero votes and so rank by key alone. With a single
+    feature both candidates are feature 0.
     """
     if num_features < 1:
         raise ValueError("num_features must be at least 1")
+    if rule not in (TIE_LOWER_INDEX, TIE_HASHED):
+        raise ValueError(f"unknown tie rule {rule}; use {TIE_LOWER_INDEX} (lower index) or {TIE_HASHED} (hashed)")
     counts: dict[int, int] = {}
     for v in votes:
         if v == ABSTAIN:
@@ -120,10 +145,9 @@ def top2(votes: Sequence[int], num_features: int) -> tuple[int, int]:
         counts[v] = counts.get(v, 0) + 1
     if num_features == 1:
         return (0, 0)
-    # only voted features can outrank the zero-vote ones, among which the lowest index comes first
-    first = min(counts, key=lambda f: (-counts[f], f)) if counts else 0
-    rest = [f for f in counts if f != first]
-    second = min(rest, key=lambda f: (-counts[f], f)) if rest else (1 if first == 0 else 0)
+    # voted features outrank the zero-vote ones, so the keys of all features are needed only with < 2 voted
+    pool = counts if len(counts) >= 2 else range(num_features)
+    first, second = sorted(pool, key=lambda f: (-counts.get(f, 0), tie_key(rule, tree, node, f)))[:2]
     return (first, second)
 
 

@@ -33,6 +33,9 @@ from node.resolve import quantise_level, resolve_level, top2_level
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures")
 HESSIAN_MODES = {"second": ref.HESSIAN_SECOND_ORDER, "count": ref.HESSIAN_COUNT}
+# top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" is NOTES 6 as
+# written (the lower index wins), which on single-feature ballots systematically favours low-index features
+TIE_BREAKS = {"hashed": ref.TIE_HASHED, "index": ref.TIE_LOWER_INDEX}
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class TrainParams:
     alpha: float = 1.0
     hessian: str = "second"
     objective: str = "binary"
+    tie_break: str = "hashed"
 
     def __post_init__(self) -> None:
         checks = [
@@ -62,6 +66,7 @@ class TrainParams:
             (0 < self.alpha <= 1, "alpha must be in (0, 1]"),
             (self.hessian in HESSIAN_MODES, f"hessian must be one of {', '.join(HESSIAN_MODES)}"),
             (self.objective in ("binary", "regression"), "objective must be binary or regression"),
+            (self.tie_break in TIE_BREAKS, f"tie_break must be one of {', '.join(TIE_BREAKS)}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -372,7 +377,7 @@ class Federation:
                         for party, kr, (gv, hv) in zip(self.parties, k_of_rows, vote_grads, strict=True)
                     ]
                 )
-                cands = top2_level(votes, self.n_features)
+                cands = top2_level(votes, self.n_features, TIE_BREAKS[p.tie_break], t, open_nodes)
             node_votes = votes.T.tolist()
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             cand_arr = np.asarray(cands, dtype=np.int64)

@@ -134,12 +134,26 @@ def _level_sums(  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _top2(votes: np.ndarray, num_features: int) -> tuple[bool, np.ndarray]:  # pragma: no cover - compiled
-    """``ref.top2`` of every node (votes (M, K)); False when some vote is not a feature index (the reference
-    raises then)."""
+def _tie_key(rule: int, tree: int, node: int, feature: int) -> np.uint64:  # pragma: no cover - compiled
+    """``ref.tie_key`` in wrapping 64-bit arithmetic (every operand a uint64, so numba never goes through floats)."""
+    if rule == 0:
+        return np.uint64(feature)
+    z = (np.uint64(tree) << np.uint64(40)) | (np.uint64(node) << np.uint64(16)) | np.uint64(feature)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def _top2(
+    votes: np.ndarray, num_features: int, rule: int, tree: int, nodes: np.ndarray
+) -> tuple[bool, np.ndarray]:  # pragma: no cover - compiled
+    """``ref.top2`` of every node (votes (M, K), node ids (K,)); False when some vote is not a feature index (the
+    reference raises then). The scan is the contract's: best two by (count descending, key ascending)."""
     m, k = votes.shape
     out = np.zeros((k, 2), dtype=np.int64)
     count = np.zeros(max(num_features, 1), dtype=np.int64)
+    top = np.uint64(0xFFFFFFFFFFFFFFFF)
     for j in range(k):
         for i in range(m):
             v = votes[i, j]
@@ -151,15 +165,18 @@ def _top2(votes: np.ndarray, num_features: int) -> tuple[bool, np.ndarray]:  # p
         if num_features == 1:
             out[j, 0], out[j, 1] = 0, 0
         else:
-            # the most votes, ties to the lower index; only voted features count, the rest follow by index
-            first, best = 0, 0
+            first, c1, k1 = 0, -1, top
+            second, c2, k2 = 0, -1, top
             for f in range(num_features):
-                if count[f] > best:
-                    first, best = f, count[f]
-            second, best2 = (1 if first == 0 else 0), 0
-            for f in range(num_features):
-                if f != first and count[f] > best2:
-                    second, best2 = f, count[f]
+                c = count[f]
+                if c < c2:
+                    continue
+                key = _tie_key(rule, tree, nodes[j], f)
+                if c > c1 or (c == c1 and key < k1):
+                    second, c2, k2 = first, c1, k1
+                    first, c1, k1 = f, c, key
+                elif c > c2 or (c == c2 and key < k2):
+                    second, c2, k2 = f, c, key
             out[j, 0], out[j, 1] = first, second
         for i in range(m):
             v = votes[i, j]
@@ -168,12 +185,22 @@ def _top2(votes: np.ndarray, num_features: int) -> tuple[bool, np.ndarray]:  # p
     return True, out
 
 
-def top2_level(votes: np.ndarray, num_features: int) -> list[tuple[int, ...]]:
-    """``ledger.reference.top2`` for every node of a level at once (``votes`` is (M, K)); the reference itself
-    runs when a vote is out of range, to raise its error."""
-    ok, top = _top2(np.ascontiguousarray(votes, dtype=np.int64), int(num_features))
+def top2_level(
+    votes: np.ndarray, num_features: int, rule: int, tree: int = 0, nodes: Sequence[int] = ()
+) -> list[tuple[int, ...]]:
+    """``ledger.reference.top2`` for every node of a level at once (``votes`` is (M, K), ``nodes`` the K node ids,
+    which only the hashed rule reads); the reference itself runs when a vote is out of range, to raise its error."""
+    if rule not in (ref.TIE_LOWER_INDEX, ref.TIE_HASHED):
+        raise ValueError(f"unknown tie rule {rule}")
+    node_ids = np.zeros(votes.shape[1], dtype=np.int64) if len(nodes) == 0 else np.asarray(nodes, dtype=np.int64)
+    if node_ids.shape != (votes.shape[1],):
+        raise ValueError(f"{len(node_ids)} node ids for {votes.shape[1]} nodes of votes")
+    ok, top = _top2(np.ascontiguousarray(votes, dtype=np.int64), int(num_features), int(rule), int(tree), node_ids)
     if not ok:
-        return [ref.top2(v, num_features) for v in votes.T.tolist()]
+        return [
+            ref.top2(v, num_features, rule, tree, int(n))
+            for v, n in zip(votes.T.tolist(), node_ids.tolist(), strict=True)
+        ]
     return [tuple(pair) for pair in top.tolist()]
 
 
@@ -316,4 +343,4 @@ def warm_up() -> None:
     assert level is not None
     params = ref.Params(lam=ref.ONE, learning_rate=ref.ONE, min_rows=1, alpha=ref.ONE)
     resolve_level(level, [(0, 1)], [[0, 1]], [None], True, params)
-    top2_level(np.zeros((2, 1), dtype=np.int64), 2)
+    top2_level(np.zeros((2, 1), dtype=np.int64), 2, ref.TIE_HASHED, 0, [1])

@@ -7,7 +7,7 @@ import pytest
 
 from ledger import reference as ref
 from node import fvtree
-from node.fvtree import Federation, LevelView, TrainParams, TrainResult, open_positions, route
+from node.fvtree import TIE_BREAKS, Federation, LevelView, TrainParams, TrainResult, open_positions, route
 from node.messages import endorsement_quorum, level_traffic
 
 
@@ -47,7 +47,8 @@ def test_recorded_levels_follow_the_protocol() -> None:
         assert rec.nodes == sorted(rec.nodes) and all(2**rec.level <= n < 2 ** (rec.level + 1) for n in rec.nodes)
         for j, res in enumerate(rec.results):
             votes = [rec.votes[i][j] for i in range(fed.m)]
-            assert tuple(rec.candidates[j]) == ref.top2(votes, fed.n_features)
+            rule = TIE_BREAKS[fed.params.tie_break]
+            assert tuple(rec.candidates[j]) == ref.top2(votes, fed.n_features, rule, rec.tree, rec.nodes[j])
             if res.split is not None:
                 assert abs(sum(res.phi) - res.split.gain) <= fed.m  # efficiency
                 assert res.kappa == tuple(res.split.gain if v == res.split.feature else 0 for v in votes)

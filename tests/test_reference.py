@@ -217,22 +217,49 @@ def test_fast_shapley_rejects_ragged_input() -> None:
     ],
 )
 def test_top2_rules(votes: list[int], f: int, expected: tuple[int, int]) -> None:
-    assert ref.top2(votes, f) == expected
+    assert ref.top2(votes, f, ref.TIE_LOWER_INDEX) == expected
 
 
-def test_top2_rejects_out_of_range_votes() -> None:
+def test_top2_rejects_out_of_range_votes_and_unknown_rules() -> None:
     with pytest.raises(ValueError, match="not a feature index"):
-        ref.top2([5], 5)
+        ref.top2([5], 5, ref.TIE_HASHED)
+    with pytest.raises(ValueError, match="unknown tie rule 2"):
+        ref.top2([1], 5, 2)
+    with pytest.raises(ValueError, match="unknown tie rule 7"):
+        ref.tie_key(7, 0, 1, 0)
 
 
-@given(st.lists(st.integers(-1, 9), max_size=12))
-def test_top2_ranks_by_count(votes: list[int]) -> None:
-    first, second = ref.top2(votes, 10)
+@given(
+    st.lists(st.integers(-1, 9), max_size=12),
+    st.sampled_from([ref.TIE_LOWER_INDEX, ref.TIE_HASHED]),
+    st.integers(0, 2**16 - 1),
+    st.integers(1, 511),
+)
+def test_top2_ranks_by_count_then_key(votes: list[int], rule: int, tree: int, node: int) -> None:
+    first, second = ref.top2(votes, 10, rule, tree, node)
     count = [votes.count(f) for f in range(10)]
-    assert first != second
-    assert count[first] == max(count) and first == count.index(max(count))
-    rest = [c if f != first else -1 for f, c in enumerate(count)]
-    assert second == rest.index(max(rest))
+    key = [ref.tie_key(rule, tree, node, f) for f in range(10)]
+    assert len(set(key)) == 10  # a node's features never share a key, so the ranking is total
+    ranked = sorted(range(10), key=lambda f: (-count[f], key[f]))
+    assert (first, second) == (ranked[0], ranked[1])
+    assert count[first] == max(count)
+
+
+def test_tie_key_is_splitmix64_and_index_rule_is_the_index() -> None:
+    # SplitMix64's first output for seed 0 is the finaliser of its increment 0x9E3779B97F4A7C15
+    assert ref.tie_key(ref.TIE_HASHED, 0, 0x9E3779B97F4A, 0x7C15) == 0xE220A8397B1DCDAF
+    assert [ref.tie_key(ref.TIE_LOWER_INDEX, 3, 9, f) for f in range(4)] == [0, 1, 2, 3]
+
+
+def test_hashed_ties_do_not_favour_low_indices() -> None:
+    """The reason for the hashed rule: with ``[a, a, b, c]`` ballots the runner-up is a tie between b and c, which
+    NOTES 6 always gives to the lower index; per node, the hashed rule gives it to either about half the time."""
+    wins = [ref.top2([0, 0, 3, 27], 28, ref.TIE_HASHED, tree, node)[1] for tree in range(20) for node in range(1, 51)]
+    assert set(wins) == {3, 27}
+    assert 0.4 < wins.count(27) / len(wins) < 0.6
+    assert {ref.top2([0, 0, 3, 27], 28, ref.TIE_LOWER_INDEX, tree, 1)[1] for tree in range(20)} == {3}
+    # one distinct vote: the runner-up, among zero-vote features, also varies from node to node
+    assert len({ref.top2([5, 5], 28, ref.TIE_HASHED, 0, node)[1] for node in range(1, 200)}) > 20
 
 
 # --- best split -----------------------------------------------------------------------------------------------------

@@ -126,16 +126,35 @@ def test_resolve_level_needs_a_valid_min_rows() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(st.integers(-1, 7), min_size=1, max_size=6), min_size=1, max_size=5), st.integers(1, 8))
-def test_top2_of_a_level_is_the_reference_top2(node_votes: list[list[int]], features: int) -> None:
+@given(
+    st.lists(st.lists(st.integers(-1, 7), min_size=1, max_size=6), min_size=1, max_size=5),
+    st.integers(1, 8),
+    st.sampled_from([ref.TIE_LOWER_INDEX, ref.TIE_HASHED]),
+    st.integers(0, 2**16 - 1),
+    st.integers(1, 2**9 - 8),
+)
+def test_top2_of_a_level_is_the_reference_top2(
+    node_votes: list[list[int]], features: int, rule: int, tree: int, first_node: int
+) -> None:
     m = min(len(v) for v in node_votes)
     votes = np.array([v[:m] for v in node_votes], dtype=np.int64).T  # (M, K)
+    nodes = [first_node + j for j in range(votes.shape[1])]
     try:
-        want: list[tuple[int, ...]] | type[ValueError] = [ref.top2(v, features) for v in votes.T.tolist()]
+        want: list[tuple[int, ...]] | type[ValueError] = [
+            ref.top2(v, features, rule, tree, n) for v, n in zip(votes.T.tolist(), nodes, strict=True)
+        ]
     except ValueError:
         want = ValueError
     if want is ValueError:
         with pytest.raises(ValueError, match="not a feature index"):
-            top2_level(votes, features)
+            top2_level(votes, features, rule, tree, nodes)
     else:
-        assert top2_level(votes, features) == want
+        assert top2_level(votes, features, rule, tree, nodes) == want
+
+
+def test_top2_level_checks_rule_and_node_ids() -> None:
+    votes = np.zeros((2, 3), dtype=np.int64)
+    with pytest.raises(ValueError, match="unknown tie rule 5"):
+        top2_level(votes, 4, 5, 0, [1, 2, 3])
+    with pytest.raises(ValueError, match="2 node ids for 3 nodes"):
+        top2_level(votes, 4, ref.TIE_HASHED, 0, [1, 2])

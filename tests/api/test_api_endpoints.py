@@ -11,8 +11,9 @@ from api_helpers import CREATE, EDGES, Signer, trained_task
 from eth_account.signers.local import LocalAccount
 from fastapi.testclient import TestClient
 
+from api import models
 from api.app import create_app
-from api.service import Backend, Settings
+from api.service import Backend, Settings, config_of, parameters_of
 from ledger.anvil import free_port, start_anvil
 from ledger.client import ChainClient
 from ledger.contracts import Status, TaskContract
@@ -83,6 +84,7 @@ def test_create_fund_join_approve_refuse_start(
     detail = api.get(f"/v1/tasks/{tid}").json()
     assert detail["requester"] == requester.address and detail["status"] == "open" and detail["reward_wei"] == 0
     assert detail["parameters"]["trees"] == 2 and detail["task_schema"]["feature_max"] == [1.0, 1.0, 1.0]
+    assert detail["parameters"]["tie_break"] == "hashed"  # the default, read back from the chain's config
     assert detail["gas"]["transactions"] == 1 and detail["gas"]["total_gas_used"] > 0
     # the reward comes from the requester's own direct transaction
     task.fund(requester, tid, 7 * 10**17)
@@ -185,6 +187,7 @@ def test_signature_errors_are_401(api: TestClient, chain: ChainClient, signer: S
         ({"parameters": {"depth": 9}}, ["body", "parameters", "depth"]),
         ({"parameters": {"min_parties": 5, "max_parties": 2}}, ["body", "parameters"]),
         ({"parameters": {"alpha": 0}}, ["body", "parameters", "alpha"]),
+        ({"parameters": {"tie_break": "lowest"}}, ["body", "parameters", "tie_break"]),
         ({"task_schema": None}, ["body", "task_schema"]),
         ({"auth": {"signer": "0x12", "nonce": -1, "deadline": 1, "gas": 1, "signature": ""}}, ["body", "auth"]),
     ],
@@ -345,3 +348,9 @@ def test_read_only_api_refuses_writes(anvil_node: Any, task: TaskContract, chain
         r = c.post("/v1/tasks", json=signer.create_body(acct, CREATE))
         assert r.status_code == 503 and r.headers["retry-after"]
         assert c.get("/v1/health").json()["relayer"] is None
+
+
+@pytest.mark.parametrize(("name", "code"), [("hashed", 1), ("index", 0)])
+def test_tie_break_maps_to_the_contract_rule_and_back(name: str, code: int) -> None:
+    cfg = config_of(models.TaskParameters(tie_break=name))  # type: ignore[arg-type]
+    assert cfg.tie_break == code and parameters_of(cfg).tie_break == name

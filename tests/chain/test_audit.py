@@ -371,16 +371,22 @@ def test_tampered_split_gain(copy: AuditInput) -> None:
 def _vote_change(events: list[Event]) -> tuple[Event, int, int, tuple[int, int], tuple[int, int]]:
     """The first (vote event, node position, new vote) that changes a node's top-2, with the top-2 before/after."""
     by_level: dict[tuple[int, int], list[Event]] = {}
+    open_nodes: dict[tuple[int, int], list[int]] = {}
     for e in events:
         if e.name == "VotesSubmitted":
             by_level.setdefault((int(e.args["tree"]), int(e.args["level"])), []).append(e)
-    for evs in by_level.values():
+        if e.name == "LevelStarted":
+            base, mask = 1 << int(e.args["level"]), int(e.args["openMask"])
+            open_nodes[(int(e.args["tree"]), int(e.args["level"]))] = [base + b for b in range(base) if mask >> b & 1]
+    for (tree, level), evs in by_level.items():
         for target in evs:
             for j, old in enumerate(target.args["votes"]):
+                node = open_nodes[(tree, level)][j]
                 column = [int(e.args["votes"][j]) for e in evs]
-                before = ref.top2(column, 4)
+                before = ref.top2(column, 4, ref.TIE_HASHED, tree, node)
                 for new in range(-1, 4):
-                    after = ref.top2([new if e is target else v for e, v in zip(evs, column, strict=True)], 4)
+                    changed = [new if e is target else v for e, v in zip(evs, column, strict=True)]
+                    after = ref.top2(changed, 4, ref.TIE_HASHED, tree, node)
                     if new != old and after != before:
                         return target, j, new, before, after
     raise AssertionError("no vote change alters a top-2")

@@ -95,14 +95,14 @@ def test_client_flow_over_http(client: ChainClient, task: TaskContract) -> None:
 
 def test_call_many_is_one_batch(client: ChainClient, node: EmbeddedChain) -> None:
     math = MathContract.deploy(client, client.new_account(10**21))
-    cases = [([4, 1, 3, 3, 2], 5), ([0, 0, 3, 1], 4), ([1, 1], 2)]
+    cases = [([4, 1, 3, 3, 2], 5, 1, 0, 1), ([0, 0, 3, 1], 4, 1, 2, 5), ([1, 1], 2, 0, 0, 0)]
     assert node.rpc is not None
     served, posts = node.rpc.requests, node.rpc.http_posts
     batched = math.top2_many(cases)
     assert (node.rpc.requests - served, node.rpc.http_posts - posts) == (len(cases), 1)
-    assert batched == [math.top2(v, f) for v, f in cases]
+    assert batched == [math.top2(*case) for case in cases]
     with pytest.raises(ContractRevert) as info:  # a revert inside the batch still decodes by name
-        math.top2_many([*cases, ([0, 5], 5)])
+        math.top2_many([*cases, ([0, 5], 5, 1, 0, 0)])
     assert info.value.name == "InvalidVote"
 
 

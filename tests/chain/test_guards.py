@@ -84,6 +84,8 @@ def test_invalid_config(chain: ChainClient, task_contract: TaskContract) -> None
     reverts("InvalidConfig", task_contract.create_task, req, CFG, [ONE], [0])
     e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(depth=0), [0], [ONE])
     assert e.args_ == (b"depth".ljust(32, b"\x00"),)
+    e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(tie_break=2), [0], [ONE])
+    assert e.args_ == (b"tieBreak".ljust(32, b"\x00"),)
 
 
 def test_vote_guards(fed: Federation) -> None:

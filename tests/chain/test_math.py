@@ -109,14 +109,20 @@ def test_best_split_matches_reference(anvil_math: MathContract, cases: list) -> 
 @given(
     st.lists(
         st.integers(1, 12).flatmap(
-            lambda f: st.tuples(st.lists(st.integers(-1, f - 1), min_size=0, max_size=12), st.just(f))
+            lambda f: st.tuples(
+                st.lists(st.integers(-1, f - 1), min_size=0, max_size=12),
+                st.just(f),
+                st.sampled_from([ref.TIE_LOWER_INDEX, ref.TIE_HASHED]),
+                st.integers(0, 2**16 - 1) | st.integers(0, 2**256 - 1),  # beyond 64 bits: truncation alike
+                st.integers(0, 511) | st.integers(0, 2**256 - 1),
+            )
         ),
         min_size=BATCH,
         max_size=BATCH,
     )
 )
 def test_top2_matches_reference(anvil_math: MathContract, cases: list) -> None:
-    assert anvil_math.top2_many(cases) == [ref.top2(v, f) for v, f in cases]
+    assert anvil_math.top2_many(cases) == [ref.top2(*case) for case in cases]
 
 
 @SETTINGS
@@ -126,7 +132,10 @@ def test_leaf_value_and_gain_match_reference(anvil_math: MathContract, g: int, h
     assert anvil_math.split_gain(g, h, -g // 3, h // 2, lam_) == ref.split_gain(g, h, -g // 3, h // 2, lam_)
 
 
-def test_top2_rejects_invalid_vote(math: MathContract) -> None:
+def test_top2_rejects_invalid_vote_and_unknown_rule(math: MathContract) -> None:
     with pytest.raises(ContractRevert) as exc:
-        math.top2([0, 3], 3)
+        math.top2([0, 3], 3, ref.TIE_HASHED)
     assert exc.value.name == "InvalidVote" and exc.value.args_ == (1, 3)
+    with pytest.raises(ContractRevert) as exc:
+        math.top2([0, 1], 3, 2)
+    assert exc.value.name == "UnknownTieRule" and exc.value.args_ == (2,)

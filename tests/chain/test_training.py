@@ -18,8 +18,11 @@ pytestmark = pytest.mark.chain
 
 
 def test_table3_through_the_contract(chain: ChainClient, task_contract: TaskContract) -> None:
-    """NOTES 11 end to end: two parties, one split level, lambda 0, hessian = count, abstaining votes."""
-    cfg = TaskConfig(trees=1, depth=1, bins=2, hessian_mode=1, lam=0, min_rows=1, min_parties=2, max_parties=2)
+    """NOTES 11 end to end: two parties, one split level, lambda 0, hessian = count, abstaining votes (so the
+    candidates are features 0 and 1 in that order by the lower-index tie rule)."""
+    cfg = TaskConfig(
+        trees=1, depth=1, bins=2, hessian_mode=1, tie_break=0, lam=0, min_rows=1, min_parties=2, max_parties=2
+    )
     fed = open_task(chain, task_contract, cfg, 2, num_features=2)
     zero = (0, 0, 0)
 
