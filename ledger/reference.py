@@ -134,8 +134,6 @@ def top2(votes: Sequence[int], num_features: int, rule: int, tree: int = 0, node
     """
     if num_features < 1:
         raise ValueError("num_features must be at least 1")
-    if rule not in (TIE_LOWER_INDEX, TIE_HASHED):
-        raise ValueError(f"unknown tie rule {rule}; use {TIE_LOWER_INDEX} (lower index) or {TIE_HASHED} (hashed)")
     counts: dict[int, int] = {}
     for v in votes:
         if v == ABSTAIN:
@@ -143,6 +141,8 @@ def top2(votes: Sequence[int], num_features: int, rule: int, tree: int = 0, node
         if not 0 <= v < num_features:
             raise ValueError(f"vote {v} is not a feature index in [0, {num_features})")
         counts[v] = counts.get(v, 0) + 1
+    if rule not in (TIE_LOWER_INDEX, TIE_HASHED):  # checked after the votes, in the contract's order
+        raise ValueError(f"unknown tie rule {rule}; use {TIE_LOWER_INDEX} (lower index) or {TIE_HASHED} (hashed)")
     if num_features == 1:
         return (0, 0)
     # voted features outrank the zero-vote ones, so the keys of all features are needed only with < 2 voted

@@ -139,3 +139,9 @@ def test_top2_rejects_invalid_vote_and_unknown_rule(math: MathContract) -> None:
     with pytest.raises(ContractRevert) as exc:
         math.top2([0, 1], 3, 2)
     assert exc.value.name == "UnknownTieRule" and exc.value.args_ == (2,)
+    # both wrong: the vote is reported first, by the contract and the reference alike
+    with pytest.raises(ContractRevert) as exc:
+        math.top2([0, 3], 3, 2)
+    assert exc.value.name == "InvalidVote"
+    with pytest.raises(ValueError, match="not a feature index"):
+        ref.top2([0, 3], 3, 2)
