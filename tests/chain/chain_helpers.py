@@ -97,7 +97,9 @@ def params_of(cfg: TaskConfig) -> ref.Params:
 def assert_level_matches(fed: Federation, replay: Replay, out: LevelOutcome) -> None:
     """The contract's node records and contribution events equal the reference's results, bit for bit."""
     task = fed.task
-    for node in out.open_nodes:
+    for j, node in enumerate(out.open_nodes):
+        ballots = [out.votes[v][j] for v in out.voters]
+        assert out.candidates[node] == ref.top2(ballots, fed.num_features, fed.cfg.tie_break, out.tree, node)
         want = replay.results[(out.tree, node)]
         rec = task.node(fed.task_id, out.tree, node)
         ev = out.node_event(node, "ContributionsAdded").args

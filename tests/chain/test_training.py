@@ -147,10 +147,19 @@ def test_training_matches_reference(chain: ChainClient, task_contract: TaskContr
 
 
 def test_training_count_mode_many_parties(anvil_client: ChainClient) -> None:
-    """Seven parties, hessian = count, lambda 0 (anvil only: more transactions)."""
+    """Seven parties, hessian = count, lambda 0, NOTES 6's lower-index tie rule (anvil only: more transactions)."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
     cfg = TaskConfig(
-        trees=1, depth=3, bins=6, hessian_mode=1, lam=0, min_parties=7, max_parties=7, min_rows=2, alpha=ONE
+        trees=1,
+        depth=3,
+        bins=6,
+        hessian_mode=1,
+        tie_break=0,
+        lam=0,
+        min_parties=7,
+        max_parties=7,
+        min_rows=2,
+        alpha=ONE,
     )
     _train(anvil_client, task, cfg, 7, seed=11, silent={0: ((), (6,))}, resolve_batch=4)
 
