@@ -141,3 +141,17 @@ def test_simulate_reports_malformed_data_with_file_and_line(tmp_path: Path, caps
 def test_simulate_reports_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--data", str(tmp_path / "nope.csv"), "--quiet"]) == 2
     assert "nope.csv" in capsys.readouterr().err
+
+
+def test_simulate_records_the_tie_rule(csv_file: Path, tmp_path: Path) -> None:
+    """``--tie-break`` reaches the trainer and the report; the default is the hashed rule."""
+    rules = {}
+    for flag in ([], ["--tie-break", "index"]):
+        out = tmp_path / f"r{len(flag)}.json"
+        args = ["simulate", "--data", str(csv_file), "--parties", "4", "--trees", "3", "--depth", "3", "--quiet"]
+        assert main([*args, "--no-baselines", "--json", str(out), *flag]) == 0
+        report = json.loads(out.read_text())
+        rules[report["params"]["tie_break"]] = report["test_error"]
+    assert set(rules) == {"hashed", "index"}
+    with pytest.raises(SystemExit):  # argparse rejects an unknown rule by name
+        main(["simulate", "--data", str(csv_file), "--tie-break", "lowest"])
