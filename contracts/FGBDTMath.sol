@@ -71,7 +71,9 @@ library FGBDTMathLib {
 
     /// @dev The rank of `feature` among equally voted features of node `node` in tree `tree`; lower ranks first
     ///      (reference `tie_key`). TIE_HASHED applies the SplitMix64 finaliser, a bijection of 64-bit words, to
-    ///      `tree << 40 | node << 16 | feature` (truncated to 64 bits), so features of one node never share a key.
+    ///      `tree << 40 | node << 16 | feature` (truncated to 64 bits), so features of one node never share a key
+    ///      while feature < 2^16 and tree, node < 2^24 (the task's limits); `tree` counts from 0, `node` is the heap
+    ///      id (root 1). On equal keys the scan below keeps the lower index.
     ///      Arithmetic hashing instead of keccak keeps the off-chain simulator's compiled kernel exact and cheap.
     function tieKey(uint8 rule, uint256 tree, uint256 node, uint256 feature) internal pure returns (uint256) {
         if (rule == TIE_LOWER_INDEX) return feature;
@@ -373,8 +375,8 @@ contract FGBDTMath {
     /// @param votes One vote per party: a feature index or -1.
     /// @param numFeatures Number of features.
     /// @param rule Tie rule: 0 lower index, 1 hashed per node.
-    /// @param tree The tree (only the hashed rule reads it).
-    /// @param node The node id (only the hashed rule reads it).
+    /// @param tree The tree, from 0 (only the hashed rule reads it).
+    /// @param node The heap node id, root 1 (only the hashed rule reads it).
     /// @return first The most voted feature.
     /// @return second The runner-up.
     function top2(

@@ -113,7 +113,9 @@ def tie_key(rule: int, tree: int, node: int, feature: int) -> int:
     second candidate is a tie, so that rule hands it to the low-index features whatever they are worth (on HIGGS,
     where the informative features have high indices, it costs over a point of test error). ``TIE_HASHED`` orders the
     features by the SplitMix64 finaliser of ``tree << 40 | node << 16 | feature``: a bijection of 64-bit words, so
-    a node's features never share a key, and a different order at every node, so no feature is favoured.
+    a node's features never share a key (for features < 2^16, nodes and trees < 2^24, which the contract's limits
+    guarantee), and a different order at every node, so no feature is favoured. ``tree`` counts from 0 and ``node``
+    is the heap id (root 1).
     """
     if rule == TIE_LOWER_INDEX:
         return feature
@@ -128,9 +130,10 @@ def tie_key(rule: int, tree: int, node: int, feature: int) -> int:
 def top2(votes: Sequence[int], num_features: int, rule: int, tree: int = 0, node: int = 0) -> tuple[int, int]:
     """The two candidate features of one node (NOTES 6, ties by ``tie_key``).
 
-    Features are ranked by vote count, then by ``tie_key``; abstentions count for nothing. With one distinct vote
-    the second candidate is the best of the rest, which all have zero votes and so rank by key alone. With a single
-    feature both candidates are feature 0.
+    Features are ranked by vote count, then by ``tie_key``, then by index; abstentions count for nothing. ``tree``
+    and ``node`` matter only to the hashed rule, which needs the real ones (0-based tree, heap node id). With one
+    distinct vote the second candidate is the best of the rest, which all have zero votes and so rank by key alone.
+    With a single feature both candidates are feature 0.
     """
     if num_features < 1:
         raise ValueError("num_features must be at least 1")
@@ -147,7 +150,9 @@ def top2(votes: Sequence[int], num_features: int, rule: int, tree: int = 0, node
         return (0, 0)
     # voted features outrank the zero-vote ones, so the keys of all features are needed only with < 2 voted
     pool = counts if len(counts) >= 2 else range(num_features)
-    first, second = sorted(pool, key=lambda f: (-counts.get(f, 0), tie_key(rule, tree, node, f)))[:2]
+    # the index last: keys can only coincide for features >= 2^16 (bits shared with the node), and the contract's
+    # scan keeps the lower index then
+    first, second = sorted(pool, key=lambda f: (-counts.get(f, 0), tie_key(rule, tree, node, f), f))[:2]
     return (first, second)
 
 

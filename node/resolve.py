@@ -190,13 +190,14 @@ def top2_level(
 ) -> list[tuple[int, ...]]:
     """``ledger.reference.top2`` for every node of a level at once (``votes`` is (M, K), ``nodes`` the K node ids,
     which only the hashed rule reads); the reference itself runs when a vote is out of range, to raise its error."""
-    if rule not in (ref.TIE_LOWER_INDEX, ref.TIE_HASHED):
-        raise ValueError(f"unknown tie rule {rule}")
+    if rule == ref.TIE_HASHED and len(nodes) == 0:
+        raise ValueError("the hashed tie rule needs the level's node ids")
     node_ids = np.zeros(votes.shape[1], dtype=np.int64) if len(nodes) == 0 else np.asarray(nodes, dtype=np.int64)
     if node_ids.shape != (votes.shape[1],):
         raise ValueError(f"{len(node_ids)} node ids for {votes.shape[1]} nodes of votes")
     ok, top = _top2(np.ascontiguousarray(votes, dtype=np.int64), int(num_features), int(rule), int(tree), node_ids)
-    if not ok:
+    if not ok or rule not in (ref.TIE_LOWER_INDEX, ref.TIE_HASHED):
+        # the reference raises the error, votes first, as the contract
         return [
             ref.top2(v, num_features, rule, tree, int(n))
             for v, n in zip(votes.T.tolist(), node_ids.tolist(), strict=True)

@@ -156,5 +156,9 @@ def test_top2_level_checks_rule_and_node_ids() -> None:
     votes = np.zeros((2, 3), dtype=np.int64)
     with pytest.raises(ValueError, match="unknown tie rule 5"):
         top2_level(votes, 4, 5, 0, [1, 2, 3])
+    with pytest.raises(ValueError, match="not a feature index"):  # the votes are reported first, as on chain
+        top2_level(votes + 7, 4, 5, 0, [1, 2, 3])
     with pytest.raises(ValueError, match="2 node ids for 3 nodes"):
         top2_level(votes, 4, ref.TIE_HASHED, 0, [1, 2])
+    with pytest.raises(ValueError, match="needs the level's node ids"):
+        top2_level(votes, 4, ref.TIE_HASHED, 0)

@@ -132,6 +132,14 @@ def test_leaf_value_and_gain_match_reference(anvil_math: MathContract, g: int, h
     assert anvil_math.split_gain(g, h, -g // 3, h // 2, lam_) == ref.split_gain(g, h, -g // 3, h // 2, lam_)
 
 
+def test_top2_equal_keys_go_to_the_lower_index(anvil_math: MathContract) -> None:
+    """Beyond 2^16 features a feature's bits overlap the node's, so two features can share a hashed key; the
+    contract's scan then keeps the lower index, and so must the reference (whatever order the votes came in)."""
+    assert ref.tie_key(ref.TIE_HASHED, 0, 1, 65536) == ref.tie_key(ref.TIE_HASHED, 0, 1, 0)
+    cases = [([65536, 0], 65537, ref.TIE_HASHED, 0, 1), ([0, 65536], 65537, ref.TIE_HASHED, 0, 1)]
+    assert anvil_math.top2_many(cases) == [ref.top2(*c) for c in cases] == [(0, 65536), (0, 65536)]
+
+
 def test_top2_rejects_invalid_vote_and_unknown_rule(math: MathContract) -> None:
     with pytest.raises(ContractRevert) as exc:
         math.top2([0, 3], 3, ref.TIE_HASHED)
