@@ -140,6 +140,8 @@ def test_rejects_bad_configuration() -> None:
         Federation(slots, ys, TrainParams(), algo="fvtree")
     with pytest.raises(ValueError, match="alpha"):
         TrainParams(alpha=0)
+    with pytest.raises(ValueError, match="tie_break must be one of hashed, index"):
+        TrainParams(tie_break="lowest")
 
 
 def _same_training(a: TrainResult, b: TrainResult) -> bool:
