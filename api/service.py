@@ -23,10 +23,10 @@ from web3 import Web3
 from api import models as m
 from ledger.client import ChainClient, Event, TxResult
 from ledger.compile import Artifact
-from ledger.contracts import Membership, Status, TaskConfig, TaskContract
+from ledger.contracts import Membership, Status, TaskConfig, TaskContract, level_nodes
 from ledger.errors import ContractRevert
 from ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
-from ledger.reference import TIE_HASHED, TIE_LOWER_INDEX
+from ledger.reference import TIE_RULE_NAMES, TIE_RULES
 
 STATUS_NAMES: dict[Status, m.TaskStatusName] = {
     Status.OPEN: "open",
@@ -196,7 +196,6 @@ class Backend:
         events = self.logs(task_id)
         created = next(e for e in events if e.name == "TaskCreated")
         levels = [e for e in events if e.name == "LevelStarted"]
-        base = 1 << st.level
         if st.status == Status.COMPLETED:
             done = cfg.trees
         elif st.status == Status.TRAINING:
@@ -212,9 +211,7 @@ class Backend:
             trees_completed=done,
             levels_started=len(levels),
             open_nodes=st.open_nodes() if st.status == Status.TRAINING else [],
-            resolved_nodes=[base + b for b in range(base) if (st.resolved_mask >> b) & 1]
-            if st.status == Status.TRAINING
-            else [],
+            resolved_nodes=level_nodes(st.level, st.resolved_mask) if st.status == Status.TRAINING else [],
             step_deadline=st.step_deadline,
         )
         fixed = [e for e in events if e.name == "BinEdgesFixed"]
@@ -366,7 +363,7 @@ def config_of(p: m.TaskParameters) -> TaskConfig:
         depth=p.depth,
         bins=p.bins,
         hessian_mode=1 if p.hessian == "count" else 0,
-        tie_break=TIE_LOWER_INDEX if p.tie_break == "index" else TIE_HASHED,
+        tie_break=TIE_RULES[p.tie_break],
         quorum_num=p.quorum_num,
         quorum_den=p.quorum_den,
         min_parties=p.min_parties,
@@ -388,7 +385,7 @@ def parameters_of(cfg: TaskConfig) -> m.ParametersOut:
         depth=cfg.depth,
         bins=cfg.bins,
         hessian="count" if cfg.hessian_mode == 1 else "hessian",
-        tie_break="index" if cfg.tie_break == TIE_LOWER_INDEX else "hashed",
+        tie_break=TIE_RULE_NAMES[cfg.tie_break],
         quorum_num=cfg.quorum_num,
         quorum_den=cfg.quorum_den,
         min_parties=cfg.min_parties,

@@ -80,6 +80,13 @@ class TaskConfig:
         return astuple(self)
 
 
+def level_nodes(level: int, mask: int) -> list[int]:
+    """The node ids, increasing, that a level's bit mask names (bit ``b`` is node ``2^level + b``), as the contract's
+    ``openMask`` and ``resolvedMask`` do."""
+    base = 1 << level
+    return [base + b for b in range(base) if (mask >> b) & 1]
+
+
 @dataclass(frozen=True)
 class TaskState:
     """``getState``."""
@@ -96,8 +103,7 @@ class TaskState:
 
     def open_nodes(self) -> list[int]:
         """Open node ids of the current level, increasing."""
-        base = 1 << self.level
-        return [base + b for b in range(base) if (self.open_mask >> b) & 1]
+        return level_nodes(self.level, self.open_mask)
 
 
 @dataclass(frozen=True)

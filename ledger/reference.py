@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 from math import factorial, isqrt
 from operator import mul
+from typing import Literal
 
 ONE: int = 10**18
 """Fixed-point 1.0 (18 decimals)."""
@@ -37,6 +38,10 @@ HESSIAN_COUNT: int = 1
 # top-2 tie rules (``Config.tieBreak``): NOTES 6's lower index, or a per-node pseudo-random order (``tie_key``)
 TIE_LOWER_INDEX: int = 0
 TIE_HASHED: int = 1
+# the rules by the names the command line, the API and the reports use
+TieRuleName = Literal["hashed", "index"]
+TIE_RULES: dict[TieRuleName, int] = {"hashed": TIE_HASHED, "index": TIE_LOWER_INDEX}
+TIE_RULE_NAMES: dict[int, TieRuleName] = {code: name for name, code in TIE_RULES.items()}
 _MASK64 = (1 << 64) - 1
 
 INT256_MIN: int = -(2**255)

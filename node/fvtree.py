@@ -35,7 +35,7 @@ ALGORITHMS = ("fvtree", "pvtree", "allfeatures")
 HESSIAN_MODES = {"second": ref.HESSIAN_SECOND_ORDER, "count": ref.HESSIAN_COUNT}
 # top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" is NOTES 6 as
 # written (the lower index wins), which on single-feature ballots systematically favours low-index features
-TIE_BREAKS = {"hashed": ref.TIE_HASHED, "index": ref.TIE_LOWER_INDEX}
+TIE_BREAKS = ref.TIE_RULES
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class TrainParams:
     alpha: float = 1.0
     hessian: str = "second"
     objective: str = "binary"
-    tie_break: str = "hashed"
+    tie_break: ref.TieRuleName = "hashed"
 
     def __post_init__(self) -> None:
         checks = [

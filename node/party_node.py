@@ -164,7 +164,7 @@ class PartyNode:
             alpha=ref.from_fixed(self.cfg.alpha),
             hessian="count" if self.cfg.hessian_mode == ref.HESSIAN_COUNT else "second",
             objective="binary",
-            tie_break="index" if self.cfg.tie_break == ref.TIE_LOWER_INDEX else "hashed",
+            tie_break=ref.TIE_RULE_NAMES[self.cfg.tie_break],
         )
         self.trees = TreeLog(task, task_id)
         self.party: LocalParty | None = None

@@ -33,7 +33,7 @@ from ledger.audit import (
     read_task,
 )
 from ledger.client import ChainClient, Event, TxResult
-from ledger.contracts import Status, TaskConfig, TaskContract
+from ledger.contracts import Status, TaskConfig, TaskContract, level_nodes
 from ledger.encoding import node_block
 from ledger.federation import quorum, run_level
 from ledger.reference import ONE, NodeHistograms
@@ -376,8 +376,8 @@ def _vote_change(events: list[Event]) -> tuple[Event, int, int, tuple[int, int],
         if e.name == "VotesSubmitted":
             by_level.setdefault((int(e.args["tree"]), int(e.args["level"])), []).append(e)
         if e.name == "LevelStarted":
-            base, mask = 1 << int(e.args["level"]), int(e.args["openMask"])
-            open_nodes[(int(e.args["tree"]), int(e.args["level"]))] = [base + b for b in range(base) if mask >> b & 1]
+            tree, level = int(e.args["tree"]), int(e.args["level"])
+            open_nodes[(tree, level)] = level_nodes(level, int(e.args["openMask"]))
     for (tree, level), evs in by_level.items():
         for target in evs:
             for j, old in enumerate(target.args["votes"]):
