@@ -3,18 +3,20 @@
 Why typed models everywhere: FastAPI turns every field constraint into a field-level 422 and into the OpenAPI schema,
 so bad input never reaches the chain and the property-based test (schemathesis) can check responses against the
 documented shapes. Real-valued task parameters travel as JSON numbers and are converted to the contract's 18-decimal
-fixed point by :func:`to_fixed` (exactly, through the number's shortest decimal representation), so a client that
-signs a request computes the same calldata as the API.
+fixed point by ``ledger.task_params`` (``reference.to_fixed``, as the command line does), so a client that signs a
+request computes the same calldata as the API, and an API task's config equals the CLI's for the same parameters.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-ONE = 10**18
+from ledger.reference import ONE, from_fixed, to_fixed
+
+__all__ = ["ONE", "from_fixed", "to_fixed"]
+
 MAX_REAL = 1e30
 """Bound on real-valued inputs: their fixed-point form must stay far inside int256."""
 
@@ -26,16 +28,6 @@ Uint256 = Annotated[int, Field(ge=0, lt=2**256)]
 
 EXAMPLE_ADDRESS = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 EXAMPLE_SIGNATURE = "0x" + "ab" * 65
-
-
-def to_fixed(x: float) -> int:
-    """A real value in the contract's 18-decimal fixed point, truncated toward zero after exact decimal scaling."""
-    return int(Decimal(repr(float(x))) * ONE)
-
-
-def from_fixed(q: int) -> float:
-    """Fixed point back to a float (for display)."""
-    return q / ONE
 
 
 class SignedAuth(BaseModel):
@@ -108,7 +100,15 @@ class TaskParameters(BaseModel):
     learning_rate: Real = Field(default=0.1, gt=0)
     min_rows: int = Field(default=1, ge=1, le=2**62)
     alpha: float = Field(default=0.5, gt=0, le=1, allow_inf_nan=False, description="Weight of the voting term.")
-    overlap_threshold: Real = Field(default=0.5, ge=0)
+    objective: Literal["binary", "regression"] = Field(default="binary", description="The loss the parties boost.")
+    endorse: Literal["statistical", "overlap"] = Field(
+        default="statistical",
+        description="How verifiers decide: a test with a stated false-refusal rate, or the paper's equation 11.",
+    )
+    refusal_rate: float = Field(
+        default=1e-9, gt=0, lt=1, allow_inf_nan=False, description="Verifiers' false-refusal probability per check."
+    )
+    overlap_threshold: Real = Field(default=0.3, ge=0, description="With `endorse = overlap`: sign below it.")
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskParameters:
@@ -275,6 +275,9 @@ class ParametersOut(BaseModel):
     learning_rate: float
     min_rows: int
     alpha: float
+    objective: Literal["binary", "regression"]
+    endorse: Literal["statistical", "overlap"]
+    refusal_rate: float
     overlap_threshold: float
 
 

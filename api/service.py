@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import requests
@@ -26,7 +26,7 @@ from ledger.compile import Artifact
 from ledger.contracts import Membership, Status, TaskConfig, TaskContract, level_nodes
 from ledger.errors import ContractRevert
 from ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
-from ledger.reference import TIE_RULE_NAMES, TIE_RULES
+from ledger.task_params import TaskParameters
 
 STATUS_NAMES: dict[Status, m.TaskStatusName] = {
     Status.OPEN: "open",
@@ -357,44 +357,10 @@ def _revert_error(exc: ContractRevert) -> ApiError:
 
 
 def config_of(p: m.TaskParameters) -> TaskConfig:
-    """The contract config of API parameters."""
-    return TaskConfig(
-        trees=p.trees,
-        depth=p.depth,
-        bins=p.bins,
-        hessian_mode=1 if p.hessian == "count" else 0,
-        tie_break=TIE_RULES[p.tie_break],
-        quorum_num=p.quorum_num,
-        quorum_den=p.quorum_den,
-        min_parties=p.min_parties,
-        max_parties=p.max_parties,
-        join_blocks=p.join_blocks,
-        step_blocks=p.step_blocks,
-        lam=m.to_fixed(p.lam),
-        learning_rate=m.to_fixed(p.learning_rate),
-        min_rows=p.min_rows,
-        alpha=m.to_fixed(p.alpha),
-        overlap_threshold=m.to_fixed(p.overlap_threshold),
-    )
+    """The contract config of API parameters (``ledger.task_params``, as the command line maps them)."""
+    return TaskParameters(**p.model_dump()).config()
 
 
 def parameters_of(cfg: TaskConfig) -> m.ParametersOut:
     """API parameters of a contract config."""
-    return m.ParametersOut(
-        trees=cfg.trees,
-        depth=cfg.depth,
-        bins=cfg.bins,
-        hessian="count" if cfg.hessian_mode == 1 else "hessian",
-        tie_break=TIE_RULE_NAMES[cfg.tie_break],
-        quorum_num=cfg.quorum_num,
-        quorum_den=cfg.quorum_den,
-        min_parties=cfg.min_parties,
-        max_parties=cfg.max_parties,
-        join_blocks=cfg.join_blocks,
-        step_blocks=cfg.step_blocks,
-        lam=m.from_fixed(cfg.lam),
-        learning_rate=m.from_fixed(cfg.learning_rate),
-        min_rows=cfg.min_rows,
-        alpha=m.from_fixed(cfg.alpha),
-        overlap_threshold=m.from_fixed(cfg.overlap_threshold),
-    )
+    return m.ParametersOut(**asdict(TaskParameters.of(cfg)))

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from ledger.reference import endorsement_quorum
 from node.experiment import PrepConfig, prepare, run
 from node.fvtree import TrainParams
-from node.messages import SIGNATURE, WORD, endorsement_quorum, level_traffic
+from node.messages import SIGNATURE, WORD, level_traffic
 
 
 def paper_formula(depth: int, parties: int, nbins: int) -> float:

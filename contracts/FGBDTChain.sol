@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
 import {FGBDTMathLib} from "./FGBDTMath.sol";
+import {FGBDTRulesLib} from "./FGBDTRules.sol";
 
 /// @title FGBDTChain
 /// @notice Federated gradient-boosted trees with on-chain fairness. A requester opens a task with a reward, approves
@@ -49,6 +50,8 @@ contract FGBDTChain is ERC2771Context {
         uint16 bins;
         uint8 hessianMode;
         uint8 tieBreak;
+        uint8 objective;
+        uint8 endorseRule;
         uint16 quorumNum;
         uint16 quorumDen;
         uint16 minParties;
@@ -59,7 +62,17 @@ contract FGBDTChain is ERC2771Context {
         int256 learningRate;
         int256 minRows;
         int256 alpha;
+        int256 refusalRate;
         int256 overlapThreshold;
+    }
+
+    /// @notice One verifier's endorsement of a party's level: its signature over `endorsementDigest`, which binds
+    ///         the credit multipliers it attests (fixed point, 1e18 = credited as sent; see `Member.creditG`).
+    struct Endorsement {
+        bytes signature;
+        uint256 creditG;
+        uint256 creditH;
+        uint256 creditN;
     }
 
     /// @notice Mutable state of a task.
@@ -74,6 +87,7 @@ contract FGBDTChain is ERC2771Context {
         uint16 voteCount;
         uint16 histCount;
         uint16 declineCount;
+        uint16 activeCount;
         uint64 joinDeadline;
         uint64 stepDeadline;
         uint256 openMask;
@@ -87,12 +101,18 @@ contract FGBDTChain is ERC2771Context {
     }
 
     /// @notice A party's record in a task. `votes` packs the current level's votes, 2 bytes each (0 = abstain).
+    ///         `creditG/H/N` are the multipliers its split sums are credited at in the current tree (fixed point):
+    ///         the smallest its endorsers attested for the tree's root, so a party that stretches its histograms
+    ///         is credited as if it had not.
     struct Member {
         Membership status;
         uint16 index;
         uint32 votedStep;
         uint32 histStep;
         uint32 declinedStep;
+        uint80 creditG;
+        uint80 creditH;
+        uint80 creditN;
         bytes32 psdHash;
         bytes32 histRoot;
         int256 contribution;
@@ -134,8 +154,13 @@ contract FGBDTChain is ERC2771Context {
     /// @notice Upper bound on tree depth (a level's open nodes fit one 256-bit mask).
     uint256 public constant MAX_DEPTH = 8;
     /// @notice Domain tag of the endorsement digest.
-    bytes32 public constant ENDORSEMENT_TAG = keccak256("FGBDTChain.Endorsement.v1");
+    bytes32 public constant ENDORSEMENT_TAG = keccak256("FGBDTChain.Endorsement.v2");
     int256 private constant ONE = 1e18;
+    /// @notice `Config.endorseRule`: verifiers run the statistical test of `node/verify.py` at `refusalRate`.
+    uint8 public constant ENDORSE_STATISTICAL = 0;
+    /// @notice `Config.endorseRule`: verifiers compare the paper's equation 11 with `overlapThreshold`; credits
+    ///         are neutral.
+    uint8 public constant ENDORSE_OVERLAP = 1;
     uint256 private constant SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
 
     // ------------------------------------------------------------------ storage
@@ -145,6 +170,9 @@ contract FGBDTChain is ERC2771Context {
     mapping(uint256 => Task) private _tasks;
     mapping(uint256 => mapping(address => Member)) private _members;
     mapping(uint256 => mapping(uint256 => mapping(uint256 => Node))) private _nodes;
+    /// @dev task => node => party index => keccak of (step, its gL, hL, nL, gR, hR, nR) at the node's split: what its
+    ///      totals at the children must hash to in the next step (overwritten tree after tree).
+    mapping(uint256 => mapping(uint256 => mapping(uint256 => bytes32))) private _sides;
     /// @notice Wei each address can withdraw from each task.
     mapping(uint256 => mapping(address => uint256)) public owed;
     uint256 private _lock = 1;
@@ -182,6 +210,8 @@ contract FGBDTChain is ERC2771Context {
     error TransferFailed(address to, uint256 amount);
     error Reentrancy();
     error BinEdgesMismatch(uint256 taskId, bytes32 expected, bytes32 got);
+    error Excluded(uint256 taskId, address party);
+    error CreditOutOfRange(uint256 index);
 
     // ------------------------------------------------------------------ events
 
@@ -212,6 +242,7 @@ contract FGBDTChain is ERC2771Context {
         address indexed party,
         bytes32 root,
         uint256 endorsements,
+        uint256[3] credit,
         int256[] data
     );
     event HistogramsDeclined(uint256 indexed taskId, uint256 tree, uint256 level, address indexed party);
@@ -276,6 +307,10 @@ contract FGBDTChain is ERC2771Context {
         if (cfg.bins == 0) revert InvalidConfig("bins");
         if (cfg.hessianMode > 1) revert InvalidConfig("hessianMode");
         if (cfg.tieBreak > FGBDTMathLib.TIE_HASHED) revert InvalidConfig("tieBreak");
+        if (cfg.objective > FGBDTRulesLib.OBJECTIVE_SQUARED) revert InvalidConfig("objective");
+        if (cfg.endorseRule > ENDORSE_OVERLAP) revert InvalidConfig("endorseRule");
+        if (cfg.refusalRate <= 0 || cfg.refusalRate >= ONE) revert InvalidConfig("refusalRate");
+        if (cfg.overlapThreshold < 0) revert InvalidConfig("overlapThreshold");
         if (cfg.quorumDen == 0 || cfg.quorumNum > cfg.quorumDen) revert InvalidConfig("quorum");
         if (cfg.minParties == 0 || cfg.minParties > cfg.maxParties || cfg.maxParties > MAX_PARTIES) {
             revert InvalidConfig("parties");
@@ -395,6 +430,7 @@ contract FGBDTChain is ERC2771Context {
     function submitVotes(uint256 taskId, uint256 tree, uint256 level, int256[] calldata votes) external {
         Task storage t = _trainingTask(taskId, tree, level, Phase.Voting);
         Member storage m = _approved(taskId);
+        if (!_active(t, m)) revert Excluded(taskId, _msgSender());
         if (m.votedStep == t.step) revert AlreadyVoted(taskId, _msgSender());
         if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
         uint256 k = _popcount(t.openMask);
@@ -414,14 +450,14 @@ contract FGBDTChain is ERC2771Context {
         emit VotesSubmitted(taskId, tree, level, _msgSender(), votes);
     }
 
-    /// @notice Close voting once every approved party voted or the deadline passed, fixing each node's top-2.
+    /// @notice Close voting once every party taking part voted or the deadline passed, fixing each node's top-2.
     /// @param taskId The task.
     function closeVoting(uint256 taskId) external {
         Task storage t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
         if (t.phase != Phase.Voting) revert WrongPhase(taskId, t.phase);
         uint256 mCount = t.parties.length;
-        if (t.voteCount < mCount && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
+        if (t.voteCount < t.activeCount && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
         uint256 step = t.step;
         bytes[] memory ballots = new bytes[](t.voteCount);
         uint256 nb;
@@ -452,22 +488,26 @@ contract FGBDTChain is ERC2771Context {
         emit VotingClosed(taskId, t.tree, t.level, nb, t.stepDeadline);
     }
 
-    /// @notice Commit this level's candidate histograms with endorsement signatures of other approved parties.
+    /// @notice Commit this level's candidate histograms with endorsements of other approved parties.
     /// @dev `data` holds, per open node in increasing id, g[2*nbins] | h[2*nbins] | n[2*nbins] (nbins = bins + 1).
-    ///      The node hash is keccak256 of that block; the commitment is the Merkle root of the node hashes (padded to
-    ///      a power of two with zero leaves). Signatures are 65-byte (r, s, v) over the EIP-191 hash of
-    ///      `endorsementDigest(taskId, tree, level, party, root)`.
+    ///      First the exact rules (`FGBDTRulesLib`): every node's candidate totals and bin bounds, then, below a
+    ///      tree's root, every pair of siblings' totals against this party's own side sums at their parent. The
+    ///      node hash is keccak256 of a node block; the commitment is the Merkle root of the node hashes (padded to a
+    ///      power of two with zero leaves). Each endorsement's signature is 65-byte (r, s, v) over the EIP-191 hash
+    ///      of `endorsementDigest(taskId, tree, level, party, root, credits)`; at a tree's root the smallest credits
+    ///      attested become the party's credit for the tree.
     /// @param taskId The task.
     /// @param tree Current tree.
     /// @param level Current level.
     /// @param data The histograms, emitted but not stored.
-    /// @param signatures Endorsements; all must be valid, distinct, from other approved parties.
+    /// @param endorsements Signatures with the credits they attest; all must be valid, distinct, from other
+    ///        approved parties.
     function submitHistograms(
         uint256 taskId,
         uint256 tree,
         uint256 level,
         int256[] calldata data,
-        bytes[] calldata signatures
+        Endorsement[] calldata endorsements
     ) external {
         Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
         Member storage m = _approved(taskId);
@@ -477,14 +517,16 @@ contract FGBDTChain is ERC2771Context {
         uint256 k = _popcount(t.openMask);
         uint256 block_ = 6 * (uint256(t.cfg.bins) + 1);
         if (data.length != k * block_) revert LengthMismatch(k * block_, data.length);
+        _checkRules(taskId, t, m.index, data, block_);
         bytes32[] memory leaves = new bytes32[](k);
         for (uint256 i = 0; i < k; ++i) leaves[i] = _hashCalldata(data, i * block_, block_);
         bytes32 root = _merkleRoot(leaves);
-        uint256 valid = _checkEndorsements(taskId, t, tree, level, root, signatures);
+        (uint256 valid, uint256[3] memory credit) = _checkEndorsements(taskId, t, tree, level, root, endorsements);
         m.histRoot = root;
         m.histStep = t.step;
+        if (level == 0) (m.creditG, m.creditH, m.creditN) = (uint80(credit[0]), uint80(credit[1]), uint80(credit[2]));
         t.histCount += 1;
-        emit HistogramsSubmitted(taskId, tree, level, _msgSender(), root, valid, data);
+        emit HistogramsSubmitted(taskId, tree, level, _msgSender(), root, valid, credit, data);
     }
 
     /// @notice Step aside for this level's histograms (a voter whose histograms were refused endorsement), so the
@@ -599,15 +641,32 @@ contract FGBDTChain is ERC2771Context {
     /// @param level The level.
     /// @param party The party whose histograms are endorsed.
     /// @param root Merkle root of the party's node hashes for the level.
-    /// @return The digest binding chain id, this contract, task, tree, level, party and histogram root.
+    /// @param credit The credit multipliers the endorser attests (gradients, hessians, counts; fixed point).
+    /// @return The digest binding chain id, this contract, task, tree, level, party, histogram root and credits.
     function endorsementDigest(
         uint256 taskId,
         uint256 tree,
         uint256 level,
         address party,
-        bytes32 root
+        bytes32 root,
+        uint256[3] memory credit
     ) public view returns (bytes32) {
-        return keccak256(abi.encode(ENDORSEMENT_TAG, block.chainid, address(this), taskId, tree, level, party, root));
+        return
+            keccak256(
+                abi.encode(
+                    ENDORSEMENT_TAG,
+                    block.chainid,
+                    address(this),
+                    taskId,
+                    tree,
+                    level,
+                    party,
+                    root,
+                    credit[0],
+                    credit[1],
+                    credit[2]
+                )
+            );
     }
 
     /// @notice A task's parameters.
@@ -708,6 +767,13 @@ contract FGBDTChain is ERC2771Context {
         if (m.status != Membership.Approved) revert NotApproved(taskId, _msgSender());
     }
 
+    /// @dev Whether a party takes part in the current step: every party at the first step, afterwards only those
+    ///      whose histograms the previous step accepted (a party refused, declining or silent once is out for good:
+    ///      its later histograms could no longer be tied to its earlier ones).
+    function _active(Task storage t, Member storage m) private view returns (bool) {
+        return t.step == 1 || m.histStep == t.step - 1;
+    }
+
     function _resolvingTask(uint256 taskId) private view returns (Task storage t) {
         t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
@@ -783,36 +849,96 @@ contract FGBDTChain is ERC2771Context {
         uint256 tree,
         uint256 level,
         bytes32 root,
-        bytes[] calldata signatures
-    ) private view returns (uint256 valid) {
-        bytes32 digest = keccak256(
-            abi.encodePacked(
-                "\x19Ethereum Signed Message:\n32",
-                endorsementDigest(taskId, tree, level, _msgSender(), root)
-            )
-        );
+        Endorsement[] calldata endorsements
+    ) private view returns (uint256 valid, uint256[3] memory credit) {
+        credit = [uint256(ONE), uint256(ONE), uint256(ONE)];
         uint256 seen;
-        for (uint256 i = 0; i < signatures.length; ++i) {
-            bytes calldata sig = signatures[i];
-            if (sig.length != 65) revert InvalidSignature(i);
-            bytes32 rr = bytes32(sig[0:32]);
-            bytes32 ss = bytes32(sig[32:64]);
-            uint8 v = uint8(sig[64]);
-            if (v < 27) v += 27;
-            if ((v != 27 && v != 28) || uint256(ss) > SECP256K1_HALF_N) revert InvalidSignature(i);
-            address signer = ecrecover(digest, v, rr, ss);
-            if (signer == address(0)) revert InvalidSignature(i);
-            Member storage e = _members[taskId][signer];
-            if (e.status != Membership.Approved) revert EndorserNotMember(signer);
+        for (uint256 i = 0; i < endorsements.length; ++i) {
+            Endorsement calldata e = endorsements[i];
+            uint256 maxCredit = type(uint80).max;
+            if (e.creditG > maxCredit || e.creditH > maxCredit || e.creditN > maxCredit) revert CreditOutOfRange(i);
+            address signer = _recover(taskId, tree, level, root, e, i);
+            Member storage em = _members[taskId][signer];
+            if (em.status != Membership.Approved) revert EndorserNotMember(signer);
             if (signer == _msgSender()) revert SelfEndorsement(signer);
-            uint256 bit = 1 << e.index;
+            uint256 bit = 1 << em.index;
             if (seen & bit != 0) revert DuplicateEndorsement(signer);
             seen |= bit;
             ++valid;
+            if (i == 0 || e.creditG < credit[0]) credit[0] = e.creditG;
+            if (i == 0 || e.creditH < credit[1]) credit[1] = e.creditH;
+            if (i == 0 || e.creditN < credit[2]) credit[2] = e.creditN;
         }
         uint256 others = t.parties.length - 1;
         uint256 need = (uint256(t.cfg.quorumNum) * others + t.cfg.quorumDen - 1) / t.cfg.quorumDen;
         if (valid < need) revert InsufficientEndorsements(valid, need);
+    }
+
+    /// @dev The signer of one endorsement (low-s, v in {27, 28}), or a revert naming the bad signature.
+    function _recover(
+        uint256 taskId,
+        uint256 tree,
+        uint256 level,
+        bytes32 root,
+        Endorsement calldata e,
+        uint256 index
+    ) private view returns (address signer) {
+        bytes32 digest = keccak256(
+            abi.encodePacked(
+                "\x19Ethereum Signed Message:\n32",
+                endorsementDigest(taskId, tree, level, _msgSender(), root, [e.creditG, e.creditH, e.creditN])
+            )
+        );
+        bytes calldata sig = e.signature;
+        if (sig.length != 65) revert InvalidSignature(index);
+        bytes32 rr = bytes32(sig[0:32]);
+        bytes32 ss = bytes32(sig[32:64]);
+        uint8 v = uint8(sig[64]);
+        if (v < 27) v += 27;
+        if ((v != 27 && v != 28) || uint256(ss) > SECP256K1_HALF_N) revert InvalidSignature(index);
+        signer = ecrecover(digest, v, rr, ss);
+        if (signer == address(0)) revert InvalidSignature(index);
+    }
+
+    /// @dev The exact rules of a submission (reference `histogram_rules.check_level`): each open node's candidate
+    ///      totals and bin bounds in increasing node id, then (below the root) each pair of siblings' totals
+    ///      against the party's side sums at their parent, stored with the previous step's resolution.
+    function _checkRules(
+        uint256 taskId,
+        Task storage t,
+        uint256 partyIndex,
+        int256[] calldata data,
+        uint256 block_
+    ) private view {
+        uint256 base = 1 << t.level;
+        uint256 mask = t.openMask;
+        int256[] memory totals = FGBDTRulesLib.checkLevel(
+            data,
+            block_ / 6,
+            base,
+            mask,
+            t.cfg.objective,
+            t.tree == 0
+        );
+        if (t.level == 0) return;
+        uint256 i;
+        for (uint256 b = 0; b < base; b += 2) {
+            if ((mask >> b) & 1 == 0) continue;
+            uint256 node = base + b;
+            bytes32 got = keccak256(
+                abi.encode(
+                    t.step - 1,
+                    totals[3 * i],
+                    totals[3 * i + 1],
+                    totals[3 * i + 2],
+                    totals[3 * i + 3],
+                    totals[3 * i + 4],
+                    totals[3 * i + 5]
+                )
+            );
+            if (got != _sides[taskId][node / 2][partyIndex]) revert FGBDTRulesLib.InheritedTotalsMismatch(node);
+            i += 2;
+        }
     }
 
     function _submitters(uint256 taskId, Task storage t) private view returns (address[] memory subs) {
@@ -955,11 +1081,11 @@ contract FGBDTChain is ERC2771Context {
         int256[] calldata n
     ) private {
         uint256 s = r.subs.length;
-        uint8 mode = t.cfg.hessianMode;
         int256[] memory gl = new int256[](s);
         int256[] memory hl = new int256[](s);
         int256[] memory gr = new int256[](s);
         int256[] memory hr = new int256[](s);
+        bool inner = uint256(t.level) + 1 < t.cfg.depth;
         for (uint256 p = 0; p < s; ++p) {
             uint256 off = p * r.width + sp.rank * r.nbins;
             int256[6] memory acc;
@@ -969,23 +1095,46 @@ contract FGBDTChain is ERC2771Context {
                 acc[i + 1] += h[off + b];
                 acc[i + 2] += n[off + b];
             }
-            gl[p] = acc[0];
-            hl[p] = FGBDTMathLib.hessianOf(acc[1], acc[2], mode);
-            gr[p] = acc[3];
-            hr[p] = FGBDTMathLib.hessianOf(acc[4], acc[5], mode);
+            Member storage m = _members[r.taskId][r.subs[p]];
+            if (inner) {
+                _sides[r.taskId][r.node][m.index] = keccak256(
+                    abi.encode(t.step, acc[0], acc[1], acc[2], acc[3], acc[4], acc[5])
+                );
+            }
+            (gl[p], hl[p], gr[p], hr[p]) = _creditedSides(acc, m, t.cfg.hessianMode);
         }
-        (, int256[] memory phi) = FGBDTMathLib.splitShapley(gl, hl, gr, hr, t.cfg.lambda);
+        (int256 creditedGain, int256[] memory phi) = FGBDTMathLib.splitShapley(gl, hl, gr, hr, t.cfg.lambda);
         int256[] memory kappa = new int256[](s);
         int256[] memory contrib = new int256[](s);
         int256 alpha = t.cfg.alpha;
         for (uint256 p = 0; p < s; ++p) {
             Member storage m = _members[r.taskId][r.subs[p]];
             uint256 code = (uint256(uint8(m.votes[2 * r.rank])) << 8) | uint256(uint8(m.votes[2 * r.rank + 1]));
-            if (code == feature + 1) kappa[p] = sp.gain;
+            if (code == feature + 1) kappa[p] = creditedGain;
             contrib[p] = (alpha * kappa[p]) / ONE + phi[p];
             m.contribution += contrib[p];
         }
         emit ContributionsAdded(r.taskId, t.tree, r.node, r.subs, phi, kappa, contrib);
+    }
+
+    /// @dev A party's credited (gL, hL, gR, hR) from its raw sides (reference `credited_sides`).
+    function _creditedSides(
+        int256[6] memory acc,
+        Member storage m,
+        uint8 mode
+    ) private view returns (int256 gL, int256 hL, int256 gR, int256 hR) {
+        int256 cg = int256(uint256(m.creditG));
+        gL = (acc[0] * cg) / ONE;
+        gR = (acc[3] * cg) / ONE;
+        if (mode == 1) {
+            int256 cn = int256(uint256(m.creditN));
+            hL = (acc[2] * ONE * cn) / ONE;
+            hR = (acc[5] * ONE * cn) / ONE;
+        } else {
+            int256 ch = int256(uint256(m.creditH));
+            hL = (acc[1] * ch) / ONE;
+            hR = (acc[4] * ch) / ONE;
+        }
     }
 
     function _children(Task storage t, Resolution memory r, FGBDTMathLib.Split memory sp) private {
@@ -1036,6 +1185,10 @@ contract FGBDTChain is ERC2771Context {
         t.voteCount = 0;
         t.histCount = 0;
         t.declineCount = 0;
+        uint256 active;
+        uint256 mCount = t.parties.length;
+        for (uint256 p = 0; p < mCount; ++p) if (_active(t, _members[taskId][t.parties[p]])) ++active;
+        t.activeCount = uint16(active);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
         emit LevelStarted(taskId, t.tree, t.level, mask, t.stepDeadline);
     }

@@ -142,7 +142,7 @@ library FGBDTMathLib {
         int256 lam,
         int256 minRows,
         uint8 mode
-    ) internal pure returns (bool found, Split memory best) {
+    ) public pure returns (bool found, Split memory best) {
         if (nbins == 0 || g.length == 0 || g.length % nbins != 0 || h.length != g.length || n.length != g.length) {
             revert BadHistogramShape(g.length, nbins);
         }
@@ -191,7 +191,7 @@ library FGBDTMathLib {
         int256[] memory gR,
         int256[] memory hR,
         int256 lam
-    ) internal pure returns (int256 gain, int256[] memory phi) {
+    ) public pure returns (int256 gain, int256[] memory phi) {
         uint256 m = gL.length;
         if (hL.length != m || gR.length != m || hR.length != m) revert ShapleyLengthMismatch();
         phi = new int256[](m);

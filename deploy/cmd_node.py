@@ -13,6 +13,7 @@ from typing import Any
 from eth_account import Account
 
 from deploy.cli import UserError
+from deploy.cmd_simulate import add_attack_arguments, attack_of
 from ledger.client import ChainClient
 from ledger.contracts import TaskContract
 from node.data import DataFormatError, load_dataset
@@ -39,7 +40,7 @@ def register(sub: Any) -> None:
     p.add_argument("--binning-resolution", type=int, default=64)
     p.add_argument("--seed", type=int, help="reproducible DP noise (experiments only: a known seed is no secret)")
     p.add_argument("--party-index", type=int, default=0, help="with --seed: whose noise stream to use")
-    p.add_argument("--inflate", type=float, default=1.0, help="greedy-party experiments: stretch gradient sums")
+    add_attack_arguments(p, node=True)
     p.add_argument(
         "--resolve-batch",
         type=int,
@@ -96,7 +97,7 @@ def run_node(args: argparse.Namespace) -> int:
         binning_resolution=args.binning_resolution,
         seed=args.seed,
         party_index=args.party_index,
-        inflate=args.inflate,
+        attack=attack_of(args, args.party_index),
         resolve_batch=args.resolve_batch,
     )
     if args.resolve_batch < 1:

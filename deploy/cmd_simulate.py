@@ -13,6 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from deploy.cli import UserError
+from ledger import reference as ref
+from node.attacks import ATTACK_KINDS, Attack
 from node.binning import BINNING_METHODS
 from node.data import DataFormatError, load_train_test
 from node.experiment import ALGORITHMS, PrepConfig, prepare, run
@@ -36,7 +38,7 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-rows", type=int, default=20, help="minimum rows per leaf")
     parser.add_argument("--delta", type=float, default=1.0, help="distribution fitting degree delta (eq. 3)")
     parser.add_argument("--alpha", type=float, default=1.0, help="weight of the voting contribution, in (0, 1]")
-    parser.add_argument("--hessian", choices=tuple(HESSIAN_MODES), default="second")
+    parser.add_argument("--hessian", choices=tuple(HESSIAN_MODES), default="hessian")
     parser.add_argument(
         "--tie-break",
         choices=tuple(TIE_BREAKS),
@@ -55,6 +57,38 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         help="every PSD splits the label at its root (default: on; see docs/psd.md)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--refusal-rate",
+        type=float,
+        default=1e-9,
+        help="the verifiers' false-refusal probability per check (statistical endorsement; see docs/protocol.md)",
+    )
+    parser.add_argument(
+        "--overlap-threshold", type=float, default=0.3, help="with --endorse overlap: verifiers sign below it"
+    )
+    add_attack_arguments(parser)
+
+
+def add_attack_arguments(parser: argparse.ArgumentParser, *, node: bool = False) -> None:
+    """Greedy-party experiments (``node.attacks``): the same flags for ``simulate``, ``train`` and ``node``."""
+    if not node:
+        parser.add_argument("--greedy", type=int, help="index of the party that attacks its histograms")
+    parser.add_argument(
+        "--attack", choices=ATTACK_KINDS, default="gradients", help="what the greedy party does (with --inflate)"
+    )
+    parser.add_argument("--inflate", type=float, default=2.0 if not node else None, help="the attack's factor")
+    parser.add_argument("--attack-from-tree", type=int, default=0, help="first tree the greedy party attacks")
+
+
+def attack_of(args: argparse.Namespace, party: int) -> Attack | None:
+    """The attack a party plays, from the attack flags (None for an honest party)."""
+    greedy = getattr(args, "greedy", party)
+    if greedy is None or greedy != party or args.inflate is None:
+        return None
+    try:
+        return Attack(args.attack, args.inflate, seed=args.seed or 0, start_tree=args.attack_from_tree)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
 
 
 def register(sub: Any) -> None:
@@ -65,6 +99,13 @@ def register(sub: Any) -> None:
     )
     add_training_arguments(parser)
     parser.add_argument("--algo", choices=ALGORITHMS, default="fvtree")
+    parser.add_argument(
+        "--endorse",
+        choices=("none", *ref.ENDORSE_RULES),
+        default="statistical",
+        help="model the verifiers as the chain does (statistical: the default; overlap: the paper's equation 11) "
+        "or accept every histogram (none)",
+    )
     parser.add_argument(
         "--baselines",
         action=argparse.BooleanOptionalAction,
@@ -94,7 +135,7 @@ def load_data(args: argparse.Namespace) -> tuple[Any, Any]:
         raise UserError(f"cannot read data: {exc}") from exc
 
 
-def training_params(args: argparse.Namespace, objective: str) -> TrainParams:
+def training_params(args: argparse.Namespace, objective: ref.ObjectiveName) -> TrainParams:
     try:
         return TrainParams(
             trees=args.trees,
@@ -116,6 +157,10 @@ def training_params(args: argparse.Namespace, objective: str) -> TrainParams:
 def prep_config(args: argparse.Namespace) -> PrepConfig:
     if not 0.0 <= args.theta <= 1.0:
         raise UserError(f"--theta must be in [0, 1], got {args.theta}")
+    if not 0.0 < args.refusal_rate < 1.0:
+        raise UserError(f"--refusal-rate must be in (0, 1), got {args.refusal_rate}")
+    if args.greedy is not None and not 0 <= args.greedy < args.parties:
+        raise UserError(f"--greedy must be a party index in [0, {args.parties})")
     if args.parties < 1:
         raise UserError(f"--parties must be at least 1, got {args.parties}")
     return PrepConfig(
@@ -128,10 +173,13 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         psd_max_rows=args.psd_max_rows,
         psd_epsilon=args.psd_epsilon,
         psd_label_first=args.psd_label_first,
+        endorse=getattr(args, "endorse", "statistical"),
+        refusal_rate=args.refusal_rate,
+        overlap_threshold=args.overlap_threshold,
     )
 
 
-def objective_of(y: Any) -> str:
+def objective_of(y: Any) -> ref.ObjectiveName:
     """Binary when the loaded labels are {0, 1}, else regression."""
     values = set(map(float, set(y.tolist())))
     return "binary" if values <= {0.0, 1.0} else "regression"
@@ -158,12 +206,14 @@ def simulate(args: argparse.Namespace) -> int:
         transient=False,
     ) as bar:
         task = bar.add_task(f"{args.algo} on {train.name}", total=params.trees)
+        attack = attack_of(args, args.greedy) if args.greedy is not None else None
         report, model, _ = run(
             prep,
             args.algo,
             progress=lambda t: bar.update(task, completed=t + 1),
             with_standalone=args.baselines,
             threads=args.threads,
+            attacks={args.greedy: attack} if attack is not None else None,
         )
         bar.update(task, completed=params.trees)
     reports.append(report)
@@ -226,3 +276,5 @@ def print_summary(console: Console, report: dict[str, Any], reports: list[dict[s
                 f"{c['share']:.3f}",
             )
         console.print(ct)
+    for r in report.get("endorsement", {}).get("refusals", []):
+        console.print(f"party {r['party']} out from tree {r['tree']} level {r['level']}: {r['reason']}")

@@ -17,8 +17,16 @@ from rich.table import Table
 
 from deploy.cli import UserError
 from deploy.cmd_node import contract_address, read_key
-from deploy.cmd_simulate import add_training_arguments, load_data, objective_of, prep_config, training_params
+from deploy.cmd_simulate import (
+    add_training_arguments,
+    attack_of,
+    load_data,
+    objective_of,
+    prep_config,
+    training_params,
+)
 from deploy.requester import ChainSetup, run_task
+from ledger import reference as ref
 from ledger.client import ChainClient
 from node.experiment import prepare
 from node.fvtree import TrainParams
@@ -34,9 +42,12 @@ def register(sub: Any) -> None:
     where.add_argument("--deployment", help="deployment file written by `fgbdt devnet up`")
     p.add_argument("--key", help="requester's private key file (default: a fresh key funded by the devnet)")
     p.add_argument("--reward", type=float, default=1.0, help="reward deposited with the task, in ETH")
-    p.add_argument("--greedy", type=int, help="party index that stretches its gradient histograms")
-    p.add_argument("--inflate", type=float, default=2.0, help="the greedy party's stretch factor")
-    p.add_argument("--overlap-threshold", type=float, default=0.3, help="verifiers sign below this overlap")
+    p.add_argument(
+        "--endorse",
+        choices=tuple(ref.ENDORSE_RULES),
+        default="statistical",
+        help="how verifiers decide: the statistical test (default) or the paper's equation 11 (overlap)",
+    )
     p.add_argument("--step-blocks", type=int, default=120, help="blocks before a step's deadline")
     p.add_argument("--tick", type=float, default=0.25, help="seconds between blocks of the devnet's block clock")
     p.add_argument("--workdir", help="where shards, keys and party logs go (default: a temporary folder)")
@@ -53,8 +64,6 @@ def train(args: argparse.Namespace) -> int:
     if params.objective != "binary":
         raise UserError("on-chain training supports binary classification (labels 0/1 or -1/+1)")
     config = prep_config(args)
-    if args.greedy is not None and not 0 <= args.greedy < config.parties:
-        raise UserError(f"--greedy must be a party index in [0, {config.parties})")
     try:
         prep = prepare(train_set, test_set, params, config)
     except ValueError as exc:
@@ -75,9 +84,11 @@ def train(args: argparse.Namespace) -> int:
         reward_wei=int(args.reward * 10**18),
         step_blocks=args.step_blocks,
         tick_seconds=args.tick,
+        endorse=args.endorse,
+        refusal_rate=args.refusal_rate,
         overlap_threshold=args.overlap_threshold,
         greedy=args.greedy,
-        inflate=args.inflate,
+        attack=attack_of(args, args.greedy) if args.greedy is not None else None,
     )
     with on_chain_progress(console, params, disable=args.quiet) as progress:
         try:

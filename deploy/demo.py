@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -137,22 +138,17 @@ def demo(args: argparse.Namespace) -> int:
             low, high = prep.ranges
             body = {
                 "task_schema": {"feature_min": [float(v) for v in low], "feature_max": [float(v) for v in high]},
-                "parameters": {
-                    "trees": params.trees,
-                    "depth": params.depth,
-                    "bins": params.bins,
-                    "hessian": "hessian",
-                    "tie_break": params.tie_break,
-                    "min_parties": args.parties,
-                    "max_parties": args.parties,
-                    "join_blocks": 100_000,
-                    "step_blocks": setup.step_blocks,
-                    "lam": params.lam,
-                    "learning_rate": params.learning_rate,
-                    "min_rows": params.min_rows,
-                    "alpha": params.alpha,
-                    "overlap_threshold": setup.overlap_threshold,
-                },
+                "parameters": asdict(
+                    params.task(
+                        min_parties=args.parties,
+                        max_parties=args.parties,
+                        join_blocks=100_000,
+                        step_blocks=setup.step_blocks,
+                        endorse=setup.endorse,
+                        refusal_rate=setup.refusal_rate,
+                        overlap_threshold=setup.overlap_threshold,
+                    )
+                ),
             }
             created = _ok(http.post("/v1/tasks", json=create_task_body(forwarder, task, requester, body)))
             req.task_id = tid = int(created["task_id"])

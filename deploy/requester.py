@@ -31,10 +31,10 @@ from ledger.chain_model import model_from_chain
 from ledger.client import ChainClient
 from ledger.contracts import Status, TaskConfig, TaskContract
 from ledger.edges import encode_edges
+from node.attacks import Attack
 from node.binning import edges_from_sketch
 from node.data import Dataset
 from node.experiment import Prepared, evaluate
-from node.fvtree import HESSIAN_MODES, TIE_BREAKS
 from node.publish import decode_join
 
 Progress = Callable[[dict[str, Any]], None]
@@ -51,9 +51,11 @@ class ChainSetup:
     reward_wei: int = 10**18
     step_blocks: int = 120
     tick_seconds: float = 0.25
+    endorse: ref.EndorseRuleName = "statistical"
+    refusal_rate: float = 1e-9
     overlap_threshold: float = 0.3
     greedy: int | None = None
-    inflate: float = 1.0
+    attack: Attack | None = None
     party_fund_wei: int = 10**20
     timeout_seconds: float = 3600.0
     node_args: list[str] = field(default_factory=list)
@@ -70,25 +72,18 @@ def write_shard(path: Path, data: Dataset) -> None:
 
 def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
     """The task parameters as the contract takes them (fixed point where real)."""
-    p, m = prep.params, prep.config.parties
-    return TaskConfig(
-        trees=p.trees,
-        depth=p.depth,
-        bins=p.bins,
-        hessian_mode=HESSIAN_MODES[p.hessian],
-        tie_break=TIE_BREAKS[p.tie_break],
+    m = prep.config.parties
+    return prep.params.task(
+        endorse=setup.endorse,
         quorum_num=2,
         quorum_den=3,
         min_parties=m,
         max_parties=m,
         join_blocks=100_000,
         step_blocks=setup.step_blocks,
-        lam=ref.to_fixed(p.lam),
-        learning_rate=ref.to_fixed(p.learning_rate),
-        min_rows=p.min_rows,
-        alpha=ref.to_fixed(p.alpha),
-        overlap_threshold=ref.to_fixed(setup.overlap_threshold),
-    )
+        refusal_rate=setup.refusal_rate,
+        overlap_threshold=setup.overlap_threshold,
+    ).config()
 
 
 class BlockClock:
@@ -204,8 +199,10 @@ class Requester:
                 str(i),
                 *self.setup.node_args,
             ]
-            if self.setup.greedy == i:
-                cmd += ["--inflate", repr(self.setup.inflate)]
+            attack = self.setup.attack
+            if self.setup.greedy == i and attack is not None:
+                cmd += ["--attack", attack.kind, "--inflate", repr(attack.factor)]
+                cmd += ["--attack-from-tree", str(attack.start_tree)]
             log_path = work / f"party-{i}.log"
             self.log_paths.append(log_path)
             self.commands.append(cmd)
@@ -248,8 +245,7 @@ class Requester:
         low, high = self.prep.ranges
         merged = np.zeros((len(low), self.prep.config.binning_resolution))
         for acct in self.accounts:
-            _, sketch = decode_join(payloads[acct.address])
-            merged = merged + sketch
+            merged = merged + decode_join(payloads[acct.address]).sketch
         return encode_edges([e.tolist() for e in edges_from_sketch(merged, low, high, self.prep.params.bins)])
 
     def approve_and_start(self, timeout: float = 300.0) -> bytes:
@@ -371,7 +367,11 @@ class Requester:
             "tx_count": txs,
             "wall_seconds": wall_seconds,
             "greedy": self.setup.greedy,
-            "inflate": self.setup.inflate,
+            "attack": (
+                {"kind": self.setup.attack.kind, "factor": self.setup.attack.factor}
+                if self.setup.attack is not None
+                else None
+            ),
             "model": model.to_json_dict(),
         }
 

@@ -31,8 +31,10 @@ from eth_keys import keys
 from eth_utils import keccak, to_checksum_address
 
 from ledger import reference as ref
+from ledger.abi_codec import canonical_type
 from ledger.client import ChainClient, Event
 from ledger.encoding import endorsement_digest, merkle_root, words
+from ledger.histogram_rules import HistogramRuleError, Sides, check_level
 
 SECP256K1_HALF_N: int = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
 """The contract rejects high-s signatures (malleability); the audit applies the same rule."""
@@ -51,13 +53,15 @@ class AuditError(Exception):
 
 @dataclass(frozen=True)
 class SubmitCall:
-    """One ``submitHistograms`` call decoded from a transaction's input: the only place the signatures live."""
+    """One ``submitHistograms`` call decoded from a transaction's input: the only place the signatures live, with
+    the credit each endorsement attests."""
 
     task_id: int
     tree: int
     level: int
     data: tuple[int, ...]
     signatures: tuple[bytes, ...]
+    credits: tuple[ref.Credit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -265,6 +269,11 @@ class _Auditor:
         # expected storage, built while replaying
         self.nodes: dict[tuple[int, int], NodeState] = {}
         self.totals: dict[str, int] = {}
+        # the exact rules' state: who took part in the previous step, each party's side sums at the previous
+        # level's splits, and each party's credit for the current tree
+        self.active: set[str] | None = None
+        self.sides: dict[str, dict[int, Sides]] = {}
+        self.credits: dict[str, ref.Credit] = {}
 
     # ----------------------------------------------------------------- helpers
 
@@ -293,6 +302,7 @@ class _Auditor:
         self.params = ref.Params(cfg["lambda"], cfg["learningRate"], cfg["minRows"], cfg["alpha"], cfg["hessianMode"])
         self.depth, self.trees, self.nbins = cfg["depth"], cfg["trees"], cfg["bins"] + 1
         self.tie_break = cfg["tieBreak"]
+        self.objective = cfg["objective"]
         self.num_features = len(self.created.args["featureMin"])
         self.requester = _addr(self.created.args["requester"])
         started = self.by_name["TrainingStarted"]
@@ -435,6 +445,8 @@ class _Auditor:
                 self.fail("voter is an approved party", "approved party", party, **w)
             if party in votes:
                 self.fail("one vote set per party", 1, 2, **w)
+            if self.active is not None and party not in self.active:
+                self.fail("voter took part in the previous step (continuity)", "a party taking part", party, **w)
             vs = [int(v) for v in ev.args["votes"]]
             if len(vs) != k:
                 self.fail("number of votes", k, len(vs), **w)
@@ -451,7 +463,8 @@ class _Auditor:
             return None
         if int(closed.args["voters"]) != len(votes):
             self.fail("VotingClosed voters", len(votes), int(closed.args["voters"]), **where)
-        if len(votes) < len(self.parties) and closed.block_number <= int(started.args["deadline"]):
+        taking_part = len(self.parties) if self.active is None else len(self.active)
+        if len(votes) < taking_part and closed.block_number <= int(started.args["deadline"]):
             self.fail(
                 "voting closed after its deadline or with every vote", "later block", closed.block_number, **where
             )
@@ -486,6 +499,7 @@ class _Auditor:
             if ev.block_number > deadline:
                 self.fail("histograms before the step deadline", f"block <= {deadline}", ev.block_number, **w)
             hists[party] = self._histograms(ev, tree, level, open_nodes, cands, party)
+            self._rules(hists[party], tree, level, open_nodes, party)
             self.counts.histograms += 1
         declined: set[str] = set()
         for ev in self.take_level(tree, level, "HistogramsDeclined"):
@@ -511,12 +525,14 @@ class _Auditor:
             )
         # resolution
         accepted = [p for p in self.parties if p in hists]
+        self.active = set(accepted)
+        self.sides = {p: {} for p in accepted}
         last = level == self.depth - 1
         nxt: list[int] = []
         unresolved: list[int] = []
         for j, nd in enumerate(open_nodes):
             # anyone resolves, in any order: an unresolved node does not stop the checks of its resolved siblings
-            split = self._node(tree, level, nd, j, accepted, hists, votes, inherited, last)
+            split = self._node(tree, level, nd, j, accepted, hists, votes, inherited, last, cands[nd])
             if split is None:
                 unresolved.append(nd)
             elif split and not last:
@@ -549,14 +565,19 @@ class _Auditor:
             self.fail(
                 "submitHistograms call in the transaction input", f"tx {ev.tx_hash} carrying this data", "none", **where
             )
-        digest = endorsement_digest(self.inp.chain_id, self.contract, self.inp.task_id, tree, level, party, root)
         # Several calls with this data in one transaction (a batch, or decoy bytes in a wrapper's input) cannot be told
         # apart without a trace: the submission is accepted when any of them carries a valid endorsement set.
         first: Mismatch | None = None
         for call in candidates:
-            found = self._endorsements(call, digest, party, int(ev.args["endorsements"]), where)
+            found = self._endorsements(call, root, tree, level, party, int(ev.args["endorsements"]), where)
             if found is None:
                 self.counts.signatures += len(call.signatures)
+                credit = _least(call.credits)
+                recorded = tuple(int(x) for x in ev.args["credit"])
+                if recorded != (credit.g, credit.h, credit.n):
+                    self.fail("credit (least of the endorsements')", (credit.g, credit.h, credit.n), recorded, **where)
+                if level == 0:
+                    self.credits[party] = credit
                 break
             first = first or found
         else:
@@ -564,12 +585,39 @@ class _Auditor:
             raise _Found(first)
         return [block_histograms(b, cands[nd], self.nbins) for b, nd in zip(blocks, open_nodes, strict=True)]
 
+    def _rules(self, hists: list[ref.NodeHistograms], tree: int, level: int, open_nodes: list[int], party: str) -> None:
+        """The exact rules ``submitHistograms`` applies (``ledger.histogram_rules``), on the submitted data."""
+        try:
+            check_level(hists, open_nodes, self.objective, tree == 0, None if level == 0 else self.sides.get(party, {}))
+        except HistogramRuleError as exc:
+            self.fail(
+                "exact histogram rules (the contract would revert)",
+                "none broken",
+                str(exc),
+                tree=tree,
+                level=level,
+                party=party,
+            )
+        except ref.FixedPointOverflow as exc:
+            self.fail(
+                "exact histogram rules (the contract would revert)",
+                "no overflow",
+                str(exc),
+                tree=tree,
+                level=level,
+                party=party,
+            )
+
     def _endorsements(
-        self, call: SubmitCall, digest: bytes, party: str, recorded: int, where: dict[str, Any]
+        self, call: SubmitCall, root: bytes, tree: int, level: int, party: str, recorded: int, where: dict[str, Any]
     ) -> Mismatch | None:
         """The contract's ``_checkEndorsements`` on one decoded call: the first violation, or None."""
         seen: set[str] = set()
-        for i, sig in enumerate(call.signatures):
+        credits = call.credits or (ref.NEUTRAL,) * len(call.signatures)
+        for i, (sig, credit) in enumerate(zip(call.signatures, credits, strict=True)):
+            digest = endorsement_digest(
+                self.inp.chain_id, self.contract, self.inp.task_id, tree, level, party, root, credit
+            )
             signer = recover_endorser(digest, bytes(sig))
             fld = f"endorsement {i} signer"
             if signer is None:
@@ -605,6 +653,7 @@ class _Auditor:
         votes: dict[str, list[int]],
         inherited: dict[tuple[int, int], ref.Totals],
         last: bool,
+        features: tuple[int, int],
     ) -> bool | None:
         """Check one node's resolution; True when it split, False for a leaf, None when not resolved yet."""
         where: dict[str, Any] = {"tree": tree, "level": level, "node": nd}
@@ -625,6 +674,7 @@ class _Auditor:
                 inherited.get((tree, nd)) if nd != 1 else None,
                 last,
                 self.params,
+                [self.credits.get(p, ref.NEUTRAL) for p in accepted],
             )
         except (ref.FixedPointOverflow, ZeroDivisionError, ValueError) as exc:
             self.fail("reference resolution (the contract would revert)", f"revert: {exc}", "resolved", **where)
@@ -666,6 +716,8 @@ class _Auditor:
                 self.nodes[key], kind=KIND_SPLIT, feature=sp.feature, threshold=sp.threshold, value=sp.gain
             )
             assert res.left is not None and res.right is not None
+            for p in accepted:
+                self.sides[p][nd] = Sides.of(hists[p][j], sp.rank, sp.threshold)
             for child, sums in ((2 * nd, res.left), (2 * nd + 1, res.right)):
                 inherited[(tree, child)] = sums
                 self.nodes[(tree, child)] = NodeState(kind=0 if last else KIND_OPEN, g=sums.g, h=sums.h, n=sums.n)
@@ -753,6 +805,13 @@ class _Auditor:
                 self.fail("stored owed (assigned minus withdrawn)", owed.get(a, 0), st.owed[a], party=a)
 
 
+def _least(credits: Sequence[ref.Credit]) -> ref.Credit:
+    """The credit the contract applies: the least attested, quantity by quantity (neutral with no endorsement)."""
+    if not credits:
+        return ref.NEUTRAL
+    return ref.Credit(min(c.g for c in credits), min(c.h for c in credits), min(c.n for c in credits))
+
+
 def _with(node: NodeState, **changes: int) -> NodeState:
     return NodeState(**{**node.__dict__, **changes})
 
@@ -779,7 +838,7 @@ def audit_events(inp: AuditInput) -> AuditReport:
 def _submit_abi(abi: Iterable[dict[str, Any]]) -> tuple[bytes, list[str]]:
     for item in abi:
         if item.get("type") == "function" and item.get("name") == "submitHistograms":
-            types = [str(i["type"]) for i in item["inputs"]]
+            types = [canonical_type(i) for i in item["inputs"]]
             return keccak(text=f"submitHistograms({','.join(types)})")[:4], types
     raise AuditError("the FGBDTChain ABI has no submitHistograms function")
 
@@ -791,11 +850,19 @@ def find_submit_calls(tx_input: bytes, selector: bytes, types: Sequence[str]) ->
     pos = tx_input.find(selector)
     while pos >= 0:
         try:
-            task_id, tree, level, data, sigs = abi_decode(list(types), tx_input[pos + 4 :])
-        except Exception:  # the selector bytes occurred by chance inside other data
+            task_id, tree, level, data, endorsements = abi_decode(list(types), tx_input[pos + 4 :])
+            call = SubmitCall(
+                int(task_id),
+                int(tree),
+                int(level),
+                tuple(data),
+                tuple(bytes(e[0]) for e in endorsements),
+                tuple(ref.Credit(int(e[1]), int(e[2]), int(e[3])) for e in endorsements),
+            )
+        except Exception:  # the selector bytes occurred by chance inside other data, or credits out of range
             pass
         else:
-            out.append(SubmitCall(int(task_id), int(tree), int(level), tuple(data), tuple(bytes(s) for s in sigs)))
+            out.append(call)
         pos = tx_input.find(selector, pos + 1)
     return out
 

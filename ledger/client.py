@@ -87,6 +87,8 @@ class ChainClient:
         self._nonces: dict[str, int] = {}
         self._global = threading.Lock()
         self._contracts: dict[str, Contract] = {}
+        self.libraries: dict[str, str] = {}
+        """Addresses of the libraries this client deployed, by name (linked into later deployments)."""
         self._topics: dict[bytes, tuple[str, str]] = {}
         self._event_coders: dict[bytes, EventCoder] = {}
         self._function_coders: dict[str, dict[str, FunctionCoder]] = {}
@@ -173,9 +175,13 @@ class ChainClient:
         return contract
 
     def deploy(self, name: str, sender: LocalAccount, *args: Any, value: int = 0) -> Contract:
-        """Deploy contract ``name`` from ``sender``; returns the bound contract."""
+        """Deploy contract ``name`` from ``sender``, first deploying the libraries it links (once per client);
+        returns the bound contract."""
         art = self.artifacts[name]
-        factory = self.w3.eth.contract(abi=art.abi, bytecode=art.bytecode)
+        for lib in art.libraries:
+            if lib not in self.libraries:
+                self.libraries[lib] = self.deploy(lib, sender).address
+        factory = self.w3.eth.contract(abi=art.abi, bytecode=art.linked(self.libraries))
         params: Any = {"from": sender.address, "nonce": 0, "gas": 0, "gasPrice": 0, "chainId": self.chain_id}
         tx = factory.constructor(*args).build_transaction(params)
         receipt = self._send(sender, {"data": tx["data"], "value": value}, f"deploy {name}", None)

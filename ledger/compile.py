@@ -16,7 +16,7 @@ import posixpath
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,9 @@ SETTINGS: dict[str, Any] = {
     "optimizer": {"enabled": True, "runs": 200},
     "viaIR": True,
     "evmVersion": EVM_VERSION,
-    "outputSelection": {"*": {"*": ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]}},
+    "outputSelection": {
+        "*": {"*": ["abi", "evm.bytecode.object", "evm.bytecode.linkReferences", "evm.deployedBytecode.object"]}
+    },
 }
 
 
@@ -43,12 +45,29 @@ class CompileError(RuntimeError):
 
 @dataclass(frozen=True)
 class Artifact:
-    """ABI and creation bytecode of one contract."""
+    """ABI and creation bytecode of one contract; ``libraries`` names the deployed libraries its bytecode calls, with
+    the byte offsets of each one's 20-byte address placeholder (see :meth:`linked`)."""
 
     name: str
     abi: list[dict[str, Any]]
     bytecode: str
     deployed_size: int
+    libraries: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def linked(self, addresses: dict[str, str]) -> str:
+        """The creation bytecode with every library placeholder replaced by that library's deployed address.
+
+        Why libraries are deployed and linked: ``FGBDTChain`` calls the public functions of ``FGBDTMathLib`` and
+        ``FGBDTRulesLib`` by DELEGATECALL instead of inlining them, which keeps its code under EIP-170's 24 KB.
+        """
+        code = list(self.bytecode.removeprefix("0x"))  # hex text: placeholders are not hex until linked
+        for lib, offsets in self.libraries.items():
+            if lib not in addresses:
+                raise KeyError(f"{self.name} needs library {lib} deployed first")
+            address = addresses[lib].removeprefix("0x").lower()
+            for start in offsets:
+                code[2 * start : 2 * start + 40] = address
+        return "0x" + "".join(code)
 
 
 def cache_dir() -> Path:
@@ -171,11 +190,15 @@ def compile_all(force: bool = False) -> dict[str, Artifact]:
     artifacts: dict[str, Artifact] = {}
     for contracts in output["contracts"].values():
         for name, data in contracts.items():
+            links = data["evm"]["bytecode"].get("linkReferences", {})
             artifacts[name] = Artifact(
                 name=name,
                 abi=data["abi"],
                 bytecode="0x" + data["evm"]["bytecode"]["object"],
                 deployed_size=len(data["evm"]["deployedBytecode"]["object"]) // 2,
+                libraries={
+                    lib: tuple(ref["start"] for ref in refs) for file in links.values() for lib, refs in file.items()
+                },
             )
     return artifacts
 

@@ -24,7 +24,7 @@ from ledger.encoding import (
     node_hash,
     sign_endorsement,
 )
-from ledger.reference import ONE, NodeHistograms, Split
+from ledger.reference import NEUTRAL, ONE, Credit, NodeHistograms, Split
 
 
 class Status(IntEnum):
@@ -63,6 +63,8 @@ class TaskConfig:
     bins: int = 16
     hessian_mode: int = 0
     tie_break: int = 1
+    objective: int = 0
+    endorse_rule: int = 0
     quorum_num: int = 2
     quorum_den: int = 3
     min_parties: int = 2
@@ -73,6 +75,7 @@ class TaskConfig:
     learning_rate: int = ONE // 10
     min_rows: int = 1
     alpha: int = ONE // 2
+    refusal_rate: int = ONE // 10**9
     overlap_threshold: int = ONE // 2
 
     def as_tuple(self) -> tuple[int, ...]:
@@ -119,6 +122,18 @@ class NodeRecord:
     h: int
     n: int
     value: int
+
+
+@dataclass(frozen=True)
+class Endorsement:
+    """``FGBDTChain.Endorsement``: a verifier's signature and the credit it attests (signed with it)."""
+
+    signature: bytes
+    credit: Credit = NEUTRAL
+
+    def as_tuple(self) -> tuple[bytes, int, int, int]:
+        """The ABI tuple."""
+        return (self.signature, self.credit.g, self.credit.h, self.credit.n)
 
 
 class MathContract:
@@ -291,11 +306,13 @@ class TaskContract:
         tree: int,
         level: int,
         hists: Sequence[NodeHistograms],
-        signatures: Sequence[bytes],
+        endorsements: Sequence[Endorsement],
     ) -> TxResult:
         """``submitHistograms``: one ``NodeHistograms`` per open node (increasing id), endorsed by others."""
         data = [x for h in hists for x in node_block(h)]
-        return self._tx("submitHistograms", task_id, tree, level, data, list(signatures), sender=sender)
+        return self._tx(
+            "submitHistograms", task_id, tree, level, data, [e.as_tuple() for e in endorsements], sender=sender
+        )
 
     def decline_histograms(self, sender: LocalAccount, task_id: int, tree: int, level: int) -> TxResult:
         """``declineHistograms``: a voter steps aside for this level's histograms (refused endorsement)."""
@@ -333,18 +350,39 @@ class TaskContract:
     # ---------------------------------------------------------------- endorsements
 
     def endorse(
-        self, endorser: LocalAccount, task_id: int, tree: int, level: int, party: str, hists: Sequence[NodeHistograms]
-    ) -> bytes:
-        """An endorser's signature over ``party``'s level histograms (after its own overlap check, off chain)."""
+        self,
+        endorser: LocalAccount,
+        task_id: int,
+        tree: int,
+        level: int,
+        party: str,
+        hists: Sequence[NodeHistograms],
+        credit: Credit = NEUTRAL,
+    ) -> Endorsement:
+        """An endorser's signed endorsement of ``party``'s level histograms at ``credit`` (after its own check, off
+        chain)."""
         root = merkle_root([node_hash(h) for h in hists])
-        digest = endorsement_digest(self.client.chain_id, self.address, task_id, tree, level, party, root)
-        return sign_endorsement(endorser.key, digest)
+        digest = endorsement_digest(self.client.chain_id, self.address, task_id, tree, level, party, root, credit)
+        return Endorsement(sign_endorsement(endorser.key, digest), credit)
 
     # ---------------------------------------------------------------- views
 
-    def endorsement_digest(self, task_id: int, tree: int, level: int, party: str, root: bytes) -> bytes:
+    def endorsement_digest(
+        self, task_id: int, tree: int, level: int, party: str, root: bytes, credit: Credit = NEUTRAL
+    ) -> bytes:
         """``endorsementDigest`` as the contract computes it (``ledger.encoding`` computes the same off chain)."""
-        return bytes(self.client.call(self.contract, "endorsementDigest", task_id, tree, level, party, root))
+        return bytes(
+            self.client.call(
+                self.contract,
+                "endorsementDigest",
+                task_id,
+                tree,
+                level,
+                party,
+                root,
+                [credit.g, credit.h, credit.n],
+            )
+        )
 
     def trusted_forwarder(self) -> str:
         """The ERC-2771 forwarder this contract trusts (``trustedForwarder``)."""

@@ -22,9 +22,9 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 from eth_utils import keccak
 
-from ledger.reference import NodeHistograms
+from ledger.reference import NEUTRAL, Credit, NodeHistograms
 
-ENDORSEMENT_TAG: bytes = keccak(text="FGBDTChain.Endorsement.v1")
+ENDORSEMENT_TAG: bytes = keccak(text="FGBDTChain.Endorsement.v2")
 
 
 def node_block(hist: NodeHistograms) -> list[int]:
@@ -80,13 +80,21 @@ def merkle_proof(leaves: Sequence[bytes], index: int) -> list[bytes]:
 
 
 def endorsement_digest(
-    chain_id: int, contract: str, task_id: int, tree: int, level: int, party: str, root: bytes
+    chain_id: int,
+    contract: str,
+    task_id: int,
+    tree: int,
+    level: int,
+    party: str,
+    root: bytes,
+    credit: Credit = NEUTRAL,
 ) -> bytes:
-    """The digest endorsers sign (the contract's ``endorsementDigest``), before the EIP-191 prefix."""
+    """The digest endorsers sign (the contract's ``endorsementDigest``), before the EIP-191 prefix: it binds the
+    credit multipliers the endorser attests, so a party cannot submit a signature with a better credit."""
     return keccak(
         abi_encode(
-            ["bytes32", "uint256", "address", "uint256", "uint256", "uint256", "address", "bytes32"],
-            [ENDORSEMENT_TAG, chain_id, contract, task_id, tree, level, party, root],
+            ["bytes32", "uint256", "address", "uint256", "uint256", "uint256", "address", "bytes32"] + ["uint256"] * 3,
+            [ENDORSEMENT_TAG, chain_id, contract, task_id, tree, level, party, root, credit.g, credit.h, credit.n],
         )
     )
 

@@ -2,23 +2,29 @@
 
 Why: the party nodes, the tests and the gas bench all run the same step sequence; keeping it in one place means the
 order of calls (and which parties are skipped after a deadline) is defined once. The histogram source is a callback,
-so a real party plugs in its data and a test plugs in random histograms.
+so a real party plugs in its data and a test or benchmark plugs in :class:`RowSource`, synthetic rows summed into
+histograms that keep the contract's exact rules.
 """
 
 from __future__ import annotations
 
-import math
+import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from eth_account.signers.local import LocalAccount
 
+from ledger import reference as ref
 from ledger.client import Event, TxResult
 from ledger.contracts import Phase, TaskContract
-from ledger.reference import NodeHistograms
+from ledger.reference import NEUTRAL, Credit, NodeHistograms
+from ledger.reference import endorsement_quorum as quorum
 
 HistogramSource = Callable[[str, int, tuple[int, int]], NodeHistograms]
 """(party address, node id, candidate features) -> the party's histograms of that node."""
+CreditSource = Callable[[str, str], Credit]
+"""(endorser address, party address) -> the credit the endorser attests for the party's level."""
 
 
 @dataclass
@@ -45,11 +51,6 @@ class LevelOutcome:
         raise KeyError(f"{name} of node {node}")
 
 
-def quorum(parties: int, num: int = 2, den: int = 3) -> int:
-    """Endorsements a histogram transaction needs: ceil(num (M - 1) / den)."""
-    return math.ceil(num * (parties - 1) / den)
-
-
 def run_level(
     task: TaskContract,
     task_id: int,
@@ -60,11 +61,15 @@ def run_level(
     silent_votes: Collection[str] = (),
     silent_hists: Collection[str] = (),
     resolve_batch: int = 1,
+    credit: CreditSource | None = None,
+    endorsers: Sequence[LocalAccount] | None = None,
 ) -> LevelOutcome:
-    """Run the current level. ``parties`` are the approved parties in party order; ``silent_*`` ones do not send
-    that step, so the driver mines past the deadline before closing it. ``resolve_batch`` > 1 resolves that many
-    nodes per ``resolveNodes`` transaction instead of one ``resolveNode`` each; 0 leaves the level unresolved (for
-    tests of the resolution itself)."""
+    """Run the current level. ``parties`` are the parties taking part, in party order; ``silent_*`` ones do not send
+    that step, so the driver mines past the deadline before closing it (a party silent once takes no further part).
+    ``resolve_batch`` > 1 resolves that many nodes per ``resolveNodes`` transaction instead of one ``resolveNode``
+    each; 0 leaves the level unresolved (for tests of the resolution itself). ``credit`` says what each endorser
+    attests (neutral by default); the first ``quorum`` other approved parties among ``endorsers`` (default:
+    ``parties``) endorse."""
     st = task.state(task_id)
     tree, level, open_nodes = st.tree, st.level, st.open_nodes()
     cfg = task.config(task_id)
@@ -81,14 +86,19 @@ def run_level(
     out.txs.append(closed)
     for ev in closed.events_named("CandidatesFixed"):
         out.candidates[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
-    need = quorum(len(parties), cfg.quorum_num, cfg.quorum_den)
+    approved = task.parties(task_id)
+    need = quorum(len(approved), cfg.quorum_num, cfg.quorum_den)
+    accounts: dict[str, LocalAccount] = {str(p.address): p for p in (endorsers or parties)}
     for p in parties:
         if p.address not in out.voters or p.address in silent_hists:
             continue
         hists = [source(p.address, node, out.candidates[node]) for node in open_nodes]
-        endorsers = [q for q in parties if q.address != p.address][:need]
-        sigs = [task.endorse(q, task_id, tree, level, p.address, hists) for q in endorsers]
-        out.txs.append(task.submit_histograms(p, task_id, tree, level, hists, sigs))
+        endorsers = [accounts[a] for a in approved if a != p.address and a in accounts][:need]
+        endorsements = [
+            task.endorse(q, task_id, tree, level, p.address, hists, credit(q.address, p.address) if credit else NEUTRAL)
+            for q in endorsers
+        ]
+        out.txs.append(task.submit_histograms(p, task_id, tree, level, hists, endorsements))
         out.submitters.append(p.address)
         out.hists[p.address] = hists
     if task.state(task_id).phase == Phase.HISTOGRAMS:
@@ -112,3 +122,61 @@ def _mine_past(task: TaskContract, task_id: int) -> None:
     current = task.client.block_number
     if current <= deadline:
         task.client.mine(deadline - current + 1)
+
+
+class RowSource:
+    """Every party's synthetic rows (bin slots and labels), summed into the histograms a party would send.
+
+    Why rows rather than random histograms: the contract refuses histograms that break an exact rule (equal
+    candidate totals, children's totals equal to the parent's side sums, the logistic bounds, the first tree's
+    score-0 identities), and only sums of real rows, routed along the splits the chain made, keep them all. At the
+    first tree every probability is 1/2 (score 0); later trees draw each row's probability at random.
+    """
+
+    def __init__(self, rng: random.Random, parties: Sequence[str], rows: int, features: int, nbins: int) -> None:
+        gen = np.random.default_rng(rng.randrange(1 << 30))
+        self.gen = gen
+        self.nbins = nbins
+        self.slots = {a: gen.integers(0, nbins, (rows, features)) for a in parties}
+        # labels that follow the first two features, so that splits have gains to find
+        self.y = {a: (s[:, 0] + s[:, 1] + gen.normal(0, nbins / 3, rows)) > nbins for a, s in self.slots.items()}
+        self.tree = -1
+        self.node: dict[str, np.ndarray] = {}
+        self.g: dict[str, list[int]] = {}
+        self.h: dict[str, list[int]] = {}
+
+    def start_tree(self, tree: int) -> None:
+        """Every row at the root, with the tree's (g, h) quantised once per row."""
+        self.tree = tree
+        for a, y in self.y.items():
+            p: np.ndarray = (
+                np.full(y.shape[0], 0.5) if tree == 0 else self.gen.uniform(0.02, 0.98, size=(y.shape[0],))
+            )
+            self.g[a] = [ref.to_fixed(float(v)) for v in p - y]
+            self.h[a] = [ref.to_fixed(float(v)) for v in p * (1 - p)]
+            self.node[a] = np.ones(y.shape[0], dtype=np.int64)
+
+    def __call__(self, party: str, node: int, features: tuple[int, int]) -> NodeHistograms:
+        nb = self.nbins
+        g = [[0] * nb for _ in range(2)]
+        h = [[0] * nb for _ in range(2)]
+        n = [[0] * nb for _ in range(2)]
+        for i in np.flatnonzero(self.node[party] == node).tolist():
+            for k, f in enumerate(features):
+                b = int(self.slots[party][i, f])
+                g[k][b] += self.g[party][i]
+                h[k][b] += self.h[party][i]
+                n[k][b] += 1
+        return NodeHistograms(features, tuple(map(tuple, g)), tuple(map(tuple, h)), tuple(map(tuple, n)))
+
+    def follow(self, out: LevelOutcome) -> None:
+        """Route the rows along the splits the chain made at ``out``'s level (its ``NodeSplit`` events)."""
+        for res in {id(r): r for r in out.resolutions.values()}.values():
+            for ev in res.events_named("NodeSplit"):
+                self.split(int(ev.args["node"]), int(ev.args["feature"]), int(ev.args["threshold"]))
+
+    def split(self, node: int, feature: int, threshold: int) -> None:
+        """Route the rows of ``node`` to its children (slots up to the threshold go left)."""
+        for a, ids in self.node.items():
+            at = ids == node
+            ids[at] = 2 * node + (self.slots[a][at, feature] > threshold)

@@ -35,6 +35,10 @@ ABSTAIN: int = -1
 
 HESSIAN_SECOND_ORDER: int = 0
 HESSIAN_COUNT: int = 1
+# what plays the hessian in gains and leaves (``Config.hessianMode``), by the names every interface uses
+HessianModeName = Literal["hessian", "count"]
+HESSIAN_MODES: dict[HessianModeName, int] = {"hessian": HESSIAN_SECOND_ORDER, "count": HESSIAN_COUNT}
+HESSIAN_MODE_NAMES: dict[int, HessianModeName] = {code: name for name, code in HESSIAN_MODES.items()}
 # top-2 tie rules (``Config.tieBreak``): NOTES 6's lower index, or a per-node pseudo-random order (``tie_key``)
 TIE_LOWER_INDEX: int = 0
 TIE_HASHED: int = 1
@@ -42,6 +46,19 @@ TIE_HASHED: int = 1
 TieRuleName = Literal["hashed", "index"]
 TIE_RULES: dict[TieRuleName, int] = {"hashed": TIE_HASHED, "index": TIE_LOWER_INDEX}
 TIE_RULE_NAMES: dict[int, TieRuleName] = {code: name for name, code in TIE_RULES.items()}
+# loss functions (``Config.objective``): the exact bounds of per-bin sums (``ledger.histogram_rules``)
+OBJECTIVE_BINARY: int = 0
+OBJECTIVE_SQUARED: int = 1
+ObjectiveName = Literal["binary", "regression"]
+OBJECTIVES: dict[ObjectiveName, int] = {"binary": OBJECTIVE_BINARY, "regression": OBJECTIVE_SQUARED}
+OBJECTIVE_NAMES: dict[int, ObjectiveName] = {code: name for name, code in OBJECTIVES.items()}
+# how verifiers decide to endorse (``Config.endorseRule``): the calibrated statistical test of ``node.verify`` with a
+# stated false-refusal rate (default), or the paper's equation 11 against a fixed overlap threshold
+ENDORSE_STATISTICAL: int = 0
+ENDORSE_OVERLAP: int = 1
+EndorseRuleName = Literal["statistical", "overlap"]
+ENDORSE_RULES: dict[EndorseRuleName, int] = {"statistical": ENDORSE_STATISTICAL, "overlap": ENDORSE_OVERLAP}
+ENDORSE_RULE_NAMES: dict[int, EndorseRuleName] = {code: name for name, code in ENDORSE_RULES.items()}
 _MASK64 = (1 << 64) - 1
 
 INT256_MIN: int = -(2**255)
@@ -363,6 +380,14 @@ def split_shapley_fast(
     return utility[size - 1], phi
 
 
+def endorsement_quorum(parties: int, num: int = 2, den: int = 3) -> int:
+    """Signatures of other parties a histogram submission needs: ``ceil(num * (M - 1) / den)`` of the M approved
+    parties (NOTES 9: two thirds), as the contract's ``_checkEndorsements`` computes it."""
+    if den <= 0 or not 0 <= num <= den:
+        raise ValueError(f"the quorum {num}/{den} must be a fraction in [0, 1]")
+    return -(-num * (parties - 1) // den)
+
+
 def voting_contribution(vote: int, split_feature: int, gain: int) -> int:
     """kappa (NOTES 7): the split's gain when the party voted for the chosen feature, else 0."""
     return gain if vote == split_feature else 0
@@ -371,6 +396,52 @@ def voting_contribution(vote: int, split_feature: int, gain: int) -> int:
 def contribution(phi: int, kappa: int, alpha: int) -> int:
     """c = alpha * kappa + phi (equation 10), alpha in fixed point."""
     return check_int256(tdiv(check_int256(alpha * kappa), ONE) + phi)
+
+
+@dataclass(frozen=True)
+class Credit:
+    """The multipliers a party's histograms are credited at (fixed point, ``ONE`` = as claimed), one per quantity.
+
+    Verifiers attest them with their endorsement of a tree's root (``node.verify``): the ratio between what a party
+    claims and what their own rows say it should hold, inverted. The contract credits a party's split sums times
+    these, so a party that stretches its histograms by any factor is credited as if it had not (the model still
+    uses what it sent). ``NEUTRAL`` credits everything as claimed.
+    """
+
+    g: int = ONE
+    h: int = ONE
+    n: int = ONE
+
+    def __post_init__(self) -> None:
+        for name in ("g", "h", "n"):
+            value = getattr(self, name)
+            if not 0 <= value <= MAX_CREDIT:
+                raise ValueError(f"credit {name} = {value} is outside [0, {MAX_CREDIT}]")
+
+
+MAX_CREDIT: int = 2**80 - 1
+"""Largest credit multiplier the contract stores (uint80, about 1.2 million times ``ONE``)."""
+
+NEUTRAL = Credit()
+
+
+def credited(value: int, multiplier: int) -> int:
+    """``value`` times a credit multiplier (fixed point), truncated toward zero as the contract does."""
+    return tdiv(check_int256(value * multiplier), ONE)
+
+
+def credited_sides(
+    sides: tuple[int, int, int, int, int, int], credit: Credit, hessian_mode: int
+) -> tuple[int, int, int, int]:
+    """One party's credited (gL, hL, gR, hR) from its raw (gL, hL, nL, gR, hR, nR) at a split: the gradients times
+    ``credit.g``, and what plays the hessian (the hessian sums, or the counts times ONE) times ``credit.h`` or
+    ``credit.n``."""
+    g_l, h_l, n_l, g_r, h_r, n_r = sides
+    if hessian_mode == HESSIAN_COUNT:
+        hl, hr = credited(check_int256(n_l * ONE), credit.n), credited(check_int256(n_r * ONE), credit.n)
+    else:
+        hl, hr = credited(h_l, credit.h), credited(h_r, credit.h)
+    return credited(g_l, credit.g), hl, credited(g_r, credit.g), hr
 
 
 @dataclass(frozen=True)
@@ -411,6 +482,14 @@ class NodeResult:
     phi: tuple[int, ...]
     kappa: tuple[int, ...]
     contribution: tuple[int, ...]
+    credited_gain: int = 0
+
+
+def raw_side_sums(hist: NodeHistograms, rank: int, threshold: int) -> tuple[int, int, int, int, int, int]:
+    """One party's (gL, hL, nL, gR, hR, nR) at a split, as sent: what its children's totals must equal."""
+    g, h, n = hist.g[rank], hist.h[rank], hist.n[rank]
+    cut = threshold + 1
+    return sum(g[:cut]), sum(h[:cut]), sum(n[:cut]), sum(g[cut:]), sum(h[cut:]), sum(n[cut:])
 
 
 def party_side_sums(hist: NodeHistograms, rank: int, threshold: int, hessian_mode: int) -> tuple[int, int, int, int]:
@@ -427,17 +506,22 @@ def resolve_node(
     inherited: Totals | None,
     last_level: bool,
     params: Params,
+    credits: Sequence[Credit] | None = None,
 ) -> NodeResult:
     """Resolve one node once its level is complete (every party submitted, or the deadline closed the step).
 
-    ``party_hists`` holds the accepted histograms of the node, one per submitting party in party order, and
-    ``votes`` the same parties' votes for the node. ``inherited`` is the node's totals from its parent's split
-    (None for the root, whose totals are the sums of candidate 0). Parties without accepted histograms take no
-    part in the split and earn nothing for it.
+    ``party_hists`` holds the accepted histograms of the node, one per submitting party in party order, ``votes``
+    the same parties' votes for the node and ``credits`` their credit multipliers for the tree (``NEUTRAL`` when
+    None). ``inherited`` is the node's totals from its parent's split (None for the root, whose totals are the sums
+    of candidate 0). The split and the leaves use the sums as sent; the split Shapley values and the voting
+    contributions use the credited sums. Parties without accepted histograms take no part and earn nothing.
     """
     hm = params.hessian_mode
     if len(votes) != len(party_hists):
         raise ValueError("one vote per submitting party is required")
+    party_credits = list(credits) if credits is not None else [NEUTRAL] * len(party_hists)
+    if len(party_credits) != len(party_hists):
+        raise ValueError("one credit per submitting party is required")
     agg = aggregate(party_hists) if party_hists else None
     if inherited is None:
         inherited = Totals(sum(agg.g[0]), sum(agg.h[0]), sum(agg.n[0])) if agg is not None else Totals(0, 0, 0)
@@ -446,11 +530,14 @@ def resolve_node(
         value = leaf_value(inherited.g, hessian_of(inherited.h, inherited.n, hm), params.lam, params.learning_rate)
         zeros = (0,) * len(party_hists)
         return NodeResult(None, value, None, None, None, None, zeros, zeros, zeros)
-    sides = [party_side_sums(p, split.rank, split.threshold, hm) for p in party_hists]
-    _, phi = split_shapley(
+    sides = [
+        credited_sides(raw_side_sums(p, split.rank, split.threshold), c, hm)
+        for p, c in zip(party_hists, party_credits, strict=True)
+    ]
+    credited_gain, phi = split_shapley(
         [s[0] for s in sides], [s[1] for s in sides], [s[2] for s in sides], [s[3] for s in sides], params.lam
     )
-    kappa = tuple(voting_contribution(v, split.feature, split.gain) for v in votes)
+    kappa = tuple(voting_contribution(v, split.feature, credited_gain) for v in votes)
     contrib = tuple(contribution(p, k, params.alpha) for p, k in zip(phi, kappa, strict=True))
     left = Totals(split.g_left, split.h_left, split.n_left)
     right = Totals(split.g_right, split.h_right, split.n_right)
@@ -458,4 +545,4 @@ def resolve_node(
     if last_level:
         left_leaf = leaf_value(left.g, hessian_of(left.h, left.n, hm), params.lam, params.learning_rate)
         right_leaf = leaf_value(right.g, hessian_of(right.h, right.n, hm), params.lam, params.learning_rate)
-    return NodeResult(split, None, left, right, left_leaf, right_leaf, tuple(phi), kappa, contrib)
+    return NodeResult(split, None, left, right, left_leaf, right_leaf, tuple(phi), kappa, contrib, credited_gain)

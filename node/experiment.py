@@ -8,22 +8,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from ledger import reference as ref
 from node import baselines
+from node.attacks import Attack
 from node.binning import common_edges, fixed_round, schema_ranges
 from node.data import Dataset
+from node.endorsement import EndorsementRule, estimators_for
 from node.fvtree import ALGORITHMS as FEDERATED
-from node.fvtree import Federation, TrainParams, TrainResult, params_dict
+from node.fvtree import Federation, LevelView, TrainParams, TrainResult, params_dict
 from node.messages import abi_array
 from node.metrics import auc, error_rate, rmse
 from node.model import Model, bin_matrix
 from node.partition import skewed_partition
-from node.psd import build_psd
+from node.psd import build_psd, psd_budget
+from node.verify import PartyEstimator
 from node.weights import distribution_weights
 
 ALGORITHMS = (*FEDERATED, "standalone", "centralized")
@@ -43,6 +46,23 @@ class PrepConfig:
     psd_max_rows: int = 500
     psd_epsilon: float = 1.0
     psd_label_first: bool = True
+    endorse: str = "statistical"
+    """How verifiers decide, as on chain: ``statistical`` (the default), ``overlap`` (the paper's equation 11) or
+    ``none`` (every histogram accepted as sent, at neutral credit: the model of an all-honest federation)."""
+    refusal_rate: float = 1e-9
+    overlap_threshold: float = 0.3
+
+    def endorsement(self) -> EndorsementRule | None:
+        """The verifiers' rule, or None when endorsement is not modelled."""
+        if self.endorse == "none":
+            return None
+        if self.endorse not in ref.ENDORSE_RULES:
+            raise ValueError(f"unknown endorsement rule {self.endorse!r}; use none or {', '.join(ref.ENDORSE_RULES)}")
+        return EndorsementRule(
+            ref.ENDORSE_RULES[self.endorse],
+            self.refusal_rate,
+            self.overlap_threshold,
+        )
 
 
 @dataclass
@@ -61,6 +81,7 @@ class Prepared:
     ranges: tuple[np.ndarray, np.ndarray]
     _weights: list[np.ndarray] | None = None
     _matrices: list[np.ndarray] | None = None
+    _estimators: list[list[PartyEstimator]] | None = None
     psd_bytes: list[int] | None = None
 
     def party_slots(self) -> list[np.ndarray]:
@@ -74,6 +95,12 @@ class Prepared:
         self.weights()
         assert self._matrices is not None
         return self._matrices
+
+    def estimators(self) -> list[list[PartyEstimator]]:
+        """``estimators()[j][m]``: verifier j's view of party m (its weights and PSD leaves), for endorsement."""
+        self.weights()
+        assert self._estimators is not None
+        return self._estimators
 
     def weights(self) -> list[np.ndarray]:
         """Each party's w* from all parties' PSDs (Algorithm 2, equation 3), computed once per run."""
@@ -104,6 +131,11 @@ class Prepared:
             ]
             self._matrices = [W for W, _ in pairs]
             self._weights = [w for _, w in pairs]
+            scale = psd_budget(c.psd_epsilon, c.psd_depth, self.train.n_features + 1).leaf_scale
+            self._estimators = [
+                estimators_for(self.train.X[idx], self.train.y[idx], W, psds, [scale] * len(psds))
+                for idx, W in zip(self.parts, self._matrices, strict=True)
+            ]
             self.prep_seconds += time.perf_counter() - start
         return self._weights
 
@@ -189,6 +221,19 @@ def contributions_report(result: TrainResult) -> list[dict[str, Any]]:
     ]
 
 
+def endorsement_report(result: TrainResult, attacks: dict[int, Attack] | None) -> dict[str, Any]:
+    """Who stopped taking part and why, each party's mean credit, and the attacks played."""
+    trees = max(len(result.credits), 1)
+    return {
+        "refusals": [asdict(r) for r in result.refusals],
+        "mean_credit": [
+            {q: sum(getattr(tc[i], q) for tc in result.credits) / trees / ref.ONE for q in ("g", "h", "n")}
+            for i in range(len(result.total))
+        ],
+        "attacks": {str(i): {"kind": a.kind, "factor": a.factor} for i, a in (attacks or {}).items()},
+    }
+
+
 def run(
     prep: Prepared,
     algo: str,
@@ -197,8 +242,12 @@ def run(
     with_standalone: bool = False,
     threads: int = 1,
     keep_levels: bool = False,
+    attacks: dict[int, Attack] | None = None,
+    observer: Callable[[LevelView], None] | None = None,
 ) -> tuple[dict[str, Any], Model | None, TrainResult | None]:
-    """Train ``algo`` on the prepared federation; returns the JSON report, the model and the protocol record."""
+    """Train ``algo`` on the prepared federation; returns the JSON report, the model and the protocol record.
+
+    ``attacks`` makes parties greedy (``node.attacks``); ``observer`` sees every level (``LevelView``)."""
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
     p, c = prep.params, prep.config
@@ -219,6 +268,9 @@ def run(
             "psd_depth": c.psd_depth,
             "psd_max_rows": c.psd_max_rows,
             "psd_epsilon": c.psd_epsilon,
+            "endorse": c.endorse,
+            "refusal_rate": c.refusal_rate,
+            "overlap_threshold": c.overlap_threshold,
         },
         "train_rows": prep.train.n_rows,
         "test_rows": prep.test.n_rows,
@@ -238,17 +290,28 @@ def run(
         for key in standalone[0]:
             report[key] = float(np.mean([s[key] for s in standalone]))
     else:
-        weights = prep.weights() if algo == "fvtree" else None
+        rule = c.endorsement()
+        weights = prep.weights() if algo == "fvtree" or rule is not None else None
         start = time.perf_counter()
         fed = Federation(
-            prep.party_slots(), prep.party_y(), p, algo=algo, party_weights=weights, keep_levels=keep_levels
+            prep.party_slots(),
+            prep.party_y(),
+            p,
+            algo=algo,
+            party_weights=weights if algo == "fvtree" else None,
+            keep_levels=keep_levels,
+            endorsement=rule,
+            estimators=prep.estimators() if rule is not None else None,
+            attacks=attacks,
         )
+        fed.level_observer = observer
         result = fed.train(progress)
         train_seconds = time.perf_counter() - start
         model = make_model(prep, result, algo)
         pred = model.predict_proba(prep.test.X) if p.objective == "binary" else model.predict_raw(prep.test.X)
         report.update(evaluate(p, prep.test.y, pred))
         report["contributions"] = contributions_report(result)
+        report["endorsement"] = endorsement_report(result, attacks)
         setup = [abi_array(c.binning_resolution * prep.train.n_features)] * c.parties
         if algo == "fvtree" and prep.psd_bytes is not None:
             setup = [s + b for s, b in zip(setup, prep.psd_bytes, strict=True)]

@@ -25,14 +25,19 @@ from typing import Any
 import numpy as np
 
 from ledger import reference as ref
-from node.histogram import BinnedRows, RowGroups, votes_from_gains
-from node.messages import endorsement_quorum, level_traffic
+from ledger.histogram_rules import HistogramRuleError, Sides, check_level
+from ledger.task_params import TaskParameters
+from node.attacks import Attack
+from node.endorsement import EndorsementRule, choose, decide, quorum
+from node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
+from node.messages import level_traffic
 from node.model import Node, Tree
 from node.objective import gradients
-from node.resolve import quantise_level, resolve_level, top2_level
+from node.resolve import level_of, resolve_level, top2_level
+from node.verify import Claims, PartyEstimator, Verdict
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures")
-HESSIAN_MODES = {"second": ref.HESSIAN_SECOND_ORDER, "count": ref.HESSIAN_COUNT}
+HESSIAN_MODES = ref.HESSIAN_MODES
 # top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" is NOTES 6 as
 # written (the lower index wins), which on single-feature ballots systematically favours low-index features
 TIE_BREAKS = ref.TIE_RULES
@@ -50,8 +55,8 @@ class TrainParams:
     min_rows: int = 20
     delta: float = 1.0
     alpha: float = 1.0
-    hessian: str = "second"
-    objective: str = "binary"
+    hessian: ref.HessianModeName = "hessian"
+    objective: ref.ObjectiveName = "binary"
     tie_break: ref.TieRuleName = "hashed"
 
     def __post_init__(self) -> None:
@@ -65,7 +70,7 @@ class TrainParams:
             (self.delta > 0, "delta must be positive"),
             (0 < self.alpha <= 1, "alpha must be in (0, 1]"),
             (self.hessian in HESSIAN_MODES, f"hessian must be one of {', '.join(HESSIAN_MODES)}"),
-            (self.objective in ("binary", "regression"), "objective must be binary or regression"),
+            (self.objective in ref.OBJECTIVES, f"objective must be one of {', '.join(ref.OBJECTIVES)}"),
             (self.tie_break in TIE_BREAKS, f"tie_break must be one of {', '.join(TIE_BREAKS)}"),
         ]
         for ok, message in checks:
@@ -76,6 +81,39 @@ class TrainParams:
     def nbins(self) -> int:
         """Histogram slots per feature: the value bins plus the missing-value slot 0."""
         return self.bins + 1
+
+    @classmethod
+    def of_task(cls, task: TaskParameters, delta: float = 1.0) -> TrainParams:
+        """The GBDT parameters of an on-chain task (``delta``, the refit degree, is each party's own choice)."""
+        return cls(
+            trees=task.trees,
+            depth=task.depth,
+            bins=task.bins,
+            learning_rate=task.learning_rate,
+            lam=task.lam,
+            min_rows=task.min_rows,
+            delta=delta,
+            alpha=task.alpha,
+            hessian=task.hessian,
+            objective=task.objective,
+            tie_break=task.tie_break,
+        )
+
+    def task(self, **protocol: Any) -> TaskParameters:
+        """These GBDT parameters as a task's, with the protocol's own (quorum, parties, deadlines, endorsement)."""
+        return TaskParameters(
+            trees=self.trees,
+            depth=self.depth,
+            bins=self.bins,
+            hessian=self.hessian,
+            tie_break=self.tie_break,
+            objective=self.objective,
+            lam=self.lam,
+            learning_rate=self.learning_rate,
+            min_rows=self.min_rows,
+            alpha=self.alpha,
+            **protocol,
+        )
 
     def contract_params(self) -> ref.Params:
         """The integer parameters the contract computes with."""
@@ -98,19 +136,36 @@ class LevelRecord:
     votes: list[list[int]]  # [party][node]
     candidates: list[tuple[int, ...]]
     results: list[ref.NodeResult]
+    submitters: list[int] = field(default_factory=list)
+    """The parties whose histograms the level resolved, in party order: ``results``' per-party entries follow it."""
 
 
 @dataclass(frozen=True)
 class LevelView:
-    """What the parties hold during one level, for observers (the endorsement calibration), one entry per party:
-    the rows' positions among the open nodes, the gradients, and the float (g, h, n) sums about to be sent."""
+    """What the parties hold during one level, for observers (the endorsement benchmark), one entry per party:
+    the rows' positions among the open nodes, the gradients and hessians, the histograms about to be sent as the
+    verifiers read them, whether the party still takes part, and the verdicts on it (verifier -> verdict; empty
+    when endorsement is not modelled or the party no longer takes part)."""
 
     tree: int
     level: int
     k_of_row: list[np.ndarray]
     candidates: list[tuple[int, ...]]
     g: list[np.ndarray]
-    sums: list[tuple[np.ndarray, ...]]
+    h: list[np.ndarray]
+    claims: list[Claims]
+    active: list[bool]
+    verdicts: list[dict[int, Verdict]]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A party that stopped taking part: where, and why (an exact rule, or too few endorsements)."""
+
+    party: int
+    tree: int
+    level: int
+    reason: str
 
 
 @dataclass
@@ -127,6 +182,10 @@ class TrainResult:
     levels: list[LevelRecord] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     """Where the training time went: party-side phases and the contract-side resolution (``ledger.reference``)."""
+    refusals: list[Refusal] = field(default_factory=list)
+    """Parties that stopped taking part, in the order it happened (none when everyone stays honest)."""
+    credits: list[list[ref.Credit]] = field(default_factory=list)
+    """Per tree, every party's credit multipliers (``NEUTRAL`` for parties out of the tree)."""
 
     def shares(self) -> list[float]:
         """Each party's share of the positive contributions (negative totals earn nothing)."""
@@ -140,34 +199,31 @@ def no_noise(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def no_noise3(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The identity mechanism for histogram triples."""
-    return g, h, n
+def join_limbs(hi: np.ndarray, lo: np.ndarray) -> list[Any]:
+    """Python integers ``hi * 2**32 + lo`` of two int64 limb arrays, as nested lists of the same shape."""
+    return list((hi.astype(object) * (1 << 32) + lo.astype(object)).tolist())
 
 
-def quantise(a: np.ndarray) -> list[Any]:
-    """Fixed-point integers of a float array (nested lists of Python ints, same shape).
-
-    ``np.rint`` of the scaled value is an integral float, so ``int`` converts it exactly; this equals
-    ``ref.to_fixed`` element by element (both round half to even). Only non-zero values need converting, which on
-    sparse data is a small fraction of the slots.
-    """
-    scaled = np.rint(a * float(ref.ONE))
-    out = np.zeros(a.shape, dtype=object)
-    nz = scaled != 0
-    out[nz] = _to_int(scaled[nz])
-    return list(out.tolist())
-
-
-_to_int = np.frompyfunc(int, 1, 1)
+def messages_of(sums: FixedSums, candidates: Sequence[tuple[int, ...]]) -> list[ref.NodeHistograms]:
+    """The histograms of each open node as sent: what is endorsed, committed and resolved."""
+    qg, qh, ln = join_limbs(sums.g_hi, sums.g_lo), join_limbs(sums.h_hi, sums.h_lo), sums.n.tolist()
+    return [
+        ref.NodeHistograms(
+            tuple(candidates[j]), tuple(map(tuple, qg[j])), tuple(map(tuple, qh[j])), tuple(map(tuple, ln[j]))
+        )
+        for j in range(len(candidates))
+    ]
 
 
 class LocalParty:
-    """One party's side of FV-tree: its binned rows, scores, gradients, votes and quantised histograms.
+    """One party's side of FV-tree: its binned rows, scores, gradients, votes and exact histograms.
 
-    The simulator runs M of these and the party node runs one, so a party computes exactly the same floats in
+    The simulator runs M of these and the party node runs one, so a party computes exactly the same numbers in
     both (the kernel's layout, such as each feature's default slot, depends on the rows it is built over, and so
     does its rounding). ``weights`` are the party's w* (fvtree) or None (votes on raw gradients, PV-tree).
+    Histograms are exact integer sums of every row's gradient and hessian quantised once per tree
+    (:meth:`fixed_rows`), so the same rows sum to the same integers at every node and level
+    (``ledger.histogram_rules``).
     """
 
     def __init__(
@@ -182,14 +238,11 @@ class LocalParty:
         self.y = y.astype(np.float64)
         self.w = None if weights is None else weights.astype(np.float64)
         self.score = np.zeros_like(self.y)
-        self.inflate = 1.0
-        """Greedy-party experiments only: factor applied to the gradient sums before they are sent."""
+        self.attack: Attack | None = None
+        """Greedy-party experiments only: what this party does to its histograms (``node.attacks``)."""
         self.vote_mechanism: Callable[[np.ndarray], np.ndarray] = no_noise
         """Hook for the differential-privacy step on the votes: maps the (nodes, F) local best gains to the gains
         the vote is taken from (the exponential mechanism goes here). Identity by default."""
-        self.histogram_mechanism: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, ...]] = no_noise3
-        """Hook for the differential-privacy step on the sent histograms: maps (g, h, n) float sums, each
-        (nodes, C, nbins), to the noised sums that are quantised and sent (Laplace noise goes here)."""
 
     @property
     def n_rows(self) -> int:
@@ -199,6 +252,18 @@ class LocalParty:
         """(g, h, h used for votes and gains) at the current scores."""
         g, h = gradients(self.params.objective, self.y, self.score)
         return g, h, (np.ones_like(h) if self.params.hessian == "count" else h)
+
+    def attacks(self, tree: int) -> Attack | None:
+        """The attack this party plays on tree ``tree``, if any."""
+        return self.attack if self.attack is not None and self.attack.active(tree) else None
+
+    def fixed_rows(self, g: np.ndarray, h: np.ndarray, tree: int) -> FixedRows:
+        """Every row's (g, h) in fixed point, once per tree, as this party sums them (an attack applied)."""
+        count = None
+        attack = self.attacks(tree)
+        if attack is not None:
+            g, h, count = attack.rows(g, h)
+        return FixedRows.of(g, h, count)
 
     def votes(self, k_of_row: np.ndarray, k: int, g: np.ndarray, h_vote: np.ndarray) -> np.ndarray:
         """This party's vote for each of the ``k`` open nodes (Algorithm 3, equation 4 on refitted sums)."""
@@ -216,29 +281,22 @@ class LocalParty:
         best = self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam)
         return votes_from_gains(self.vote_mechanism(best))
 
-    def candidate_sums(
-        self, k_of_row: np.ndarray, k: int, candidates: np.ndarray, g: np.ndarray, h: np.ndarray
-    ) -> tuple[np.ndarray, ...]:
-        """Float (g, h, n) sums of each open node's candidates, (k, C, nbins) each, as they will be sent."""
-        return self.group_candidate_sums(self.rows.groups(k_of_row, k), candidates, g, h)
+    def level_sums(self, groups: RowGroups, candidates: np.ndarray, rows: FixedRows, tree: int) -> FixedSums:
+        """The exact candidate histograms of the open nodes (rows grouped by node), as this party sends them."""
+        sums = self.rows.group_candidates_fixed(groups, candidates, rows)
+        attack = self.attacks(tree)
+        if attack is not None and attack.kind == "targeted":
+            g_hi, g_lo = attack.bins(sums.g_hi, sums.g_lo)
+            sums = FixedSums(g_hi, g_lo, sums.h_hi, sums.h_lo, sums.n)
+        return sums
 
-    def group_candidate_sums(
-        self, groups: RowGroups, candidates: np.ndarray, g: np.ndarray, h: np.ndarray
-    ) -> tuple[np.ndarray, ...]:
-        """``candidate_sums`` on rows already grouped by open node (``BinnedRows.groups``)."""
-        sg, sh, sn = self.histogram_mechanism(*self.rows.group_candidates(groups, candidates, g, h))
-        return sg * self.inflate if self.inflate != 1.0 else sg, sh, sn
-
-    def messages(self, sums: tuple[np.ndarray, ...], candidates: Sequence[tuple[int, ...]]) -> list[ref.NodeHistograms]:
-        """The quantised histograms of each open node: what is endorsed, committed and sent."""
-        sg, sh, sn = sums
-        qg, qh, ln = quantise(sg), quantise(sh), sn.tolist()
-        return [
-            ref.NodeHistograms(
-                tuple(candidates[j]), tuple(map(tuple, qg[j])), tuple(map(tuple, qh[j])), tuple(map(tuple, ln[j]))
-            )
-            for j in range(len(candidates))
-        ]
+    def histograms(
+        self, k_of_row: np.ndarray, candidates: Sequence[tuple[int, ...]], rows: FixedRows, tree: int
+    ) -> list[ref.NodeHistograms]:
+        """The histograms of each open node, from the rows' positions among them (the node's path)."""
+        cand = np.asarray(candidates, dtype=np.int64).reshape(len(candidates), -1)
+        groups = self.rows.groups(k_of_row, len(candidates))
+        return messages_of(self.level_sums(groups, cand, rows, tree), candidates)
 
 
 def route(slots: np.ndarray, node_id: np.ndarray, splits: dict[int, tuple[int, int]]) -> np.ndarray:
@@ -270,6 +328,12 @@ class Federation:
 
     Each party's rows start a tree as one group and are partitioned with every split (``BinnedRows.split_groups``),
     which also keeps their node ids and positions, instead of routing every row and regrouping it every level.
+
+    With ``endorsement`` (the verifiers' rule) and ``estimators`` (``estimators[j][m]``: verifier j's view of party
+    m) every level plays the chain's endorsement round: each taking part party's histograms must keep the exact
+    rules the contract checks (``ledger.histogram_rules``) and win the quorum of signatures (``node.endorsement``);
+    a party that fails either takes no further part, as on chain, and a tree's root endorsements fix each party's
+    credit for the tree. Without them every party's histograms are accepted as sent, at neutral credit.
     """
 
     def __init__(
@@ -281,6 +345,9 @@ class Federation:
         algo: str = "fvtree",
         party_weights: Sequence[np.ndarray] | None = None,
         keep_levels: bool = False,
+        endorsement: EndorsementRule | None = None,
+        estimators: Sequence[Sequence[PartyEstimator]] | None = None,
+        attacks: dict[int, Attack] | None = None,
     ) -> None:
         if algo not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -288,6 +355,8 @@ class Federation:
             raise ValueError("need one label array per party and at least one party")
         if algo == "fvtree" and party_weights is None:
             raise ValueError("fvtree needs the parties' distribution weights w*")
+        if endorsement is not None and (estimators is None or len(estimators) != len(party_slots)):
+            raise ValueError("modelling endorsement needs every party's view of every other party (estimators)")
         self.params = params
         self.algo = algo
         self.m = len(party_slots)
@@ -295,10 +364,18 @@ class Federation:
         self.n_features = party_slots[0].shape[1]
         weights = list(party_weights) if algo == "fvtree" and party_weights is not None else [None] * self.m
         self.parties = [LocalParty(s, y, params, w) for s, y, w in zip(party_slots, party_y, weights, strict=True)]
+        for i, attack in (attacks or {}).items():
+            if not 0 <= i < self.m:
+                raise ValueError(f"attacking party {i} is not one of the {self.m} parties")
+            self.parties[i].attack = attack
         # all-features aggregates every party's rows in one search: a baseline, never run on chain
         self.pooled = BinnedRows(np.vstack(party_slots), params.nbins) if algo == "allfeatures" else None
         self.cparams = params.contract_params()
-        self.quorum = endorsement_quorum(self.m)
+        self.quorum = quorum(self.m)
+        self.endorsement = endorsement
+        self.estimators = estimators
+        self.active = [True] * self.m
+        self.refusals: list[Refusal] = []
         self.seconds: dict[str, float] = {}
         self.level_observer: Callable[[LevelView], None] | None = None
 
@@ -326,31 +403,111 @@ class Federation:
         comm = [0] * self.m
         trees: list[Tree] = []
         levels: list[LevelRecord] = []
+        credits: list[list[ref.Credit]] = []
         for t in range(p.trees):
-            tree, tree_total, tree_levels, traffic = self._grow_tree(t)
+            tree, tree_total, tree_levels, traffic, tree_credits = self._grow_tree(t)
             for rec in tree_levels:
                 for res in rec.results:
-                    for i in range(self.m):
-                        phi[i] += res.phi[i]
-                        kappa[i] += res.kappa[i]
+                    for k, i in enumerate(rec.submitters):
+                        phi[i] += res.phi[k]
+                        kappa[i] += res.kappa[k]
             for i in range(self.m):
                 total[i] += tree_total[i]
-                comm[i] += traffic
+                comm[i] += traffic[i]
             per_tree.append(tree_total)
             trees.append(tree)
+            credits.append(tree_credits)
             if self.keep_levels:
                 levels.extend(tree_levels)
             if progress is not None:
                 progress(t)
         return TrainResult(
-            trees, phi, kappa, total, per_tree, comm, [c / p.trees for c in comm], levels, dict(self.seconds)
+            trees,
+            phi,
+            kappa,
+            total,
+            per_tree,
+            comm,
+            [c / p.trees for c in comm],
+            levels,
+            dict(self.seconds),
+            list(self.refusals),
+            credits,
         )
 
-    def _grow_tree(self, t: int) -> tuple[Tree, list[int], list[LevelRecord], int]:
+    def _exclude(self, party: int, tree: int, level: int, reason: str) -> None:
+        self.active[party] = False
+        self.refusals.append(Refusal(party, tree, level, reason))
+
+    def _submissions(
+        self,
+        t: int,
+        level: int,
+        open_nodes: list[int],
+        cands: list[tuple[int, ...]],
+        sums: list[FixedSums],
+        k_of_rows: list[np.ndarray],
+        grads: Sequence[tuple[np.ndarray, ...]],
+        sides: dict[int, dict[int, Sides]],
+    ) -> tuple[list[int], dict[int, ref.Credit], list[Claims], list[dict[int, Verdict]]]:
+        """Which taking-part parties' histograms the contract accepts at this level, and the credit the root's
+        endorsements give each; also every party's claims and verdicts, for observers."""
+        cand_arr = np.asarray(cands, dtype=np.int64)
+        claims = [Claims.from_limbs(s.g_hi, s.g_lo, s.h_hi, s.h_lo, s.n) for s in sums]
+        verdicts: list[dict[int, Verdict]] = [{} for _ in range(self.m)]
+        accepted: list[int] = []
+        credit: dict[int, ref.Credit] = {}
+        rule = self.endorsement
+        for i in range(self.m):
+            if not self.active[i]:
+                continue
+            if rule is None:
+                accepted.append(i)
+                continue
+            if self.parties[i].attacks(t) is not None:
+                # only an attacker can break a rule: an honest party's sums keep every one of them by construction
+                # (tests check it on random data), and checking them costs more than the level
+                try:
+                    inherited = None if level == 0 else sides[i]
+                    check_level(
+                        messages_of(sums[i], cands),
+                        open_nodes,
+                        ref.OBJECTIVES[self.params.objective],
+                        t == 0,
+                        inherited,
+                    )
+                except HistogramRuleError as exc:
+                    self._exclude(i, t, level, f"the contract refuses the histograms: {exc}")
+                    continue
+            assert self.estimators is not None
+            for j in range(self.m):
+                if j != i:
+                    verdicts[i][j] = decide(
+                        rule,
+                        self.parties[j].rows,
+                        k_of_rows[j],
+                        cand_arr,
+                        grads[j][0],
+                        grads[j][1],
+                        self.estimators[j][i],
+                        claims[i],
+                        root=level == 0,
+                    )
+            chosen = choose(verdicts[i], self.quorum)
+            if chosen is None:
+                refusals = "; ".join(f"party {j}: {', '.join(v.reasons)}" for j, v in verdicts[i].items() if not v.sign)
+                self._exclude(i, t, level, f"{self.quorum} endorsements needed, refused by {refusals}")
+                continue
+            accepted.append(i)
+            credit[i] = chosen[1]
+        return accepted, credit, claims, verdicts
+
+    def _grow_tree(self, t: int) -> tuple[Tree, list[int], list[LevelRecord], list[int], list[ref.Credit]]:
         clock = time.perf_counter()
         p = self.params
         grads = [party.gradients() for party in self.parties]
         vote_grads = [party.vote_gradients(g, hv) for party, (g, _, hv) in zip(self.parties, grads, strict=True)]
+        fixed_rows = [party.fixed_rows(g, h, t) for party, (g, h, _) in zip(self.parties, grads, strict=True)]
         # each party's rows: node id, position among the level's open nodes (-1: in a leaf), and the rows of
         # every open node, all kept up to date by the splits instead of being recomputed every level
         node_ids = [np.ones(party.n_rows, dtype=np.int64) for party in self.parties]
@@ -361,8 +518,10 @@ class Federation:
         inherited: dict[int, ref.Totals | None] = {1: None}
         open_nodes = [1]
         tree_total = [0] * self.m
+        tree_credit = [ref.NEUTRAL] * self.m
         records: list[LevelRecord] = []
-        traffic = 0
+        traffic = [0] * self.m
+        sides: dict[int, dict[int, Sides]] = {}
         for level in range(p.depth):
             if not open_nodes:
                 break
@@ -374,41 +533,59 @@ class Federation:
                 votes = np.stack(
                     [
                         party.votes_on(kr, k, gv, hv)
-                        for party, kr, (gv, hv) in zip(self.parties, k_of_rows, vote_grads, strict=True)
+                        if self.active[i]
+                        else np.full(k, ref.ABSTAIN, dtype=np.int64)  # out of the task: no vote on chain
+                        for i, (party, kr, (gv, hv)) in enumerate(zip(self.parties, k_of_rows, vote_grads, strict=True))
                     ]
                 )
                 cands = top2_level(votes, self.n_features, TIE_BREAKS[p.tie_break], t, open_nodes)
             node_votes = votes.T.tolist()
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             cand_arr = np.asarray(cands, dtype=np.int64)
+            taking_part = [i for i in range(self.m) if self.active[i]]
             sums = [
-                party.group_candidate_sums(gr, cand_arr, g, h)
-                for party, gr, (g, h, _) in zip(self.parties, groups, grads, strict=True)
+                party.level_sums(gr, cand_arr, fr, t)
+                for party, gr, fr in zip(self.parties, groups, fixed_rows, strict=True)
             ]
+            clock = self._tick("party: candidate histograms", clock)
+            accepted, credit, claims, verdicts = self._submissions(
+                t, level, open_nodes, cands, sums, k_of_rows, grads, sides
+            )
+            clock = self._tick("verifiers: endorsement checks", clock)
+            if level == 0:
+                for i in accepted:
+                    tree_credit[i] = credit.get(i, ref.NEUTRAL)
             if self.level_observer is not None:
                 positions = [kr.copy() for kr in k_of_rows]  # the observer may keep them; the splits update ours
-                self.level_observer(LevelView(t, level, positions, cands, [gr[0] for gr in grads], sums))
-            # the quantised histograms every party sends, as exact int64 limbs
-            fixed = quantise_level(sums)
-            clock = self._tick("party: candidate histograms (build, quantise)", clock)
+                active = [i in taking_part for i in range(self.m)]
+                self.level_observer(
+                    LevelView(
+                        t,
+                        level,
+                        positions,
+                        cands,
+                        [g[0] for g in grads],
+                        [g[1] for g in grads],
+                        claims,
+                        active,
+                        verdicts,
+                    )
+                )
             last = level == p.depth - 1
             node_inherited = [inherited[nid] for nid in open_nodes]
-            resolved = None
-            # on an overflow the contract reverts: the reference below raises its own error, at its own node
-            with contextlib.suppress(ref.FixedPointOverflow):
-                if fixed is not None:
-                    resolved = resolve_level(fixed, cands, node_votes, node_inherited, last, self.cparams)
-            if resolved is None:  # sums the limbs cannot carry: the messages, as Python integers
-                party_hists = [party.messages(s, cands) for party, s in zip(self.parties, sums, strict=True)]
-                resolved = self._resolve_messages(party_hists, node_votes, node_inherited, last)
-            results, totals = resolved
+            sub_votes = [[row[i] for i in accepted] for row in node_votes]
+            sub_credits = [tree_credit[i] for i in accepted]
+            results, totals = self._resolve(
+                [sums[i] for i in accepted], cands, sub_votes, node_inherited, last, sub_credits
+            )
             split_feature = np.full(k, -1, dtype=np.int64)
             split_threshold = np.zeros(k, dtype=np.int64)
             next_open: list[int] = []
+            next_sides: dict[int, dict[int, Sides]] = {i: {} for i in accepted}
             for j, nid in enumerate(open_nodes):
                 res = results[j]
-                for i in range(self.m):
-                    tree_total[i] += res.contribution[i]
+                for q, i in enumerate(accepted):
+                    tree_total[i] += res.contribution[q]
                 if res.split is None:
                     assert res.leaf is not None
                     tree.nodes[nid] = Node.leaf(res.leaf, totals[j].n)
@@ -427,39 +604,56 @@ class Federation:
                 else:
                     inherited[2 * nid], inherited[2 * nid + 1] = res.left, res.right
                     next_open += [2 * nid, 2 * nid + 1]
+                    for i in accepted:
+                        if self.parties[i].attacks(t) is not None:  # only checked where a rule can break
+                            next_sides[i][nid] = _sides_of(sums[i], j, s.rank, s.threshold)
+            sides = next_sides
             voting = self.algo != "allfeatures"
             ncand = 2 if voting else self.n_features
-            traffic += level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
+            level_bytes = level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
+            for i in taking_part:
+                traffic[i] += level_bytes
             clock = self._tick("contract: top-2, best split, leaves, Shapley (ledger.reference)", clock)
             groups = [
                 party.rows.split_groups(gr, split_feature, split_threshold, ids, kr)
                 for party, gr, ids, kr in zip(self.parties, groups, node_ids, k_of_rows, strict=True)
             ]
             if self.keep_levels:
-                records.append(LevelRecord(t, level, list(open_nodes), votes.tolist(), cands, results))
+                records.append(LevelRecord(t, level, list(open_nodes), votes.tolist(), cands, results, accepted))
             else:
-                records.append(LevelRecord(t, level, [], [], [], results))
+                records.append(LevelRecord(t, level, [], [], [], results, accepted))
             open_nodes = next_open
         for party, ids in zip(self.parties, node_ids, strict=True):
             party.score += leaf_value[ids]
         self._tick("party: gradients, routing, applying splits", clock)
-        return tree, tree_total, records, traffic
+        return tree, tree_total, records, traffic, tree_credit
 
-    def _resolve_messages(
+    def _resolve(
         self,
-        party_hists: Sequence[Sequence[ref.NodeHistograms]],
+        sums: Sequence[FixedSums],
+        cands: list[tuple[int, ...]],
         node_votes: Sequence[Sequence[int]],
         inherited: Sequence[ref.Totals | None],
         last: bool,
+        credits: Sequence[ref.Credit],
     ) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
-        """``resolve_node`` on every open node's messages, and each node's totals (as ``resolve_level``)."""
+        """The contract's resolution of the level from the accepted parties' sums: on exact limbs when they carry
+        the sums, else on the messages as Python integers (where the contract would revert, this raises)."""
+        level = level_of(sums)
+        if level is not None:
+            with contextlib.suppress(ref.FixedPointOverflow):
+                return resolve_level(level, cands, node_votes, inherited, last, self.cparams, credits)
+        hists = [messages_of(s, cands) for s in sums]
         results, totals = [], []
         for j, node_totals in enumerate(inherited):
-            hists = [party_hists[i][j] for i in range(self.m)]
-            results.append(ref.resolve_node(hists, node_votes[j], node_totals, last, self.cparams))
+            node_hists = [h[j] for h in hists]
+            results.append(ref.resolve_node(node_hists, node_votes[j], node_totals, last, self.cparams, credits))
             if node_totals is None:  # the root: the sums of its candidate 0, as resolve_node takes them
-                agg = ref.aggregate(hists)
-                node_totals = ref.Totals(sum(agg.g[0]), sum(agg.h[0]), sum(agg.n[0]))
+                node_totals = (
+                    ref.Totals(*(sum(getattr(ref.aggregate(node_hists), f)[0]) for f in ("g", "h", "n")))
+                    if node_hists
+                    else ref.Totals(0, 0, 0)
+                )
             totals.append(node_totals)
         return results, totals
 
@@ -481,6 +675,17 @@ class Federation:
         votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
         top: list[tuple[int, ...]] = [(int(order[j, 0]), int(order[j, 1])) for j in range(k)]
         return votes, top
+
+
+def _sides_of(sums: FixedSums, node: int, rank: int, threshold: int) -> Sides:
+    """A party's raw (g, h, n) sums left and right of a split of one of its level's nodes: its children's totals."""
+    g = join_limbs(sums.g_hi[node, rank], sums.g_lo[node, rank])
+    h = join_limbs(sums.h_hi[node, rank], sums.h_lo[node, rank])
+    n = sums.n[node, rank].tolist()
+    cut = threshold + 1
+    return Sides(
+        ref.Totals(sum(g[:cut]), sum(h[:cut]), sum(n[:cut])), ref.Totals(sum(g[cut:]), sum(h[cut:]), sum(n[cut:]))
+    )
 
 
 def params_dict(params: TrainParams) -> dict[str, Any]:

@@ -207,6 +207,72 @@ def _group_candidates(  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _group_candidates_fixed(  # pragma: no cover - compiled
+    order: np.ndarray,
+    start: np.ndarray,
+    slots_t: np.ndarray,
+    features: np.ndarray,
+    g_hi: np.ndarray,
+    g_lo: np.ndarray,
+    h_hi: np.ndarray,
+    h_lo: np.ndarray,
+    count: np.ndarray,
+    nbins: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    num_groups, nc = features.shape
+    for k in range(num_groups):
+        for c in range(nc):
+            if features[k, c] < 0 or features[k, c] >= slots_t.shape[0]:
+                raise ValueError("a candidate feature is not a feature index")
+    ghi = np.zeros((num_groups, nc, nbins), dtype=np.int64)
+    glo = np.zeros((num_groups, nc, nbins), dtype=np.int64)
+    hhi = np.zeros((num_groups, nc, nbins), dtype=np.int64)
+    hlo = np.zeros((num_groups, nc, nbins), dtype=np.int64)
+    hn = np.zeros((num_groups, nc, nbins), dtype=np.int64)
+    for k in range(num_groups):
+        for c in range(nc):
+            column = slots_t[features[k, c]]
+            for i in range(start[k], start[k + 1]):
+                r = order[i]
+                s = column[r]
+                ghi[k, c, s] += g_hi[r]
+                glo[k, c, s] += g_lo[r]
+                hhi[k, c, s] += h_hi[r]
+                hlo[k, c, s] += h_lo[r]
+                hn[k, c, s] += count[r]
+    # normalise: lo in [0, 2**32), so that equal values have equal limbs
+    for k in range(num_groups):
+        for c in range(nc):
+            for s in range(nbins):
+                ghi[k, c, s] += glo[k, c, s] >> 32
+                glo[k, c, s] &= 0xFFFFFFFF
+                hhi[k, c, s] += hlo[k, c, s] >> 32
+                hlo[k, c, s] &= 0xFFFFFFFF
+    return ghi, glo, hhi, hlo, hn
+
+
+@njit(cache=True, nogil=True)
+def _quantise_limbs(x: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Limbs of ``rint(x * ONE)``, the value ``ledger.reference.to_fixed`` gives, for every element.
+
+    ``rint`` of the scaled float is an integral float q; ``floor(q / 2**32)`` and ``q - hi * 2**32`` are exact (a
+    power-of-two scaling, and a difference that is an integer below 2**32), so ``hi * 2**32 + lo == q`` exactly.
+    Returns False when some q is not finite or not below ``2**80`` in magnitude.
+    """
+    flat = x.ravel()
+    hi = np.empty(flat.shape[0], dtype=np.int64)
+    lo = np.empty(flat.shape[0], dtype=np.int64)
+    for i in range(flat.shape[0]):
+        q = np.rint(flat[i] * 1e18)
+        if not abs(q) < 1.2089258196146292e24:  # 2**80; also False for NaN
+            return False, hi.reshape(x.shape), lo.reshape(x.shape)
+        qh = np.floor(q * 2.3283064365386963e-10)  # 2**-32
+        hi[i] = np.int64(qh)
+        lo[i] = np.int64(q - qh * 4294967296.0)
+    return True, hi.reshape(x.shape), lo.reshape(x.shape)
+
+
+@njit(cache=True, nogil=True)
 def _partition_rows(  # pragma: no cover - compiled
     slots_t: np.ndarray,
     order: np.ndarray,
@@ -280,6 +346,43 @@ class RowGroups:
     def everything(cls, n_rows: int) -> RowGroups:
         """One group of all the rows (a tree's root)."""
         return cls(np.arange(n_rows, dtype=np.int64), np.array([0, n_rows], dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class FixedRows:
+    """Every row's gradient and hessian quantised once to 18-decimal fixed point (``q = hi * 2**32 + lo``) and
+    its count weight (1 for a real row): what a party's histograms are exact integer sums of, so that the sums of the
+    same rows agree to the last unit wherever they are taken (``ledger.histogram_rules``)."""
+
+    g_hi: np.ndarray
+    g_lo: np.ndarray
+    h_hi: np.ndarray
+    h_lo: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def of(cls, g: np.ndarray, h: np.ndarray, count: np.ndarray | None = None) -> FixedRows:
+        ok_g, g_hi, g_lo = _quantise_limbs(np.ascontiguousarray(g, dtype=np.float64))
+        ok_h, h_hi, h_lo = _quantise_limbs(np.ascontiguousarray(h, dtype=np.float64))
+        if not (ok_g and ok_h):
+            raise OverflowError("a gradient or hessian is not finite or beyond 1.2e6 in magnitude (fixed point)")
+        rows = g.shape[0]
+        weights = np.ones(rows, dtype=np.int64) if count is None else np.ascontiguousarray(count, dtype=np.int64)
+        bound = max(int(np.abs(g_hi).max(initial=0)), int(np.abs(h_hi).max(initial=0)), 1)
+        if bound * max(int(weights.sum()), 1) >= 2**62 or int(weights.max(initial=0)) >= 2**31:
+            raise OverflowError("gradient sums beyond what 64-bit limbs carry (values near 1e6 over millions of rows)")
+        return cls(g_hi, g_lo, h_hi, h_lo, weights)
+
+
+@dataclass(frozen=True)
+class FixedSums:
+    """A party's exact candidate histograms of a level: limbs of g and h and the counts, each (nodes, C, nbins)."""
+
+    g_hi: np.ndarray
+    g_lo: np.ndarray
+    h_hi: np.ndarray
+    h_lo: np.ndarray
+    n: np.ndarray
 
 
 def _as_float(a: np.ndarray) -> np.ndarray:
@@ -402,6 +505,30 @@ class BinnedRows:
         except ValueError as exc:  # the kernel checks the range, saving two numpy reductions per call
             raise ValueError(f"candidate features must be in [0, {self.n_features})") from exc
 
+    def group_candidates_fixed(self, groups: RowGroups, features: np.ndarray, rows: FixedRows) -> FixedSums:
+        """The exact (fixed-point) candidate histograms of rows already grouped: what a party sends."""
+        if rows.count.shape != (self.n_rows,):
+            raise ValueError(f"fixed rows must have shape ({self.n_rows},)")
+        if features.ndim != 2 or features.shape[0] != groups.num_groups:
+            raise ValueError(f"features must have shape ({groups.num_groups}, C), got {features.shape}")
+        try:
+            return FixedSums(
+                *_group_candidates_fixed(
+                    groups.order,
+                    groups.start,
+                    self.slots_t,
+                    np.ascontiguousarray(features, dtype=np.int64),
+                    rows.g_hi,
+                    rows.g_lo,
+                    rows.h_hi,
+                    rows.h_lo,
+                    rows.count,
+                    self.nbins,
+                )
+            )
+        except ValueError as exc:
+            raise ValueError(f"candidate features must be in [0, {self.n_features})") from exc
+
     def split_groups(
         self,
         groups: RowGroups,
@@ -455,5 +582,6 @@ def warm_up() -> None:
     votes_from_gains(rows.best_gains(group, 1, ones, ones, 1.0))
     groups = rows.groups(group, 1)
     rows.group_candidates(groups, np.zeros((1, 1), dtype=np.int64), ones, ones)
+    rows.group_candidates_fixed(groups, np.zeros((1, 1), dtype=np.int64), FixedRows.of(ones, ones))
     rows.split_groups(groups, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.ones(2, np.int64), group)
     resolve.warm_up()

@@ -2,8 +2,9 @@
 
 Counted as the bytes the party puts on the wire in the chain protocol: ABI-encoded transactions (4-byte
 selector, 32-byte words, dynamic arrays as offset + length + elements) and, for endorsements, the same histogram
-payload sent to each verifier plus the 65-byte signatures it returns as a verifier. The simulator builds the same
-per-level messages a node would send and sums these sizes, so the figures follow the protocol rather than a formula.
+payload sent to each verifier plus the 65-byte signatures and three credit words it returns as a verifier. The
+simulator builds the same per-level messages a node would send and sums these sizes, so the figures follow the
+protocol rather than a formula.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ def abi_bytes_array(count: int, item: int) -> int:
     """Bytes of a ``bytes[]`` of ``count`` items of ``item`` bytes each."""
     padded = -(-item // WORD) * WORD
     return WORD + WORD + count * (WORD + WORD + padded)
+
+
+CREDIT_WORDS = 3
+"""Words of the credit an endorsement attests (gradients, hessians, counts)."""
+
+
+def abi_endorsements(count: int) -> int:
+    """Bytes of an ``Endorsement[]`` (a 65-byte signature and three credit words each) of ``count`` items: head
+    offset and length, then per item its offset, the tuple head (bytes offset + credits) and the padded bytes."""
+    padded = -(-SIGNATURE // WORD) * WORD
+    return WORD + WORD + count * (WORD + WORD * (1 + CREDIT_WORDS) + WORD + padded)
 
 
 @dataclass(frozen=True)
@@ -48,11 +60,6 @@ def level_traffic(
     cells = open_nodes * candidates * nbins
     votes = header + abi_array(open_nodes) if voting else 0
     payload = header + 3 * abi_array(cells)  # g, h, n
-    histograms = payload + abi_bytes_array(quorum, SIGNATURE)
+    histograms = payload + abi_endorsements(quorum)
     others = parties - 1
-    return LevelTraffic(votes, histograms, others * payload, others * SIGNATURE)
-
-
-def endorsement_quorum(parties: int) -> int:
-    """ceil(2 (M - 1) / 3) signatures of other parties (NOTES 9)."""
-    return -(-2 * (parties - 1) // 3)
+    return LevelTraffic(votes, histograms, others * payload, others * (SIGNATURE + CREDIT_WORDS * WORD))

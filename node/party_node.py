@@ -12,7 +12,6 @@ edges, PSDs and seeds, so a task trained on chain records exactly the model ``fg
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -28,16 +27,21 @@ from eth_account.signers.local import LocalAccount
 from ledger import reference as ref
 from ledger.chain_model import task_edges
 from ledger.client import Event
-from ledger.contracts import Membership, Phase, Status, TaskContract
+from ledger.contracts import Endorsement, Membership, Phase, Status, TaskContract
 from ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from ledger.errors import ContractRevert
+from ledger.histogram_rules import HistogramRuleError, check_node
+from ledger.task_params import TaskParameters
+from node.attacks import Attack
 from node.binning import fixed_round, local_sketch, sketch_rng
 from node.data import Dataset
+from node.endorsement import EndorsementRule, choose, decide, estimators_for, quorum
 from node.fvtree import LocalParty, TrainParams, open_positions, route
+from node.histogram import FixedRows
 from node.model import bin_matrix
-from node.psd import build_psd
+from node.psd import build_psd, psd_budget
 from node.publish import decode_join, encode_join
-from node.verify import endorsement_overlap, estimate_histograms
+from node.verify import Claims, PartyEstimator, Verdict
 from node.weights import distribution_weights
 
 CHAIN_DOWN: tuple[type[BaseException], ...] = (OSError, TimeoutError)
@@ -67,10 +71,12 @@ class NodeSettings:
     """None: fresh randomness for the DP noise (a real deployment). Set, with ``party_index``, only to reproduce the
     simulator's noise in experiments and tests: a known seed makes the noise predictable."""
     party_index: int = 0
-    inflate: float = 1.0
-    """Greedy-party experiments: factor on the gradient sums this node sends."""
+    attack: Attack | None = None
+    """Greedy-party experiments: what this node does to the histograms it sends (``node.attacks``)."""
     poll_seconds: float = 0.05
     endorse_timeout: float = 30.0
+    endorse_patience_seconds: float = 10.0
+    """How long to keep asking an unreachable verifier once a quorum of signatures is in."""
     resolve_grace_seconds: float = 2.0
     resolve_batch: int = 16
     """Nodes per ``resolveNodes`` transaction: about 0.85M gas per node at M=4 (bench/gas.py), so 16 stay under
@@ -93,6 +99,19 @@ class LevelContext:
     refused: bool = False
     """The verifiers refused this party's histograms at this level: it waits for the deadline instead of retrying."""
 
+
+RULE_ERRORS = frozenset(
+    {
+        "CandidateTotalsMismatch",
+        "CountOutOfRange",
+        "GradientOutOfRange",
+        "HessianOutOfRange",
+        "LogisticBound",
+        "FirstTreeLabels",
+        "InheritedTotalsMismatch",
+    }
+)
+"""The contract's refusals of histograms that break an exact rule (``ledger.histogram_rules``)."""
 
 RESCAN_BLOCKS = 8
 """Blocks read again by every incremental event scan (see :meth:`TreeLog.refresh`)."""
@@ -151,26 +170,22 @@ class PartyNode:
         self.high = fixed_round(np.array([ref.from_fixed(int(v)) for v in args["featureMax"]]))
         if len(self.low) != data.n_features:
             raise NodeError(f"task {task_id} has {len(self.low)} features but {data.name} has {data.n_features}")
-        if not set(np.unique(data.y).tolist()) <= {0.0, 1.0}:
-            raise NodeError("on-chain tasks train binary classifiers: labels must be 0/1")
-        self.params = TrainParams(
-            trees=self.cfg.trees,
-            depth=self.cfg.depth,
-            bins=self.cfg.bins,
-            learning_rate=ref.from_fixed(self.cfg.learning_rate),
-            lam=ref.from_fixed(self.cfg.lam),
-            min_rows=int(self.cfg.min_rows),
-            delta=settings.delta,
-            alpha=ref.from_fixed(self.cfg.alpha),
-            hessian="count" if self.cfg.hessian_mode == ref.HESSIAN_COUNT else "second",
-            objective="binary",
-            tie_break=ref.TIE_RULE_NAMES[self.cfg.tie_break],
+        task_params = TaskParameters.of(self.cfg)
+        if task_params.objective == "binary" and not set(np.unique(data.y).tolist()) <= {0.0, 1.0}:
+            raise NodeError("the task trains a binary classifier: labels must be 0/1")
+        self.params = TrainParams.of_task(task_params, settings.delta)
+        self.rule = EndorsementRule(
+            ref.ENDORSE_RULES[task_params.endorse], task_params.refusal_rate, task_params.overlap_threshold
         )
         self.trees = TreeLog(task, task_id)
         self.party: LocalParty | None = None
         self.parties: list[str] = []
         self.index = -1
         self.W = np.zeros((0, 0))
+        self.estimators: list[PartyEstimator] = []
+        self.excluded = False
+        """This party no longer takes part (refused, declined or silent once): it only verifies and resolves."""
+        self._fixed: FixedRows | None = None
         self.endpoints: dict[str, str] = {}
         self.applied_trees = 0
         self._grad_tree = -1
@@ -224,6 +239,7 @@ class PartyNode:
             rng=sketch_noise,
         )
         lows, highs = np.append(self.low, 0.0), np.append(self.high, 1.0)
+        scale = psd_budget(s.psd_epsilon, s.psd_depth, self.data.n_features + 1).leaf_scale
         psd = build_psd(
             self.data.X,
             self.data.y,
@@ -235,7 +251,7 @@ class PartyNode:
             rng=psd_noise,
             label_first=s.psd_label_first,
         )
-        payload = encode_join(psd, sketch)
+        payload = encode_join(psd, scale, sketch)
         self.task.join(self.account, self.task_id, payload, self.endpoint)
         self.log(f"joined task {self.task_id}: PSD with {psd.num_leaves} leaves, {len(payload)} bytes published")
 
@@ -267,16 +283,17 @@ class PartyNode:
         payloads: dict[str, Event] = {}
         for ev in self.task.client.logs(self.task.contract, ["JoinRequested"], self.task_id):
             payloads[str(ev.args["party"])] = ev
-        psds = []
+        published = []
         for p in self.parties:
-            psd, _ = decode_join(bytes(payloads[p].args["psd"]))
-            psds.append(psd)
+            published.append(decode_join(bytes(payloads[p].args["psd"])))
             self.endpoints[p] = str(payloads[p].args["endpoint"])
+        psds = [pub.psd for pub in published]
         self.W, w_star = distribution_weights(self.data.X, self.data.y, psds, self.settings.delta)
+        self.estimators = estimators_for(self.data.X, self.data.y, self.W, psds, [pub.psd_scale for pub in published])
         slots = bin_matrix(self.data.X, edges)
         with self.lock:
             self.party = LocalParty(slots, self.data.y, self.params, w_star)
-            self.party.inflate = self.settings.inflate
+            self.party.attack = self.settings.attack
         self.log(f"training started: party {self.index} of {len(self.parties)}, {self.data.n_rows} rows")
 
     # ------------------------------------------------------------------ per-level state
@@ -325,6 +342,7 @@ class PartyNode:
             self._apply_completed_trees(tree)
             if self._grad_tree != tree:
                 self._grads = self.party.gradients()
+                self._fixed = None
                 self._grad_tree = tree
             assert self._grads is not None
             self.trees.refresh()
@@ -361,10 +379,13 @@ class PartyNode:
         return ctx.candidates
 
     def my_histograms(self, ctx: LevelContext) -> list[ref.NodeHistograms]:
+        """This party's histograms of the level's open nodes, exact sums of its rows' fixed-point values."""
         assert self.party is not None
-        cands = self.candidates(ctx)
-        sums = self.party.candidate_sums(ctx.k_of_row, len(ctx.open_nodes), np.asarray(cands), ctx.g, ctx.h)
-        return self.party.messages(sums, cands)
+        with self.lock:
+            if self._fixed is None or self._grad_tree != ctx.tree:
+                self._fixed = self.party.fixed_rows(ctx.g, ctx.h, ctx.tree)
+            fixed = self._fixed
+        return self.party.histograms(ctx.k_of_row, self.candidates(ctx), fixed, ctx.tree)
 
     # ------------------------------------------------------------------ the training loop
 
@@ -432,7 +453,7 @@ class PartyNode:
         now = time.monotonic()
         retry_due = now - self._last_attempt > 4 * self.settings.poll_seconds
         if st.phase == Phase.VOTING:
-            if not self._has(["VotesSubmitted"], st.tree, st.level):
+            if not self.excluded and not self._has(["VotesSubmitted"], st.tree, st.level):
                 self._vote(ctx)
             elif retry_due:
                 self._last_attempt = now
@@ -495,6 +516,13 @@ class PartyNode:
                 res = self.task.submit_votes(self.account, self.task_id, ctx.tree, ctx.level, votes.tolist())
             self.log(f"tree {ctx.tree} level {ctx.level}: voted on {len(ctx.open_nodes)} nodes (gas {res.gas_used})")
         except ContractRevert as exc:
+            if exc.name == "Excluded":
+                self.excluded = True
+                self.log(
+                    f"tree {ctx.tree} level {ctx.level}: out of the task (a step without accepted histograms); "
+                    "verifying and resolving only"
+                )
+                return
             if exc.name in ("AlreadyVoted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: vote not taken ({exc.name})")
                 return
@@ -505,23 +533,29 @@ class PartyNode:
     def _send_histograms(self, ctx: LevelContext, deadline: int) -> None:
         with self.timed("computing (histograms)"):
             hists = self.my_histograms(ctx)
-        need = math.ceil(self.cfg.quorum_num * (len(self.parties) - 1) / self.cfg.quorum_den)
+        need = quorum(len(self.parties), self.cfg.quorum_num, self.cfg.quorum_den)
         with self.timed("endorsement round trips"):
-            signatures, refusals = self._collect_endorsements(ctx, hists, need, deadline)
-        if len(signatures) < need:
+            endorsements, refusals = self._collect_endorsements(ctx, hists, need, deadline)
+        if endorsements is None:
             ctx.refused = True
             self.log(
-                f"tree {ctx.tree} level {ctx.level}: only {len(signatures)} of {need} endorsements; declining "
+                f"tree {ctx.tree} level {ctx.level}: fewer than {need} endorsements; declining "
                 f"({'; '.join(refusals) or 'no answer'})"
             )
             self._decline(ctx)
             return
         try:
-            res = self.task.submit_histograms(self.account, self.task_id, ctx.tree, ctx.level, hists, signatures[:need])
+            with self.timed("transactions"):
+                res = self.task.submit_histograms(self.account, self.task_id, ctx.tree, ctx.level, hists, endorsements)
             self.log(
                 f"tree {ctx.tree} level {ctx.level}: histograms submitted with {need} endorsements (gas {res.gas_used})"
             )
         except ContractRevert as exc:
+            if exc.name in RULE_ERRORS:
+                ctx.refused = True
+                self.log(f"tree {ctx.tree} level {ctx.level}: the contract refuses the histograms ({exc}); declining")
+                self._decline(ctx)
+                return
             if exc.name in ("AlreadySubmitted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
                 return
@@ -529,7 +563,9 @@ class PartyNode:
         self._try("closeHistograms", self.task.close_histograms)
 
     def _decline(self, ctx: LevelContext) -> None:
-        """Step aside for the level's histograms so that the others need not wait for the deadline."""
+        """Step aside for the level's histograms so that the others need not wait for the deadline; the party is
+        then out of the task."""
+        self.excluded = True
         try:
             with self.timed("transactions"):
                 self.task.decline_histograms(self.account, self.task_id, ctx.tree, ctx.level)
@@ -541,8 +577,10 @@ class PartyNode:
 
     def _collect_endorsements(
         self, ctx: LevelContext, hists: list[ref.NodeHistograms], need: int, deadline: int
-    ) -> tuple[list[bytes], list[str]]:
-        """Ask every other party until ``need`` signatures arrive; parties not yet at this step are asked again."""
+    ) -> tuple[list[Endorsement] | None, list[str]]:
+        """Ask every other party until ``need`` signatures arrive; parties not yet at this step are asked again.
+        Returns the endorsements to submit (``node.endorsement.choose``: the ``need`` with the largest credit), or
+        None short of the quorum, and the refusals' reasons."""
         body = {
             "task": self.task_id,
             "tree": ctx.tree,
@@ -551,31 +589,46 @@ class PartyNode:
             "nodes": [[str(v) for v in block] for block in _blocks(hists)],
         }
         others = [p for p in self.parties if p != self.address]
-        signatures: dict[str, bytes] = {}
+        answers: dict[str, tuple[bytes, ref.Credit]] = {}
         final: dict[str, str] = {}
+        started = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
             while True:
-                pending = [p for p in others if p not in signatures and p not in final]
-                for p, (sig, reason, retry) in pool.map(lambda p: (p, self._ask(p, body)), pending):
-                    if sig is not None:
-                        signatures[p] = sig
+                pending = [p for p in others if p not in answers and p not in final]
+                for p, (answer, reason, retry) in pool.map(lambda p: (p, self._ask(p, body)), pending):
+                    if answer is not None:
+                        answers[p] = answer
                     elif not retry:
                         final[p] = f"party {self.parties.index(p)}: {reason}"
-                still_open = len(others) - len(final)  # those that signed or may still sign
-                if len(signatures) >= need or still_open < need or self.task.client.block_number > deadline:
+                # every verifier's answer is awaited, since the credit is the quorum-th best attestation; a
+                # verifier that cannot be reached is given up on once a quorum is in and the patience is spent
+                if len(answers) + len(final) == len(others) or len(others) - len(final) < need:
+                    break
+                waited = time.monotonic() - started
+                if self.task.client.block_number > deadline or (
+                    len(answers) >= need and waited > self.settings.endorse_patience_seconds
+                ):
                     break
                 time.sleep(self.settings.poll_seconds * 4)
-        return [signatures[p] for p in others if p in signatures], list(final.values())
+        index = {p: self.parties.index(p) for p in answers}
+        verdicts = {index[p]: Verdict(True, (), credit) for p, (_, credit) in answers.items()}
+        chosen = choose(verdicts, need)
+        if chosen is None:
+            return None, list(final.values())
+        by_index = {index[p]: p for p in answers}
+        return [Endorsement(answers[by_index[i]][0], answers[by_index[i]][1]) for i in chosen[0]], list(final.values())
 
-    def _ask(self, party: str, body: dict[str, Any]) -> tuple[bytes | None, str, bool]:
-        """(signature, reason, retry later) from one verifier."""
+    def _ask(self, party: str, body: dict[str, Any]) -> tuple[tuple[bytes, ref.Credit] | None, str, bool]:
+        """((signature, credit), reason, retry later) from one verifier."""
         url = self.endpoints[party].rstrip("/") + "/v1/endorse"
         try:
             r = self._http.post(url, json=body)
         except httpx.HTTPError as exc:
             return None, f"unreachable ({type(exc).__name__})", True
         if r.status_code == 200:
-            return bytes.fromhex(r.json()["signature"].removeprefix("0x")), "", False
+            answer = r.json()
+            credit = ref.Credit(*(int(answer["credit"][q]) for q in ("g", "h", "n")))
+            return (bytes.fromhex(answer["signature"].removeprefix("0x")), credit), "", False
         try:
             reason = str(r.json().get("detail", r.text))
         except ValueError:
@@ -661,30 +714,35 @@ class PartyNode:
         if len(blocks) != len(ctx.open_nodes) or any(len(b) != 6 * nb for b in blocks):
             return 422, {"detail": f"expected {len(ctx.open_nodes)} node blocks of {6 * nb} integers"}
         hists = _unblock([v for b in blocks for v in b], cands, nb)
-        claimed_g = np.array([h.g for h in hists], dtype=np.float64) / ref.ONE
-        claimed_n = np.array([h.n for h in hists], dtype=np.float64)
+        try:  # nothing the contract would refuse is endorsed (the inherited totals it checks itself)
+            for hist, node in zip(hists, ctx.open_nodes, strict=True):
+                check_node(hist, node, self.cfg.objective, tree == 0)
+        except (HistogramRuleError, ref.FixedPointOverflow) as exc:
+            return 422, {"detail": f"the contract refuses these histograms: {exc}"}
         assert self.party is not None
         with self.lock:
-            est_g, est_n = estimate_histograms(
+            verdict = decide(
+                self.rule,
                 self.party.rows,
                 ctx.k_of_row,
-                len(ctx.open_nodes),
-                np.asarray(cands),
+                np.asarray(cands, dtype=np.int64),
                 ctx.g,
-                self.W[:, self.parties.index(party)],
+                ctx.h,
+                self.estimators[self.parties.index(party)],
+                Claims.from_messages(hists),
+                root=level == 0,
             )
-        overlap = endorsement_overlap(hists, claimed_g, claimed_n, est_g, est_n)
-        threshold = ref.from_fixed(self.cfg.overlap_threshold)
-        if not overlap < threshold:
-            return 422, {
-                "detail": f"overlap {overlap:.4f} is not below the task's threshold {threshold:.4f}",
-                "overlap": overlap,
-            }
+        if not verdict.sign:
+            return 422, {"detail": "; ".join(verdict.reasons), "z": verdict.z}
         root = merkle_root([node_hash(h) for h in hists])
         digest = endorsement_digest(
-            self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root
+            self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root, verdict.credit
         )
-        return 200, {"signature": "0x" + sign_endorsement(self.account.key, digest).hex(), "overlap": overlap}
+        return 200, {
+            "signature": "0x" + sign_endorsement(self.account.key, digest).hex(),
+            "credit": {"g": str(verdict.credit.g), "h": str(verdict.credit.h), "n": str(verdict.credit.n)},
+            "z": verdict.z,
+        }
 
 
 def splits_open(splits: dict[int, tuple[int, int]], level: int, open_nodes: Sequence[int]) -> bool:

@@ -2,16 +2,17 @@
 
 ``ledger.reference.resolve_node`` takes every party's quantised histograms as Python integers, sums them bin by bin
 and splits them again at the chosen threshold, one node at a time. For a simulated level that conversion and those
-sums cost more than the split search itself, so here the parties' quantised values are carried as two int64 limbs
-(``q = hi * 2**32 + lo`` with ``0 <= lo < 2**32``), summed over parties and bins in compiled code (integer sums, so
-exact in any order), and only the aggregated histograms and the chosen split's side sums become Python integers.
+sums cost more than the split search itself, so here the parties' exact sums are carried as two int64 limbs
+(``q = hi * 2**32 + lo`` with ``0 <= lo < 2**32``, as ``node.histogram.FixedSums`` builds them), summed over parties
+and bins in compiled code (integer sums, so exact in any order), and only the aggregated histograms and the chosen
+split's side sums become Python integers.
 Everything else is the reference's own functions (``best_split``, ``split_shapley_fast``, ``leaf_value``,
 ``contribution``...), so every ``NodeResult`` equals ``resolve_node``'s for the same messages (tests compare them).
 
 The limbs are only used when they provably cannot overflow: every quantised value below ``2**80`` in magnitude
 and at most ``2**14`` values summed per limb, so a limb sum stays below ``2**62``; the simulator falls back to the
-messages and ``resolve_node`` otherwise (huge or non-finite sums, or non-integer counts from a noise hook), which
-also keeps the reference's errors where the contract would revert.
+messages and ``resolve_node`` otherwise (huge sums), which also keeps the reference's errors where the contract
+would revert.
 """
 
 from __future__ import annotations
@@ -23,36 +24,13 @@ import numpy as np
 from numba import njit
 
 from ledger import reference as ref
+from node.histogram import FixedSums
 
 LIMB = 1 << 32
-_ONE_F = float(ref.ONE)
-_LIMB_F = float(LIMB)
-_INV_LIMB_F = 1.0 / _LIMB_F
-_MAX_FIXED = float(2**80)
-"""Largest quantised magnitude (exclusive) the limbs carry; beyond it the reference path runs."""
+_MAX_HI = 2**48
+"""Largest high limb (exclusive), i.e. values below 2**80 in magnitude, that the level sums carry."""
 _MAX_TERMS = 1 << 14
 """Most values summed into one limb: parties times histogram slots."""
-
-
-@njit(cache=True, nogil=True)
-def _quantise_limbs(x: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Limbs of ``rint(x * ONE)``, the value ``node.fvtree.quantise`` converts to an integer, for every element.
-
-    ``rint`` of the scaled float is an integral float q; ``floor(q / 2**32)`` and ``q - hi * 2**32`` are exact (a
-    power-of-two scaling, and a difference that is an integer below 2**32), so ``hi * 2**32 + lo == q`` exactly.
-    Returns False when some q is not finite or not below ``2**80`` in magnitude.
-    """
-    flat = x.ravel()
-    hi = np.empty(flat.shape[0], dtype=np.int64)
-    lo = np.empty(flat.shape[0], dtype=np.int64)
-    for i in range(flat.shape[0]):
-        q = np.rint(flat[i] * _ONE_F)
-        if not abs(q) < _MAX_FIXED:  # also False for NaN
-            return False, hi.reshape(x.shape), lo.reshape(x.shape)
-        qh = np.floor(q * _INV_LIMB_F)
-        hi[i] = np.int64(qh)
-        lo[i] = np.int64(q - qh * _LIMB_F)
-    return True, hi.reshape(x.shape), lo.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True)
@@ -222,21 +200,23 @@ class FixedLevel:
     n: np.ndarray
 
 
-def quantise_level(sums: Sequence[tuple[np.ndarray, ...]]) -> FixedLevel | None:
-    """Quantise every party's (g, h, n) float sums of a level, (K, C, B) each, to limbs; None when the limbs
-    cannot carry them (then the messages and ``resolve_node`` must be used)."""
-    m = len(sums)
-    if m == 0 or any(s[0].dtype != np.float64 or s[1].dtype != np.float64 or s[2].dtype != np.int64 for s in sums):
+def level_of(parties: Sequence[FixedSums]) -> FixedLevel | None:
+    """The submitting parties' exact sums as one level, or None when the limbs cannot carry their sums (values of
+    2**80 or more, or too many terms per limb): then the messages and ``resolve_node`` must be used."""
+    m = len(parties)
+    if m == 0 or m * parties[0].n.shape[-1] > _MAX_TERMS:
         return None
-    if m * sums[0][0].shape[-1] > _MAX_TERMS:
+    g_hi = np.stack([p.g_hi for p in parties])
+    h_hi = np.stack([p.h_hi for p in parties])
+    if max(int(np.abs(g_hi).max(initial=0)), int(np.abs(h_hi).max(initial=0))) >= _MAX_HI:
         return None
-    ok_g, g_hi, g_lo = _quantise_limbs(np.stack([s[0] for s in sums]))
-    if not ok_g:
-        return None
-    ok_h, h_hi, h_lo = _quantise_limbs(np.stack([s[1] for s in sums]))
-    if not ok_h:
-        return None
-    return FixedLevel(g_hi, g_lo, h_hi, h_lo, np.stack([s[2] for s in sums]))
+    return FixedLevel(
+        g_hi,
+        np.stack([p.g_lo for p in parties]),
+        h_hi,
+        np.stack([p.h_lo for p in parties]),
+        np.stack([p.n for p in parties]),
+    )
 
 
 def resolve_level(
@@ -246,8 +226,10 @@ def resolve_level(
     inherited: Sequence[ref.Totals | None],
     last_level: bool,
     params: ref.Params,
+    credits: Sequence[ref.Credit] | None = None,
 ) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
-    """``resolve_node`` for every open node of a level at once, every party having submitted.
+    """``resolve_node`` for every open node of a level at once, the level's submitting parties in ``level`` (with
+    their votes and credits in the same order).
 
     Returns the results and each node's totals (the inherited ones, or the root's from its candidate 0).
 
@@ -313,14 +295,28 @@ def resolve_level(
         n_right = (whole[4] - at[4]).T.tolist()
         g_left_s, h_left_s = g_left.T.tolist(), h_left.T.tolist()
         alpha, lr = params.alpha, params.learning_rate
+        party_credits = list(credits) if credits is not None else [ref.NEUTRAL] * m
+        neutral = all(c == ref.NEUTRAL for c in party_credits)
         for s, (j, split) in enumerate(split_nodes):
-            hl, hr = h_left_s[s], h_right[s]
-            if hm == ref.HESSIAN_COUNT:
-                hl = [ref.hessian_of(h, n, hm) for h, n in zip(hl, n_left[s], strict=True)]
-                hr = [ref.hessian_of(h, n, hm) for h, n in zip(hr, n_right[s], strict=True)]
-            _, phi = ref.split_shapley_fast(g_left_s[s], hl, g_right[s], hr, lam)
-            feature, gain = split.feature, split.gain
-            kappa = tuple(ref.voting_contribution(v, feature, gain) for v in node_votes[j])
+            if neutral:
+                gl, gr = g_left_s[s], g_right[s]
+                hl, hr = h_left_s[s], h_right[s]
+                if hm == ref.HESSIAN_COUNT:
+                    hl = [ref.hessian_of(h, n, hm) for h, n in zip(hl, n_left[s], strict=True)]
+                    hr = [ref.hessian_of(h, n, hm) for h, n in zip(hr, n_right[s], strict=True)]
+            else:
+                sides = [
+                    ref.credited_sides(raw, c, hm)
+                    for raw, c in zip(
+                        zip(g_left_s[s], h_left_s[s], n_left[s], g_right[s], h_right[s], n_right[s], strict=True),
+                        party_credits,
+                        strict=True,
+                    )
+                ]
+                gl, hl, gr, hr = ([x[i] for x in sides] for i in range(4))
+            credited_gain, phi = ref.split_shapley_fast(gl, hl, gr, hr, lam)
+            feature = split.feature
+            kappa = tuple(ref.voting_contribution(v, feature, credited_gain) for v in node_votes[j])
             # contribution(phi, 0, alpha) is check_int256(phi): most parties did not vote for the split feature
             contrib = tuple(
                 ref.contribution(p, k, alpha) if k else ref.check_int256(p) for p, k in zip(phi, kappa, strict=True)
@@ -331,7 +327,9 @@ def resolve_level(
             if last_level:
                 left_leaf = ref.leaf_value(lt.g, ref.hessian_of(lt.h, lt.n, hm), lam, lr)
                 right_leaf = ref.leaf_value(rt.g, ref.hessian_of(rt.h, rt.n, hm), lam, lr)
-            results[j] = ref.NodeResult(split, None, lt, rt, left_leaf, right_leaf, tuple(phi), kappa, contrib)
+            results[j] = ref.NodeResult(
+                split, None, lt, rt, left_leaf, right_leaf, tuple(phi), kappa, contrib, credited_gain
+            )
     out = [r for r in results if r is not None]
     assert len(out) == len(results)
     return out, totals
@@ -339,8 +337,9 @@ def resolve_level(
 
 def warm_up() -> None:
     """Load (or compile) this module's kernels on a tiny level, so that a timed run measures training."""
-    sums = [(np.full((1, 2, 2), 0.5), np.full((1, 2, 2), 0.25), np.ones((1, 2, 2), dtype=np.int64))] * 2
-    level = quantise_level(sums)
+    half = np.full((1, 2, 2), 1 << 27, dtype=np.int64)
+    sums = [FixedSums(half, half, half, half, np.ones((1, 2, 2), dtype=np.int64))] * 2
+    level = level_of(sums)
     assert level is not None
     params = ref.Params(lam=ref.ONE, learning_rate=ref.ONE, min_rows=1, alpha=ref.ONE)
     resolve_level(level, [(0, 1)], [[0, 1]], [None], True, params)

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from ledger import reference as ref
+from ledger.reference import endorsement_quorum
 from node import fvtree
+from node.attacks import Attack
 from node.fvtree import TIE_BREAKS, Federation, LevelView, TrainParams, TrainResult, open_positions, route
-from node.messages import endorsement_quorum, level_traffic
+from node.messages import level_traffic
 
 
 def _federation_data(n: int = 1600, parties: int = 3, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -84,7 +86,7 @@ def test_allfeatures_root_gain_is_at_least_the_voted_one() -> None:
     assert all(k == 0 for k in allf.kappa)  # nobody votes
 
 
-@pytest.mark.parametrize("hessian", ["second", "count"])
+@pytest.mark.parametrize("hessian", ["hessian", "count"])
 def test_training_reduces_the_loss(hessian: str) -> None:
     fed, _ = _train(params=TrainParams(trees=15, depth=3, bins=8, min_rows=5, hessian=hessian))
     p = 1 / (1 + np.exp(-fed.score))
@@ -126,8 +128,8 @@ def test_messages_size_matches_abi_encoding() -> None:
     assert t.votes == 4 + len(votes)
     cells = 3 * 2 * 5
     hist = encode(
-        ["uint256", "uint256", "uint256", "int256[]", "int256[]", "uint256[]", "bytes[]"],
-        [1, 2, 3, [1] * cells, [1] * cells, [1] * cells, [b"\x01" * 65] * 2],
+        ["uint256", "uint256", "uint256", "int256[]", "int256[]", "uint256[]", "(bytes,uint256,uint256,uint256)[]"],
+        [1, 2, 3, [1] * cells, [1] * cells, [1] * cells, [(b"\x01" * 65, 1, 2, 3)] * 2],
     )
     assert t.histograms == 4 + len(hist)
 
@@ -152,7 +154,7 @@ def _same_training(a: TrainResult, b: TrainResult) -> bool:
     )
 
 
-@pytest.mark.parametrize("hessian", ["second", "count"])
+@pytest.mark.parametrize("hessian", ["hessian", "count"])
 def test_batched_contract_side_equals_resolve_node_on_the_messages(
     hessian: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -160,7 +162,7 @@ def test_batched_contract_side_equals_resolve_node_on_the_messages(
     params = TrainParams(trees=4, depth=4, bins=8, min_rows=5, hessian=hessian)
     fed, fast = _train(params=params, parties=4)
     scores = fed.score
-    monkeypatch.setattr(fvtree, "quantise_level", lambda sums: None)
+    monkeypatch.setattr(fvtree, "level_of", lambda sums: None)
     fed_ref, slow = _train(params=params, parties=4)
     assert _same_training(fast, slow) and np.array_equal(scores, fed_ref.score)
 
@@ -176,12 +178,16 @@ def test_an_overflow_in_the_batched_path_is_left_to_the_reference(monkeypatch: p
     assert _same_training(got, want)
 
 
-def test_sums_beyond_int256_raise_as_the_contract_reverts() -> None:
+def test_row_values_beyond_fixed_point_are_refused_and_huge_sums_take_the_reference_path() -> None:
     slots, ys = _federation_data()
-    fed = Federation(slots, ys, TrainParams(trees=1, depth=2, bins=8, min_rows=5), algo="pvtree")
-    fed.parties[0].inflate = 1e60  # a greedy party's gradient sums, far beyond int256 once quantised
-    with pytest.raises(ref.FixedPointOverflow):
+    params = TrainParams(trees=1, depth=2, bins=8, min_rows=5)
+    fed = Federation(slots, ys, params, algo="pvtree", attacks={0: Attack("gradients", 1e60)})
+    with pytest.raises(OverflowError, match="fixed point"):
         fed.train()
+    # 1e5 per row is representable, but a bin's sum passes 2**80: the level resolves on Python integers
+    fed = Federation(slots, ys, params, algo="pvtree", keep_levels=True, attacks={0: Attack("gradients", 1e5)})
+    result = fed.train()
+    assert result.levels[0].results[0].split is not None
 
 
 def test_observers_see_each_rows_open_node() -> None:

@@ -9,72 +9,88 @@ from hypothesis import strategies as st
 
 from ledger import reference as ref
 from ledger.reference import ONE
-from node.fvtree import LocalParty, TrainParams, quantise
-from node.resolve import LIMB, FixedLevel, quantise_level, resolve_level, top2_level
+from node.fvtree import messages_of
+from node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
+from node.resolve import LIMB, FixedLevel, level_of, resolve_level, top2_level
 
 
-def _party() -> LocalParty:
-    """A party only used for its ``messages`` (the reference path's quantisation)."""
-    return LocalParty(np.zeros((1, 1), dtype=np.uint8), np.zeros(1), TrainParams())
+def _limbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Normalised limbs (``hi * 2**32 + lo``, ``0 <= lo < 2**32``) of an object array of Python integers."""
+    hi = np.vectorize(lambda v: v >> 32, otypes=[object])(values)
+    return hi.astype(np.int64), (values - hi * LIMB).astype(np.int64)
 
 
-def _level_sums(
-    rng: np.random.Generator, m: int, k: int, nbins: int, scale: float
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Float (g, h, n) sums of M parties, (K, 2, nbins) each, with empty slots and a party that has no rows."""
+def _fixed(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> FixedSums:
+    g_hi, g_lo = _limbs(g)
+    h_hi, h_lo = _limbs(h)
+    return FixedSums(g_hi, g_lo, h_hi, h_lo, n.astype(np.int64))
+
+
+def _level_sums(rng: np.random.Generator, m: int, k: int, nbins: int, scale: int) -> list[FixedSums]:
+    """Exact (g, h, n) sums of M parties, (K, 2, nbins) each, with empty slots and a party that has no rows."""
     sums = []
     for p in range(m):
         n = rng.integers(0, 12, (k, 2, nbins))
         n[rng.random(n.shape) < 0.6] = 0  # mostly empty slots, as in sparse data
         if p == m - 1 and m > 1:
             n[:] = 0  # a null player
-        g = np.where(n > 0, rng.normal(size=n.shape) * scale, 0.0)
-        h = np.where(n > 0, rng.random(n.shape) * scale, 0.0)
-        g[(n > 0) & (rng.random(n.shape) < 0.05)] = -0.0
-        sums.append((g, h, n.astype(np.int64)))
+        g = np.array([int(x) * scale for x in rng.integers(-(10**17), 10**17, n.size)], dtype=object).reshape(n.shape)
+        h = np.array([int(x) * scale for x in rng.integers(0, 10**17, n.size)], dtype=object).reshape(n.shape)
+        g[n == 0] = 0
+        h[n == 0] = 0
+        sums.append(_fixed(g, h, n))
     return sums
 
 
-def test_limbs_are_the_quantised_integers() -> None:
+def test_fixed_rows_are_the_quantised_integers_and_sum_exactly() -> None:
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(size=500) * 10.0 ** rng.integers(-20, 6, 500), [0.0, -0.0, 0.5e-18, -1.5e-18]])
-    sums = [(x.reshape(1, 1, -1), np.abs(x).reshape(1, 1, -1), np.ones((1, 1, x.size), dtype=np.int64))]
-    level = quantise_level(sums)
-    assert level is not None
-    for hi, lo, want in ((level.g_hi, level.g_lo, quantise(x)), (level.h_hi, level.h_lo, quantise(np.abs(x)))):
+    rows = FixedRows.of(x, np.abs(x))
+    for hi, lo, values in ((rows.g_hi, rows.g_lo, x), (rows.h_hi, rows.h_lo, np.abs(x))):
         assert np.all((lo >= 0) & (lo < LIMB))
-        assert [int(a) * LIMB + int(b) for a, b in zip(hi.ravel(), lo.ravel(), strict=True)] == want
+        assert [int(a) * LIMB + int(b) for a, b in zip(hi, lo, strict=True)] == [ref.to_fixed(float(v)) for v in values]
+    # the candidate kernel's sums are the Python sums of those integers, bin by bin
+    slots = rng.integers(0, 4, (x.size, 3)).astype(np.uint8)
+    binned = BinnedRows(slots, 4)
+    sums = binned.group_candidates_fixed(RowGroups.everything(x.size), np.array([[2, 0]]), rows)
+    got = messages_of(sums, [(2, 0)])[0]
+    for r, f in enumerate((2, 0)):
+        for b in range(4):
+            in_bin = slots[:, f] == b
+            assert got.g[r][b] == sum(ref.to_fixed(float(v)) for v in x[in_bin])
+            assert got.n[r][b] == int(in_bin.sum())
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        lambda g, h, n: (np.where(g == g.flat[0], np.nan, g), h, n),  # NaN: the reference's int() raises
-        lambda g, h, n: (g, h * 2e6, n),  # beyond 2**80 once scaled by ONE
-        lambda g, h, n: (g.astype(np.float32), h, n),  # quantise multiplies in float32 then
-        lambda g, h, n: (g, h, n.astype(np.float64)),  # counts from a noise hook
-    ],
-)
-def test_sums_the_limbs_cannot_carry_go_to_the_reference(bad) -> None:  # type: ignore[no-untyped-def]
-    sums = _level_sums(np.random.default_rng(1), 2, 3, 5, 1.0)
-    assert quantise_level(sums) is not None
-    assert quantise_level([bad(*sums[0]), sums[1]]) is None
+def test_rows_the_limbs_cannot_carry_are_refused() -> None:
+    with pytest.raises(OverflowError, match="not finite"):
+        FixedRows.of(np.array([np.nan]), np.zeros(1))
+    with pytest.raises(OverflowError, match="beyond"):
+        FixedRows.of(np.array([2e6]), np.zeros(1))
+
+
+def test_sums_the_limbs_cannot_carry_go_to_the_reference() -> None:
+    sums = _level_sums(np.random.default_rng(1), 2, 3, 5, 1)
+    assert level_of(sums) is not None
+    big = sums[0]
+    big.g_hi[0, 0, 0] = 2**48  # a sum of 2**80: beyond what the level's limb sums carry
+    assert level_of([big, sums[1]]) is None
+    assert level_of([]) is None
 
 
 def _reference_level(
-    sums: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    sums: list[FixedSums],
     cands: list[tuple[int, ...]],
     votes: list[list[int]],
     inherited: list[ref.Totals | None],
     last: bool,
     params: ref.Params,
+    credits: list[ref.Credit] | None = None,
 ) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
-    party = _party()
-    hists = [party.messages(s, cands) for s in sums]
+    hists = [messages_of(s, cands) for s in sums]
     results, totals = [], []
     for j, inh in enumerate(inherited):
         node = [h[j] for h in hists]
-        results.append(ref.resolve_node(node, votes[j], inh, last, params))
+        results.append(ref.resolve_node(node, votes[j], inh, last, params, credits))
         agg = ref.aggregate(node)
         totals.append(inh if inh is not None else ref.Totals(sum(agg.g[0]), sum(agg.h[0]), sum(agg.n[0])))
     return results, totals
@@ -84,42 +100,53 @@ def _reference_level(
 def test_levels_resolve_as_resolve_node_does(seed: int) -> None:
     rng = np.random.default_rng(seed)
     m, k, nbins, features = int(rng.integers(1, 6)), int(rng.integers(1, 9)), int(rng.integers(2, 9)), 6
-    sums = _level_sums(rng, m, k, nbins, float(10.0 ** rng.integers(-3, 4)))
+    sums = _level_sums(rng, m, k, nbins, int(10 ** rng.integers(0, 4)))
     cands = [tuple(int(f) for f in rng.choice(features, 2, replace=bool(rng.random() < 0.2))) for _ in range(k)]
     votes = rng.integers(-1, features, (k, m)).tolist()
     inherited = [
         None if rng.random() < 0.4 else ref.Totals(int(g) * 10**5, 10**19, int(n))
         for g, n in zip(rng.integers(-(10**15), 10**15, k), rng.integers(1, 99, k), strict=True)
     ]
+    credits = [
+        ref.Credit(*(int(c) for c in rng.integers(ONE // 2, 2 * ONE, 3))) if rng.random() < 0.7 else ref.NEUTRAL
+        for _ in range(m)
+    ]
     for hessian in (ref.HESSIAN_SECOND_ORDER, ref.HESSIAN_COUNT):
         for lam, min_rows in ((ONE // 10, 1), (0, 1), (ONE, 4), (0, 15)):
             params = ref.Params(lam, ONE // 10, min_rows, ONE // 2, hessian)
             for last in (False, True):
-                level = quantise_level(sums)
+                level = level_of(sums)
                 assert level is not None
-                got = resolve_level(level, cands, votes, inherited, last, params)
-                assert got == _reference_level(sums, cands, votes, inherited, last, params)
+                for cr in (None, credits):
+                    got = resolve_level(level, cands, votes, inherited, last, params, cr)
+                    assert got == _reference_level(sums, cands, votes, inherited, last, params, cr)
 
 
 def test_resolve_level_splits_and_pays_like_the_reference_on_a_clear_split() -> None:
     """A level where every node splits: the Shapley values and contributions are the reference's."""
-    g = np.zeros((1, 2, 3))
-    g[0, 0] = [-4.0, 0.0, 4.0]
-    h = np.ones((1, 2, 3))
+    g = np.zeros((1, 2, 3), dtype=object)
+    g[0, 0] = [-4 * ONE, 0, 4 * ONE]
+    h = np.full((1, 2, 3), ONE, dtype=object)
     n = np.full((1, 2, 3), 10, dtype=np.int64)
-    sums = [(g, h, n), (g * 0.5, h, n)]
+    sums = [_fixed(g, h, n), _fixed(g // 2, h, n)]
     params = ref.Params(ONE // 10, ONE // 10, 1, ONE, ref.HESSIAN_SECOND_ORDER)
-    level = quantise_level(sums)
+    level = level_of(sums)
     assert isinstance(level, FixedLevel)
     results, _ = resolve_level(level, [(3, 1)], [[3, 1]], [None], False, params)
     assert results[0].split is not None and results[0].split.feature == 3
     assert results[0].kappa[0] == results[0].split.gain and results[0].kappa[1] == 0
     assert (results, _) == _reference_level(sums, [(3, 1)], [[3, 1]], [None], False, params)
+    # credited at half their gradients, the parties' voting contribution follows the credited gain
+    half = [ref.Credit(ONE // 2, ONE, ONE)] * 2
+    credited, _ = resolve_level(level, [(3, 1)], [[3, 1]], [None], False, params, half)
+    assert credited[0].split == results[0].split
+    assert 0 < credited[0].kappa[0] < results[0].kappa[0]
+    assert credited[0].kappa[0] == credited[0].credited_gain
 
 
 def test_resolve_level_needs_a_valid_min_rows() -> None:
-    sums = _level_sums(np.random.default_rng(2), 2, 1, 3, 1.0)
-    level = quantise_level(sums)
+    sums = _level_sums(np.random.default_rng(2), 2, 1, 3, 1)
+    level = level_of(sums)
     assert level is not None
     with pytest.raises(ValueError, match="min_rows"):
         resolve_level(level, [(0, 1)], [[0, 0]], [None], False, ref.Params(ONE, ONE, 0, ONE))

@@ -1,14 +1,26 @@
-"""The endorsement check: equation 11, the level overlap the threshold applies to, and the verifier's estimate."""
+"""The endorsement check: the statistical test and its stated error rate, the credit, equation 11, the estimate."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 
-from ledger.reference import NodeHistograms
-from node.histogram import BinnedRows
+from ledger import reference as ref
+from node.histogram import BinnedRows, FixedRows, RowGroups
 from node.psd import build_psd
-from node.verify import endorsement_overlap, estimate_histograms, level_overlap, overlap, relative_differences
+from node.verify import (
+    Claims,
+    PartyEstimator,
+    check,
+    check_overlap,
+    count_bound,
+    estimate_histograms,
+    level_overlap,
+    overlap,
+    relative_differences,
+)
 from node.weights import distribution_weights
 
 
@@ -67,11 +79,116 @@ def test_verifier_estimate_reproduces_the_other_partys_counts_where_the_psd_is_e
 
 
 def test_an_all_zero_level_is_endorsed_and_anything_else_is_measured() -> None:
-    zero = NodeHistograms((0, 1), ((0, 0), (0, 0)), ((0, 0), (0, 0)), ((0, 0), (0, 0)))
-    est_g, est_n = np.array([[[0.4, 0.1], [0.2, 0.3]]]), np.array([[[2.0, 1.0], [1.0, 2.0]]])
-    claimed = np.zeros((1, 2, 2))
-    assert level_overlap(claimed, claimed, est_g, est_n) == pytest.approx(1.0)  # what the bare overlap says
-    assert endorsement_overlap([zero], claimed, claimed, est_g, est_n) == 0.0  # a null player: signed
-    stray = NodeHistograms((0, 1), ((0, 0), (0, 0)), ((0, 0), (0, 0)), ((0, 1), (0, 0)))  # one row somewhere
-    n = np.array([[[0.0, 1.0], [0.0, 0.0]]])
-    assert endorsement_overlap([stray], claimed, n, est_g, est_n) == level_overlap(claimed, n, est_g, est_n) > 0.3
+    rows = BinnedRows(np.array([[1, 2], [2, 1], [1, 1]], dtype=np.uint8), 3)
+    est = PartyEstimator.build(np.ones(3), np.zeros(3, dtype=np.int64), 1, 0.0, 3.0)
+    k_of_row, cands, g = np.zeros(3, dtype=np.int64), np.array([[0, 1]]), np.array([0.4, -0.2, 0.1])
+    zero = Claims(np.zeros((1, 2, 3)), np.zeros((1, 2, 3)), np.zeros((1, 2, 3)))
+    assert check_overlap(rows, k_of_row, cands, g, est, zero, 0.3).sign  # a null player: signed
+    n = np.zeros((1, 2, 3))
+    n[0, 0, 1] = 1.0  # one row somewhere the estimate does not expect it
+    stray = Claims(np.zeros((1, 2, 3)), np.zeros((1, 2, 3)), n)
+    verdict = check_overlap(rows, k_of_row, cands, g, est, stray, 0.3)
+    assert not verdict.sign and verdict.z["overlap"] > 0.3 and "threshold" in verdict.reasons[0]
+
+
+# ------------------------------------------------------------------------------------ the statistical test
+
+
+def _federation(rng: np.random.Generator, rows: int, features: int = 4, bins: int = 6):  # type: ignore[no-untyped-def]
+    """Two parties drawn from one logistic model: a verifier (rows, W from the other's PSD) and the checked party's
+    exact histograms of one open node, at random scores (a tree past the first)."""
+    X = rng.integers(0, bins, (2 * rows, features))
+    y = (rng.random(2 * rows) < 1 / (1 + np.exp(-(X[:, 0] - bins / 2) * 0.6))).astype(float)
+    score = rng.normal(scale=0.5, size=2 * rows)
+    p = 1 / (1 + np.exp(-score))
+    g, h = p - y, p * (1 - p)
+    lows, highs = np.zeros(features + 1), np.append(np.full(features, bins - 1.0), 1.0)
+    mine, theirs = np.arange(rows), np.arange(rows, 2 * rows)
+    psds = [
+        build_psd(
+            X[i].astype(float),
+            y[i],
+            lows,
+            highs,
+            depth=4,
+            max_rows=50,
+            epsilon=1.0,
+            rng=np.random.default_rng(int(rng.integers(1 << 30))),
+            label_first=True,
+        )
+        for i in (mine, theirs)
+    ]
+    W, _ = distribution_weights(X[mine].astype(float), y[mine], psds, 1.0)
+    scale = 2.0  # psd_budget(1.0, 4, 5).leaf_scale
+    est = PartyEstimator.build(
+        W[:, 1], psds[1].leaf_of(X[mine].astype(float), y[mine]), psds[1].num_leaves, scale, psds[1].total
+    )
+    slots = (X + 1).astype(np.uint8)
+    verifier = BinnedRows(slots[mine], bins + 1)
+    party = BinnedRows(slots[theirs], bins + 1)
+    cands = np.array([[0, 1]])
+    sums = party.group_candidates_fixed(RowGroups.everything(rows), cands, FixedRows.of(g[theirs], h[theirs]))
+    claims = Claims.from_limbs(sums.g_hi, sums.g_lo, sums.h_hi, sums.h_lo, sums.n)
+    return verifier, np.zeros(rows, dtype=np.int64), cands, g[mine], h[mine], est, claims
+
+
+def test_honest_refusals_stay_within_the_stated_rate() -> None:
+    """On a null the model describes (both parties drawn alike), a check at alpha refuses at most about alpha of
+    the time: 200 independent federations at alpha = 0.05 (each test at 0.01)."""
+    rng = np.random.default_rng(7)
+    refused = 0
+    for _ in range(200):
+        verifier, k, cands, g, h, est, claims = _federation(rng, 400)
+        refused += not check(verifier, k, cands, g, h, est, claims, 0.05, root=True).sign
+    # binomial(200, 0.05): mean 10, sd 3.1; the variance model is conservative, so far fewer in practice
+    assert refused <= 20
+
+
+def test_stretched_flipped_and_counted_histograms_are_refused() -> None:
+    rng = np.random.default_rng(3)
+    verifier, k, cands, g, h, est, claims = _federation(rng, 3000)
+    honest = check(verifier, k, cands, g, h, est, claims, 1e-9, root=True)
+    assert honest.sign, honest.reasons
+    cases = {
+        "gradient sums": Claims(claims.g * 2, claims.h, claims.n),
+        "run against": Claims(-claims.g, claims.h, claims.n),
+        "hessian sums": Claims(claims.g, claims.h * 2, claims.n),
+        "more rows than the party's PSD": Claims(claims.g, claims.h, claims.n * 2),
+    }
+    for reason, attacked in cases.items():
+        verdict = check(verifier, k, cands, g, h, est, attacked, 1e-9, root=True)
+        assert not verdict.sign and any(reason in r for r in verdict.reasons), (reason, verdict.reasons)
+
+
+def test_a_stretch_is_credited_back_to_what_it_was() -> None:
+    """The attested credit is homogeneous: histograms times F are credited at 1/F of the honest credit, so what
+    the contract credits (sums times credit) does not depend on F."""
+    rng = np.random.default_rng(4)
+    verifier, k, cands, g, h, est, claims = _federation(rng, 2000)
+    honest = check(verifier, k, cands, g, h, est, claims, 1e-9, root=False).credit
+    assert abs(honest.g / ref.ONE - 1) < 0.2 and abs(honest.h / ref.ONE - 1) < 0.05
+    for factor in (1.1, 1.5, 4.0):
+        stretched = Claims(claims.g * factor, claims.h * factor, claims.n)
+        got = check(verifier, k, cands, g, h, est, stretched, 1e-9, root=False).credit
+        assert got.g * factor == pytest.approx(honest.g, rel=1e-9)
+        assert got.h * factor == pytest.approx(honest.h, rel=1e-9)
+        assert got.n == honest.n
+
+
+def test_the_psd_count_bound_holds_its_rate() -> None:
+    """``count_bound`` is a Chernoff bound on a sum of Laplace noises: exceeded at most alpha of the time."""
+    rng = np.random.default_rng(5)
+    for leaves, scale, alpha in ((20, 2.0, 0.01), (256, 2.0, 0.001), (1, 1.0, 0.05)):
+        t = count_bound(leaves, scale, alpha)
+        sums = rng.laplace(0.0, scale, (200_000, leaves)).sum(axis=1)
+        assert np.mean(sums >= t) <= alpha
+        assert t > scale * math.sqrt(2 * leaves)  # above one standard deviation: a real tail bound
+    assert count_bound(10, 0.0, 0.01) == 0.0
+
+
+def test_the_check_refuses_a_bad_rate_and_bad_shapes() -> None:
+    verifier, k, cands, g, h, est, claims = _federation(np.random.default_rng(6), 100)
+    with pytest.raises(ValueError, match="false-refusal rate"):
+        check(verifier, k, cands, g, h, est, claims, 1.5, root=True)
+    with pytest.raises(ValueError, match="claims of shape"):
+        check(verifier, k, cands, g, h, est, Claims(claims.g[:, :1], claims.h, claims.n), 0.01, root=True)

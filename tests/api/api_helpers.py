@@ -13,9 +13,9 @@ from api.service import Backend
 from ledger.client import ChainClient
 from ledger.contracts import TaskConfig, TaskContract
 from ledger.edges import encode_edges
-from ledger.federation import run_level
+from ledger.federation import RowSource, run_level
 from ledger.forwarder import Forwarder
-from ledger.reference import ONE, NodeHistograms
+from ledger.reference import ONE
 
 EDGES = encode_edges([[0.25, 0.5, 0.75]] * 3)
 """Bin edges of the test tasks: 3 features, 4 bins."""
@@ -46,7 +46,8 @@ CREATE = {
 
 
 def trained_task(chain: ChainClient, task: TaskContract, seed: int = 0, reward: int = 10**18) -> tuple[int, list[Any]]:
-    """A completed 2-party, 2-tree, depth-2 task driven directly through the contract with random histograms."""
+    """A completed 2-party, 2-tree, depth-2 task driven directly through the contract with the histograms of
+    synthetic rows."""
     rng = random.Random(seed)
     cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=2, max_parties=2, lam=ONE, step_blocks=5)
     requester = chain.new_account(10**21)
@@ -57,17 +58,13 @@ def trained_task(chain: ChainClient, task: TaskContract, seed: int = 0, reward: 
         task.join(p, tid, b"psd" + bytes([i]), f"http://p{i}.example")
         task.approve(requester, tid, p.address)
     task.start(requester, tid, EDGES)
+    rows = RowSource(rng, [p.address for p in parties], 50, 3, cfg.bins + 1)
     while task.state(tid).status == 2:
-        nodes = task.state(tid).open_nodes()
-        votes = {p.address: [rng.randint(0, 2) for _ in nodes] for p in parties}
-
-        def source(a: str, node: int, feats: tuple[int, int]) -> NodeHistograms:
-            g = tuple(tuple(rng.randint(-5 * ONE, 5 * ONE) for _ in range(5)) for _ in range(2))
-            h = tuple(tuple(rng.randint(ONE, 3 * ONE) for _ in range(5)) for _ in range(2))
-            n = tuple(tuple(rng.randint(1, 12) for _ in range(5)) for _ in range(2))
-            return NodeHistograms(feats, g, h, n)
-
-        run_level(task, tid, parties, votes, source, resolver)
+        st = task.state(tid)
+        if st.level == 0:
+            rows.start_tree(st.tree)
+        votes = {p.address: [rng.randint(0, 2) for _ in st.open_nodes()] for p in parties}
+        rows.follow(run_level(task, tid, parties, votes, rows, resolver))
     return tid, [requester, *parties]
 
 

@@ -12,7 +12,9 @@ from ledger import reference as ref
 from ledger.client import ChainClient
 from ledger.contracts import TaskConfig, TaskContract
 from ledger.edges import encode_edges
-from ledger.federation import LevelOutcome
+from ledger.federation import LevelOutcome, RowSource
+
+__all__ = ["RowSource"]
 from ledger.reference import ONE, NodeHistograms
 
 
@@ -55,12 +57,24 @@ EDGES = encode_edges([[0.25, 0.5, 0.75]] * 5)
 """Encoded bin edges for the test tasks (the contract hashes and emits them; the chain model decodes them)."""
 
 
-def random_hist(rng: random.Random, features: tuple[int, int], nbins: int) -> NodeHistograms:
-    """A plausible party histogram: gradients of both signs, non-negative hessians and counts."""
-    g = tuple(tuple(rng.randint(-5 * ONE, 5 * ONE) for _ in range(nbins)) for _ in range(2))
-    h = tuple(tuple(rng.randint(0, 3 * ONE) for _ in range(nbins)) for _ in range(2))
-    n = tuple(tuple(rng.randint(0, 12) for _ in range(nbins)) for _ in range(2))
-    return NodeHistograms(features, g, h, n)
+def random_hist(rng: random.Random, features: tuple[int, int], nbins: int, first_tree: bool = True) -> NodeHistograms:
+    """Histograms that keep every exact rule (``ledger.histogram_rules``) at a tree's root: the sums of a few random
+    logistic rows (at score 0 in the first tree), the same rows in both candidates. For guards that need one valid
+    submission."""
+    rows = [
+        (rng.randrange(nbins), rng.randrange(nbins), 0.5 if first_tree else rng.random(), rng.random() < 0.3)
+        for _ in range(12)
+    ]
+    g = [[0] * nbins for _ in range(2)]
+    h = [[0] * nbins for _ in range(2)]
+    n = [[0] * nbins for _ in range(2)]
+    for b0, b1, p, y in rows:
+        qg, qh = ref.to_fixed(p - y), ref.to_fixed(p * (1 - p))
+        for k, b in enumerate((b0, b1)):
+            g[k][b] += qg
+            h[k][b] += qh
+            n[k][b] += 1
+    return NodeHistograms(features, tuple(map(tuple, g)), tuple(map(tuple, h)), tuple(map(tuple, n)))
 
 
 @dataclass
@@ -72,16 +86,21 @@ class Replay:
     totals: dict[tuple[int, int], ref.Totals] = field(default_factory=dict)
     contributions: dict[str, int] = field(default_factory=dict)
     results: dict[tuple[int, int], ref.NodeResult] = field(default_factory=dict)
+    credits: dict[str, ref.Credit] = field(default_factory=dict)
+    """Each party's credit for the current tree (neutral when absent)."""
 
-    def level(self, out: LevelOutcome) -> None:
-        """Resolve every open node of ``out`` with ``reference.resolve_node``."""
+    def level(self, out: LevelOutcome, rows: RowSource | None = None) -> None:
+        """Resolve every open node of ``out`` with ``reference.resolve_node`` (routing ``rows`` along the splits)."""
         last = out.level == self.depth - 1
         for idx, node in enumerate(out.open_nodes):
             hists = [out.hists[a][idx] for a in out.submitters]
             votes = [out.votes[a][idx] for a in out.submitters]
             inherited = self.totals.get((out.tree, node)) if node != 1 else None
-            res = ref.resolve_node(hists, votes, inherited, last, self.params)
+            credits = [self.credits.get(a, ref.NEUTRAL) for a in out.submitters]
+            res = ref.resolve_node(hists, votes, inherited, last, self.params, credits)
             self.results[(out.tree, node)] = res
+            if rows is not None and res.split is not None:
+                rows.split(node, res.split.feature, res.split.threshold)
             if res.left is not None and res.right is not None:
                 self.totals[(out.tree, 2 * node)] = res.left
                 self.totals[(out.tree, 2 * node + 1)] = res.right

@@ -10,14 +10,13 @@ import random
 from typing import Any
 
 import pytest
-from chain_helpers import open_task, random_hist
+from chain_helpers import RowSource, open_task, random_hist
 
 from ledger.abi_codec import function_coders
 from ledger.client import ChainClient
 from ledger.contracts import TaskConfig, TaskContract, resolution_calldata
 from ledger.errors import ContractRevert
 from ledger.federation import run_level
-from ledger.reference import NodeHistograms
 
 pytestmark = pytest.mark.chain
 
@@ -36,14 +35,14 @@ def test_events_decode_as_web3_does(anvil_client: ChainClient, artifacts: dict) 
     cfg = TaskConfig(trees=1, depth=2, bins=3, min_parties=3, max_parties=3, min_rows=1, lam=0)
     fed = open_task(anvil_client, task, cfg, 3, reward=10**18)
     rng = random.Random(3)
-    cache: dict[tuple[str, int], NodeHistograms] = {}
-
-    def source(a: str, node: int, feats: tuple[int, int]) -> NodeHistograms:
-        return cache.setdefault((a, node), random_hist(rng, feats, cfg.bins + 1))
-
+    source = RowSource(rng, [p.address for p in fed.parties], 40, fed.num_features, cfg.bins + 1)
+    source.start_tree(0)
     while task.state(fed.task_id).tree == 0 and task.state(fed.task_id).status.name == "TRAINING":
         width = len(task.state(fed.task_id).open_nodes())
-        run_level(task, fed.task_id, fed.parties, {p.address: [0] * width for p in fed.parties}, source, fed.resolver)
+        out = run_level(
+            task, fed.task_id, fed.parties, {p.address: [0] * width for p in fed.parties}, source, fed.resolver
+        )
+        source.follow(out)
     raw = anvil_client.w3.eth.get_logs({"address": task.address, "fromBlock": 0, "toBlock": "latest"})
     names = set()
     for log in raw:
@@ -68,7 +67,10 @@ def test_calldata_encodes_as_web3_does(anvil_client: ChainClient) -> None:
         ("join", (3, b"psd bytes", "http://party.example:8080/")),
         ("approve", (3, acct.address)),
         ("submitVotes", (1, 2, 3, [-1, 0, 5, 122])),
-        ("submitHistograms", (1, 0, 2, [-(2**255), 2**255 - 1, 0, -1], [b"\x02" * 65, b"\x03" * 65])),
+        (
+            "submitHistograms",
+            (1, 0, 2, [-(2**255), 2**255 - 1, 0, -1], [(b"\x02" * 65, 1, 2**80 - 1, 0), (b"\x03" * 65, 5, 6, 7)]),
+        ),
         ("resolveNodes", (1, [5, 4], g, h, n, proofs)),
         ("resolveNode", (1, 4, g[: len(g) // 2], h[: len(h) // 2], n[: len(n) // 2], proofs[: len(proofs) // 2])),
     ]
@@ -79,8 +81,9 @@ def test_calldata_encodes_as_web3_does(anvil_client: ChainClient) -> None:
         assert ours == theirs, name
     # arguments the codec does not take as given fall back to web3 (a hex string for bytes32)
     hexroot = "0x" + "ab" * 32
-    ours = anvil_client.encode_call(task.contract, "endorsementDigest", (1, 2, 3, acct.address, hexroot))
-    assert ours == task.contract.functions.endorsementDigest(1, 2, 3, acct.address, hexroot)._encode_transaction_data()
+    args = (1, 2, 3, acct.address, hexroot, [4, 5, 6])
+    ours = anvil_client.encode_call(task.contract, "endorsementDigest", args)
+    assert ours == task.contract.functions.endorsementDigest(*args)._encode_transaction_data()
 
 
 def test_view_calls_decode_as_web3_does(chain: ChainClient) -> None:
@@ -98,7 +101,7 @@ def test_view_calls_decode_as_web3_does(chain: ChainClient) -> None:
         ("owed", (fed.task_id, p)),
         ("taskCount", ()),
         ("trustedForwarder", ()),
-        ("endorsementDigest", (fed.task_id, 0, 0, p, b"\x07" * 32)),
+        ("endorsementDigest", (fed.task_id, 0, 0, p, b"\x07" * 32, [10**18, 2, 3])),
     ]
     for name, args in views:
         ours = chain.call(task.contract, name, *args)

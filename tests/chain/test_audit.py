@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chain_helpers import EDGES, Federation, open_task, random_hist, random_votes
+from chain_helpers import EDGES, Federation, RowSource, open_task, random_votes
 from eth_abi import encode as abi_encode
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
 
 from deploy.cli import main
 from ledger import reference as ref
+from ledger.abi_codec import canonical_type
 from ledger.anvil import free_port
 from ledger.audit import (
     AuditInput,
@@ -33,7 +34,7 @@ from ledger.audit import (
     read_task,
 )
 from ledger.client import ChainClient, Event, TxResult
-from ledger.contracts import Status, TaskConfig, TaskContract, level_nodes
+from ledger.contracts import Endorsement, Status, TaskConfig, TaskContract, level_nodes
 from ledger.encoding import node_block
 from ledger.federation import quorum, run_level
 from ledger.reference import ONE, NodeHistograms
@@ -90,11 +91,13 @@ class RelayingTask(TaskContract):
         tree: int,
         level: int,
         hists: Sequence[NodeHistograms],
-        signatures: Sequence[bytes],
+        endorsements: Sequence[Endorsement],
     ) -> TxResult:
         data = [x for h in hists for x in node_block(h)]
-        res = self._relay(sender, "submitHistograms", task_id, tree, level, data, list(signatures))
-        return res if res is not None else super().submit_histograms(sender, task_id, tree, level, hists, signatures)
+        res = self._relay(sender, "submitHistograms", task_id, tree, level, data, [e.as_tuple() for e in endorsements])
+        if res is not None:
+            return res
+        return super().submit_histograms(sender, task_id, tree, level, hists, endorsements)
 
 
 @dataclasses.dataclass
@@ -122,28 +125,28 @@ def trained(anvil_client: ChainClient) -> Trained:
     relaying = RelayingTask(task, fed.parties[0].address, fed.resolver) if has_forwarder else None
     rng = random.Random(5)
     silent = {0: ((), (1,)), 1: ((2,), ())}  # level 0: party 1 sends no histograms; level 1: party 2 does not vote
+    rows = RowSource(rng, [p.address for p in fed.parties], 60, fed.num_features, cfg.bins + 1)
+    taking_part = list(fed.parties)  # a silent party takes no further part (it still endorses)
     step = 0
     while task.state(fed.task_id).status == Status.TRAINING:
         st = task.state(fed.task_id)
-        votes = random_votes(rng, fed.parties, len(st.open_nodes()), fed.num_features)
-        cache: dict[tuple[str, int], NodeHistograms] = {}
-
-        def source(a: str, node: int, feats: tuple[int, int], c: dict[Any, NodeHistograms] = cache) -> NodeHistograms:
-            if (a, node) not in c:
-                c[(a, node)] = random_hist(rng, feats, cfg.bins + 1)
-            return c[(a, node)]
-
+        if st.level == 0:
+            rows.start_tree(st.tree)
+        votes = random_votes(rng, taking_part, len(st.open_nodes()), fed.num_features)
         sv, sh = silent.get(step, ((), ()))
-        run_level(
+        out = run_level(
             relaying or task,
             fed.task_id,
-            fed.parties,
+            taking_part,
             votes,
-            source,
+            rows,
             fed.resolver,
             silent_votes={fed.parties[i].address for i in sv},
             silent_hists={fed.parties[i].address for i in sh},
+            endorsers=fed.parties,
         )
+        rows.follow(out)
+        taking_part = [p for p in fed.parties if p.address in out.submitters]
         step += 1
     task.withdraw(fed.requester, fed.task_id)  # a Withdrawn event: owed must be assigned minus withdrawn
     return Trained(client, fed, client.block_number, cfg, relaying.relayed_txs if relaying else [])
@@ -259,16 +262,16 @@ def test_tampered_contribution_in_storage(
     _, _, psd_hash, contribution = fed.task.member(fed.task_id, party)
     assert contribution != 0
 
-    def member_slot(base: int) -> int:  # Member: packed header, psdHash, histRoot, contribution, votes
+    def member_slot(base: int) -> int:  # Member: two packed words, psdHash, histRoot, contribution, votes
         return _mapping_slot(party, _mapping_slot(fed.task_id, base))
 
     base = _find_base(
         lambda b: (
-            _storage(client, fed.task.address, member_slot(b) + 1) == int.from_bytes(psd_hash, "big")
-            and _storage(client, fed.task.address, member_slot(b) + 3) == contribution % 2**256
+            _storage(client, fed.task.address, member_slot(b) + 2) == int.from_bytes(psd_hash, "big")
+            and _storage(client, fed.task.address, member_slot(b) + 4) == contribution % 2**256
         )
     )
-    slot = member_slot(base) + 3
+    slot = member_slot(base) + 4
     restore_storage.append((slot, contribution))
     _set_storage(client, fed.task.address, slot, contribution + 7)
     assert fed.task.contribution(fed.task_id, party) == contribution + 7
@@ -426,19 +429,28 @@ def test_tampered_signature_byte(copy: AuditInput) -> None:
     copy.calls[key] = [dataclasses.replace(call, signatures=(bytes(sig), *call.signatures[1:]))]
     m = audit_events(copy).mismatch
     assert m is not None and m.field == "endorsement 0 signer"
+    # a credit other than the one signed recovers to another address as well
+    better = (dataclasses.replace(call.credits[0], g=call.credits[0].g + 1), *call.credits[1:])
+    copy.calls[key] = [dataclasses.replace(call, credits=better)]
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "endorsement 0 signer"
     assert (m.tree, m.level, m.party) == (0, 0, to_checksum_address(ev.args["party"]))
 
 
 def test_missing_and_duplicate_signatures(copy: AuditInput) -> None:
     _, key = _first_submission(copy)
     call = copy.calls[key][0]
-    copy.calls[key] = [dataclasses.replace(call, signatures=call.signatures[:-1])]
+    copy.calls[key] = [_endorsed(call, call.signatures[:-1], call.credits[:-1])]
     m = audit_events(copy).mismatch
     assert m is not None and m.field == "endorsements (quorum)" and m.recorded == quorum(4) - 1
-    copy.calls[key] = [dataclasses.replace(call, signatures=(*call.signatures, call.signatures[0]))]
+    copy.calls[key] = [_endorsed(call, (*call.signatures, call.signatures[0]), (*call.credits, call.credits[0]))]
     m = audit_events(copy).mismatch
     assert m is not None and m.field == f"endorsement {len(call.signatures)} signer"
     assert m.expected == "no duplicate endorser"
+
+
+def _endorsed(call: SubmitCall, signatures: Sequence[bytes], credits: Sequence[ref.Credit]) -> SubmitCall:
+    return dataclasses.replace(call, signatures=tuple(signatures), credits=tuple(credits))
 
 
 def test_digest_binds_chain_and_contract(record: AuditInput) -> None:
@@ -478,9 +490,10 @@ def test_submit_call_found_inside_relayed_calldata(record: AuditInput, trained: 
     """A relayed request carries the call (with the signer appended, ERC-2771) inside an outer call's bytes."""
     call = next(iter(record.calls.values()))[0]
     abi = next(i for i in trained.client.artifacts["FGBDTChain"].abi if i.get("name") == "submitHistograms")
-    types = [i["type"] for i in abi["inputs"]]
+    types = [canonical_type(i) for i in abi["inputs"]]
     selector = keccak(text=f"submitHistograms({','.join(types)})")[:4]
-    inner = selector + abi_encode(types, [call.task_id, call.tree, call.level, list(call.data), list(call.signatures)])
+    endorsements = [(s, c.g, c.h, c.n) for s, c in zip(call.signatures, call.credits, strict=True)]
+    inner = selector + abi_encode(types, [call.task_id, call.tree, call.level, list(call.data), endorsements])
     outer = keccak(text="execute(bytes)")[:4] + abi_encode(["bytes"], [inner + b"\x11" * 20])
     assert find_submit_calls(outer, selector, types) == [call]
     assert isinstance(call, SubmitCall) and find_submit_calls(b"\x00" * 8, selector, types) == []
@@ -518,7 +531,7 @@ def test_decoy_call_in_the_same_transaction(copy: AuditInput) -> None:
     call that carried the valid set; a transaction with only bad sets is reported."""
     _, key = _first_submission(copy)
     call = copy.calls[key][0]
-    decoy = dataclasses.replace(call, signatures=call.signatures[:1])
+    decoy = _endorsed(call, call.signatures[:1], call.credits[:1])
     copy.calls[key] = [decoy, call]
     assert audit_events(copy).ok
     copy.calls[key] = [decoy]

@@ -7,12 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from chain_helpers import EDGES, Federation, open_task, random_hist
+from chain_helpers import EDGES, Federation, RowSource, open_task, random_hist
 from eth_account import Account
 
+from ledger import reference as ref
 from ledger.client import ChainClient
-from ledger.contracts import Phase, Status, TaskConfig, TaskContract
-from ledger.encoding import endorsement_digest, merkle_root, node_hash, sign_endorsement
+from ledger.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
+from ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from ledger.errors import ContractRevert
 from ledger.federation import run_level
 from ledger.reference import ONE, NodeHistograms
@@ -124,18 +125,34 @@ def test_endorsement_guards(chain: ChainClient, fed: Federation) -> None:
         t.endorse(others[1], tid, 0, 0, others[0].address, hists),
         t.endorse(others[1], tid, 0, 1, p.address, hists),
         t.endorse(others[1], tid + 1, 0, 0, p.address, hists),
-        sign_endorsement(others[1].key, endorsement_digest(chain.chain_id + 1, t.address, tid, 0, 0, p.address, root)),
-        sign_endorsement(others[1].key, endorsement_digest(chain.chain_id, p.address, tid, 0, 0, p.address, root)),
+        Endorsement(
+            sign_endorsement(
+                others[1].key, endorsement_digest(chain.chain_id + 1, t.address, tid, 0, 0, p.address, root)
+            )
+        ),
+        Endorsement(
+            sign_endorsement(others[1].key, endorsement_digest(chain.chain_id, p.address, tid, 0, 0, p.address, root))
+        ),
     ]
     for bad in replays:
         reverts("EndorserNotMember", t.submit_histograms, p, tid, 0, 0, hists, [good[0], bad])
     # different histograms than endorsed: the signatures no longer match
     other = _hists(fed, seed=2)
     reverts("EndorserNotMember", t.submit_histograms, p, tid, 0, 0, other, good[:2])
-    high_s = bytearray(good[1])
+    high_s = bytearray(good[1].signature)
     high_s[32:64] = (2**256 - 1).to_bytes(32, "big")
-    reverts("InvalidSignature", t.submit_histograms, p, tid, 0, 0, hists, [good[0], bytes(high_s)])
-    reverts("InvalidSignature", t.submit_histograms, p, tid, 0, 0, hists, [good[0], good[1][:64]])
+    reverts("InvalidSignature", t.submit_histograms, p, tid, 0, 0, hists, [good[0], Endorsement(bytes(high_s))])
+    reverts(
+        "InvalidSignature", t.submit_histograms, p, tid, 0, 0, hists, [good[0], Endorsement(good[1].signature[:64])]
+    )
+    # the credit is signed: claiming a better one than the endorser attested recovers to a stranger
+    better = Endorsement(good[1].signature, ref.Credit(2 * ONE, ONE, ONE))
+    reverts("EndorserNotMember", t.submit_histograms, p, tid, 0, 0, hists, [good[0], better])
+    # credits the contract cannot store are refused before any signature is recovered
+    data = [x for h in hists for x in node_block(h)]
+    raw = [good[0].as_tuple(), (good[1].signature, 2**80, ONE, ONE)]
+    e = reverts("CreditOutOfRange", t.client.transact, t.contract, "submitHistograms", tid, 0, 0, data, raw, sender=p)
+    assert e.args_ == (1,)
     reverts("LengthMismatch", t.submit_histograms, p, tid, 0, 0, hists + hists, good[:2])
     reverts("WrongStep", t.submit_histograms, p, tid, 0, 1, hists, good[:2])
     res = t.submit_histograms(p, tid, 0, 0, hists, good[:2])
@@ -216,17 +233,13 @@ def test_deadlines_skip_missing_party_only_after_deadline(chain: ChainClient, fe
 def test_rewards_withdraw_once(chain: ChainClient, task_contract: TaskContract) -> None:
     cfg = TaskConfig(trees=1, depth=2, bins=3, min_parties=3, max_parties=3, min_rows=1, lam=0)
     fed = open_task(chain, task_contract, cfg, 3, reward=6 * 10**18)
-    rng = random.Random(5)
+    rows = RowSource(random.Random(5), [p.address for p in fed.parties], 40, fed.num_features, cfg.bins + 1)
+    rows.start_tree(0)
     t, tid = fed.task, fed.task_id
     while t.state(tid).status == Status.TRAINING:
         nodes = t.state(tid).open_nodes()
-        run_level(
-            t,
-            tid,
-            fed.parties,
-            {p.address: [0] * len(nodes) for p in fed.parties},
-            lambda a, node, feats: random_hist(rng, feats, cfg.bins + 1),
-            fed.resolver,
+        rows.follow(
+            run_level(t, tid, fed.parties, {p.address: [0] * len(nodes) for p in fed.parties}, rows, fed.resolver)
         )
     owed = {p.address: t.owed(tid, p.address) for p in fed.parties}
     owed[fed.requester.address] = t.owed(tid, fed.requester.address)
@@ -292,13 +305,9 @@ def test_batched_resolution_is_all_or_nothing(chain: ChainClient, task_contract:
     cfg = TaskConfig(trees=1, depth=2, bins=3, min_parties=3, max_parties=3, min_rows=1, lam=0)
     fed = open_task(chain, task_contract, cfg, 3)
     t, tid = fed.task, fed.task_id
-    rng = random.Random(5)
-    cache: dict[tuple[str, int], NodeHistograms] = {}
-
-    def source(a: str, node: int, feats: tuple[int, int]) -> NodeHistograms:
-        return cache.setdefault((a, node), random_hist(rng, feats, cfg.bins + 1))
-
-    run_level(t, tid, fed.parties, {p.address: [0] for p in fed.parties}, source, fed.resolver)
+    source = RowSource(random.Random(5), [p.address for p in fed.parties], 40, fed.num_features, cfg.bins + 1)
+    source.start_tree(0)
+    source.follow(run_level(t, tid, fed.parties, {p.address: [0] for p in fed.parties}, source, fed.resolver))
     assert t.state(tid).open_nodes() == [2, 3]  # the root split
     out = run_level(
         t, tid, fed.parties, {p.address: [1, 0] for p in fed.parties}, source, fed.resolver, resolve_batch=0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from chain_helpers import EDGES, Replay, assert_level_matches, open_task, params_of, random_hist, random_votes
+from chain_helpers import EDGES, Replay, RowSource, assert_level_matches, open_task, params_of, random_votes
 
 from ledger.chain_model import model_from_chain
 from ledger.client import ChainClient
@@ -19,16 +19,28 @@ pytestmark = pytest.mark.chain
 
 def test_table3_through_the_contract(chain: ChainClient, task_contract: TaskContract) -> None:
     """NOTES 11 end to end: two parties, one split level, lambda 0, hessian = count, abstaining votes (so the
-    candidates are features 0 and 1 in that order by the lower-index tie rule)."""
+    candidates are features 0 and 1 in that order by the lower-index tie rule). Squared error, so that each bin's
+    hessian is its count (the exact rules); both candidates hold the same bins, and rank 0 wins the tie."""
     cfg = TaskConfig(
-        trees=1, depth=1, bins=2, hessian_mode=1, tie_break=0, lam=0, min_rows=1, min_parties=2, max_parties=2
+        trees=1,
+        depth=1,
+        bins=2,
+        hessian_mode=1,
+        tie_break=0,
+        objective=1,
+        lam=0,
+        min_rows=1,
+        min_parties=2,
+        max_parties=2,
     )
     fed = open_task(chain, task_contract, cfg, 2, num_features=2)
-    zero = (0, 0, 0)
+    counts = (0, 10, 10)
+    h = (0, 10 * ONE, 10 * ONE)
 
     def table3(scale: int) -> dict[str, NodeHistograms]:
-        h1 = NodeHistograms((0, 1), ((0, 1 * ONE, 2 * ONE), zero), (zero, zero), ((0, 10, 10), zero))
-        h2 = NodeHistograms((0, 1), ((0, -scale * ONE, scale * ONE), zero), (zero, zero), ((0, 10, 10), zero))
+        g1, g2 = (0, 1 * ONE, 2 * ONE), (0, -scale * ONE, scale * ONE)
+        h1 = NodeHistograms((0, 1), (g1, g1), (h, h), (counts, counts))
+        h2 = NodeHistograms((0, 1), (g2, g2), (h, h), (counts, counts))
         return {fed.parties[0].address: h1, fed.parties[1].address: h2}
 
     hists = table3(1)
@@ -84,40 +96,46 @@ def _check_chain_model(task: TaskContract, task_id: int, cfg: TaskConfig) -> Non
 
 
 def _train(
-    chain: ChainClient, task: TaskContract, cfg: TaskConfig, m: int, seed: int, silent: dict, resolve_batch: int = 1
+    chain: ChainClient,
+    task: TaskContract,
+    cfg: TaskConfig,
+    m: int,
+    seed: int,
+    silent: dict,
+    resolve_batch: int = 1,
+    rows_per_party: int = 60,
 ) -> list[int]:
-    """Train a whole task with random votes and histograms, checking every level and the payouts against the
-    reference; returns the number of open nodes of each level."""
+    """Train a whole task with random votes and the histograms of random rows, checking every level and the payouts
+    against the reference; returns the number of open nodes of each level. A party silent once takes no further
+    part (continuity), but still endorses the others."""
     fed = open_task(chain, task, cfg, m, num_features=5, reward=3 * 10**18)
     rng = random.Random(seed)
     replay = Replay(params_of(cfg), cfg.depth)
-    cache: dict[tuple[str, int, int], NodeHistograms] = {}
+    rows = RowSource(rng, [p.address for p in fed.parties], rows_per_party, fed.num_features, cfg.bins + 1)
+    taking_part = list(fed.parties)
     step = 0
     widths: list[int] = []
     while fed.task.state(fed.task_id).status == Status.TRAINING:
         st = fed.task.state(fed.task_id)
+        if st.level == 0:
+            rows.start_tree(st.tree)
         nodes = st.open_nodes()
-        votes = random_votes(rng, fed.parties, len(nodes), fed.num_features)
-
-        def source(a: str, node: int, feats: tuple[int, int], tree: int = st.tree) -> NodeHistograms:
-            key = (a, tree, node)
-            if key not in cache:
-                cache[key] = random_hist(rng, feats, cfg.bins + 1)
-            return cache[key]
-
+        votes = random_votes(rng, taking_part, len(nodes), fed.num_features)
         sv, sh = silent.get(step, ((), ()))
         out = run_level(
             fed.task,
             fed.task_id,
-            fed.parties,
+            taking_part,
             votes,
-            source,
+            rows,
             fed.resolver,
             silent_votes={fed.parties[i].address for i in sv},
             silent_hists={fed.parties[i].address for i in sh},
             resolve_batch=resolve_batch,
+            endorsers=fed.parties,
         )
-        replay.level(out)
+        replay.level(out, rows)
+        taking_part = [p for p in fed.parties if p.address in out.submitters]
         widths.append(len(out.open_nodes))
         assert_level_matches(fed, replay, out)
         step += 1
@@ -168,7 +186,7 @@ def test_deep_tree_wide_levels(anvil_client: ChainClient) -> None:
     """Depth 5: wide levels, Merkle proofs of 4 hashes, padded when a level's width is not a power of two; nodes
     resolved three per ``resolveNodes`` (a level's last batch is shorter)."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
-    cfg = TaskConfig(trees=1, depth=5, bins=5, min_parties=3, max_parties=3, min_rows=46, lam=ONE // 2)
-    widths = _train(anvil_client, task, cfg, 3, seed=23, silent={}, resolve_batch=3)
+    cfg = TaskConfig(trees=1, depth=5, bins=5, min_parties=3, max_parties=3, min_rows=4, lam=ONE // 2)
+    widths = _train(anvil_client, task, cfg, 3, seed=23, silent={}, resolve_batch=3, rows_per_party=200)
     assert len(widths) == 5 and max(widths) > 8
     assert any(w & (w - 1) for w in widths), widths  # some level needs zero-leaf padding

@@ -16,6 +16,7 @@ from ledger.audit import audit_events, read_task
 from ledger.chain_model import model_from_chain
 from ledger.client import ChainClient
 from ledger.contracts import Status, TaskContract
+from node.attacks import Attack
 from node.data import load_train_test
 from node.experiment import Prepared, PrepConfig, prepare, run
 from node.fvtree import TrainParams
@@ -66,25 +67,36 @@ def test_chain_model_equals_simulate(anvil_node: Anvil, e2e_contract: str, toy_c
             assert chain_votes[(rec.tree, rec.level, i)] == rec.votes[i]
 
 
+@pytest.mark.parametrize(
+    ("attack", "refusal"),
+    [
+        (Attack("gradients", 4.0), "the contract refuses these histograms"),  # the first tree's exact rules
+        # a flip keeps every bound (it is a flip of the labels), only the verifiers' test sees it
+        (Attack("sign-flip", 1.0, start_tree=1), "run against this verifier's estimate"),
+    ],
+    ids=["exact-rules", "verifiers"],
+)
 def test_greedy_party_is_refused_and_earns_nothing_extra(
-    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, attack: Attack, refusal: str
 ) -> None:
     prep = _prep(toy_csv)
-    greedy = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path, greedy=1, inflate=4.0, step_blocks=24))
+    greedy = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path, greedy=1, attack=attack, step_blocks=24))
     _, _, honest = run(prep, "fvtree")
-    assert honest is not None
+    sim_report, _, sim = run(prep, "fvtree", attacks={1: attack})
+    assert honest is not None and sim is not None
     rejected = greedy["rejected_histograms"]
-    assert rejected[1] > 0 and rejected[0] == rejected[2] == 0
+    assert rejected == [0, 1, 0]  # refused once, then out of the task
     contributions = [int(c["total_fixed"]) for c in greedy["contributions"]]
     assert contributions[1] < honest.total[1]  # stretching did not pay
-    assert greedy["test_error"] < 0.2  # the others trained a useful model without it
+    assert contributions == sim.total  # the simulator plays the same attack and refusal
+    assert [(r.party, r.tree, r.level) for r in sim.refusals] == [(1, attack.start_tree, 0)]
+    assert greedy["test_error"] == sim_report["test_error"] < 0.2  # the others trained a useful model without it
     log = (tmp_path / "party-1.log").read_text()
-    assert "not below the task's threshold" in log and "declining" in log
-    # it stepped aside each time, so no level waited for its deadline; the audit accepts the declines
+    assert refusal in log and "declining" in log
+    # it stepped aside, so no level waited for its deadline; the audit accepts the decline and the exclusion
     client = ChainClient.connect(anvil_node.url)
     record = read_task(client, e2e_contract, greedy["task"])
-    declines = [e for e in record.events if e.name == "HistogramsDeclined"]
-    assert len(declines) == rejected[1]
+    assert len([e for e in record.events if e.name == "HistogramsDeclined"]) == 1
     report = audit_events(record)
     assert report.ok, report.first_mismatch
 

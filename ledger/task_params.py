@@ -1,0 +1,89 @@
+"""Task parameters by name: the one mapping between what people set and the contract's ``Config``.
+
+Why one module: the command line, the REST API, the requester, the party nodes and the audit all turn named,
+real-valued parameters into the contract's integers (fixed point, mode codes) or back. Done in several places, they
+drifted (the API truncated reals the CLI rounded, so "chain equals simulate" failed for API-created tasks). Here
+every field is converted once: reals by ``reference.to_fixed`` / ``from_fixed``, modes by the name tables of
+``ledger.reference``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger import reference as ref
+from ledger.contracts import TaskConfig
+
+
+@dataclass(frozen=True)
+class TaskParameters:
+    """Every field of a task's ``Config`` by name; reals as floats, modes by name."""
+
+    trees: int = 1
+    depth: int = 3
+    bins: int = 16
+    hessian: ref.HessianModeName = "hessian"
+    tie_break: ref.TieRuleName = "hashed"
+    objective: ref.ObjectiveName = "binary"
+    endorse: ref.EndorseRuleName = "statistical"
+    quorum_num: int = 2
+    quorum_den: int = 3
+    min_parties: int = 2
+    max_parties: int = 16
+    join_blocks: int = 1000
+    step_blocks: int = 50
+    lam: float = 1.0
+    learning_rate: float = 0.1
+    min_rows: int = 1
+    alpha: float = 0.5
+    refusal_rate: float = 1e-9
+    overlap_threshold: float = 0.3
+
+    def config(self) -> TaskConfig:
+        """The contract's ``Config`` (integers, fixed point where real)."""
+        return TaskConfig(
+            trees=self.trees,
+            depth=self.depth,
+            bins=self.bins,
+            hessian_mode=ref.HESSIAN_MODES[self.hessian],
+            tie_break=ref.TIE_RULES[self.tie_break],
+            objective=ref.OBJECTIVES[self.objective],
+            endorse_rule=ref.ENDORSE_RULES[self.endorse],
+            quorum_num=self.quorum_num,
+            quorum_den=self.quorum_den,
+            min_parties=self.min_parties,
+            max_parties=self.max_parties,
+            join_blocks=self.join_blocks,
+            step_blocks=self.step_blocks,
+            lam=ref.to_fixed(self.lam),
+            learning_rate=ref.to_fixed(self.learning_rate),
+            min_rows=self.min_rows,
+            alpha=ref.to_fixed(self.alpha),
+            refusal_rate=ref.to_fixed(self.refusal_rate),
+            overlap_threshold=ref.to_fixed(self.overlap_threshold),
+        )
+
+    @classmethod
+    def of(cls, cfg: TaskConfig) -> TaskParameters:
+        """The named parameters of a contract ``Config``."""
+        return cls(
+            trees=cfg.trees,
+            depth=cfg.depth,
+            bins=cfg.bins,
+            hessian=ref.HESSIAN_MODE_NAMES[cfg.hessian_mode],
+            tie_break=ref.TIE_RULE_NAMES[cfg.tie_break],
+            objective=ref.OBJECTIVE_NAMES[cfg.objective],
+            endorse=ref.ENDORSE_RULE_NAMES[cfg.endorse_rule],
+            quorum_num=cfg.quorum_num,
+            quorum_den=cfg.quorum_den,
+            min_parties=cfg.min_parties,
+            max_parties=cfg.max_parties,
+            join_blocks=cfg.join_blocks,
+            step_blocks=cfg.step_blocks,
+            lam=ref.from_fixed(cfg.lam),
+            learning_rate=ref.from_fixed(cfg.learning_rate),
+            min_rows=cfg.min_rows,
+            alpha=ref.from_fixed(cfg.alpha),
+            refusal_rate=ref.from_fixed(cfg.refusal_rate),
+            overlap_threshold=ref.from_fixed(cfg.overlap_threshold),
+        )
