@@ -149,9 +149,8 @@ class RowSource:
         """Every row at the root, with the tree's (g, h) quantised once per row."""
         self.tree = tree
         for a, y in self.y.items():
-            p: np.ndarray = (
-                np.full(y.shape[0], 0.5) if tree == 0 else self.gen.uniform(0.02, 0.98, size=(y.shape[0],))
-            )
+            rows = y.shape[0]
+            p: np.ndarray = np.full(rows, 0.5) if tree == 0 else self.gen.uniform(0.02, 0.98, size=(rows,))
             self.g[a] = [ref.to_fixed(float(v)) for v in p - y]
             self.h[a] = [ref.to_fixed(float(v)) for v in p * (1 - p)]
             self.node[a] = np.ones(y.shape[0], dtype=np.int64)
