@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bench.stress import stress_data
 from node.data import Dataset, load_train_test
 
 SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
@@ -14,11 +15,17 @@ DATASETS: dict[str, tuple[str, str | None, dict[str, object]]] = {
     "higgs": ("higgs_h2o_train_10k.csv.gz", "higgs_h2o_test_5k.csv.gz", {}),
     "susy": ("susy_bfp_train_10k.csv.gz", "susy_bfp_test_10k.csv.gz", {}),
     "credit": ("UCI_Credit_Card.csv.gz", None, {"label_column": -1, "drop_columns": [0]}),
+    "abalone": ("abalone.gz", None, {"task": "regression"}),
+    "cpusmall": ("cpusmall.gz", None, {"task": "regression"}),
 }
+SYNTHETIC = ("stress",)
+"""Data sets made here rather than read (``bench.stress``), seeded by the run's seed."""
 
 
 def load(name: str, seed: int = 0) -> tuple[Dataset, Dataset]:
     """Train and test sets of a named benchmark data set (the shared copy; a9a falls back to the demo's copy)."""
+    if name == "stress":
+        return stress_data(seed=seed)
     train, test, opts = DATASETS[name]
     base = SHARED
     if name == "a9a" and not (base / train).exists():

@@ -15,7 +15,16 @@ import numpy as np
 from ledger import reference as ref
 from node.histogram import BinnedRows
 from node.psd import PSD
-from node.verify import Claims, PartyEstimator, Verdict, check, check_overlap
+from node.verify import (
+    Claims,
+    Measurement,
+    PartyEstimator,
+    Verdict,
+    VerifierLevel,
+    check_overlap,
+    judge,
+    measure,
+)
 
 quorum = ref.endorsement_quorum
 
@@ -47,11 +56,16 @@ def decide(
     estimator: PartyEstimator,
     claims: Claims,
     root: bool,
-) -> Verdict:
-    """One verifier's verdict on one party's level under the task's rule."""
+    level: VerifierLevel | None = None,
+) -> tuple[Verdict, Measurement | None]:
+    """One verifier's verdict on one party's level under the task's rule, with the statistics it rests on (None
+    under the overlap rule). ``level`` is the verifier's side of the level when already built (it does not depend
+    on the party checked)."""
     if rule.rule == ref.ENDORSE_OVERLAP:
-        return check_overlap(rows, k_of_row, candidates, g, estimator, claims, rule.overlap_threshold)
-    return check(rows, k_of_row, candidates, g, h, estimator, claims, rule.refusal_rate, root=root)
+        return check_overlap(rows, k_of_row, candidates, g, estimator, claims, rule.overlap_threshold), None
+    level = level if level is not None else VerifierLevel.of(rows, k_of_row, candidates, g, h)
+    m = measure(level, estimator, claims, root=root)
+    return judge(m, rule.refusal_rate), m
 
 
 def choose(verdicts: dict[int, Verdict], need: int) -> tuple[list[int], ref.Credit] | None:

@@ -24,7 +24,7 @@ from node.fvtree import Federation, LevelView, TrainParams, TrainResult, params_
 from node.messages import abi_array
 from node.metrics import auc, error_rate, rmse
 from node.model import Model, bin_matrix
-from node.partition import skewed_partition
+from node.partition import feature_skewed, skewed_partition
 from node.psd import build_psd, psd_budget
 from node.verify import PartyEstimator
 from node.weights import distribution_weights
@@ -39,6 +39,9 @@ class PrepConfig:
     parties: int = 4
     theta: float = 0.8
     seed: int = 0
+    feature_skew: float = 0.0
+    """On top of the label skew theta, how strongly the parties of a label group differ in one feature
+    (``node.partition.feature_skewed``): 0 none, 1 disjoint ranges."""
     binning: str = "dp"
     binning_epsilon: float = 1.0
     binning_resolution: int = 64
@@ -148,6 +151,7 @@ def prepare(train: Dataset, test: Dataset, params: TrainParams, config: PrepConf
         raise ValueError("parties must be at least 1")
     start = time.perf_counter()
     parts = skewed_partition(train.y, config.parties, config.theta, config.seed)
+    parts = feature_skewed(parts, train.X, config.parties, config.feature_skew, config.seed)
     if any(len(idx) == 0 for idx in parts):
         raise ValueError(f"{config.parties} parties leave some party without rows ({len(train.y)} training rows)")
     ranges = schema_ranges(train.X)
@@ -221,6 +225,33 @@ def contributions_report(result: TrainResult) -> list[dict[str, Any]]:
     ]
 
 
+def federation(
+    prep: Prepared,
+    algo: str,
+    *,
+    keep_levels: bool = False,
+    attacks: dict[int, Attack] | None = None,
+    observer: Callable[[LevelView], None] | None = None,
+) -> Federation:
+    """The simulated federation ``run`` trains: the prepared parties, the endorsement rule of ``prep.config``
+    (with every verifier's view of every party) and the attacks; ready to ``train`` (in parts, if wanted)."""
+    rule = prep.config.endorsement()
+    weights = prep.weights() if algo == "fvtree" or rule is not None else None
+    fed = Federation(
+        prep.party_slots(),
+        prep.party_y(),
+        prep.params,
+        algo=algo,
+        party_weights=weights if algo == "fvtree" else None,
+        keep_levels=keep_levels,
+        endorsement=rule,
+        estimators=prep.estimators() if rule is not None else None,
+        attacks=attacks,
+    )
+    fed.level_observer = observer
+    return fed
+
+
 def endorsement_report(result: TrainResult, attacks: dict[int, Attack] | None) -> dict[str, Any]:
     """Who stopped taking part and why, each party's mean credit, and the attacks played."""
     trees = max(len(result.credits), 1)
@@ -257,6 +288,7 @@ def run(
         "test_dataset": prep.test.name,
         "parties": c.parties,
         "theta": c.theta,
+        "feature_skew": c.feature_skew,
         "trees": p.trees,
         "depth": p.depth,
         "bins": p.bins,
@@ -290,21 +322,8 @@ def run(
         for key in standalone[0]:
             report[key] = float(np.mean([s[key] for s in standalone]))
     else:
-        rule = c.endorsement()
-        weights = prep.weights() if algo == "fvtree" or rule is not None else None
+        fed = federation(prep, algo, keep_levels=keep_levels, attacks=attacks, observer=observer)
         start = time.perf_counter()
-        fed = Federation(
-            prep.party_slots(),
-            prep.party_y(),
-            p,
-            algo=algo,
-            party_weights=weights if algo == "fvtree" else None,
-            keep_levels=keep_levels,
-            endorsement=rule,
-            estimators=prep.estimators() if rule is not None else None,
-            attacks=attacks,
-        )
-        fed.level_observer = observer
         result = fed.train(progress)
         train_seconds = time.perf_counter() - start
         model = make_model(prep, result, algo)

@@ -34,7 +34,7 @@ from node.messages import level_traffic
 from node.model import Node, Tree
 from node.objective import gradients
 from node.resolve import level_of, resolve_level, top2_level
-from node.verify import Claims, PartyEstimator, Verdict
+from node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures")
 HESSIAN_MODES = ref.HESSIAN_MODES
@@ -156,6 +156,9 @@ class LevelView:
     claims: list[Claims]
     active: list[bool]
     verdicts: list[dict[int, Verdict]]
+    measurements: list[dict[int, Measurement]] = field(default_factory=list)
+    """Per party, each verifier's statistics of its level (statistical rule only): what the benchmark derives the
+    verdicts on stretched histograms from (``Measurement.scaled``)."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +379,8 @@ class Federation:
         self.estimators = estimators
         self.active = [True] * self.m
         self.refusals: list[Refusal] = []
+        self.done_trees = 0
+        self.record = TrainResult([], [0] * self.m, [0] * self.m, [0] * self.m, [], [0] * self.m, [], [], {}, [], [])
         self.seconds: dict[str, float] = {}
         self.level_observer: Callable[[LevelView], None] | None = None
 
@@ -393,46 +398,47 @@ class Federation:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + now - since
         return now
 
-    def train(self, progress: Callable[[int], None] | None = None) -> TrainResult:
-        """Grow ``params.trees`` trees; ``progress(t)`` is called after each tree."""
+    def train(self, progress: Callable[[int], None] | None = None, until: int | None = None) -> TrainResult:
+        """Grow the trees up to ``until`` (default: all ``params.trees``), continuing where an earlier call stopped;
+        ``progress(t)`` is called after each tree. Returns the whole record so far.
+
+        Stopping part-way lets an experiment copy the federation (``copy.deepcopy``) and continue the copies
+        differently, e.g. with one party turning greedy from that tree on."""
         p = self.params
-        phi = [0] * self.m
-        kappa = [0] * self.m
-        total = [0] * self.m
-        per_tree: list[list[int]] = []
-        comm = [0] * self.m
-        trees: list[Tree] = []
-        levels: list[LevelRecord] = []
-        credits: list[list[ref.Credit]] = []
-        for t in range(p.trees):
+        end = p.trees if until is None else until
+        if not self.done_trees <= end <= p.trees:
+            raise ValueError(f"cannot train up to tree {end}: {self.done_trees} of {p.trees} trees are grown")
+        rec = self.record
+        for t in range(self.done_trees, end):
             tree, tree_total, tree_levels, traffic, tree_credits = self._grow_tree(t)
-            for rec in tree_levels:
-                for res in rec.results:
-                    for k, i in enumerate(rec.submitters):
-                        phi[i] += res.phi[k]
-                        kappa[i] += res.kappa[k]
+            for level in tree_levels:
+                for res in level.results:
+                    for k, i in enumerate(level.submitters):
+                        rec.phi[i] += res.phi[k]
+                        rec.kappa[i] += res.kappa[k]
             for i in range(self.m):
-                total[i] += tree_total[i]
-                comm[i] += traffic[i]
-            per_tree.append(tree_total)
-            trees.append(tree)
-            credits.append(tree_credits)
+                rec.total[i] += tree_total[i]
+                rec.comm_bytes[i] += traffic[i]
+            rec.per_tree_total.append(tree_total)
+            rec.trees.append(tree)
+            rec.credits.append(tree_credits)
             if self.keep_levels:
-                levels.extend(tree_levels)
+                rec.levels.extend(tree_levels)
+            self.done_trees = t + 1
             if progress is not None:
                 progress(t)
         return TrainResult(
-            trees,
-            phi,
-            kappa,
-            total,
-            per_tree,
-            comm,
-            [c / p.trees for c in comm],
-            levels,
+            list(rec.trees),
+            list(rec.phi),
+            list(rec.kappa),
+            list(rec.total),
+            list(rec.per_tree_total),
+            list(rec.comm_bytes),
+            [c / max(self.done_trees, 1) for c in rec.comm_bytes],
+            list(rec.levels),
             dict(self.seconds),
             list(self.refusals),
-            credits,
+            list(rec.credits),
         )
 
     def _exclude(self, party: int, tree: int, level: int, reason: str) -> None:
@@ -449,12 +455,14 @@ class Federation:
         k_of_rows: list[np.ndarray],
         grads: Sequence[tuple[np.ndarray, ...]],
         sides: dict[int, dict[int, Sides]],
-    ) -> tuple[list[int], dict[int, ref.Credit], list[Claims], list[dict[int, Verdict]]]:
+    ) -> tuple[list[int], dict[int, ref.Credit], list[Claims], list[dict[int, Verdict]], list[dict[int, Measurement]]]:
         """Which taking-part parties' histograms the contract accepts at this level, and the credit the root's
         endorsements give each; also every party's claims and verdicts, for observers."""
         cand_arr = np.asarray(cands, dtype=np.int64)
         claims = [Claims.from_limbs(s.g_hi, s.g_lo, s.h_hi, s.h_lo, s.n) for s in sums]
         verdicts: list[dict[int, Verdict]] = [{} for _ in range(self.m)]
+        measured: list[dict[int, Measurement]] = [{} for _ in range(self.m)]
+        sides_of: dict[int, VerifierLevel] = {}
         accepted: list[int] = []
         credit: dict[int, ref.Credit] = {}
         rule = self.endorsement
@@ -481,18 +489,24 @@ class Federation:
                     continue
             assert self.estimators is not None
             for j in range(self.m):
-                if j != i:
-                    verdicts[i][j] = decide(
-                        rule,
-                        self.parties[j].rows,
-                        k_of_rows[j],
-                        cand_arr,
-                        grads[j][0],
-                        grads[j][1],
-                        self.estimators[j][i],
-                        claims[i],
-                        root=level == 0,
-                    )
+                if j == i:
+                    continue
+                if j not in sides_of and rule.rule == ref.ENDORSE_STATISTICAL:
+                    sides_of[j] = VerifierLevel.of(self.parties[j].rows, k_of_rows[j], cand_arr, *grads[j][:2])
+                verdicts[i][j], m = decide(
+                    rule,
+                    self.parties[j].rows,
+                    k_of_rows[j],
+                    cand_arr,
+                    grads[j][0],
+                    grads[j][1],
+                    self.estimators[j][i],
+                    claims[i],
+                    level == 0,
+                    sides_of.get(j),
+                )
+                if m is not None:
+                    measured[i][j] = m
             chosen = choose(verdicts[i], self.quorum)
             if chosen is None:
                 refusals = "; ".join(f"party {j}: {', '.join(v.reasons)}" for j, v in verdicts[i].items() if not v.sign)
@@ -500,7 +514,7 @@ class Federation:
                 continue
             accepted.append(i)
             credit[i] = chosen[1]
-        return accepted, credit, claims, verdicts
+        return accepted, credit, claims, verdicts, measured
 
     def _grow_tree(self, t: int) -> tuple[Tree, list[int], list[LevelRecord], list[int], list[ref.Credit]]:
         clock = time.perf_counter()
@@ -548,7 +562,7 @@ class Federation:
                 for party, gr, fr in zip(self.parties, groups, fixed_rows, strict=True)
             ]
             clock = self._tick("party: candidate histograms", clock)
-            accepted, credit, claims, verdicts = self._submissions(
+            accepted, credit, claims, verdicts, measured = self._submissions(
                 t, level, open_nodes, cands, sums, k_of_rows, grads, sides
             )
             clock = self._tick("verifiers: endorsement checks", clock)
@@ -569,6 +583,7 @@ class Federation:
                         claims,
                         active,
                         verdicts,
+                        measured,
                     )
                 )
             last = level == p.depth - 1

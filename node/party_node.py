@@ -721,7 +721,7 @@ class PartyNode:
             return 422, {"detail": f"the contract refuses these histograms: {exc}"}
         assert self.party is not None
         with self.lock:
-            verdict = decide(
+            verdict, _ = decide(
                 self.rule,
                 self.party.rows,
                 ctx.k_of_row,

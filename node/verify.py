@@ -40,9 +40,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import NormalDist
 
 import numpy as np
+from numba import njit
 
 from ledger import reference as ref
 from node.histogram import BinnedRows
@@ -131,22 +133,30 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class _Quantity:
-    """One quantity's statistics over a level: the score D, the flip score A, sd(D), and the energies."""
+class Quantity:
+    """One quantity's statistics over a level (g, h or the counts): the weighted claims ``a = sum w claim``, the
+    weighted estimates ``b = sum w est``, the standard deviation of ``a - b`` for an honest party, and the energies
+    the credit compares. Linear in the claims, so the statistics of claims times F follow exactly (:meth:`scaled`)."""
 
-    d: float
     a: float
+    b: float
     sd: float
     e_claim: float
     e_target: float
 
     @property
     def z_stretch(self) -> float:
-        return self.d / self.sd if self.sd > 0 else 0.0
+        """The score of "claims = estimates times s" at s = 1, in standard deviations: large when stretched."""
+        return (self.a - self.b) / self.sd if self.sd > 0 else 0.0
 
     @property
     def z_flip(self) -> float:
+        """The claims' projection on the estimates, in standard deviations: very negative when flipped."""
         return self.a / self.sd if self.sd > 0 else 0.0
+
+    def scaled(self, factor: float) -> Quantity:
+        """The statistics of the same claims times ``factor``."""
+        return Quantity(factor * self.a, self.b, self.sd, factor * factor * self.e_claim, self.e_target)
 
     def credit(self) -> int:
         """The attested multiplier (fixed point): ``sqrt(E_target / E_claim)``, 1 when nothing is claimed."""
@@ -156,49 +166,87 @@ class _Quantity:
         return min(ref.MAX_CREDIT, round(c * ref.ONE))
 
 
-def _quantity(
-    cells: Sequence[np.ndarray],
+@njit(cache=True, nogil=True)
+def _measure(  # pragma: no cover - compiled
+    cells: np.ndarray,
     ncell: int,
-    x: np.ndarray,
+    xs: np.ndarray,
     weight: np.ndarray,
     leaf: np.ndarray,
     inv_rows: np.ndarray,
     num_leaves: int,
     b: float,
     claims: np.ndarray,
-) -> _Quantity:
-    """Statistics of one quantity (x = g, h or 1 per verifier row in the level's open nodes) against the claims
-    (nodes, 2, nbins). ``cells[r]`` is each row's cell (node * nbins + bin) in candidate r."""
-    wx = weight * x
-    var_party = weight * x * x  # m's rows, estimated through j's rows re-weighted
-    var_verifier = weight * wx * x + 2.0 * b * b * x * x * inv_rows  # j's sampling, and the PSD noise (bounded)
-    d = a = e_claim = e_est = k_party = k_verifier = 0.0
-    u = np.zeros(x.shape[0])
-    for r, c in enumerate(cells):
-        est = np.bincount(c, wx, ncell)
-        vp = np.bincount(c, var_party, ncell)
-        vv = np.bincount(c, var_verifier, ncell)
-        v = vp + vv
-        has = v > 0
-        claim = claims[:, r, :].ravel()
-        if not has.any():
-            continue
-        floor = float(np.median(v[has]))
-        w = est / np.maximum(v, floor)
-        d += 0.5 * float(np.dot(w, claim - est))
-        a += 0.5 * float(np.dot(w, claim))
-        u += 0.5 * w[c]
-        e_claim += 0.5 * float(np.sum(claim[has] ** 2 / v[has]))
-        e_est += 0.5 * float(np.sum(est[has] ** 2 / v[has]))
-        k_party += 0.5 * float(np.sum(vp[has] / v[has]))
-        k_verifier += 0.5 * float(np.sum(vv[has] / v[has]))
-    # sd(D): m's rows and j's rows, each row once with its averaged weight, and every PSD leaf's noise
-    leaf_sum = np.bincount(leaf, u * x * inv_rows, num_leaves)
-    var_d = float(np.sum((weight + weight * weight) * u * u * x * x)) + 2.0 * b * b * float(np.sum(leaf_sum**2))
-    e_target = max(e_est - k_verifier, 0.0) + k_party
-    return _Quantity(d, a, math.sqrt(var_d), e_claim, e_target)
+) -> np.ndarray:
+    """Every quantity's (a, b, var(a - b), E_claim, E_target) for rows' cells ``cells`` (2, rows), quantities
+    ``xs`` (Q, rows) and claims (Q, 2, ncell): one pass per quantity and candidate over the verifier's rows.
+
+    Per cell: the estimate ``sum W x``, the party's own sampling variance estimated by ``sum W x^2`` and the
+    verifier's, ``sum W^2 x^2`` plus the PSD noise bounded per row by ``2 b^2 x^2 / S_l``; the weight of a cell is
+    its estimate over its variance floored at the median cell variance. ``var(a - b)`` sums each row once with its
+    weight averaged over the two candidates, and each PSD leaf's noise on the weighted sum of its rows.
+    """
+    nq, rows = xs.shape
+    out = np.zeros((nq, 5))
+    est = np.zeros(ncell)
+    vp = np.zeros(ncell)
+    vv = np.zeros(ncell)
+    w = np.zeros(ncell)
+    u = np.zeros(rows)
+    leaf_sum = np.zeros(num_leaves)
+    two_b2 = 2.0 * b * b
+    for q in range(nq):
+        x = xs[q]
+        u[:] = 0.0
+        a = est_sum = e_claim = e_est = k_party = k_verifier = 0.0
+        for r in range(2):
+            est[:] = 0.0
+            vp[:] = 0.0
+            vv[:] = 0.0
+            for i in range(rows):
+                c = cells[r, i]
+                wx = weight[i] * x[i]
+                est[c] += wx
+                vp[c] += wx * x[i]
+                vv[c] += weight[i] * wx * x[i] + two_b2 * x[i] * x[i] * inv_rows[i]
+            nhas = 0
+            for c in range(ncell):
+                if vp[c] + vv[c] > 0:
+                    nhas += 1
+            if nhas == 0:
+                continue
+            v = vp + vv
+            floor = np.median(v[v > 0])
+            for c in range(ncell):
+                vc = v[c]
+                w[c] = est[c] / (vc if vc > floor else floor)
+                claim = claims[q, r, c]
+                a += 0.5 * w[c] * claim
+                est_sum += 0.5 * w[c] * est[c]
+                if vc > 0:
+                    e_claim += 0.5 * claim * claim / vc
+                    e_est += 0.5 * est[c] * est[c] / vc
+                    k_party += 0.5 * vp[c] / vc
+                    k_verifier += 0.5 * vv[c] / vc
+            for i in range(rows):
+                u[i] += 0.5 * w[cells[r, i]]
+        leaf_sum[:] = 0.0
+        var_d = 0.0
+        for i in range(rows):
+            ux = u[i] * x[i]
+            var_d += (weight[i] + weight[i] * weight[i]) * ux * ux
+            leaf_sum[leaf[i]] += ux * inv_rows[i]
+        for lf in range(num_leaves):
+            var_d += two_b2 * leaf_sum[lf] * leaf_sum[lf]
+        out[q, 0] = a
+        out[q, 1] = est_sum
+        out[q, 2] = var_d
+        out[q, 3] = e_claim
+        out[q, 4] = max(e_est - k_verifier, 0.0) + k_party
+    return out
 
 
+@lru_cache(maxsize=4096)
 def count_bound(num_leaves: int, scale: float, alpha: float) -> float:
     """The t with P(sum of ``num_leaves`` Laplace(``scale``) >= t) <= alpha, by the Chernoff bound.
 
@@ -228,6 +276,104 @@ def count_bound(num_leaves: int, scale: float, alpha: float) -> float:
     return hi
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """Verifier j's statistics of party m's level: per quantity, and at a tree's root the party's claimed total
+    count with what its PSD releases."""
+
+    g: Quantity
+    h: Quantity
+    n: Quantity
+    root_rows: float | None
+    psd_total: float
+    psd_leaves: int
+    psd_scale: float
+
+    def scaled(self, g: float = 1.0, h: float = 1.0, n: float = 1.0) -> Measurement:
+        """The measurement of the same level with the gradient, hessian and count sums times these factors: what a
+        verifier would measure of a party stretching its rows (``node.attacks``), exactly for every statistic."""
+        rows = None if self.root_rows is None else self.root_rows * n
+        return Measurement(
+            self.g.scaled(g), self.h.scaled(h), self.n.scaled(n), rows, self.psd_total, self.psd_leaves, self.psd_scale
+        )
+
+
+@dataclass(frozen=True)
+class VerifierLevel:
+    """A verifier's own side of a level, the same whichever party it checks: its rows in the open nodes, each
+    row's cell (node * nbins + bin) in both candidates, and the quantities (g, h, 1) of those rows."""
+
+    idx: np.ndarray
+    cells: np.ndarray
+    xs: np.ndarray
+    nodes: int
+    nbins: int
+
+    @classmethod
+    def of(
+        cls, rows: BinnedRows, k_of_row: np.ndarray, candidates: np.ndarray, g: np.ndarray, h: np.ndarray
+    ) -> VerifierLevel:
+        """``k_of_row`` places the rows among the level's open nodes (-1: elsewhere), ``candidates`` is
+        (nodes, 2), ``g`` and ``h`` are the verifier's gradients and hessians."""
+        nbins = rows.nbins
+        idx = np.flatnonzero(k_of_row >= 0)
+        node = k_of_row[idx]
+        cand = np.asarray(candidates, dtype=np.int64)
+        cells = np.stack([node * nbins + rows.slots[idx, cand[node, r]].astype(np.int64) for r in range(2)])
+        xs = np.stack([g[idx], h[idx], np.ones(idx.size)])
+        return cls(idx, cells, xs, int(cand.shape[0]), nbins)
+
+
+def measure(level: VerifierLevel, estimator: PartyEstimator, claims: Claims, *, root: bool) -> Measurement:
+    """Verifier j's statistics of party m's level (module docstring); ``root`` says whether this is a tree's root
+    (where the count total is checked against m's PSD)."""
+    k, nbins = level.nodes, level.nbins
+    if claims.g.shape != (k, 2, nbins):
+        raise ValueError(f"claims of shape {claims.g.shape}, expected {(k, 2, nbins)}")
+    weight = estimator.weight[level.idx]
+    leaf = estimator.leaf[level.idx]
+    inv_rows = 1.0 / np.maximum(estimator.leaf_rows[leaf], 1.0)
+    num_leaves = estimator.leaf_rows.shape[0]
+    b = estimator.psd_scale
+    ncell = k * nbins
+    claimed = np.stack([c.transpose(1, 0, 2).reshape(2, ncell) for c in (claims.g, claims.h, claims.n)])
+    stats = _measure(level.cells, ncell, level.xs, weight, leaf, inv_rows, num_leaves, float(b), claimed)
+    qg, qh, qn = (Quantity(s[0], s[1], math.sqrt(s[2]), s[3], s[4]) for s in stats.tolist())
+    root_rows = float(claims.n[:, 0, :].sum()) if root else None
+    return Measurement(qg, qh, qn, root_rows, estimator.psd_total, num_leaves, b)
+
+
+@lru_cache(maxsize=64)
+def limit(alpha: float) -> float:
+    """The standard-normal quantile each one-sided test refuses beyond: ``alpha`` split over the ``TESTS``."""
+    return NormalDist().inv_cdf(1 - alpha / TESTS)
+
+
+def judge(m: Measurement, alpha: float) -> Verdict:
+    """The verdict on a measurement at false-refusal rate ``alpha`` (split over the ``TESTS`` tests)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"the false-refusal rate must be in (0, 1), got {alpha}")
+    z = limit(alpha)
+    stats = {"g": m.g.z_stretch, "g_flip": m.g.z_flip, "h": m.h.z_stretch, "n": m.n.z_stretch}
+    reasons = []
+    if m.g.z_stretch > z:
+        reasons.append(f"gradient sums {m.g.z_stretch:.1f} sd above this verifier's estimate (limit {z:.1f})")
+    if m.g.z_flip < -z:
+        reasons.append(f"gradient sums run against this verifier's estimate ({m.g.z_flip:.1f} sd, limit -{z:.1f})")
+    if m.h.z_stretch > z:
+        reasons.append(f"hessian sums {m.h.z_stretch:.1f} sd above this verifier's estimate (limit {z:.1f})")
+    if m.n.z_stretch > z:
+        reasons.append(f"row counts {m.n.z_stretch:.1f} sd above this verifier's estimate (limit {z:.1f})")
+    if m.root_rows is not None:
+        excess = m.root_rows - m.psd_total
+        bound = count_bound(m.psd_leaves, m.psd_scale, alpha / TESTS)
+        stats["count_excess"] = excess
+        if m.psd_scale > 0 and excess > bound:
+            reasons.append(f"{excess:.0f} more rows than the party's PSD releases (limit {bound:.0f})")
+    credit = ref.Credit(m.g.credit(), m.h.credit(), m.n.credit())
+    return Verdict(not reasons, tuple(reasons), credit, stats)
+
+
 def check(
     rows: BinnedRows,
     k_of_row: np.ndarray,
@@ -240,49 +386,10 @@ def check(
     *,
     root: bool,
 ) -> Verdict:
-    """Verifier j's statistical check of party m's level (module docstring).
-
-    ``k_of_row`` places j's rows among the level's open nodes (-1: elsewhere), ``candidates`` is (nodes, 2), ``g``
-    and ``h`` are j's gradients and hessians, ``claims`` m's histograms, ``root`` whether this is a tree's root
-    (where the count total is checked against m's PSD).
-    """
+    """Verifier j's check of party m's level: :func:`judge` of :func:`measure`."""
     if not 0 < alpha < 1:
         raise ValueError(f"the false-refusal rate must be in (0, 1), got {alpha}")
-    k = int(candidates.shape[0])
-    nbins = rows.nbins
-    if claims.g.shape != (k, 2, nbins):
-        raise ValueError(f"claims of shape {claims.g.shape}, expected {(k, 2, nbins)}")
-    idx = np.flatnonzero(k_of_row >= 0)
-    node = k_of_row[idx]
-    cells = [node * nbins + rows.slots[idx, candidates[node, r]].astype(np.int64) for r in range(2)]
-    weight = estimator.weight[idx]
-    leaf = estimator.leaf[idx]
-    inv_rows = 1.0 / np.maximum(estimator.leaf_rows[leaf], 1.0)
-    num_leaves = estimator.leaf_rows.shape[0]
-    b = estimator.psd_scale
-    ncell = k * nbins
-    qg = _quantity(cells, ncell, g[idx], weight, leaf, inv_rows, num_leaves, b, claims.g)
-    qh = _quantity(cells, ncell, h[idx], weight, leaf, inv_rows, num_leaves, b, claims.h)
-    qn = _quantity(cells, ncell, np.ones(idx.size), weight, leaf, inv_rows, num_leaves, b, claims.n)
-    z = NormalDist().inv_cdf(1 - alpha / TESTS)
-    stats = {"g": qg.z_stretch, "g_flip": qg.z_flip, "h": qh.z_stretch, "n": qn.z_stretch}
-    reasons = []
-    if qg.z_stretch > z:
-        reasons.append(f"gradient sums {qg.z_stretch:.1f} sd above this verifier's estimate (limit {z:.1f})")
-    if qg.z_flip < -z:
-        reasons.append(f"gradient sums run against this verifier's estimate ({qg.z_flip:.1f} sd, limit -{z:.1f})")
-    if qh.z_stretch > z:
-        reasons.append(f"hessian sums {qh.z_stretch:.1f} sd above this verifier's estimate (limit {z:.1f})")
-    if qn.z_stretch > z:
-        reasons.append(f"row counts {qn.z_stretch:.1f} sd above this verifier's estimate (limit {z:.1f})")
-    if root:
-        excess = float(claims.n[:, 0, :].sum()) - estimator.psd_total
-        limit = count_bound(num_leaves, b, alpha / TESTS)
-        stats["count_excess"] = excess
-        if b > 0 and excess > limit:
-            reasons.append(f"{excess:.0f} more rows than the party's PSD releases (limit {limit:.0f})")
-    credit = ref.Credit(qg.credit(), qh.credit(), qn.credit())
-    return Verdict(not reasons, tuple(reasons), credit, stats)
+    return judge(measure(VerifierLevel.of(rows, k_of_row, candidates, g, h), estimator, claims, root=root), alpha)
 
 
 # ---------------------------------------------------------------------------------------------------------------
