@@ -35,7 +35,7 @@ from ledger.audit import (
 )
 from ledger.client import ChainClient, Event, TxResult
 from ledger.contracts import Endorsement, Status, TaskConfig, TaskContract, level_nodes
-from ledger.encoding import node_block
+from ledger.encoding import endorsement_digest, merkle_root, node_block, sign_endorsement, words
 from ledger.federation import quorum, run_level
 from ledger.reference import ONE, NodeHistograms
 
@@ -537,3 +537,61 @@ def test_decoy_call_in_the_same_transaction(copy: AuditInput) -> None:
     copy.calls[key] = [decoy]
     m = audit_events(copy).mismatch
     assert m is not None and m.field == "endorsements (quorum)"
+
+
+# ------------------------------------------------------------------------------------------------ the exact rules
+
+
+def test_tampered_credit_is_caught(copy: AuditInput) -> None:
+    """The credit the contract applied is the least its endorsements attest: a different record is a mismatch."""
+    ev = _replace_event(
+        copy,
+        lambda e: e.name == "HistogramsSubmitted" and int(e.args["level"]) == 0,
+        lambda a: a.update(credit=[a["credit"][0] + 1, a["credit"][1], a["credit"][2]]),
+    )
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "credit (least of the endorsements')"
+    assert m.party == to_checksum_address(ev.args["party"])
+
+
+def test_a_vote_from_a_party_out_of_the_task_is_caught(copy: AuditInput, trained: Trained) -> None:
+    """Party 1 sent no histograms at the first level, so its vote at the second breaks continuity."""
+    silent = trained.fed.parties[1].address
+    template = next(
+        e for e in copy.events if e.name == "VotesSubmitted" and (int(e.args["tree"]), int(e.args["level"])) == (0, 1)
+    )
+    args = {**template.args, "party": silent}
+    copy.events.insert(copy.events.index(template), dataclasses.replace(template, args=args))
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "voter took part in the previous step (continuity)" and m.party == silent
+
+
+def test_histograms_breaking_a_rule_are_caught_even_when_endorsed(copy: AuditInput, trained: Trained) -> None:
+    """A submission whose data break an exact rule, re-committed and re-endorsed by the same parties: signatures and
+    commitment check out, the rule does not."""
+    ev, key = _first_submission(copy)
+    call = copy.calls[key][0]
+    nbins = trained.cfg.bins + 1
+    data = list(call.data)
+    # one unit less hessian in the first bin holding rows, in both candidates: the totals stay equal, but at the
+    # first tree every row's hessian is exactly 1/4
+    width = 2 * nbins
+    first = next(b for b in range(nbins) if data[4 * nbins + b] > 0)
+    second = next(b for b in range(nbins) if data[5 * nbins + b] > 0)
+    data[width + first] -= 1
+    data[width + nbins + second] -= 1
+    blocks = [data[i : i + 6 * nbins] for i in range(0, len(data), 6 * nbins)]
+    root = merkle_root([keccak(words(b)) for b in blocks])
+    party = to_checksum_address(ev.args["party"])
+    keys = {p.address: p.key for p in trained.fed.parties}
+    signers = [p for p in trained.fed.parties if p.address != party][: len(call.signatures)]
+    digest = [
+        endorsement_digest(copy.chain_id, copy.contract, copy.task_id, 0, 0, party, root, credit)
+        for credit in call.credits
+    ]
+    sigs = tuple(sign_endorsement(keys[s.address], d) for s, d in zip(signers, digest, strict=True))
+    copy.calls[key] = [dataclasses.replace(call, data=tuple(data), signatures=sigs)]
+    _replace_event(copy, lambda e: e is ev, lambda a: a.update(data=data, root=root))
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "exact histogram rules (the contract would revert)"
+    assert m.party == party and "FirstTreeLabels" in str(m.recorded)

@@ -1,0 +1,106 @@
+"""The endorsement round as ``simulate`` plays it: honest parties pass, attacks are refused or earn nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ledger import reference as ref
+from ledger.reference import ONE, NodeHistograms
+from node.attacks import Attack
+from node.data import Dataset
+from node.endorsement import choose
+from node.experiment import Prepared, PrepConfig, prepare, run
+from node.fvtree import TrainParams
+from node.verify import Verdict
+
+PARAMS = TrainParams(trees=6, depth=3, bins=8, min_rows=5)
+
+
+def _prep(endorse: str = "statistical", parties: int = 3, theta: float = 0.8, skew: float = 0.0) -> Prepared:
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(4000, 5))
+    X[:, 3] = np.exp(2 * X[:, 3])  # a heavy tail
+    y = (X[:, 0] - X[:, 1] + 0.3 * np.log(X[:, 3]) + 0.4 * rng.normal(size=4000) > 0).astype(float)
+    train, test = Dataset(X[:3000], y[:3000]), Dataset(X[3000:], y[3000:])
+    config = PrepConfig(parties=parties, theta=theta, seed=0, psd_max_rows=40, endorse=endorse, feature_skew=skew)
+    return prepare(train, test, PARAMS, config)
+
+
+@pytest.mark.parametrize(("theta", "skew"), [(0.5, 0.0), (0.8, 0.0), (0.8, 0.5)])
+def test_honest_parties_are_never_refused_and_credited_near_what_they_sent(theta: float, skew: float) -> None:
+    report, _, result = run(_prep(theta=theta, skew=skew), "fvtree")
+    assert result is not None
+    assert result.refusals == [] and report["endorsement"]["refusals"] == []
+    credits = [c.g / ONE for tree in result.credits for c in tree]
+    assert all(0.5 < c < 2.0 for c in credits), credits
+    assert abs(float(np.median(credits)) - 1.0) < 0.15
+
+
+def test_endorsement_changes_no_honest_model() -> None:
+    """Endorsement decides who takes part and credits contributions; with everyone honest the trees are the ones an
+    all-accepting federation grows."""
+    with_checks = run(_prep(), "fvtree")[2]
+    without = run(_prep(endorse="none"), "fvtree")[2]
+    assert with_checks is not None and without is not None
+    assert [t.nodes for t in with_checks.trees] == [t.nodes for t in without.trees]
+
+
+@pytest.mark.parametrize(
+    ("attack", "reason"),
+    [
+        (Attack("gradients", 4.0), "the contract refuses"),
+        (Attack("gradients", 2.0, start_tree=1), ""),
+        (Attack("sign-flip", 1.0, start_tree=1), "run against this verifier's estimate"),
+        (Attack("counts", 2.0, start_tree=1), "rows"),
+        (Attack("targeted", 2.0, start_tree=1), "CandidateTotalsMismatch"),
+    ],
+)
+def test_attackers_are_refused_and_out_of_the_task(attack: Attack, reason: str) -> None:
+    prep = _prep()
+    _, _, honest = run(prep, "fvtree")
+    _, _, greedy = run(prep, "fvtree", attacks={1: attack}, keep_levels=True)
+    assert honest is not None and greedy is not None
+    [refusal] = greedy.refusals
+    assert (refusal.party, refusal.tree, refusal.level) == (1, attack.start_tree, 0)
+    assert reason in refusal.reason
+    assert greedy.total[1] < honest.total[1]
+    # out for good: it takes part in no later level
+    later = [rec for rec in greedy.levels if (rec.tree, rec.level) > (refusal.tree, refusal.level)]
+    assert later and all(1 not in rec.submitters for rec in later)
+
+
+def test_overlap_rule_is_the_papers_reading() -> None:
+    _, _, result = run(_prep(endorse="overlap"), "fvtree")
+    assert result is not None
+    assert all(c == ref.NEUTRAL for tree in result.credits for c in tree)
+
+
+def test_a_submission_takes_the_quorum_with_the_best_credits() -> None:
+    def v(sign: bool, g: float, h: float = 1.0) -> Verdict:
+        return Verdict(sign, (), ref.Credit(round(g * ONE), round(h * ONE), ONE))
+
+    verdicts = {0: v(True, 0.9, 0.5), 2: v(True, 1.1, 2.0), 3: v(False, 5.0), 4: v(True, 1.0)}
+    chosen = choose(verdicts, 2)
+    assert chosen is not None
+    signers, credit = chosen
+    assert signers == [2, 4]  # the two signers with the largest gradient credits; a refusal counts for nothing
+    assert credit == ref.Credit(ONE, ONE, ONE)  # the least of theirs, quantity by quantity
+    assert choose(verdicts, 4) is None
+    assert choose({}, 0) == ([], ref.NEUTRAL)
+
+
+def test_crediting_undoes_a_stretch() -> None:
+    """Shapley values of a party that stretched its gradients by F, credited at 1/F, are those of its honest sums
+    (the rounding of fixed point aside): what the verifiers' homogeneous credit buys."""
+    h1 = NodeHistograms((0, 1), ((ONE, 2 * ONE, -3 * ONE),) * 2, ((ONE,) * 3,) * 2, ((4, 4, 4),) * 2)
+    h2 = NodeHistograms((0, 1), ((ONE, ONE, -2 * ONE),) * 2, ((2 * ONE,) * 3,) * 2, ((8, 8, 8),) * 2)
+    params = ref.Params(ONE // 10, ONE // 10, 1, ONE)
+    honest = ref.resolve_node([h1, h2], [0, 1], None, False, params)
+    for factor in (2, 3, 7):
+        stretched = NodeHistograms(h2.features, tuple(tuple(factor * x for x in r) for r in h2.g), h2.h, h2.n)
+        credits = [ref.NEUTRAL, ref.Credit(ONE // factor + 1, ONE, ONE)]
+        got = ref.resolve_node([h1, stretched], [0, 1], None, False, params, credits)
+        assert got.split is not None and honest.split is not None
+        assert (got.split.feature, got.split.threshold) == (honest.split.feature, honest.split.threshold)
+        assert all(abs(a - b) <= ONE // 10**6 for a, b in zip(got.phi, honest.phi, strict=True)), (got.phi, honest.phi)
