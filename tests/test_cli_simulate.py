@@ -155,3 +155,40 @@ def test_simulate_records_the_tie_rule(csv_file: Path, tmp_path: Path) -> None:
     assert set(rules) == {"hashed", "index"}
     with pytest.raises(SystemExit):  # argparse rejects an unknown rule by name
         main(["simulate", "--data", str(csv_file), "--tie-break", "lowest"])
+
+
+def _small(csv_file: Path, *extra: str) -> list[str]:
+    return ["simulate", "--data", str(csv_file), "--parties", "3", "--trees", "4", "--depth", "3", "--bins", "8",
+            "--min-rows", "5", "--psd-max-rows", "40", "--quiet", "--no-baselines", *extra]  # fmt: skip
+
+
+def test_simulate_plays_an_attack_and_reports_the_refusal(
+    csv_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.json"
+    flags = ["--greedy", "1", "--attack", "sign-flip", "--inflate", "1", "--attack-from-tree", "1", "--json", str(out)]
+    assert main(_small(csv_file, *flags)) == 0
+    report = json.loads(out.read_text())
+    [refusal] = report["endorsement"]["refusals"]
+    assert (refusal["party"], refusal["tree"]) == (1, 1)
+    assert "run against" in refusal["reason"]
+    assert report["endorsement"]["attacks"] == {"1": {"kind": "sign-flip", "factor": 1.0}}
+    assert f"party 1 out from tree 1 level {refusal['level']}" in capsys.readouterr().out
+    # without endorsement modelled, the same attack goes through (the simulator's all-honest reading)
+    assert main(_small(csv_file, *flags, "--endorse", "none")) == 0
+    assert json.loads(out.read_text())["endorsement"]["refusals"] == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--greedy", "3"], "--greedy must be a party index in [0, 3)"),
+        (["--greedy", "0", "--inflate", "0"], "positive number"),
+        (["--refusal-rate", "1.5"], "--refusal-rate must be in (0, 1)"),
+    ],
+)
+def test_simulate_refuses_bad_attack_and_rate_flags(
+    csv_file: Path, flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_small(csv_file, *flags)) == 2
+    assert message in capsys.readouterr().err
