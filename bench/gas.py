@@ -3,8 +3,9 @@
 Run:  .venv/bin/python bench/gas.py            (starts its own anvil from node_modules; ~1-2 min on 2 cores)
       .venv/bin/python bench/gas.py --parties 2,4 --depth 4 --bins 16 --rpc http://127.0.0.1:8545
 
-For each M, one tree of the given depth is trained with histograms built so that every node splits (the widest level
-of depth 8 has 128 open nodes), and the gas of every transaction is summed per step. Then ``resolveNode`` of one node
+For each M, one tree of the given depth is trained on synthetic rows (``ledger.federation.RowSource``: histograms that
+keep the contract's exact rules), enough of them that nearly every node splits (the widest level of depth 8 has up to
+128 open nodes), and the gas of every transaction is summed per step. Then ``resolveNode`` of one node
 and ``splitShapley`` alone are measured for growing M, to find the largest M whose exact Shapley computation for a node
 of the widest level fits a 30M-gas block (nodes are resolved one per transaction, so that is the binding limit).
 """
@@ -24,23 +25,15 @@ from eth_account.signers.local import LocalAccount
 from ledger.anvil import start_anvil
 from ledger.client import ChainClient
 from ledger.contracts import MathContract, Status, TaskConfig, TaskContract
-from ledger.federation import LevelOutcome, run_level
-from ledger.reference import ONE, NodeHistograms
+from ledger.federation import LevelOutcome, RowSource, run_level
+from ledger.reference import ONE
 
 BLOCK_GAS: int = 30_000_000
 WIDEST_PROOF: int = 7  # Merkle proof length for 128 open nodes
 
 
-def splitting_hist(rng: random.Random, feats: tuple[int, int], nbins: int) -> NodeHistograms:
-    """A histogram whose gradients change sign mid-range, so the node always splits (every level is full)."""
-
-    def grads() -> tuple[int, ...]:
-        return tuple((1 if b <= nbins // 2 else -1) * rng.randint(ONE // 2, 3 * ONE) for b in range(nbins))
-
-    g = (grads(), grads())
-    h = tuple(tuple(rng.randint(ONE // 10, 2 * ONE) for _ in range(nbins)) for _ in range(2))
-    n = tuple(tuple(rng.randint(1, 30) for _ in range(nbins)) for _ in range(2))
-    return NodeHistograms(feats, g, h, n)
+ROWS_PER_PARTY = 3000
+"""Enough rows that a depth-8 tree's widest level still has a couple of dozen rows per party and node."""
 
 
 def open_task(
@@ -82,20 +75,15 @@ def train_tree(client: ChainClient, task: TaskContract, m: int, depth: int, bins
     )
     tid, parties, _, resolver = open_task(client, task, cfg, m)
     rng = random.Random(seed)
+    source = RowSource(rng, [p.address for p in parties], ROWS_PER_PARTY, 8, bins + 1)
+    source.start_tree(0)
     rows = []
     while task.state(tid).status == Status.TRAINING:
         nodes = task.state(tid).open_nodes()
         votes: dict[str, list[int]] = {p.address: [rng.randint(0, 7) for _ in nodes] for p in parties}
-        cache: dict[tuple[str, int], NodeHistograms] = {}
-
-        def source(
-            a: str, node: int, feats: tuple[int, int], cache: dict[tuple[str, int], NodeHistograms] = cache
-        ) -> NodeHistograms:
-            if (a, node) not in cache:
-                cache[(a, node)] = splitting_hist(rng, feats, bins + 1)
-            return cache[(a, node)]
-
-        rows.append(level_gas(run_level(task, tid, parties, votes, source, resolver)))
+        out = run_level(task, tid, parties, votes, source, resolver)
+        source.follow(out)
+        rows.append(level_gas(out))
     return rows
 
 
@@ -120,7 +108,9 @@ def main() -> int:
         task = TaskContract.deploy(client, owner)
         math = MathContract.deploy(client, owner)
         print(f"# command: {' '.join(['.venv/bin/python', *sys.argv])}")
-        print(f"# depth {args.depth}, {args.bins} bins (nbins {args.bins + 1}), every node splits; gas per level")
+        print(
+            f"# depth {args.depth}, {args.bins} bins (nbins {args.bins + 1}), {ROWS_PER_PARTY} rows per party; gas per level"
+        )
         hdr = (
             f"{'M':>3} {'lvl':>3} {'nodes':>5} {'votes':>10} {'closeVote':>10} {'hists':>11} {'hist max':>10} "
             f"{'closeHist':>9} {'resolve':>12} {'resolve max':>11} {'level total':>12}"
