@@ -108,9 +108,8 @@ def main() -> int:
         task = TaskContract.deploy(client, owner)
         math = MathContract.deploy(client, owner)
         print(f"# command: {' '.join(['.venv/bin/python', *sys.argv])}")
-        print(
-            f"# depth {args.depth}, {args.bins} bins (nbins {args.bins + 1}), {ROWS_PER_PARTY} rows per party; gas per level"
-        )
+        setting = f"depth {args.depth}, {args.bins} bins (nbins {args.bins + 1}), {ROWS_PER_PARTY} rows per party"
+        print(f"# {setting}; gas per level")
         hdr = (
             f"{'M':>3} {'lvl':>3} {'nodes':>5} {'votes':>10} {'closeVote':>10} {'hists':>11} {'hist max':>10} "
             f"{'closeHist':>9} {'resolve':>12} {'resolve max':>11} {'level total':>12}"
