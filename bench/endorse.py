@@ -112,7 +112,7 @@ class Observer:
             self.submissions += 1
             self.refused += signers < self.need
             for v in view.verdicts[m].values():
-                self.max_ratio = max(self.max_ratio, v.z["g"] / z, -v.z["g_flip"] / z, v.z["h"] / z, v.z["n"] / z)
+                self.max_ratio = max(self.max_ratio, v.z["g"] / z, v.z["h"] / z, v.z["n"] / z)
             measured = view.measurements[m] if view.measurements else {}
             if view.tree >= START_TREE:
                 self.by_level[view.level] = self.by_level.get(view.level, 0) + 1

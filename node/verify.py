@@ -20,10 +20,16 @@ of that leaf together. Other public noise (differential privacy on the histogram
 that each row counts once): with weights ``w_c = est_c / V_c`` (a cell's estimate over its variance, floored at the
 median cell variance so that no thin cell dominates), ``D = sum w (claim - est)`` is the score test of "the claims
 are the estimates times s" at s = 1; it grows with a stretch (s > 1) and is refused when ``D / sd(D) > z``, ``z`` the
-normal quantile at ``alpha`` split over the tests. ``A = sum w claim`` runs against the estimate when the claims are
-flipped; refused when ``A / sd(D) < -z``. The same scale test runs on the hessians and the counts (a stretch of
-those), and at a tree's root the party's total count is checked against its PSD's total, whose Laplace noise is
+normal quantile at ``alpha`` split over the tests. The same scale test runs on the hessians and the counts (a stretch
+of those), and at a tree's root the party's total count is checked against its PSD's total, whose Laplace noise is
 bounded exactly (a Chernoff bound, no normal approximation).
+
+**Why no test of flipped gradients.** Boosting fits the pooled rows, noise included, so late in training one party's
+residuals in a cell are anti-correlated with another's by construction: measured on a9a (M = 2, 100 trees), honest
+claims projected on a verifier's estimate reach a fitted scale of -1.2 at deep levels, exactly what a flip looks
+like. A flip test would refuse honest parties there. A flip keeps the loss's bounds (it is a flip of the labels),
+earns its sender less (its sums oppose the others' at every split) and its magnitude is credited back like any
+stretch; the figures measure it.
 
 **Credit multipliers.** A verifier also attests how much of a party's histograms its estimate supports: per
 quantity, ``c = sqrt(E_target / E_claim)``, the square root of the claims' energy ``sum claim^2 / V`` against the
@@ -49,9 +55,9 @@ from numba import njit
 from ledger import reference as ref
 from node.histogram import BinnedRows
 
-TESTS = 5
-"""Tests per check (gradient stretch, gradient flip, hessian stretch, count stretch, root count): ``alpha`` is
-split evenly over them (Bonferroni), so a check refuses an honest party with probability at most ``alpha``."""
+TESTS = 4
+"""Tests per check (gradient, hessian and count stretch, and the root count): ``alpha`` is split evenly over them
+(Bonferroni), so a check refuses an honest party with probability at most ``alpha``."""
 
 DEFAULT_REFUSAL_RATE = 1e-9
 """Default false-refusal probability per check. A task of 500 trees x 8 levels x 8 parties makes 32,000
@@ -151,7 +157,8 @@ class Quantity:
 
     @property
     def z_flip(self) -> float:
-        """The claims' projection on the estimates, in standard deviations: very negative when flipped."""
+        """The claims' projection on the estimates, in standard deviations (reported, never refused on: see the
+        module docstring)."""
         return self.a / self.sd if self.sd > 0 else 0.0
 
     def scaled(self, factor: float) -> Quantity:
@@ -358,8 +365,6 @@ def judge(m: Measurement, alpha: float) -> Verdict:
     reasons = []
     if m.g.z_stretch > z:
         reasons.append(f"gradient sums {m.g.z_stretch:.1f} sd above this verifier's estimate (limit {z:.1f})")
-    if m.g.z_flip < -z:
-        reasons.append(f"gradient sums run against this verifier's estimate ({m.g.z_flip:.1f} sd, limit -{z:.1f})")
     if m.h.z_stretch > z:
         reasons.append(f"hessian sums {m.h.z_stretch:.1f} sd above this verifier's estimate (limit {z:.1f})")
     if m.n.z_stretch > z:

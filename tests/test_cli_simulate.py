@@ -166,13 +166,13 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
     csv_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "r.json"
-    flags = ["--greedy", "1", "--attack", "sign-flip", "--inflate", "1", "--attack-from-tree", "1", "--json", str(out)]
+    flags = ["--greedy", "1", "--attack", "counts", "--inflate", "2", "--attack-from-tree", "1", "--json", str(out)]
     assert main(_small(csv_file, *flags)) == 0
     report = json.loads(out.read_text())
     [refusal] = report["endorsement"]["refusals"]
     assert (refusal["party"], refusal["tree"]) == (1, 1)
-    assert "run against" in refusal["reason"]
-    assert report["endorsement"]["attacks"] == {"1": {"kind": "sign-flip", "factor": 1.0}}
+    assert "rows" in refusal["reason"]
+    assert report["endorsement"]["attacks"] == {"1": {"kind": "counts", "factor": 2.0}}
     assert f"party 1 out from tree 1 level {refusal['level']}" in capsys.readouterr().out
     # without endorsement modelled, the same attack goes through (the simulator's all-honest reading)
     assert main(_small(csv_file, *flags, "--endorse", "none")) == 0

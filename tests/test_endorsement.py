@@ -51,7 +51,6 @@ def test_endorsement_changes_no_honest_model() -> None:
     [
         (Attack("gradients", 4.0), "the contract refuses"),
         (Attack("gradients", 2.0, start_tree=1), ""),
-        (Attack("sign-flip", 1.0, start_tree=1), "run against this verifier's estimate"),
         (Attack("counts", 2.0, start_tree=1), "rows"),
         (Attack("targeted", 2.0, start_tree=1), "CandidateTotalsMismatch"),
     ],
@@ -68,6 +67,17 @@ def test_attackers_are_refused_and_out_of_the_task(attack: Attack, reason: str) 
     # out for good: it takes part in no later level
     later = [rec for rec in greedy.levels if (rec.tree, rec.level) > (refusal.tree, refusal.level)]
     assert later and all(1 not in rec.submitters for rec in later)
+
+
+def test_a_flip_earns_its_sender_less() -> None:
+    """A flip keeps the loss's bounds and is not refused (docs/protocol.md), but its sums oppose the others' at every
+    split: it earns less than honesty."""
+    prep = _prep()
+    _, _, honest = run(prep, "fvtree")
+    _, _, flipped = run(prep, "fvtree", attacks={1: Attack("sign-flip", 1.0, start_tree=1)})
+    assert honest is not None and flipped is not None
+    assert flipped.refusals == []
+    assert flipped.total[1] < honest.total[1]
 
 
 def test_overlap_rule_is_the_papers_reading() -> None:

@@ -151,13 +151,23 @@ def test_stretched_flipped_and_counted_histograms_are_refused() -> None:
     assert honest.sign, honest.reasons
     cases = {
         "gradient sums": Claims(claims.g * 2, claims.h, claims.n),
-        "run against": Claims(-claims.g, claims.h, claims.n),
         "hessian sums": Claims(claims.g, claims.h * 2, claims.n),
         "more rows than the party's PSD": Claims(claims.g, claims.h, claims.n * 2),
     }
     for reason, attacked in cases.items():
         verdict = check(verifier, k, cands, g, h, est, attacked, 1e-9, root=True)
         assert not verdict.sign and any(reason in r for r in verdict.reasons), (reason, verdict.reasons)
+
+
+def test_a_flip_is_not_refused_but_measured() -> None:
+    """Late in boosting honest parties' residuals run against each other, so a flip is no reason to refuse; the
+    projection is still reported."""
+    rng = np.random.default_rng(3)
+    verifier, k, cands, g, h, est, claims = _federation(rng, 3000)
+    flipped = check(verifier, k, cands, g, h, est, Claims(-claims.g, claims.h, claims.n), 1e-9, root=True)
+    honest = check(verifier, k, cands, g, h, est, claims, 1e-9, root=True)
+    assert flipped.sign and flipped.z["g_flip"] == pytest.approx(-honest.z["g_flip"])
+    assert flipped.credit == honest.credit  # same magnitudes, same credit
 
 
 def test_a_stretch_is_credited_back_to_what_it_was() -> None:

@@ -71,8 +71,8 @@ def test_chain_model_equals_simulate(anvil_node: Anvil, e2e_contract: str, toy_c
     ("attack", "refusal"),
     [
         (Attack("gradients", 4.0), "the contract refuses these histograms"),  # the first tree's exact rules
-        # a flip keeps every bound (it is a flip of the labels), only the verifiers' test sees it
-        (Attack("sign-flip", 1.0, start_tree=1), "run against this verifier's estimate"),
+        # phantom rows keep every bound past the first tree: the verifiers' test sees them
+        (Attack("counts", 2.0, start_tree=1), "rows"),
     ],
     ids=["exact-rules", "verifiers"],
 )
