@@ -25,7 +25,7 @@ import numpy as np
 from eth_account.signers.local import LocalAccount
 
 from ledger import reference as ref
-from ledger.chain_model import task_edges
+from ledger.chain_model import ModelNotReady, task_edges
 from ledger.client import Event
 from ledger.contracts import Endorsement, Membership, Phase, Status, TaskContract
 from ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
@@ -273,7 +273,15 @@ class PartyNode:
                     raise NodeError("training started without this party")
                 break
             time.sleep(self.settings.poll_seconds * 4)
-        self._prepare()
+        # the start's logs (the bin edges) may be served a moment after the state that says training started
+        for attempt in range(200):
+            try:
+                self._prepare()
+                return
+            except ModelNotReady:
+                if attempt == 199:
+                    raise
+                time.sleep(self.settings.poll_seconds * 4)
 
     def _prepare(self) -> None:
         """Bin with the published edges and build the distribution weights from every party's PSD."""
