@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy node ledger api deploy
+	$(VENV)/bin/mypy -p fgbdt_chain
 
 unit: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -24,12 +24,12 @@ from fastapi import FastAPI, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
-from api import models as m
-from api.service import CONNECTION_ERRORS, ApiError, Backend, Settings
-from ledger.chain_model import ModelNotReady, model_from_chain
-from ledger.contracts import Status
-from ledger.errors import ContractRevert
-from ledger.forwarder import FORWARD_REQUEST_TYPES, domain
+from fgbdt_chain.api import models as m
+from fgbdt_chain.api.service import CONNECTION_ERRORS, ApiError, Backend, Settings
+from fgbdt_chain.ledger.chain_model import ModelNotReady, model_from_chain
+from fgbdt_chain.ledger.contracts import Status
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.forwarder import FORWARD_REQUEST_TYPES, domain
 
 log = logging.getLogger("fgbdt.api")
 
@@ -436,7 +436,7 @@ def _audit_function() -> tuple[Callable[..., Any], type[BaseException]]:
     """``ledger.audit.audit_chain(client, address, task_id)`` and its usage-error class, imported lazily: the module
     is developed separately, and a server without it still serves everything else (503 here)."""
     try:
-        mod = importlib.import_module("ledger.audit")
+        mod = importlib.import_module("fgbdt_chain.ledger.audit")
     except ImportError as exc:
         raise ApiError(503, f"the audit is not available on this server ({exc})", "AuditUnavailable") from exc
     fn = getattr(mod, "audit_chain", None)

@@ -11,9 +11,9 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
-from api import models as m
-from ledger.contracts import TaskContract
-from ledger.forwarder import DEFAULT_GAS, DEFAULT_TTL, Forwarder, calldata
+from fgbdt_chain.api import models as m
+from fgbdt_chain.ledger.contracts import TaskContract
+from fgbdt_chain.ledger.forwarder import DEFAULT_GAS, DEFAULT_TTL, Forwarder, calldata
 
 WRITE_CALLS: dict[str, str] = {
     "POST /v1/tasks": "createTask(cfg, featureMin, featureMax, binEdgesHash)",
@@ -63,7 +63,7 @@ def create_task_body(
     forwarder: Forwarder, task: TaskContract, account: LocalAccount, body: dict[str, Any], **kw: Any
 ) -> dict[str, Any]:
     """A signed ``POST /v1/tasks`` body: ``body`` (schema, parameters) plus its ``auth``."""
-    from api.service import create_call_args
+    from fgbdt_chain.api.service import create_call_args
 
     args = create_call_args(m.CreateTaskRequest.model_validate(body))
     return {**body, "auth": auth_for(forwarder, task, account, "createTask", *args, **kw)}

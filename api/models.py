@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from ledger.reference import ONE, from_fixed, to_fixed
+from fgbdt_chain.ledger.reference import ONE, from_fixed, to_fixed
 
 __all__ = ["ONE", "from_fixed", "to_fixed"]
 

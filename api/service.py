@@ -20,13 +20,13 @@ from eth_typing import HexStr
 from eth_utils import to_checksum_address
 from web3 import Web3
 
-from api import models as m
-from ledger.client import ChainClient, Event, TxResult
-from ledger.compile import Artifact
-from ledger.contracts import Membership, Status, TaskConfig, TaskContract, level_nodes
-from ledger.errors import ContractRevert
-from ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
-from ledger.task_params import TaskParameters
+from fgbdt_chain.api import models as m
+from fgbdt_chain.ledger.client import ChainClient, Event, TxResult
+from fgbdt_chain.ledger.compile import Artifact
+from fgbdt_chain.ledger.contracts import Membership, Status, TaskConfig, TaskContract, level_nodes
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
+from fgbdt_chain.ledger.task_params import TaskParameters
 
 STATUS_NAMES: dict[Status, m.TaskStatusName] = {
     Status.OPEN: "open",

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.datasets import load
-from node.data import Dataset
-from node.experiment import PrepConfig, prepare, run, standalone_errors
-from node.fvtree import TrainParams
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.experiment import PrepConfig, prepare, run, standalone_errors
+from fgbdt_chain.node.fvtree import TrainParams
 
 FEDERATED = ("fvtree", "pvtree", "allfeatures")
 # Issue 2's bar: FV-tree at most this much (absolute test error) worse than centralized LightGBM with the same bins.

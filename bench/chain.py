@@ -25,14 +25,14 @@ from typing import Any
 from eth_account import Account
 
 from bench.datasets import load
-from deploy.requester import BlockClock, ChainSetup, Requester, run_task
-from ledger.anvil import start_anvil
-from ledger.client import ChainClient
-from ledger.contracts import Status, TaskContract
-from node.experiment import PrepConfig, prepare, run
-from node.fvtree import TrainParams
-from node.histogram import warm_up
-from node.model import Model
+from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
+from fgbdt_chain.ledger.anvil import start_anvil
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import Status, TaskContract
+from fgbdt_chain.node.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.histogram import warm_up
+from fgbdt_chain.node.model import Model
 
 
 def main() -> int:

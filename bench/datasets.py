@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from bench.stress import stress_data
-from node.data import Dataset, load_train_test
+from fgbdt_chain.node.data import Dataset, load_train_test
 
 SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
 

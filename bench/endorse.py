@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from node.attacks import Attack
-from node.endorsement import quorum
-from node.experiment import PrepConfig, evaluate, federation, make_model, prepare
-from node.fvtree import LevelView, TrainParams, TrainResult
-from node.verify import Claims, Measurement, judge, limit
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.endorsement import quorum
+from fgbdt_chain.node.experiment import PrepConfig, evaluate, federation, make_model, prepare
+from fgbdt_chain.node.fvtree import LevelView, TrainParams, TrainResult
+from fgbdt_chain.node.verify import Claims, Measurement, judge, limit
 
 OBSERVED = ("gradients", "gradients-hessians", "counts", "sign-flip")
 """Attacks whose verdicts follow from the honest run's statistics (stretches of whole rows)."""

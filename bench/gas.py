@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eth_account.signers.local import LocalAccount
 
-from ledger.anvil import start_anvil
-from ledger.client import ChainClient
-from ledger.contracts import MathContract, Status, TaskConfig, TaskContract
-from ledger.federation import LevelOutcome, RowSource, run_level
-from ledger.reference import ONE
+from fgbdt_chain.ledger.anvil import start_anvil
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import MathContract, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.federation import LevelOutcome, RowSource, run_level
+from fgbdt_chain.ledger.reference import ONE
 
 BLOCK_GAS: int = 30_000_000
 WIDEST_PROOF: int = 7  # Merkle proof length for 128 open nodes

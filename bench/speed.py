@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 from bench.datasets import load
-from node.experiment import PrepConfig, prepare, run
-from node.fvtree import TrainParams
-from node.histogram import warm_up
+from fgbdt_chain.node.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.histogram import warm_up
 
 
 def rss_mb() -> float:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from node.data import Dataset
+from fgbdt_chain.node.data import Dataset
 
 FEATURES = (
     "signal",

@@ -13,14 +13,14 @@ import sys
 from collections.abc import Sequence
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "deploy.cmd_simulate",
-    "deploy.cmd_model",
-    "deploy.devnet",
-    "deploy.cmd_node",
-    "deploy.cmd_train",
-    "deploy.cmd_audit",
-    "deploy.cmd_serve",
-    "deploy.demo",
+    "fgbdt_chain.deploy.cmd_simulate",
+    "fgbdt_chain.deploy.cmd_model",
+    "fgbdt_chain.deploy.devnet",
+    "fgbdt_chain.deploy.cmd_node",
+    "fgbdt_chain.deploy.cmd_train",
+    "fgbdt_chain.deploy.cmd_audit",
+    "fgbdt_chain.deploy.cmd_serve",
+    "fgbdt_chain.deploy.demo",
 )
 
 
@@ -51,6 +51,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # run through the package module so that command modules and this script share one UserError class
-    from deploy.cli import main as _main
+    from fgbdt_chain.deploy.cli import main as _main
 
     sys.exit(_main())

@@ -15,10 +15,10 @@ from typing import Any
 
 from web3.exceptions import Web3Exception
 
-from deploy.cli import UserError
-from ledger.audit import AuditError, audit_chain
-from ledger.client import ChainClient
-from ledger.compile import CompileError
+from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.ledger.audit import AuditError, audit_chain
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.compile import CompileError
 
 
 def register(subparsers: Any) -> None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy.cli import UserError
-from node.model import Model, ModelFormatError
+from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.node.model import Model, ModelFormatError
 
 EXPORT_FORMATS = ("lightgbm",)
 
@@ -81,7 +81,7 @@ def run_predict(args: argparse.Namespace) -> int:
     """Score every row of the data file and write the predictions in input order."""
     model = load_model_or_fail(args.model)
     try:
-        from node.data import load_dataset
+        from fgbdt_chain.node.data import load_dataset
     except ImportError as exc:
         raise UserError(f"data loading is unavailable (node.data): {exc}") from exc
     label_column: int | str | None = args.label_column

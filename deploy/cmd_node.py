@@ -12,13 +12,13 @@ from typing import Any
 
 from eth_account import Account
 
-from deploy.cli import UserError
-from deploy.cmd_simulate import add_attack_arguments, attack_of
-from ledger.client import ChainClient
-from ledger.contracts import TaskContract
-from node.data import DataFormatError, load_dataset
-from node.endorse_server import EndorsementServer
-from node.party_node import NodeError, NodeSettings, PartyNode
+from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.deploy.cmd_simulate import add_attack_arguments, attack_of
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import TaskContract
+from fgbdt_chain.node.data import DataFormatError, load_dataset
+from fgbdt_chain.node.endorse_server import EndorsementServer
+from fgbdt_chain.node.party_node import NodeError, NodeSettings, PartyNode
 
 
 def register(sub: Any) -> None:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from deploy.cli import UserError
+from fgbdt_chain.deploy.cli import UserError
 
 DEFAULT_PORT: int = 8000
 
@@ -48,7 +48,7 @@ def read_key(path: str) -> str:
 
 def settings_from_args(args: argparse.Namespace) -> Any:
     """The API settings of the command line (checked, with clear errors)."""
-    from api.service import Settings
+    from fgbdt_chain.api.service import Settings
 
     try:
         info = json.loads(Path(args.deployment).read_text(encoding="utf-8"))
@@ -71,9 +71,9 @@ def run_serve(args: argparse.Namespace) -> int:
     """Build the app and serve it with uvicorn until interrupted."""
     import uvicorn
 
-    from api.app import create_app
-    from api.service import Backend
-    from ledger.compile import CompileError, compile_all
+    from fgbdt_chain.api.app import create_app
+    from fgbdt_chain.api.service import Backend
+    from fgbdt_chain.ledger.compile import CompileError, compile_all
 
     settings = settings_from_args(args)
     try:

@@ -12,13 +12,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from deploy.cli import UserError
-from ledger import reference as ref
-from node.attacks import ATTACK_KINDS, Attack
-from node.binning import BINNING_METHODS
-from node.data import DataFormatError, load_train_test
-from node.experiment import ALGORITHMS, PrepConfig, prepare, run
-from node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
+from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node.attacks import ATTACK_KINDS, Attack
+from fgbdt_chain.node.binning import BINNING_METHODS
+from fgbdt_chain.node.data import DataFormatError, load_train_test
+from fgbdt_chain.node.experiment import ALGORITHMS, PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from deploy.cli import UserError
-from deploy.cmd_node import contract_address, read_key
-from deploy.cmd_simulate import (
+from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.deploy.cmd_node import contract_address, read_key
+from fgbdt_chain.deploy.cmd_simulate import (
     add_training_arguments,
     attack_of,
     load_data,
@@ -25,12 +25,12 @@ from deploy.cmd_simulate import (
     prep_config,
     training_params,
 )
-from deploy.requester import ChainSetup, run_task
-from ledger import reference as ref
-from ledger.client import ChainClient
-from node.experiment import prepare
-from node.fvtree import TrainParams
-from node.model import Model
+from fgbdt_chain.deploy.requester import ChainSetup, run_task
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.node.experiment import prepare
+from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.model import Model
 
 
 def register(sub: Any) -> None:

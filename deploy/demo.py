@@ -26,19 +26,19 @@ from eth_account import Account
 from rich.console import Console
 from rich.table import Table
 
-from api.app import settings_app
-from api.client import auth_for, create_task_body
-from deploy.cli import UserError
-from deploy.cmd_train import on_chain_progress
-from deploy.requester import BlockClock, ChainSetup, Requester
-from ledger import reference as ref
-from ledger.client import ChainClient
-from ledger.contracts import TaskContract
-from ledger.forwarder import Forwarder
-from node.data import load_train_test
-from node.experiment import PrepConfig, evaluate, prepare, run
-from node.fvtree import TrainParams
-from node.model import Model
+from fgbdt_chain.api.app import settings_app
+from fgbdt_chain.api.client import auth_for, create_task_body
+from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.deploy.cmd_train import on_chain_progress
+from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import TaskContract
+from fgbdt_chain.ledger.forwarder import Forwarder
+from fgbdt_chain.node.data import load_train_test
+from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.model import Model
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
 @contextlib.contextmanager
 def devnet(kind: str, console: Console) -> Iterator[str]:
     """A fresh local chain for the demo: anvil when available, else the embedded chain over JSON-RPC."""
-    from ledger.anvil import AnvilNotFound, anvil_binary, start_anvil
+    from fgbdt_chain.ledger.anvil import AnvilNotFound, anvil_binary, start_anvil
 
     if kind in ("auto", "anvil"):
         try:
@@ -73,7 +73,7 @@ def devnet(kind: str, console: Console) -> Iterator[str]:
         except AnvilNotFound:
             if kind == "anvil":
                 raise
-    from ledger.embedded_rpc import start_embedded_chain
+    from fgbdt_chain.ledger.embedded_rpc import start_embedded_chain
 
     chain = start_embedded_chain(process=True)
     console.print(f"devnet: embedded py-evm chain at {chain.url} (anvil not installed)")

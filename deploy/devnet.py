@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deploy.cli import UserError
-from ledger.anvil import AnvilNotFound, rpc_ready, start_anvil
-from ledger.client import ChainClient
-from ledger.compile import REPO_ROOT, CompileError
-from ledger.contracts import MathContract, TaskContract
-from ledger.forwarder import Forwarder
+from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.ledger.anvil import AnvilNotFound, rpc_ready, start_anvil
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.compile import REPO_ROOT, CompileError
+from fgbdt_chain.ledger.contracts import MathContract, TaskContract
+from fgbdt_chain.ledger.forwarder import Forwarder
 
 DEFAULT_PORT: int = 8545
 DEPLOYER_SEED: bytes = b"fgbdt-devnet-deployer"

@@ -26,16 +26,16 @@ import numpy as np
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
-from ledger import reference as ref
-from ledger.chain_model import model_from_chain
-from ledger.client import ChainClient
-from ledger.contracts import Status, TaskConfig, TaskContract
-from ledger.edges import encode_edges
-from node.attacks import Attack
-from node.binning import edges_from_sketch
-from node.data import Dataset
-from node.experiment import Prepared, evaluate
-from node.publish import decode_join
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.chain_model import model_from_chain
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.edges import encode_edges
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.binning import edges_from_sketch
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.experiment import Prepared, evaluate
+from fgbdt_chain.node.publish import decode_join
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -166,7 +166,7 @@ class Requester:
             cmd = [
                 sys.executable,
                 "-m",
-                "deploy.cli",
+                "fgbdt_chain.deploy.cli",
                 "node",
                 "--rpc",
                 self.setup.rpc,

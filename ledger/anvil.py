@@ -17,8 +17,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.client import DEFAULT_GAS_LIMIT
-from ledger.compile import REPO_ROOT
+from fgbdt_chain.ledger.client import DEFAULT_GAS_LIMIT
+from fgbdt_chain.ledger.compile import REPO_ROOT
 
 DEFAULT_CHAIN_ID: int = 31337
 

@@ -30,11 +30,11 @@ from eth_abi import decode as abi_decode
 from eth_keys import keys
 from eth_utils import keccak, to_checksum_address
 
-from ledger import reference as ref
-from ledger.abi_codec import canonical_type
-from ledger.client import ChainClient, Event
-from ledger.encoding import endorsement_digest, merkle_root, words
-from ledger.histogram_rules import HistogramRuleError, Sides, check_level
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.abi_codec import canonical_type
+from fgbdt_chain.ledger.client import ChainClient, Event
+from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, words
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, check_level
 
 SECP256K1_HALF_N: int = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
 """The contract rejects high-s signatures (malleability); the audit applies the same rule."""

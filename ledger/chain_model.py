@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ledger.contracts import TaskContract
-from ledger.edges import decode_edges
-from node.model import Model, Node, Tree
+from fgbdt_chain.ledger.contracts import TaskContract
+from fgbdt_chain.ledger.edges import decode_edges
+from fgbdt_chain.node.model import Model, Node, Tree
 
 
 class ModelNotReady(RuntimeError):

@@ -24,9 +24,9 @@ from web3.contract import Contract
 from web3.exceptions import TransactionIndexingInProgress, TransactionNotFound
 from web3.types import RPCEndpoint
 
-from ledger.abi_codec import EventCoder, FunctionCoder, event_coders, function_coders
-from ledger.compile import Artifact, compile_all
-from ledger.errors import ContractRevert, ErrorDecoder, revert_data_of
+from fgbdt_chain.ledger.abi_codec import EventCoder, FunctionCoder, event_coders, function_coders
+from fgbdt_chain.ledger.compile import Artifact, compile_all
+from fgbdt_chain.ledger.errors import ContractRevert, ErrorDecoder, revert_data_of
 
 DEFAULT_GAS_LIMIT: int = 1_000_000_000
 """Block gas limit of the chains the ledger starts: large enough for the widest level's histogram transaction."""

@@ -15,8 +15,8 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 from web3.contract import Contract
 
-from ledger.client import ChainClient, TxResult
-from ledger.encoding import (
+from fgbdt_chain.ledger.client import ChainClient, TxResult
+from fgbdt_chain.ledger.encoding import (
     endorsement_digest,
     merkle_proof,
     merkle_root,
@@ -24,7 +24,7 @@ from ledger.encoding import (
     node_hash,
     sign_endorsement,
 )
-from ledger.reference import NEUTRAL, ONE, Credit, NodeHistograms, Split
+from fgbdt_chain.ledger.reference import NEUTRAL, ONE, Credit, NodeHistograms, Split
 
 
 class Status(IntEnum):

@@ -46,10 +46,10 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import to_checksum_address
 
-from ledger.anvil import DEFAULT_CHAIN_ID, free_port, stop_process, wait_until_ready
-from ledger.client import DEFAULT_GAS_LIMIT
-from ledger.compile import REPO_ROOT
-from ledger.errors import ERROR_SELECTOR
+from fgbdt_chain.ledger.anvil import DEFAULT_CHAIN_ID, free_port, stop_process, wait_until_ready
+from fgbdt_chain.ledger.client import DEFAULT_GAS_LIMIT
+from fgbdt_chain.ledger.compile import REPO_ROOT
+from fgbdt_chain.ledger.errors import ERROR_SELECTOR
 
 CLIENT_VERSION: str = "fgbdt-embedded-rpc/0.1 (eth-tester py-evm)"
 """``web3_clientVersion``: says which node this is when a party logs its chain."""
@@ -652,7 +652,7 @@ def start_embedded_chain(
         thread = threading.Thread(target=server.serve_forever, name=f"embedded-rpc-{port}", daemon=True)
         thread.start()
         return EmbeddedChain(port=port, server=server, rpc=rpc, thread=thread)
-    cmd = [sys.executable, "-m", "ledger.embedded_rpc", "--port", str(port), "--gas-limit", str(gas_limit)]
+    cmd = [sys.executable, "-m", "fgbdt_chain.ledger.embedded_rpc", "--port", str(port), "--gas-limit", str(gas_limit)]
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child process
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach, env=env)

@@ -22,7 +22,7 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 from eth_utils import keccak
 
-from ledger.reference import NEUTRAL, Credit, NodeHistograms
+from fgbdt_chain.ledger.reference import NEUTRAL, Credit, NodeHistograms
 
 ENDORSEMENT_TAG: bytes = keccak(text="FGBDTChain.Endorsement.v2")
 

@@ -14,7 +14,7 @@ from typing import Any
 from eth_abi import decode as abi_decode
 from eth_utils import keccak, to_checksum_address
 
-from ledger.abi_codec import canonical_type
+from fgbdt_chain.ledger.abi_codec import canonical_type
 
 PANIC_SELECTOR = keccak(text="Panic(uint256)")[:4]
 ERROR_SELECTOR = keccak(text="Error(string)")[:4]

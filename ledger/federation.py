@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from eth_account.signers.local import LocalAccount
 
-from ledger import reference as ref
-from ledger.client import Event, TxResult
-from ledger.contracts import Phase, TaskContract
-from ledger.reference import NEUTRAL, Credit, NodeHistograms
-from ledger.reference import endorsement_quorum as quorum
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.client import Event, TxResult
+from fgbdt_chain.ledger.contracts import Phase, TaskContract
+from fgbdt_chain.ledger.reference import NEUTRAL, Credit, NodeHistograms
+from fgbdt_chain.ledger.reference import endorsement_quorum as quorum
 
 HistogramSource = Callable[[str, int, tuple[int, int]], NodeHistograms]
 """(party address, node id, candidate features) -> the party's histograms of that node."""

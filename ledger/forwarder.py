@@ -20,8 +20,8 @@ from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from web3.contract import Contract
 
-from ledger.client import ChainClient, TxResult
-from ledger.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.client import ChainClient, TxResult
+from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 
 DOMAIN_NAME: str = "FGBDTForwarder"
 DOMAIN_VERSION: str = "1"

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ledger.reference import (
+from fgbdt_chain.ledger.reference import (
     OBJECTIVE_BINARY,
     OBJECTIVE_SQUARED,
     ONE,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger import reference as ref
-from ledger.contracts import TaskConfig
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.contracts import TaskConfig
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
-from node.fvtree import TrainParams
+from fgbdt_chain.node.fvtree import TrainParams
 
 
 def lightgbm_params(params: TrainParams, *, threads: int = 1, seed: int = 0) -> dict[str, Any]:

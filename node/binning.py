@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ledger.reference import from_fixed, to_fixed
+from fgbdt_chain.ledger.reference import from_fixed, to_fixed
 
 BINNING_METHODS = ("dp", "exact", "uniform")
 

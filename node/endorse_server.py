@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from node.party_node import PartyNode
+    from fgbdt_chain.node.party_node import PartyNode
 
 
 class EndorseRequest(BaseModel):

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ledger import reference as ref
-from node.histogram import BinnedRows
-from node.psd import PSD
-from node.verify import (
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node.histogram import BinnedRows
+from fgbdt_chain.node.psd import PSD
+from fgbdt_chain.node.verify import (
     Claims,
     Measurement,
     PartyEstimator,

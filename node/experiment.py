@@ -13,21 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from ledger import reference as ref
-from node import baselines
-from node.attacks import Attack
-from node.binning import common_edges, fixed_round, schema_ranges
-from node.data import Dataset
-from node.endorsement import EndorsementRule, estimators_for
-from node.fvtree import ALGORITHMS as FEDERATED
-from node.fvtree import Federation, LevelView, TrainParams, TrainResult, params_dict
-from node.messages import abi_array
-from node.metrics import auc, error_rate, rmse
-from node.model import Model, bin_matrix
-from node.partition import feature_skewed, skewed_partition
-from node.psd import build_psd, psd_budget
-from node.verify import PartyEstimator
-from node.weights import distribution_weights
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node import baselines
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.binning import common_edges, fixed_round, schema_ranges
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.endorsement import EndorsementRule, estimators_for
+from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED
+from fgbdt_chain.node.fvtree import Federation, LevelView, TrainParams, TrainResult, params_dict
+from fgbdt_chain.node.messages import abi_array
+from fgbdt_chain.node.metrics import auc, error_rate, rmse
+from fgbdt_chain.node.model import Model, bin_matrix
+from fgbdt_chain.node.partition import feature_skewed, skewed_partition
+from fgbdt_chain.node.psd import build_psd, psd_budget
+from fgbdt_chain.node.verify import PartyEstimator
+from fgbdt_chain.node.weights import distribution_weights
 
 ALGORITHMS = (*FEDERATED, "standalone", "centralized")
 

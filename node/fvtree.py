@@ -24,17 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from ledger import reference as ref
-from ledger.histogram_rules import HistogramRuleError, Sides, check_level
-from ledger.task_params import TaskParameters
-from node.attacks import Attack
-from node.endorsement import EndorsementRule, choose, decide, quorum
-from node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
-from node.messages import level_traffic
-from node.model import Node, Tree
-from node.objective import gradients
-from node.resolve import level_of, resolve_level, top2_level
-from node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, check_level
+from fgbdt_chain.ledger.task_params import TaskParameters
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
+from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
+from fgbdt_chain.node.messages import level_traffic
+from fgbdt_chain.node.model import Node, Tree
+from fgbdt_chain.node.objective import gradients
+from fgbdt_chain.node.resolve import level_of, resolve_level, top2_level
+from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures")
 HESSIAN_MODES = ref.HESSIAN_MODES

@@ -574,7 +574,7 @@ def votes_from_gains(best: np.ndarray) -> np.ndarray:
 def warm_up() -> None:
     """Load (or compile) the kernels on tiny inputs, so that a timed run measures training, not the JIT (the
     contract side's kernels in ``node.resolve`` too)."""
-    from node import resolve  # late: node.resolve is the contract side, not something histograms depend on
+    from fgbdt_chain.node import resolve  # late: node.resolve is the contract side, not something histograms depend on
 
     rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
     group = np.zeros(2, dtype=np.int64)

@@ -24,25 +24,25 @@ import httpx
 import numpy as np
 from eth_account.signers.local import LocalAccount
 
-from ledger import reference as ref
-from ledger.chain_model import ModelNotReady, task_edges
-from ledger.client import Event
-from ledger.contracts import Endorsement, Membership, Phase, Status, TaskContract
-from ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
-from ledger.errors import ContractRevert
-from ledger.histogram_rules import HistogramRuleError, check_node
-from ledger.task_params import TaskParameters
-from node.attacks import Attack
-from node.binning import fixed_round, local_sketch, sketch_rng
-from node.data import Dataset
-from node.endorsement import EndorsementRule, choose, decide, estimators_for, quorum
-from node.fvtree import LocalParty, TrainParams, open_positions, route
-from node.histogram import FixedRows
-from node.model import bin_matrix
-from node.psd import build_psd, psd_budget
-from node.publish import decode_join, encode_join
-from node.verify import Claims, PartyEstimator, Verdict
-from node.weights import distribution_weights
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.chain_model import ModelNotReady, task_edges
+from fgbdt_chain.ledger.client import Event
+from fgbdt_chain.ledger.contracts import Endorsement, Membership, Phase, Status, TaskContract
+from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, check_node
+from fgbdt_chain.ledger.task_params import TaskParameters
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, estimators_for, quorum
+from fgbdt_chain.node.fvtree import LocalParty, TrainParams, open_positions, route
+from fgbdt_chain.node.histogram import FixedRows
+from fgbdt_chain.node.model import bin_matrix
+from fgbdt_chain.node.psd import build_psd, psd_budget
+from fgbdt_chain.node.publish import decode_join, encode_join
+from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
+from fgbdt_chain.node.weights import distribution_weights
 
 CHAIN_DOWN: tuple[type[BaseException], ...] = (OSError, TimeoutError)
 """Transport failures of the JSON-RPC client (requests' ConnectionError and Timeout are OSErrors)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from node.psd import PSD
+from fgbdt_chain.node.psd import PSD
 
 MAGIC = b"FGBJ"
 VERSION = 2

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ledger import reference as ref
-from node.histogram import FixedSums
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node.histogram import FixedSums
 
 LIMB = 1 << 32
 _MAX_HI = 2**48

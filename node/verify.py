@@ -52,8 +52,8 @@ from statistics import NormalDist
 import numpy as np
 from numba import njit
 
-from ledger import reference as ref
-from node.histogram import BinnedRows
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node.histogram import BinnedRows
 
 TESTS = 4
 """Tests per check (gradient, hessian and count stretch, and the root count): ``alpha`` is split evenly over them

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from node.psd import PSD
+from fgbdt_chain.node.psd import PSD
 
 
 def leaf_weights(leaves: np.ndarray, released: np.ndarray) -> np.ndarray:

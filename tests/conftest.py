@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ledger.anvil import Anvil, start_anvil
-from ledger.compile import Artifact, compile_all
+from fgbdt_chain.ledger.anvil import Anvil, start_anvil
+from fgbdt_chain.ledger.compile import Artifact, compile_all
 
 
 @pytest.fixture(scope="session")

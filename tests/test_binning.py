@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.binning import common_edges, edges_from_sketch, exact_edges, feature_ranges, local_sketch
-from node.model import bin_matrix
+from fgbdt_chain.node.binning import common_edges, edges_from_sketch, exact_edges, feature_ranges, local_sketch
+from fgbdt_chain.node.model import bin_matrix
 
 
 def _parties(seed: int = 0) -> list[np.ndarray]:

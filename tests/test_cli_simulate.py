@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deploy.cli import main
-from node.model import Model
+from fgbdt_chain.deploy.cli import main
+from fgbdt_chain.node.model import Model
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.data import (
+from fgbdt_chain.node.data import (
     DataFormatError,
     Dataset,
     _parse_libsvm_careful,

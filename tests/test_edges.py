@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.edges import EdgesFormatError, decode_edges, encode_edges
+from fgbdt_chain.ledger.edges import EdgesFormatError, decode_edges, encode_edges
 
 
 def test_round_trip_is_exact() -> None:

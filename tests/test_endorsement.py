@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ledger import reference as ref
-from ledger.reference import ONE, NodeHistograms
-from node.attacks import Attack
-from node.data import Dataset
-from node.endorsement import choose
-from node.experiment import Prepared, PrepConfig, prepare, run
-from node.fvtree import TrainParams
-from node.verify import Verdict
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.endorsement import choose
+from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.verify import Verdict
 
 PARAMS = TrainParams(trees=6, depth=3, bins=8, min_rows=5)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ledger import reference as ref
-from ledger.reference import endorsement_quorum
-from node import fvtree
-from node.attacks import Attack
-from node.fvtree import TIE_BREAKS, Federation, LevelView, TrainParams, TrainResult, open_positions, route
-from node.messages import level_traffic
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.reference import endorsement_quorum
+from fgbdt_chain.node import fvtree
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.fvtree import TIE_BREAKS, Federation, LevelView, TrainParams, TrainResult, open_positions, route
+from fgbdt_chain.node.messages import level_traffic
 
 
 def _federation_data(n: int = 1600, parties: int = 3, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -32,7 +32,7 @@ def _train(algo: str = "fvtree", params: TrainParams | None = None, weights: boo
 
 
 def test_model_traversal_reproduces_the_training_scores() -> None:
-    from node.model import Model
+    from fgbdt_chain.node.model import Model
 
     fed, result = _train()
     edges = [list(np.arange(1.5, 8.5, 1.0)) for _ in range(6)]  # slot s <-> raw value s (slot 0 <-> NaN)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from node.fvtree import open_positions, route
-from node.histogram import BinnedRows, RowGroups, row_width, votes_from_gains
+from fgbdt_chain.node.fvtree import open_positions, route
+from fgbdt_chain.node.histogram import BinnedRows, RowGroups, row_width, votes_from_gains
 
 
 def _data(seed: int, n: int = 600, f: int = 9, nb: int = 6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import reference as ref
-from ledger.histogram_rules import ROW_SLACK, HistogramRuleError, Sides, check_level, check_node
-from ledger.reference import ONE, NodeHistograms
-from node.fvtree import messages_of
-from node.histogram import BinnedRows, FixedRows, RowGroups
-from node.objective import gradients
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.histogram_rules import ROW_SLACK, HistogramRuleError, Sides, check_level, check_node
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.node.fvtree import messages_of
+from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
+from fgbdt_chain.node.objective import gradients
 
 
 def _honest_levels(

@@ -22,8 +22,8 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from deploy.cli import main as cli_main
-from node.model import (
+from fgbdt_chain.deploy.cli import main as cli_main
+from fgbdt_chain.node.model import (
     FORMAT_TAG,
     ONE,
     Model,
@@ -410,9 +410,9 @@ def fake_loader(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         calls.update(path=path, fmt=fmt, label_column=label_column, task=task, **kw)
         return _FakeDataset(np.load(path))
 
-    module = types.ModuleType("node.data")
+    module = types.ModuleType("fgbdt_chain.node.data")
     module.load_dataset = load_dataset  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "node.data", module)
+    monkeypatch.setitem(sys.modules, "fgbdt_chain.node.data", module)
     return calls
 
 
@@ -445,7 +445,7 @@ def test_cli_predict_wrong_feature_count(
 
 def test_cli_predict_with_real_loader(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """End to end through node.data.load_dataset on a CSV whose label is the last column, given by index."""
-    pytest.importorskip("node.data")
+    pytest.importorskip("fgbdt_chain.node.data")
     model = random_model(8, num_trees=6)
     X = np.random.default_rng(8).normal(0.0, 2.0, size=(40, model.num_features))
     X[:5, 1] = model.edges[1][:5]  # values exactly on edges survive the CSV round trip (repr)

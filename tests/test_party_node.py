@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from node.party_node import splits_open
+from fgbdt_chain.node.party_node import splits_open
 
 
 def test_splits_open_the_level_exactly() -> None:

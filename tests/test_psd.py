@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from node.psd import PSD, PSDFormatError, build_psd, psd_budget
+from fgbdt_chain.node.psd import PSD, PSDFormatError, build_psd, psd_budget
 
 
 def make_data(n: int = 3000, F: int = 5, seed: int = 0, nan_frac: float = 0.05) -> tuple[np.ndarray, np.ndarray]:

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import reference as ref
-from ledger.reference import ONE
-from node.fvtree import messages_of
-from node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
-from node.resolve import LIMB, FixedLevel, level_of, resolve_level, top2_level
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.node.fvtree import messages_of
+from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
+from fgbdt_chain.node.resolve import LIMB, FixedLevel, level_of, resolve_level, top2_level
 
 
 def _limbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

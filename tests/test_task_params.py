@@ -6,11 +6,11 @@ from dataclasses import asdict
 
 import pytest
 
-from api import models as m
-from api.service import config_of, parameters_of
-from ledger import reference as ref
-from ledger.task_params import TaskParameters
-from node.fvtree import TrainParams
+from fgbdt_chain.api import models as m
+from fgbdt_chain.api.service import config_of, parameters_of
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.task_params import TaskParameters
+from fgbdt_chain.node.fvtree import TrainParams
 
 
 def test_the_api_and_the_command_line_give_identical_configs() -> None:

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from ledger import reference as ref
-from node.histogram import BinnedRows, FixedRows, RowGroups
-from node.psd import build_psd
-from node.verify import (
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
+from fgbdt_chain.node.psd import build_psd
+from fgbdt_chain.node.verify import (
     Claims,
     PartyEstimator,
     check,
@@ -21,7 +21,7 @@ from node.verify import (
     overlap,
     relative_differences,
 )
-from node.weights import distribution_weights
+from fgbdt_chain.node.weights import distribution_weights
 
 
 def test_equation_11_with_magnitudes() -> None:

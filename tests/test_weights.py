@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from node.psd import PSD, build_psd
-from node.weights import distribution_weights, leaf_weights, weighted_leaf_counts
+from fgbdt_chain.node.psd import PSD, build_psd
+from fgbdt_chain.node.weights import distribution_weights, leaf_weights, weighted_leaf_counts
 
 F = 4
 LOWS = np.r_[np.zeros(F), 0.0]

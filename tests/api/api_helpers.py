@@ -8,14 +8,14 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
-from api.client import auth_for, create_task_body
-from api.service import Backend
-from ledger.client import ChainClient
-from ledger.contracts import TaskConfig, TaskContract
-from ledger.edges import encode_edges
-from ledger.federation import RowSource, run_level
-from ledger.forwarder import Forwarder
-from ledger.reference import ONE
+from fgbdt_chain.api.client import auth_for, create_task_body
+from fgbdt_chain.api.service import Backend
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.edges import encode_edges
+from fgbdt_chain.ledger.federation import RowSource, run_level
+from fgbdt_chain.ledger.forwarder import Forwarder
+from fgbdt_chain.ledger.reference import ONE
 
 EDGES = encode_edges([[0.25, 0.5, 0.75]] * 3)
 """Bin edges of the test tasks: 3 features, 4 bins."""

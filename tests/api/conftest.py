@@ -13,13 +13,13 @@ from api_helpers import Signer
 from eth_account.signers.local import LocalAccount
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.service import Backend, Settings
-from ledger.anvil import Anvil
-from ledger.client import ChainClient
-from ledger.compile import Artifact
-from ledger.contracts import TaskContract
-from ledger.forwarder import Forwarder
+from fgbdt_chain.api.app import create_app
+from fgbdt_chain.api.service import Backend, Settings
+from fgbdt_chain.ledger.anvil import Anvil
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.compile import Artifact
+from fgbdt_chain.ledger.contracts import TaskContract
+from fgbdt_chain.ledger.forwarder import Forwarder
 
 
 @pytest.fixture(scope="session")

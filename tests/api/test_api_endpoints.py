@@ -11,13 +11,13 @@ from api_helpers import CREATE, EDGES, Signer, trained_task
 from eth_account.signers.local import LocalAccount
 from fastapi.testclient import TestClient
 
-from api import models
-from api.app import create_app
-from api.service import Backend, Settings, config_of, parameters_of
-from ledger.anvil import free_port, start_anvil
-from ledger.client import ChainClient
-from ledger.contracts import Status, TaskContract
-from ledger.forwarder import Forwarder
+from fgbdt_chain.api import models
+from fgbdt_chain.api.app import create_app
+from fgbdt_chain.api.service import Backend, Settings, config_of, parameters_of
+from fgbdt_chain.ledger.anvil import free_port, start_anvil
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import Status, TaskContract
+from fgbdt_chain.ledger.forwarder import Forwarder
 
 pytestmark = pytest.mark.chain
 
@@ -292,7 +292,7 @@ def test_audit_verdict(api: TestClient, chain: ChainClient, signer: Signer, trai
 def test_audit_missing_module_is_503(
     api: TestClient, trained: tuple[int, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "ledger.audit", None)  # makes `import ledger.audit` raise ImportError
+    monkeypatch.setitem(sys.modules, "fgbdt_chain.ledger.audit", None)  # makes `import ledger.audit` raise ImportError
     r = api.get(f"/v1/tasks/{trained[0]}/audit")
     assert _error(r, 503, "AuditUnavailable")["detail"].startswith("the audit is not available")
 

@@ -12,8 +12,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from api.app import create_app
-from api.service import Backend
+from fgbdt_chain.api.app import create_app
+from fgbdt_chain.api.service import Backend
 
 pytestmark = pytest.mark.chain
 

@@ -14,14 +14,14 @@ import pytest
 from api_helpers import CREATE, Signer
 from eth_account.signers.local import LocalAccount
 
-from deploy.cli import UserError, build_parser
-from deploy.cmd_serve import read_key, settings_from_args
-from ledger.anvil import Anvil, free_port
-from ledger.client import ChainClient
-from ledger.compile import REPO_ROOT
-from ledger.contracts import Status, TaskConfig, TaskContract
-from ledger.errors import ContractRevert
-from ledger.forwarder import Forwarder, calldata, create_task_args
+from fgbdt_chain.deploy.cli import UserError, build_parser
+from fgbdt_chain.deploy.cmd_serve import read_key, settings_from_args
+from fgbdt_chain.ledger.anvil import Anvil, free_port
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.compile import REPO_ROOT
+from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.forwarder import Forwarder, calldata, create_task_args
 
 pytestmark = pytest.mark.chain
 
@@ -114,7 +114,7 @@ def test_fgbdt_serve_process(
     key = tmp_path / "relayer.key"
     key.write_text("0x" + bytes(relayer.key).hex())
     port = free_port()
-    cmd = [sys.executable, "-m", "deploy.cli", "serve", "--deployment", str(dep), "--relayer-key", str(key)]
+    cmd = [sys.executable, "-m", "fgbdt_chain.deploy.cli", "serve", "--deployment", str(dep), "--relayer-key", str(key)]
     proc = subprocess.Popen(
         [*cmd, "--port", str(port), "--log-level", "warning"],
         cwd=REPO_ROOT,

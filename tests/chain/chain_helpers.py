@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 
 from eth_account.signers.local import LocalAccount
 
-from ledger import reference as ref
-from ledger.client import ChainClient
-from ledger.contracts import TaskConfig, TaskContract
-from ledger.edges import encode_edges
-from ledger.federation import LevelOutcome, RowSource
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.edges import encode_edges
+from fgbdt_chain.ledger.federation import LevelOutcome, RowSource
 
 __all__ = ["RowSource"]
-from ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 
 
 @dataclass

@@ -21,11 +21,11 @@ from eth_abi import encode as abi_encode
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
 
-from deploy.cli import main
-from ledger import reference as ref
-from ledger.abi_codec import canonical_type
-from ledger.anvil import free_port
-from ledger.audit import (
+from fgbdt_chain.deploy.cli import main
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.abi_codec import canonical_type
+from fgbdt_chain.ledger.anvil import free_port
+from fgbdt_chain.ledger.audit import (
     AuditInput,
     SubmitCall,
     audit_chain,
@@ -33,11 +33,11 @@ from ledger.audit import (
     find_submit_calls,
     read_task,
 )
-from ledger.client import ChainClient, Event, TxResult
-from ledger.contracts import Endorsement, Status, TaskConfig, TaskContract, level_nodes
-from ledger.encoding import endorsement_digest, merkle_root, node_block, sign_endorsement, words
-from ledger.federation import quorum, run_level
-from ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.client import ChainClient, Event, TxResult
+from fgbdt_chain.ledger.contracts import Endorsement, Status, TaskConfig, TaskContract, level_nodes
+from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, sign_endorsement, words
+from fgbdt_chain.ledger.federation import quorum, run_level
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 
 pytestmark = pytest.mark.chain
 
@@ -47,7 +47,7 @@ TOP_UP = 10**17
 
 
 try:  # the ERC-2771 relay (ledger.forwarder) is being added concurrently: relay through it when it is there
-    from ledger.forwarder import Forwarder
+    from fgbdt_chain.ledger.forwarder import Forwarder
 except ImportError:  # pragma: no cover - older trees
     Forwarder = None  # type: ignore[assignment,misc]
 

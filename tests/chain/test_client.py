@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from eth_utils import keccak, to_checksum_address
 
-from ledger.client import ChainClient
-from ledger.compile import compile_all
-from ledger.contracts import TaskConfig, TaskContract
-from ledger.encoding import endorsement_digest
-from ledger.errors import ContractRevert, ErrorDecoder
-from ledger.reference import ONE
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.compile import compile_all
+from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.encoding import endorsement_digest
+from fgbdt_chain.ledger.errors import ContractRevert, ErrorDecoder
+from fgbdt_chain.ledger.reference import ONE
 
 pytestmark = pytest.mark.chain
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from deploy.cli import main
-from ledger.anvil import free_port, rpc_ready, start_anvil
-from ledger.client import ChainClient
-from ledger.contracts import TaskConfig, TaskContract
+from fgbdt_chain.deploy.cli import main
+from fgbdt_chain.ledger.anvil import free_port, rpc_ready, start_anvil
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 
 pytestmark = pytest.mark.chain
 

@@ -15,14 +15,14 @@ import httpx
 import pytest
 from eth_utils import keccak, to_checksum_address
 
-from ledger.anvil import DEFAULT_CHAIN_ID
-from ledger.client import DEFAULT_GAS_LIMIT, ChainClient
-from ledger.compile import Artifact
-from ledger.contracts import MathContract, TaskConfig, TaskContract
-from ledger.embedded_rpc import EmbeddedChain, start_embedded_chain
-from ledger.encoding import endorsement_digest
-from ledger.errors import ContractRevert
-from ledger.reference import ONE
+from fgbdt_chain.ledger.anvil import DEFAULT_CHAIN_ID
+from fgbdt_chain.ledger.client import DEFAULT_GAS_LIMIT, ChainClient
+from fgbdt_chain.ledger.compile import Artifact
+from fgbdt_chain.ledger.contracts import MathContract, TaskConfig, TaskContract
+from fgbdt_chain.ledger.embedded_rpc import EmbeddedChain, start_embedded_chain
+from fgbdt_chain.ledger.encoding import endorsement_digest
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.reference import ONE
 
 pytestmark = pytest.mark.chain
 

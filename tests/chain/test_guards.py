@@ -10,13 +10,13 @@ import pytest
 from chain_helpers import EDGES, Federation, RowSource, open_task, random_hist
 from eth_account import Account
 
-from ledger import reference as ref
-from ledger.client import ChainClient
-from ledger.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
-from ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
-from ledger.errors import ContractRevert
-from ledger.federation import run_level
-from ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.federation import run_level
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 
 pytestmark = pytest.mark.chain
 

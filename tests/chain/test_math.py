@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger import reference as ref
-from ledger.contracts import MathContract
-from ledger.errors import ContractRevert
-from ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.contracts import MathContract
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 
 pytestmark = pytest.mark.chain
 

@@ -9,14 +9,14 @@ import pytest
 from chain_helpers import Federation, Replay, RowSource, open_task, params_of, random_hist
 from eth_account.signers.local import LocalAccount
 
-from ledger import reference as ref
-from ledger.client import ChainClient
-from ledger.contracts import Phase, TaskConfig, TaskContract
-from ledger.encoding import node_block
-from ledger.errors import ContractRevert
-from ledger.federation import run_level
-from ledger.histogram_rules import HistogramRuleError, Sides, check_level
-from ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import Phase, TaskConfig, TaskContract
+from fgbdt_chain.ledger.encoding import node_block
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.federation import run_level
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, check_level
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 
 pytestmark = pytest.mark.chain
 

@@ -7,12 +7,12 @@ import random
 import pytest
 from chain_helpers import EDGES, Replay, RowSource, assert_level_matches, open_task, params_of, random_votes
 
-from ledger.chain_model import model_from_chain
-from ledger.client import ChainClient
-from ledger.contracts import Status, TaskConfig, TaskContract
-from ledger.edges import decode_edges
-from ledger.federation import run_level
-from ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.chain_model import model_from_chain
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.edges import decode_edges
+from fgbdt_chain.ledger.federation import run_level
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 
 pytestmark = pytest.mark.chain
 

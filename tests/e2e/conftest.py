@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ledger.anvil import Anvil
-from ledger.client import ChainClient
-from ledger.contracts import TaskContract
+from fgbdt_chain.ledger.anvil import Anvil
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import TaskContract
 
 
 @pytest.fixture(scope="session")

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 from eth_account import Account
 
-from deploy.requester import BlockClock, ChainSetup, Requester, run_task
-from ledger.anvil import Anvil, start_anvil
-from ledger.audit import audit_events, read_task
-from ledger.chain_model import model_from_chain
-from ledger.client import ChainClient
-from ledger.contracts import Status, TaskContract
-from node.attacks import Attack
-from node.data import load_train_test
-from node.experiment import Prepared, PrepConfig, prepare, run
-from node.fvtree import TrainParams
+from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
+from fgbdt_chain.ledger.anvil import Anvil, start_anvil
+from fgbdt_chain.ledger.audit import audit_events, read_task
+from fgbdt_chain.ledger.chain_model import model_from_chain
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import Status, TaskContract
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.data import load_train_test
+from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
 
 pytestmark = [pytest.mark.chain, pytest.mark.slow]
 
