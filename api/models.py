@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from fgbdt_chain.ledger.reference import ONE, from_fixed, to_fixed
+from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 
 __all__ = ["ONE", "from_fixed", "to_fixed"]
 
@@ -106,9 +107,15 @@ class TaskParameters(BaseModel):
         description="How verifiers decide: a test with a stated false-refusal rate, or the paper's equation 11.",
     )
     refusal_rate: float = Field(
-        default=1e-9, gt=0, lt=1, allow_inf_nan=False, description="Verifiers' false-refusal probability per check."
+        default=DEFAULT_REFUSAL_RATE,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Verifiers' false-refusal probability per check.",
     )
-    overlap_threshold: Real = Field(default=0.3, ge=0, description="With `endorse = overlap`: sign below it.")
+    overlap_threshold: Real = Field(
+        default=DEFAULT_OVERLAP_THRESHOLD, ge=0, description="With `endorse = overlap`: sign below it."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskParameters:

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.attacks import ATTACK_KINDS, Attack
 from fgbdt_chain.node.binning import BINNING_METHODS
 from fgbdt_chain.node.data import DataFormatError, load_train_test
@@ -60,11 +61,14 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--refusal-rate",
         type=float,
-        default=1e-9,
+        default=DEFAULT_REFUSAL_RATE,
         help="the verifiers' false-refusal probability per check (statistical endorsement; see docs/protocol.md)",
     )
     parser.add_argument(
-        "--overlap-threshold", type=float, default=0.3, help="with --endorse overlap: verifiers sign below it"
+        "--overlap-threshold",
+        type=float,
+        default=DEFAULT_OVERLAP_THRESHOLD,
+        help="with --endorse overlap: verifiers sign below it",
     )
     add_attack_arguments(parser)
 

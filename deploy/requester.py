@@ -31,6 +31,7 @@ from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.edges import encode_edges
+from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import edges_from_sketch
 from fgbdt_chain.node.data import Dataset
@@ -52,8 +53,8 @@ class ChainSetup:
     step_blocks: int = 120
     tick_seconds: float = 0.25
     endorse: ref.EndorseRuleName = "statistical"
-    refusal_rate: float = 1e-9
-    overlap_threshold: float = 0.3
+    refusal_rate: float = DEFAULT_REFUSAL_RATE
+    overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
     greedy: int | None = None
     attack: Attack | None = None
     party_fund_wei: int = 10**20

@@ -14,6 +14,13 @@ from dataclasses import dataclass
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.contracts import TaskConfig
 
+DEFAULT_REFUSAL_RATE = 1e-9
+"""The verifiers' default false-refusal probability per check (``node.verify``). A task of 500 trees x 8 parties
+makes 4,000 root submissions, each checked by 7 verifiers: at most 2.8e-5 expected honest refusals of one check,
+and a submission is refused only when more than a third of its verifiers refuse it."""
+DEFAULT_OVERLAP_THRESHOLD = 0.3
+"""With the paper's rule (``endorse = overlap``): verifiers sign a level whose equation-11 overlap is below it."""
+
 
 @dataclass(frozen=True)
 class TaskParameters:
@@ -36,8 +43,8 @@ class TaskParameters:
     learning_rate: float = 0.1
     min_rows: int = 1
     alpha: float = 0.5
-    refusal_rate: float = 1e-9
-    overlap_threshold: float = 0.3
+    refusal_rate: float = DEFAULT_REFUSAL_RATE
+    overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
 
     def config(self) -> TaskConfig:
         """The contract's ``Config`` (integers, fixed point where real)."""

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import common_edges, fixed_round, schema_ranges
@@ -52,8 +53,8 @@ class PrepConfig:
     endorse: str = "statistical"
     """How verifiers decide, as on chain: ``statistical`` (the default), ``overlap`` (the paper's equation 11) or
     ``none`` (every histogram accepted as sent, at neutral credit: the model of an all-honest federation)."""
-    refusal_rate: float = 1e-9
-    overlap_threshold: float = 0.3
+    refusal_rate: float = DEFAULT_REFUSAL_RATE
+    overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
 
     def endorsement(self) -> EndorsementRule | None:
         """The verifiers' rule, or None when endorsement is not modelled."""

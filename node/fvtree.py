@@ -34,7 +34,7 @@ from fgbdt_chain.node.messages import level_traffic
 from fgbdt_chain.node.model import Node, Tree
 from fgbdt_chain.node.objective import gradients
 from fgbdt_chain.node.resolve import level_of, resolve_level, top2_level
-from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel
+from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel, measure
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures")
 HESSIAN_MODES = ref.HESSIAN_MODES
@@ -157,8 +157,9 @@ class LevelView:
     active: list[bool]
     verdicts: list[dict[int, Verdict]]
     measurements: list[dict[int, Measurement]] = field(default_factory=list)
-    """Per party, each verifier's statistics of its level (statistical rule only): what the benchmark derives the
-    verdicts on stretched histograms from (``Measurement.scaled``)."""
+    """Per party, each verifier's statistics of its level (statistical rule, at a tree's root or with
+    ``Federation.measure_every_level``): what the benchmark derives the verdicts on stretched histograms from
+    (``Measurement.scaled``)."""
 
 
 @dataclass(frozen=True)
@@ -383,6 +384,9 @@ class Federation:
         self.record = TrainResult([], [0] * self.m, [0] * self.m, [0] * self.m, [], [0] * self.m, [], [], {}, [], [])
         self.seconds: dict[str, float] = {}
         self.level_observer: Callable[[LevelView], None] | None = None
+        self.measure_every_level = False
+        """Whether observers also get the verifiers' statistics below a tree's root, where no verdict rests on them
+        (``node.endorsement.decide``): the benchmark's view of why."""
 
     @property
     def score(self) -> np.ndarray:
@@ -491,7 +495,8 @@ class Federation:
             for j in range(self.m):
                 if j == i:
                     continue
-                if j not in sides_of and rule.rule == ref.ENDORSE_STATISTICAL:
+                measuring = rule.rule == ref.ENDORSE_STATISTICAL and (level == 0 or self.measure_every_level)
+                if j not in sides_of and measuring:
                     sides_of[j] = VerifierLevel.of(self.parties[j].rows, k_of_rows[j], cand_arr, *grads[j][:2])
                 verdicts[i][j], m = decide(
                     rule,
@@ -505,6 +510,8 @@ class Federation:
                     level == 0,
                     sides_of.get(j),
                 )
+                if m is None and measuring:
+                    m = measure(sides_of[j], self.estimators[j][i], claims[i], root=level == 0)
                 if m is not None:
                     measured[i][j] = m
             chosen = choose(verdicts[i], self.quorum)

@@ -24,6 +24,13 @@ normal quantile at ``alpha`` split over the tests. The same scale test runs on t
 of those), and at a tree's root the party's total count is checked against its PSD's total, whose Laplace noise is
 bounded exactly (a Chernoff bound, no normal approximation).
 
+**Where the test runs: a tree's root.** The model's premise, m's rows and j's rows in a cell drawn alike, holds
+where the cells are the global bins of every row. Below the root the cells are nodes the tree chose with m's own
+rows, and the statistics spread wider than the model says, more so the deeper (``bench.endorse``, per-level
+figures). The exact inherited-totals rule makes the deeper tests unnecessary for stretches: a party's totals at
+every node are its own sums at the parent's split, down from the root, so a stretch must already be there
+(``node.endorsement.decide``).
+
 **Why no test of flipped gradients.** Boosting fits the pooled rows, noise included, so late in training one party's
 residuals in a cell are anti-correlated with another's by construction: measured on a9a (M = 2, 100 trees), honest
 claims projected on a verifier's estimate reach a fitted scale of -1.2 at deep levels, exactly what a flip looks
@@ -59,10 +66,6 @@ TESTS = 4
 """Tests per check (gradient, hessian and count stretch, and the root count): ``alpha`` is split evenly over them
 (Bonferroni), so a check refuses an honest party with probability at most ``alpha``."""
 
-DEFAULT_REFUSAL_RATE = 1e-9
-"""Default false-refusal probability per check. A task of 500 trees x 8 levels x 8 parties makes 32,000
-submissions, each checked by 7 verifiers: at most 2.2e-4 expected honest refusals of one check, and a submission is
-refused only when more than a third of its verifiers refuse it."""
 
 _LIMB = 2.0**32
 _ONE = float(ref.ONE)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node.endorsement import EndorsementRule, decide
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
 from fgbdt_chain.node.psd import build_psd
 from fgbdt_chain.node.verify import (
@@ -202,3 +203,16 @@ def test_the_check_refuses_a_bad_rate_and_bad_shapes() -> None:
         check(verifier, k, cands, g, h, est, claims, 1.5, root=True)
     with pytest.raises(ValueError, match="claims of shape"):
         check(verifier, k, cands, g, h, est, Claims(claims.g[:, :1], claims.h, claims.n), 0.01, root=True)
+
+
+def test_the_verifiers_test_runs_at_a_trees_root() -> None:
+    """Below the root, inherited totals (an exact rule) tie every sum to the root's, so a verifier signs at neutral
+    credit without measuring (``node.endorsement.decide``); the same stretched claims are refused at the root."""
+    verifier, k, cands, g, h, est, claims = _federation(np.random.default_rng(8), 3000)
+    stretched = Claims(claims.g * 2, claims.h, claims.n)
+    rule = EndorsementRule()
+    deep, measured = decide(rule, verifier, k, cands, g, h, est, stretched, root=False)
+    assert deep.sign and deep.credit == ref.NEUTRAL and measured is None
+    at_root, measured = decide(rule, verifier, k, cands, g, h, est, stretched, root=True)
+    assert not at_root.sign and measured is not None
+    assert at_root.credit.g < ref.ONE
