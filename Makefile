@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all demo test lint typecheck unit bench clean install
+.PHONY: all demo test lint typecheck unit bench clean install artifacts
 
 all: test
 
@@ -26,6 +26,10 @@ install: $(STAMP) $(NODE_STAMP)
 
 demo: install
 	$(VENV)/bin/fgbdt demo
+
+# After editing a contract: recompile and rewrite the artifacts the package ships (a test checks they match).
+artifacts: install
+	$(PY) -m fgbdt_chain.ledger.compile --write
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

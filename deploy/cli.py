@@ -29,7 +29,10 @@ class UserError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from fgbdt_chain import __version__
+
     parser = argparse.ArgumentParser(prog="fgbdt", description="Fair, auditable federated gradient boosting.")
+    parser.add_argument("--version", action="version", version=f"fgbdt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

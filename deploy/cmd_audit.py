@@ -9,13 +9,12 @@ codes make it scriptable: 0 the record matches the reference, 1 a mismatch (prin
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 from web3.exceptions import Web3Exception
 
 from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target
 from fgbdt_chain.ledger.audit import AuditError, audit_chain
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.compile import CompileError
@@ -30,38 +29,16 @@ def register(subparsers: Any) -> None:
         "summary, or the first mismatch. Exit 0 when the record matches, 1 on a mismatch, 2 when the audit "
         "cannot run.",
     )
-    parser.add_argument("--rpc", default=None, help="JSON-RPC URL (default: the deployment file's rpc_url)")
     parser.add_argument("--task", required=True, type=int, help="task id")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--contract", default=None, help="FGBDTChain contract address")
-    where.add_argument("--deployment", default=None, help="deployment file written by `fgbdt devnet up`")
+    add_chain_arguments(parser)
     parser.add_argument("--block", default=None, type=int, help="audit the state at this block (default: latest)")
     parser.set_defaults(func=run_audit)
 
 
-def _deployment(path: str) -> dict[str, Any]:
-    try:
-        info = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UserError(f"deployment file not found: {path}") from exc
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"cannot read deployment file {path}: {exc}") from exc
-    if not isinstance(info, dict) or not isinstance(info.get("contracts"), dict):
-        raise UserError(f"deployment file {path} has no 'contracts' map")
-    if "FGBDTChain" not in info["contracts"]:
-        raise UserError(f"deployment file {path} has no FGBDTChain address")
-    return info
-
-
 def run_audit(args: argparse.Namespace) -> int:
     """Resolve the chain and contract, run the audit, print the verdict; 0 OK, 1 mismatch."""
-    info = _deployment(args.deployment) if args.deployment else {}
-    url = args.rpc or info.get("rpc_url")
-    if not url:
-        raise UserError("no RPC URL: pass --rpc URL (or a deployment file that records rpc_url)")
-    address = args.contract or info.get("contracts", {}).get("FGBDTChain")
-    if not address:
-        raise UserError("no contract: pass --contract ADDRESS or --deployment FILE")
+    target = chain_target(args)
+    url, address = target.rpc_url, target.contract
     if args.task < 1:
         raise UserError(f"task ids start at 1, got {args.task}")
     try:
@@ -70,8 +47,9 @@ def run_audit(args: argparse.Namespace) -> int:
         raise UserError(f"contracts do not compile (the ABI is needed to decode events): {exc}") from exc
     except Exception as exc:
         raise UserError(f"chain unreachable at {url}: {type(exc).__name__}") from exc
-    if "chain_id" in info and int(info["chain_id"]) != client.chain_id:
-        raise UserError(f"deployment file is for chain {info['chain_id']}, {url} serves chain {client.chain_id}")
+    expected = target.deployment.chain_id if target.deployment else None
+    if expected is not None and expected != client.chain_id:
+        raise UserError(f"deployment file is for chain {expected}, {url} serves chain {client.chain_id}")
     try:
         report = audit_chain(client, address, args.task, args.block)
     except AuditError as exc:

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-from eth_account import Account
 
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.deploy.cmd_simulate import add_attack_arguments, attack_of
+from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target, read_key
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskContract
 from fgbdt_chain.node.data import DataFormatError, load_dataset
@@ -23,14 +20,11 @@ from fgbdt_chain.node.party_node import NodeError, NodeSettings, PartyNode
 
 def register(sub: Any) -> None:
     p = sub.add_parser("node", help="run one party of an on-chain task", description=__doc__)
-    p.add_argument("--rpc", required=True, help="JSON-RPC URL of the chain")
     p.add_argument("--task", type=int, required=True, help="task id")
     p.add_argument("--key", required=True, help="file holding this party's private key (hex)")
     p.add_argument("--data", required=True, help="this party's rows (libsvm or CSV, label first)")
     p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT of the endorsement endpoint")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--contract", help="address of the FGBDTChain contract")
-    where.add_argument("--deployment", help="deployment file written by `fgbdt devnet up`")
+    add_chain_arguments(p)
     p.add_argument("--delta", type=float, default=1.0)
     p.add_argument("--psd-depth", type=int, default=8)
     p.add_argument("--psd-max-rows", type=int, default=500)
@@ -50,30 +44,8 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_node)
 
 
-def contract_address(args: argparse.Namespace) -> str:
-    if args.contract:
-        return str(args.contract)
-    if args.deployment:
-        try:
-            info = json.loads(Path(args.deployment).read_text())
-            return str(info["contracts"]["FGBDTChain"])
-        except (OSError, ValueError, KeyError) as exc:
-            raise UserError(f"cannot read the FGBDTChain address from {args.deployment}: {exc}") from exc
-    raise UserError("give --contract ADDRESS or --deployment FILE")
-
-
-def read_key(path: str) -> Any:
-    try:
-        text = Path(path).read_text().strip()
-        return Account.from_key(text)
-    except OSError as exc:
-        raise UserError(f"cannot read key file {path}: {exc}") from exc
-    except (ValueError, TypeError) as exc:
-        raise UserError(f"{path} does not hold a hex private key") from exc
-
-
 def run_node(args: argparse.Namespace) -> int:
-    account = read_key(args.key)
+    account = read_key(args.key, "party key")
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--listen must be HOST:PORT, got {args.listen!r}")
@@ -81,12 +53,12 @@ def run_node(args: argparse.Namespace) -> int:
         data = load_dataset(args.data, task="binary")
     except (DataFormatError, OSError) as exc:
         raise UserError(str(exc)) from exc
-    address = contract_address(args)
+    target = chain_target(args)
     try:
-        client = ChainClient.connect(args.rpc)
+        client = ChainClient.connect(target.rpc_url)
     except OSError as exc:
-        raise UserError(f"the chain at {args.rpc} does not answer ({type(exc).__name__})") from exc
-    task = TaskContract.at(client, address)
+        raise UserError(f"the chain at {target.rpc_url} does not answer ({type(exc).__name__})") from exc
+    task = TaskContract.at(client, target.contract)
     settings = NodeSettings(
         delta=args.delta,
         psd_depth=args.psd_depth,
@@ -116,7 +88,7 @@ def run_node(args: argparse.Namespace) -> int:
     server.start()
     bound = server.server.servers[0].sockets[0].getsockname()[1] if int(port) == 0 else int(port)
     node.endpoint = f"http://{host}:{bound}"
-    log(f"endorsement endpoint {node.endpoint}; chain {args.rpc}; task {args.task}")
+    log(f"endorsement endpoint {node.endpoint}; chain {target.rpc_url}; task {args.task}")
     # SIGTERM (the requester stopping its parties) unwinds like an exit, so the node logs where its time went
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:

@@ -73,11 +73,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from fgbdt_chain.api.app import create_app
     from fgbdt_chain.api.service import Backend
-    from fgbdt_chain.ledger.compile import CompileError, compile_all
+    from fgbdt_chain.ledger.compile import CompileError, load_artifacts
 
     settings = settings_from_args(args)
     try:
-        artifacts = compile_all()  # now, not on the first request (solc-js takes seconds on a cold cache)
+        artifacts = load_artifacts()  # now, not on the first request (an edited contract compiles for seconds)
     except CompileError as exc:
         raise UserError(f"contracts do not compile: {exc}") from exc
     app = create_app(Backend(settings, artifacts))

@@ -16,7 +16,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fgbdt_chain.deploy.cli import UserError
-from fgbdt_chain.deploy.cmd_node import contract_address, read_key
 from fgbdt_chain.deploy.cmd_simulate import (
     add_training_arguments,
     attack_of,
@@ -25,6 +24,7 @@ from fgbdt_chain.deploy.cmd_simulate import (
     prep_config,
     training_params,
 )
+from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target, read_key
 from fgbdt_chain.deploy.requester import ChainSetup, run_task
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
@@ -32,14 +32,17 @@ from fgbdt_chain.node.experiment import prepare
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.model import Model
 
+TRAIN_TREES = 20
+TRAIN_DEPTH = 5
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("train", help="train on chain: requester plus one node process per party", description=__doc__)
     add_training_arguments(p)
-    p.add_argument("--rpc", required=True, help="JSON-RPC URL of the chain (a devnet: `fgbdt devnet up`)")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--contract", help="address of the FGBDTChain contract")
-    where.add_argument("--deployment", help="deployment file written by `fgbdt devnet up`")
+    # on chain every level is a round of transactions: defaults that finish in minutes (the demo's), not the
+    # paper's 500 trees of depth 8 that `simulate` defaults to
+    p.set_defaults(trees=TRAIN_TREES, depth=TRAIN_DEPTH)
+    add_chain_arguments(p)
     p.add_argument("--key", help="requester's private key file (default: a fresh key funded by the devnet)")
     p.add_argument("--reward", type=float, default=1.0, help="reward deposited with the task, in ETH")
     p.add_argument(
@@ -68,17 +71,18 @@ def train(args: argparse.Namespace) -> int:
         prep = prepare(train_set, test_set, params, config)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    target = chain_target(args)
     try:
-        client = ChainClient.connect(args.rpc)
+        client = ChainClient.connect(target.rpc_url)
     except OSError as exc:
-        raise UserError(f"the chain at {args.rpc} does not answer (start one with `fgbdt devnet up`)") from exc
-    requester = read_key(args.key) if args.key else Account.create()
+        raise UserError(f"the chain at {target.rpc_url} does not answer (start one with `fgbdt devnet up`)") from exc
+    requester = read_key(args.key, "requester key") if args.key else Account.create()
     if not args.key:
         client.fund(requester.address, int((args.reward + 10) * 10**18))
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="fgbdt-train-"))
     setup = ChainSetup(
-        rpc=args.rpc,
-        contract=contract_address(args),
+        rpc=target.rpc_url,
+        contract=target.contract,
         requester=requester,
         workdir=workdir,
         reward_wei=int(args.reward * 10**18),

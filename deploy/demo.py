@@ -59,10 +59,17 @@ def register(sub: Any) -> None:
 def devnet(kind: str, console: Console) -> Iterator[str]:
     """A fresh local chain for the demo: anvil when available, else the embedded chain over JSON-RPC."""
     from fgbdt_chain.ledger.anvil import AnvilNotFound, anvil_binary, start_anvil
+    from fgbdt_chain.ledger.embedded_rpc import missing_requirement, start_embedded_chain
 
+    why_not_anvil = ""
     if kind in ("auto", "anvil"):
         try:
             anvil_binary()
+        except AnvilNotFound as exc:
+            if kind == "anvil":
+                raise UserError(str(exc)) from exc
+            why_not_anvil = str(exc)
+        else:
             node = start_anvil()
             console.print(f"devnet: anvil at {node.url}")
             try:
@@ -70,13 +77,15 @@ def devnet(kind: str, console: Console) -> Iterator[str]:
             finally:
                 node.stop()
             return
-        except AnvilNotFound:
-            if kind == "anvil":
-                raise
-    from fgbdt_chain.ledger.embedded_rpc import start_embedded_chain
-
-    chain = start_embedded_chain(process=True)
-    console.print(f"devnet: embedded py-evm chain at {chain.url} (anvil not installed)")
+    missing = missing_requirement()
+    if missing:
+        raise UserError(f"no chain to run on: {why_not_anvil or 'anvil not wanted'}; and {missing}")
+    try:
+        chain = start_embedded_chain(process=True)
+    except RuntimeError as exc:
+        raise UserError(str(exc)) from exc
+    notice = "anvil not found" if why_not_anvil else "as asked"
+    console.print(f"devnet: embedded py-evm chain at {chain.url} ({notice}; slower than anvil)")
     try:
         yield chain.url
     finally:

@@ -12,7 +12,6 @@ On a local devnet nothing mines blocks while every party waits, so a block clock
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ import numpy as np
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from fgbdt_chain.deploy.deployment import write_key
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
@@ -160,8 +160,7 @@ class Requester:
             self.client.fund(acct.address, self.setup.party_fund_wei)
             self.accounts.append(acct)
             key_path = work / f"party-{i}.key"
-            key_path.write_text(acct.key.hex() + "\n")
-            os.chmod(key_path, 0o600)
+            write_key(key_path, acct)
             shard = work / f"party-{i}.csv"
             write_shard(shard, self.prep.train.subset(idx))
             cmd = [

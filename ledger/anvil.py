@@ -1,8 +1,8 @@
-"""Start and stop anvil from the project's npm dependencies.
+"""Find, start and stop anvil.
 
-Why here and not in the devnet command: the chain tests need the same thing (one anvil per test session), and both
-must find the binary the same way: ``FGBDT_ANVIL``, then ``node_modules`` (the platform package ``@foundry-rs/anvil``
-installs, which works offline), then ``anvil`` on PATH.
+Why here and not in the devnet command: the chain tests, the devnet and the demo need the same thing, and all must
+find the binary the same way: ``FGBDT_ANVIL``, then a ``node_modules`` folder (``ledger.paths``: the clone's, the
+working directory's; the platform package ``@foundry-rs/anvil`` installs, which works offline), then ``anvil`` on PATH.
 """
 
 from __future__ import annotations
@@ -17,31 +17,34 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from fgbdt_chain.ledger import paths
 from fgbdt_chain.ledger.client import DEFAULT_GAS_LIMIT
-from fgbdt_chain.ledger.compile import REPO_ROOT
 
 DEFAULT_CHAIN_ID: int = 31337
 
 
 class AnvilNotFound(RuntimeError):
-    """No anvil binary: run ``npm ci`` at the repository root."""
+    """No anvil binary (the message says how to get one)."""
 
 
 def anvil_binary() -> Path:
-    """Path of the anvil executable."""
+    """Path of the anvil executable (module docstring for the search order)."""
     explicit = os.environ.get("FGBDT_ANVIL")
     if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise AnvilNotFound(f"FGBDT_ANVIL={explicit} is not an executable file")
         return Path(explicit)
-    for candidate in sorted((REPO_ROOT / "node_modules" / "@foundry-rs").glob("anvil-*/bin/anvil")):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    shim = REPO_ROOT / "node_modules" / ".bin" / "anvil"
-    if shim.exists():
-        return shim
+    for modules in paths.node_modules_dirs():
+        for candidate in sorted((modules / "@foundry-rs").glob("anvil-*/bin/anvil")):
+            if os.access(candidate, os.X_OK):
+                return candidate
+        shim = modules / ".bin" / "anvil"
+        if shim.exists():
+            return shim
     found = shutil.which("anvil")
     if found:
         return Path(found)
-    raise AnvilNotFound("anvil not found: run `npm ci` at the repository root")
+    raise AnvilNotFound(f"anvil not found (FGBDT_ANVIL, node_modules, PATH): {paths.npm_hint()}")
 
 
 def free_port() -> int:
@@ -146,6 +149,17 @@ def start_anvil(
     return anvil
 
 
+def _tail(log: Path | None, lines: int = 15) -> str:
+    """The end of a process's log for an error message: the real cause is usually its last line."""
+    if log is None:
+        return ""
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return f" (its log {log} could not be read)"
+    return f"; the end of its log ({log}):\n" + "\n".join(text) if text else f" (its log {log} is empty)"
+
+
 def wait_until_ready(
     process: subprocess.Popen[bytes], url: str, what: str, timeout: float, log: Path | None = None
 ) -> None:
@@ -153,7 +167,7 @@ def wait_until_ready(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with code {process.returncode} (see {log or 'its output'})")
+            raise RuntimeError(f"{what} exited with code {process.returncode}{_tail(log)}")
         if rpc_ready(url):
             return
         time.sleep(0.1)

@@ -25,7 +25,7 @@ from web3.exceptions import TransactionIndexingInProgress, TransactionNotFound
 from web3.types import RPCEndpoint
 
 from fgbdt_chain.ledger.abi_codec import EventCoder, FunctionCoder, event_coders, function_coders
-from fgbdt_chain.ledger.compile import Artifact, compile_all
+from fgbdt_chain.ledger.compile import Artifact, load_artifacts
 from fgbdt_chain.ledger.errors import ContractRevert, ErrorDecoder, revert_data_of
 
 DEFAULT_GAS_LIMIT: int = 1_000_000_000
@@ -80,7 +80,7 @@ class ChainClient:
 
     def __init__(self, w3: Web3, artifacts: dict[str, Artifact] | None = None) -> None:
         self.w3 = w3
-        self.artifacts = artifacts if artifacts is not None else compile_all()
+        self.artifacts = artifacts if artifacts is not None else load_artifacts()
         self.decoder = ErrorDecoder(a.abi for a in self.artifacts.values())
         self.gas_log: list[GasRecord] = []
         self._nonce_locks: dict[str, threading.Lock] = {}

@@ -30,7 +30,6 @@ import ast
 import contextlib
 import functools
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -46,9 +45,9 @@ from eth_abi import decode as abi_decode
 from eth_abi import encode as abi_encode
 from eth_utils import to_checksum_address
 
+from fgbdt_chain.ledger import paths
 from fgbdt_chain.ledger.anvil import DEFAULT_CHAIN_ID, free_port, stop_process, wait_until_ready
 from fgbdt_chain.ledger.client import DEFAULT_GAS_LIMIT
-from fgbdt_chain.ledger.compile import REPO_ROOT
 from fgbdt_chain.ledger.errors import ERROR_SELECTOR
 
 CLIENT_VERSION: str = "fgbdt-embedded-rpc/0.1 (eth-tester py-evm)"
@@ -234,12 +233,21 @@ class EmbeddedRPC:
         return tx, block
 
     def _eth_call(self, params: list[Any]) -> Any:
+        from eth.exceptions import Revert
+        from eth_tester.exceptions import ValidationError
+
         tx, block = self._tx_and_block(params)
-        tx.pop("chain_id", None)
         try:
-            return self.tester.call(tx, block)
-        except Exception as exc:
-            raise self._execution_error(exc, tx, block) from exc
+            computation = self._call_computation(tx, block)
+        except ValidationError as exc:
+            raise RpcError(-32602, f"invalid transaction: {exc}") from exc
+        if computation.is_error:
+            error = computation.error
+            if isinstance(error, Revert):
+                data = error.args[0] if error.args and isinstance(error.args[0], bytes) else b""
+                raise RpcError(3, _revert_message(data), "0x" + data.hex())
+            raise RpcError(-32000, f"EvmError: {type(error).__name__}")
+        return "0x" + bytes(computation.output).hex()
 
     def _eth_estimate_gas(self, params: list[Any]) -> Any:
         tx, block = self._tx_and_block(params)
@@ -281,8 +289,18 @@ class EmbeddedRPC:
 
     def _rerun(self, tx: dict[str, Any], block: Any) -> BaseException | None:
         """Execute ``tx`` as a call on ``block``'s state and return the EVM error (None when it succeeds)."""
+        computation = self._call_computation(tx, block)
+        return computation.error if computation.is_error else None
+
+    def _call_computation(self, tx: dict[str, Any], block: Any) -> Any:
+        """Execute ``tx`` as a call on ``block``'s state (reverted afterwards) and return py-evm's computation.
+
+        Why not eth-tester's ``call``: it charges the call's gas at the block's base fee, so a sender without ether
+        cannot call (the API simulates every relayed request as an ``eth_call`` from the forwarder, which holds
+        none). anvil, like geth, runs a call without a (non-zero) gas price at price zero and ignores the base fee;
+        so does this, and a call that names a price is run as given."""
         from eth.vm.spoof import SpoofTransaction
-        from eth_tester.backends.pyevm.main import _execute_and_revert_transaction
+        from eth_tester.backends.pyevm.main import _get_block_by_number
 
         tester = self.tester
         backend: Any = tester.backend
@@ -290,11 +308,20 @@ class EmbeddedRPC:
         raw_block = tester.normalizer.normalize_inbound_block_number(block)
         if "gas" not in raw_tx:
             raw_tx["gas"] = backend._max_available_gas()
+        priced = any(raw_tx.get(k) for k in ("gas_price", "max_fee_per_gas", "max_priority_fee_per_gas"))
         unsigned = backend._get_normalized_and_unsigned_evm_transaction(raw_tx, raw_block)
-        computation = _execute_and_revert_transaction(
-            backend.chain, SpoofTransaction(unsigned, from_=raw_tx["from"]), raw_block
-        )
-        return computation.error if computation.is_error else None
+        header = _get_block_by_number(backend.chain, raw_block).header
+        overrides: dict[str, Any] = {"from_": raw_tx["from"]}
+        if not priced:
+            overrides.update(gas_price=0, max_fee_per_gas=0, max_priority_fee_per_gas=0)
+            if getattr(header, "base_fee_per_gas", None) is not None:
+                header = header.copy(base_fee_per_gas=0)
+        state = backend.chain.get_vm(at_header=header).state
+        snapshot = state.snapshot()
+        try:
+            return state.apply_transaction(SpoofTransaction(unsigned, **overrides))
+        finally:
+            state.revert(snapshot)
 
     def _eth_send_raw_transaction(self, params: list[Any]) -> Any:
         if not params or not isinstance(params[0], str):
@@ -630,6 +657,19 @@ class EmbeddedChain:
             stop_process(self.process, timeout)
 
 
+def missing_requirement() -> str | None:
+    """Why the embedded chain cannot run here (what to install), or None when it can."""
+    import importlib.util
+
+    for module in ("eth_tester", "eth"):
+        if importlib.util.find_spec(module) is None:
+            return (
+                f"the embedded chain needs {module!r} (eth-tester with py-evm): "
+                "pip install 'fgbdt-chain[chain]', or install anvil (FGBDT_ANVIL, node_modules or PATH)"
+            )
+    return None
+
+
 def start_embedded_chain(
     port: int | None = None,
     *,
@@ -653,9 +693,12 @@ def start_embedded_chain(
         thread.start()
         return EmbeddedChain(port=port, server=server, rpc=rpc, thread=thread)
     cmd = [sys.executable, "-m", "fgbdt_chain.ledger.embedded_rpc", "--port", str(port), "--gas-limit", str(gas_limit)]
-    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child process
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach, env=env)
+    if log is None:  # kept, so that a failed start can say why
+        log = paths.cache_dir() / "logs" / f"embedded-chain-{port}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.unlink(missing_ok=True)
+    out = open(log, "ab")  # noqa: SIM115 - handed to the child process
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach)
     chain = EmbeddedChain(port=port, process=proc)
     wait_until_ready(proc, chain.url, "embedded chain", startup_timeout, log)
     return chain

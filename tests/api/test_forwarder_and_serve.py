@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,7 +17,6 @@ from fgbdt_chain.deploy.cli import UserError, build_parser
 from fgbdt_chain.deploy.cmd_serve import read_key, settings_from_args
 from fgbdt_chain.ledger.anvil import Anvil, free_port
 from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.compile import REPO_ROOT
 from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.forwarder import Forwarder, calldata, create_task_args
@@ -117,8 +115,7 @@ def test_fgbdt_serve_process(
     cmd = [sys.executable, "-m", "fgbdt_chain.deploy.cli", "serve", "--deployment", str(dep), "--relayer-key", str(key)]
     proc = subprocess.Popen(
         [*cmd, "--port", str(port), "--log-level", "warning"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        cwd=tmp_path,  # the installed package, from any directory
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -10,7 +10,6 @@ import pytest
 from eth_utils import keccak, to_checksum_address
 
 from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.compile import compile_all
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import endorsement_digest
 from fgbdt_chain.ledger.errors import ContractRevert, ErrorDecoder
@@ -64,15 +63,6 @@ def test_error_decoder_handles_panic_error_and_unknown(artifacts: dict) -> None:
     assert dec.decode("0xdeadbeef").name == "Unknown"
     e = dec.decode(keccak(text="UnknownTask(uint256)")[:4] + (7).to_bytes(32, "big"))
     assert isinstance(e, ContractRevert) and (e.name, e.args_) == ("UnknownTask", (7,))
-
-
-def test_compile_cache_is_reused() -> None:
-    t0 = time.monotonic()
-    first = compile_all()
-    second = compile_all()
-    assert first["FGBDTChain"].bytecode == second["FGBDTChain"].bytecode
-    assert time.monotonic() - t0 < 10  # both from the cache (a solc-js compile takes ~30 s)
-    assert first["FGBDTChain"].deployed_size < 24_576  # EIP-170: deployable on any chain
 
 
 def test_failed_transaction_names_the_error_of_a_race_within_its_block(anvil_client: ChainClient) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from fgbdt_chain.deploy.cli import main
+from fgbdt_chain.deploy.cli import UserError, main
+from fgbdt_chain.deploy.deployment import chain_target, read_key
 from fgbdt_chain.ledger.anvil import free_port, rpc_ready, start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
@@ -22,26 +24,38 @@ class Devnet:
         self.port = port
         self.dir = str(directory)
 
-    def __call__(self, action: str) -> int:
-        return main(["devnet", action, "--port", str(self.port), "--dir", self.dir])
+    def __call__(self, action: str, *, port: bool = True) -> int:
+        return main(["devnet", action, *(["--port", str(self.port)] if port else []), "--dir", self.dir])
 
 
 def test_devnet_up_status_down_persists_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = Devnet(free_port(), tmp_path)
     url = f"http://127.0.0.1:{args.port}"
+    deployment = tmp_path / f"deployment-{args.port}.json"
     try:
         assert args("up") == 0
-        assert capsys.readouterr().out.strip() == url
-        info = json.loads((tmp_path / f"deployment-{args.port}.json").read_text())
+        out = capsys.readouterr().out
+        assert url in out.splitlines()[0]
+        assert str(deployment) in out and "fgbdt train" in out and "fgbdt serve" in out  # what to run next
+        info = json.loads(deployment.read_text())
         assert info["chain_id"] == 31337 and info["reused"] is False
         client = ChainClient.connect(url)
         task = TaskContract.at(client, info["contracts"]["FGBDTChain"])
         assert task.trusted_forwarder() == info["contracts"]["FGBDTForwarder"]
         tid, _ = task.create_task(client.new_account(10**20), TaskConfig(), [0], [10**18], reward=12345)
-        assert args("status") == 0
+        # the relayer key `serve` needs: the owner's only, funded
+        key = Path(info["relayer_key"])
+        assert key.stat().st_mode & 0o777 == 0o600
+        assert client.w3.eth.get_balance(read_key(key).address) >= 10**21
+        # the registry: status, the chain commands and down find this devnet without --port
+        assert args("status", port=False) == 0
         assert info["contracts"]["FGBDTChain"] in capsys.readouterr().out
+        target = chain_target(argparse.Namespace(rpc=None, contract=None, deployment=None, devnet_dir=args.dir))
+        assert (target.rpc_url, target.contract) == (url, info["contracts"]["FGBDTChain"])
     finally:
-        assert args("down") == 0
+        assert args("down", port=False) == 0
+    with pytest.raises(UserError, match="no devnet running"):
+        chain_target(argparse.Namespace(rpc=None, contract=None, deployment=None, devnet_dir=args.dir))
     assert not rpc_ready(url)
     assert args("status") == 1
     assert (tmp_path / f"state-{args.port}.json").stat().st_size > 0

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from eth_utils import keccak, to_checksum_address
 
-from fgbdt_chain.ledger.anvil import DEFAULT_CHAIN_ID
+from fgbdt_chain.ledger.anvil import DEFAULT_CHAIN_ID, Anvil
 from fgbdt_chain.ledger.client import DEFAULT_GAS_LIMIT, ChainClient
 from fgbdt_chain.ledger.compile import Artifact
 from fgbdt_chain.ledger.contracts import MathContract, TaskConfig, TaskContract
@@ -190,3 +190,20 @@ def test_stop_cuts_kept_alive_connections() -> None:
         node.stop()
         with pytest.raises(httpx.TransportError):
             session.post(node.url, json=body)
+
+
+@pytest.mark.parametrize("price", [None, "0x0"])
+def test_a_call_from_an_account_without_ether_runs_as_on_anvil(
+    node: EmbeddedChain, anvil_node: Anvil, task: TaskContract, price: str | None
+) -> None:
+    """anvil runs ``eth_call`` without a gas price at price zero, so a sender holding nothing (the forwarder, when
+    the API simulates a relayed request) can call; the embedded chain must answer the same."""
+    call: dict[str, Any] = {"from": "0x" + "11" * 20, "to": task.address, "gas": hex(5_000_000)}
+    call["data"] = "0x" + keccak(text="taskCount()")[:4].hex()
+    if price is not None:
+        call["gasPrice"] = price
+    embedded = rpc(node.url, "eth_call", [call, "latest"])
+    assert "result" in embedded, embedded
+    assert int(embedded["result"], 16) >= 0
+    empty = rpc(anvil_node.url, "eth_call", [{**call, "to": "0x" + "22" * 20, "data": "0x"}, "latest"])
+    assert rpc(node.url, "eth_call", [{**call, "to": "0x" + "22" * 20, "data": "0x"}, "latest"]) == empty
