@@ -153,7 +153,7 @@ class Observer:
         fg, fh, fn = stretch(kind, factor)
         if bins_break(claims, fg, fh, fn, view.tree == 0, self.binary):
             return True
-        signers = sum(judge(mm.scaled(fg, fh, fn), self.alpha).sign for mm in measured.values())
+        signers = sum(judge(mm.scaled(fg, fh, fn), self.alpha, gradients=self.binary).sign for mm in measured.values())
         return signers < self.need
 
     def summary(self) -> dict[str, Any]:
@@ -386,6 +386,11 @@ def main() -> int:
     ap.add_argument("--start-tree", type=int, help="first tree the greedy party attacks (default: trees // 2)")
     ap.add_argument("--jobs", type=int, default=1, help="configurations run in parallel processes")
     ap.add_argument("--out", default="bench/results/endorse.json")
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the other configurations' runs already in --out (rerun only these) and summarise them all",
+    )
     args = ap.parse_args()
     tasks = [
         (
@@ -406,6 +411,12 @@ def main() -> int:
     ]
     command = "python -m bench.endorse " + " ".join(sys.argv[1:])
     results: list[dict[str, Any]] = []
+    if args.update:
+        with open(args.out) as f:
+            previous = json.load(f)
+        rerun = {(d, m, t, s) for d, m, t, s, *_ in tasks}
+        results = [r for r in previous["runs"] if (r["dataset"], r["parties"], r["theta"], r["seed"]) not in rerun]
+        command = f"{previous['command']}; then {command}"
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for res in pool.map(one_config, tasks):
             results.append(res)

@@ -56,8 +56,8 @@ class PrepConfig:
     refusal_rate: float = DEFAULT_REFUSAL_RATE
     overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
 
-    def endorsement(self) -> EndorsementRule | None:
-        """The verifiers' rule, or None when endorsement is not modelled."""
+    def endorsement(self, objective: ref.ObjectiveName = "binary") -> EndorsementRule | None:
+        """The verifiers' rule for a task of this objective, or None when endorsement is not modelled."""
         if self.endorse == "none":
             return None
         if self.endorse not in ref.ENDORSE_RULES:
@@ -66,6 +66,7 @@ class PrepConfig:
             ref.ENDORSE_RULES[self.endorse],
             self.refusal_rate,
             self.overlap_threshold,
+            ref.OBJECTIVES[objective],
         )
 
 
@@ -236,7 +237,7 @@ def federation(
 ) -> Federation:
     """The simulated federation ``run`` trains: the prepared parties, the endorsement rule of ``prep.config``
     (with every verifier's view of every party) and the attacks; ready to ``train`` (in parts, if wanted)."""
-    rule = prep.config.endorsement()
+    rule = prep.config.endorsement(prep.params.objective)
     weights = prep.weights() if algo == "fvtree" or rule is not None else None
     fed = Federation(
         prep.party_slots(),

@@ -175,7 +175,10 @@ class PartyNode:
             raise NodeError("the task trains a binary classifier: labels must be 0/1")
         self.params = TrainParams.of_task(task_params, settings.delta)
         self.rule = EndorsementRule(
-            ref.ENDORSE_RULES[task_params.endorse], task_params.refusal_rate, task_params.overlap_threshold
+            ref.ENDORSE_RULES[task_params.endorse],
+            task_params.refusal_rate,
+            task_params.overlap_threshold,
+            ref.OBJECTIVES[task_params.objective],
         )
         self.trees = TreeLog(task, task_id)
         self.party: LocalParty | None = None

@@ -114,3 +114,23 @@ def test_crediting_undoes_a_stretch() -> None:
         assert got.split is not None and honest.split is not None
         assert (got.split.feature, got.split.threshold) == (honest.split.feature, honest.split.threshold)
         assert all(abs(a - b) <= ONE // 10**6 for a, b in zip(got.phi, honest.phi, strict=True)), (got.phi, honest.phi)
+
+
+def test_squared_error_stretches_are_credited_back_and_honest_parties_pass() -> None:
+    """Under squared error the verifiers do not test gradient sums (label skew biases their estimate: docs): honest
+    skewed parties pass, a gradient stretch is accepted but earns no more than honesty, phantom rows are refused."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(4000, 5))
+    X[:, 3] = np.exp(2 * X[:, 3])
+    y = 3 * X[:, 0] - X[:, 1] + 0.3 * np.log(X[:, 3]) + 0.4 * rng.normal(size=4000) + 10
+    params = TrainParams(trees=6, depth=3, bins=8, min_rows=5, objective="regression")
+    config = PrepConfig(parties=3, theta=0.8, seed=0, psd_max_rows=40)
+    prep = prepare(Dataset(X[:3000], y[:3000]), Dataset(X[3000:], y[3000:]), params, config)
+    _, _, honest = run(prep, "fvtree")
+    assert honest is not None and honest.refusals == []
+    for factor in (2.0, 4.0):
+        _, _, greedy = run(prep, "fvtree", attacks={1: Attack("gradients", factor, start_tree=1)})
+        assert greedy is not None and greedy.refusals == []
+        assert greedy.shares()[1] <= honest.shares()[1] + 0.01, (factor, greedy.shares(), honest.shares())
+    _, _, phantom = run(prep, "fvtree", attacks={1: Attack("counts", 2.0, start_tree=1)})
+    assert phantom is not None and [(r.party, r.tree, r.level) for r in phantom.refusals] == [(1, 1, 0)]
