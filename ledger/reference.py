@@ -33,6 +33,12 @@ ONE: int = 10**18
 ABSTAIN: int = -1
 """A vote for no feature: the party has no valid local split at that node."""
 
+MAX_PARTIES: int = 16
+"""Most parties a task can approve (the contract's ``MAX_PARTIES``; a test reads it from the deployed contract).
+
+Exact split Shapley costs ``M * 2^M`` per split, on chain and here alike, so the simulator and the command line
+refuse larger federations before doing any work."""
+
 HESSIAN_SECOND_ORDER: int = 0
 HESSIAN_COUNT: int = 1
 # what plays the hessian in gains and leaves (``Config.hessianMode``), by the names every interface uses

@@ -13,7 +13,7 @@ from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import endorsement_digest
 from fgbdt_chain.ledger.errors import ContractRevert, ErrorDecoder
-from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.ledger.reference import MAX_PARTIES, ONE
 
 pytestmark = pytest.mark.chain
 
@@ -54,6 +54,7 @@ def test_endorsement_digest_matches_off_chain_encoding(chain: ChainClient, task_
     assert task_contract.endorsement_digest(3, 1, 2, party, root) == want
     assert task_contract.endorsement_digest(3, 1, 3, party, root) != want
     assert task_contract.limits() == (16, 8)
+    assert task_contract.limits()[0] == MAX_PARTIES  # the Python mirror the CLI and simulator refuse with
 
 
 def test_error_decoder_handles_panic_error_and_unknown(artifacts: dict) -> None:
