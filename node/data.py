@@ -10,7 +10,13 @@ So the rules are fixed here, in one place:
 * libsvm indices are 1-based and feature ``j`` of the file is column ``j - 1`` of ``X``. The feature count is the
   largest index seen, or ``num_features`` when given, so that a train and a test file agree (a9a.t never uses 123).
 * Labels: ``task="binary"`` maps labels to {0, 1} by ``label > 0`` (so -1/+1 and 0/1 both work); ``"regression"``
-  keeps them; ``"auto"`` picks binary when there are exactly two distinct labels.
+  keeps them; ``"auto"`` picks binary when there are exactly two distinct labels. A task's training labels that hold
+  a single class are refused (binary and "auto"), as are more than two values when binary was asked; the error says
+  what was found. ``check_labels`` applies the same rules to labels that come as arrays.
+* An unnamed first CSV column of row numbers (pandas' ``to_csv`` index) is dropped with a :class:`DataWarning`, and a
+  column without a name is never a feature named '' (``_parse_csv`` says why).
+* Scoring: ``load_features`` reads a file for a model by the model's feature names (``node.columns``), so that
+  columns in another order, a missing label or an extra ID column cannot shift features silently.
 * Nothing is half-loaded: any problem raises :class:`DataFormatError` naming the file, the line and the reason.
 
 Parsing uses a vectorised fast path (validate the text, then let ``np.fromstring`` convert it in C) and falls back to
@@ -35,11 +41,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fgbdt_chain.node.columns import ColumnMismatch, align_columns, column_label
+
 __all__ = [
     "MISSING_TOKENS",
     "DataFormatError",
+    "DataWarning",
     "Dataset",
+    "Features",
+    "check_labels",
     "load_dataset",
+    "load_features",
     "load_train_test",
 ]
 
@@ -59,6 +71,12 @@ _MAX_CELLS = 200_000_000
 _LIBSVM_LINE = re.compile(r"[ \t]*+[0-9A-Za-z.+-]++(?:[ \t]++[0-9]++:[0-9A-Za-z.+-]++)*+[ \t]*+")
 _LIBSVM_PAIR = re.compile(r"[^\s:,;]*:[^\s:,;]*")
 _INT = re.compile(r"[+-]?\d+")
+
+
+class DataWarning(UserWarning):
+    """Something in a data file that the loader fixed or guessed (a dropped index column, an unnamed column, a
+    constant label): worth a line on stderr, not worth refusing the file. The command line prints these as one
+    line each."""
 
 
 class DataFormatError(ValueError):
@@ -467,12 +485,10 @@ def _parse_csv_fast(body: list[str], delimiter: str | None, ncols: int) -> np.nd
     return None if flat is None else flat.reshape(len(body), ncols)
 
 
-def _parse_csv_careful(
+def _csv_records(
     path: str, text: str, delimiter: str | None, ncols: int, first_line: int, skip_first: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Field-by-field CSV parsing (quotes, missing tokens) that raises at the first bad line."""
-    values: list[list[float]] = []
-    numbers: list[int] = []
+) -> list[tuple[int, list[str]]]:
+    """The data records as (1-based line, fields), each checked to have ``ncols`` fields; blank lines skipped."""
     records: list[tuple[int, list[str]]] = []
     if delimiter is None:
         records = [(k, ln.split()) for k, ln in enumerate(text.split("\n"), start=1)]
@@ -482,6 +498,7 @@ def _parse_csv_careful(
             records = [(reader.line_num, fields) for fields in reader]
         except csv.Error as exc:
             raise DataFormatError(path, reader.line_num, f"malformed CSV ({exc})") from None
+    kept: list[tuple[int, list[str]]] = []
     for number, fields in records:
         if not fields or (len(fields) == 1 and not fields[0].strip()):
             continue
@@ -491,19 +508,82 @@ def _parse_csv_careful(
             raise DataFormatError(
                 path, number, f"expected {ncols} fields (as on line {first_line}), found {len(fields)}"
             )
+        kept.append((number, fields))
+    return kept
+
+
+def _parse_csv_careful(
+    path: str,
+    text: str,
+    delimiter: str | None,
+    ncols: int,
+    first_line: int,
+    skip_first: bool,
+    columns: Sequence[int] | None = None,
+    names: Sequence[str] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Field-by-field CSV parsing (quotes, missing tokens) that raises at the first bad line.
+
+    ``columns``: convert only these (in this order), so that text in columns nobody reads (an ID, a name) is no
+    error; ``names`` (the header) names a bad column in the message."""
+    values: list[list[float]] = []
+    numbers: list[int] = []
+    wanted = range(ncols) if columns is None else columns
+    for number, fields in _csv_records(path, text, delimiter, ncols, first_line, skip_first):
         row: list[float] = []
-        for column, value in enumerate(fields):
+        for column in wanted:
+            value = fields[column]
             try:
                 row.append(_to_float(value))
             except ValueError:
-                reason = f"value {_short(value)} in column {column} is not a number"
+                where = f"column {column}" + (
+                    f" ({names[column].strip()!r})" if names and names[column].strip() else ""
+                )
+                reason = f"value {_short(value)} in {where} is not a number"
                 if number == first_line:
                     reason += " (pass header=True if the first row is a header)"
                 raise DataFormatError(path, number, reason) from None
         values.append(row)
         numbers.append(number)
-    matrix = np.asarray(values, dtype=np.float64).reshape(len(values), ncols)
+    matrix = np.asarray(values, dtype=np.float64).reshape(len(values), len(wanted))
     return matrix, np.asarray(numbers, dtype=np.int64)
+
+
+@dataclass
+class _CsvLayout:
+    """Where a CSV file's data is: its delimiter, column count, header names and data lines (0-based indices)."""
+
+    delimiter: str | None
+    first: int
+    ncols: int
+    names: list[str] | None
+    body_idx: list[int]
+
+
+def _csv_layout(path: str, lines: list[str], header: bool | None) -> _CsvLayout:
+    nonblank = [k for k, ln in enumerate(lines) if ln.strip()]
+    if not nonblank:
+        raise DataFormatError(path, None, "empty file (no data rows)")
+    sample = [lines[k] for k in nonblank[:50]]
+    delimiter = _sniff_delimiter(sample if len(sample) == 1 else sample[1:])
+    first = nonblank[0]
+    first_fields = _split_row(lines[first], delimiter)
+    has_header = _is_header(first_fields) if header is None else header
+    names = [f.strip() for f in first_fields] if has_header else None
+    return _CsvLayout(delimiter, first, len(first_fields), names, nonblank[1:] if has_header else nonblank)
+
+
+_INDEX_NAMES = frozenset({"", "unnamed: 0"})
+
+
+def _is_row_index(column: np.ndarray) -> bool:
+    """Integers that number rows: strictly increasing (0..n-1, 1..n, or what is left of them after rows were
+    filtered out) or a permutation of 0..n-1 (a shuffled data frame)."""
+    if column.size == 0 or not np.isfinite(column).all() or (column != np.round(column)).any():
+        return False
+    if (np.diff(column) > 0).all():
+        return True
+    return bool(np.array_equal(np.sort(column), np.arange(column.size)))
 
 
 def _parse_csv(
@@ -513,36 +593,79 @@ def _parse_csv(
     label_column: int | str | None,
     header: bool | None,
     drop_columns: Sequence[int | str],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """Returns X, raw labels, the 1-based line of each row, and feature names."""
-    nonblank = [k for k, ln in enumerate(lines) if ln.strip()]
-    if not nonblank:
-        raise DataFormatError(path, None, "empty file (no data rows)")
-    sample = [lines[k] for k in nonblank[:50]]
-    delimiter = _sniff_delimiter(sample if len(sample) == 1 else sample[1:])
-    first = nonblank[0]
-    first_fields = _split_row(lines[first], delimiter)
-    has_header = _is_header(first_fields) if header is None else header
-    ncols = len(first_fields)
-    names = [f.strip() for f in first_fields] if has_header else None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], bool]:
+    """Returns X, raw labels, the 1-based line of each row, feature names, and whether the file has a header.
 
-    label_index = _resolve_column(path, 0 if label_column is None else label_column, names, ncols, "label column")
+    An unnamed leading index column is dropped with a :class:`DataWarning`: a first header field that is empty or
+    ``Unnamed: 0`` over row numbers (:func:`_is_row_index`) is what pandas' ``to_csv`` writes by default, not a
+    measurement. Dropping (rather than refusing) because the intent is certain from the file alone and every pandas
+    user would otherwise have to re-save or pass ``drop_columns``; warning because it is still a decision the user
+    should see. The default label column then is the next one, the file's first real column. A user who wants such a
+    column as a feature names it in the header; a named column is never taken for an index. Any other column with an
+    empty name is kept as ``c{j}`` (its position), also with a warning, so that no feature is ever named ''.
+    """
+    layout = _csv_layout(path, lines, header)
+    names, ncols, has_header = layout.names, layout.ncols, layout.names is not None
+    explicit_label = None if label_column is None else _resolve_column(path, label_column, names, ncols, "label column")
     dropped = {_resolve_column(path, c, names, ncols, "drop column") for c in drop_columns}
-    if label_index in dropped:
+    if explicit_label is not None and explicit_label in dropped:
         raise DataFormatError(path, None, f"label column {label_column!r} is also in drop_columns")
 
-    body_idx = nonblank[1:] if has_header else nonblank
-    body = [lines[k] for k in body_idx]
-    matrix = _parse_csv_fast(body, delimiter, ncols)
+    body = [lines[k] for k in layout.body_idx]
+    matrix = _parse_csv_fast(body, layout.delimiter, ncols)
     if matrix is not None:
-        line_numbers = np.asarray(body_idx, dtype=np.int64) + 1
+        line_numbers = np.asarray(layout.body_idx, dtype=np.int64) + 1
     else:
-        matrix, line_numbers = _parse_csv_careful(path, text, delimiter, ncols, first + 1, has_header)
+        matrix, line_numbers = _parse_csv_careful(
+            path, text, layout.delimiter, ncols, layout.first + 1, has_header, names=names
+        )
     if matrix.shape[0] == 0:
         raise DataFormatError(path, None, "no data rows" + (" after the header" if has_header else ""))
+
+    base = os.path.basename(path)
+    label_index = 0 if explicit_label is None else explicit_label
+    if names is not None and ncols > 1 and names[0].lower() in _INDEX_NAMES and 0 not in dropped:
+        if _is_row_index(matrix[:, 0]):
+            if explicit_label == 0:
+                raise DataFormatError(
+                    path, None, f"label column {label_column!r} is an unnamed row index (integers counting the rows)"
+                )
+            dropped.add(0)
+            label_index = 1 if explicit_label is None else explicit_label
+            warnings.warn(
+                DataWarning(
+                    f"{base}: dropped column 0 ({names[0]!r} in the header, values {matrix[0, 0]:g}, "
+                    f"{matrix[1, 0] if matrix.shape[0] > 1 else matrix[0, 0]:g}, ...): an unnamed row index, as "
+                    "pandas' to_csv writes by default (name it in the header to use it as a feature)"
+                ),
+                stacklevel=4,
+            )
+        elif names[0].lower() == "unnamed: 0":
+            warnings.warn(
+                DataWarning(
+                    f"{base}: column 0 is named 'Unnamed: 0' (a pandas index?) but does not number the rows: kept "
+                    "as a feature; drop it (drop_columns, --drop-columns 0) if it is an index"
+                ),
+                stacklevel=4,
+            )
+    if label_index in dropped:
+        raise DataFormatError(path, None, f"label column {label_index} is also in drop_columns")
     keep = [j for j in range(ncols) if j != label_index and j not in dropped]
-    feature_names = [names[j] for j in keep] if names is not None else [f"c{j}" for j in keep]
-    return matrix[:, keep], matrix[:, label_index], line_numbers, feature_names
+    if names is None:
+        feature_names = [f"c{j}" for j in keep]
+    else:
+        unnamed = [j for j in keep if not names[j]]
+        if unnamed:
+            warnings.warn(
+                DataWarning(
+                    f"{base}: {len(unnamed)} column(s) have no name in the header; named by position: "
+                    + ", ".join(f"c{j}" for j in unnamed[:8])
+                    + (", ..." if len(unnamed) > 8 else "")
+                ),
+                stacklevel=4,
+            )
+        feature_names = [names[j] or f"c{j}" for j in keep]
+    return matrix[:, keep], matrix[:, label_index], line_numbers, feature_names, has_header
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -557,14 +680,52 @@ class _LabelRule:
     threshold: float = 0.0
 
 
-def _decide_labels(path: str, y: np.ndarray, task: str) -> _LabelRule:
+def _shown_values(distinct: np.ndarray, limit: int = 6) -> str:
+    shown = ", ".join(f"{v:g}" for v in distinct[:limit])
+    return shown + (", ..." if distinct.size > limit else "")
+
+
+def _decide_labels(path: str, y: np.ndarray, task: str, *, whole_task: bool = True) -> _LabelRule:
+    """The label rule for ``task``, refusing labels that cannot be what was asked.
+
+    ``whole_task``: the labels are a whole task's training data (``load_train_test``, :func:`check_labels`), where a
+    single class is refused: binary classification needs both classes (a one-class fit predicts a constant and its
+    AUC is undefined), and under "auto" it would otherwise become a silent regression on a constant. When False (one
+    file on its own, ``load_dataset``) ``task="binary"`` accepts one class, because a party's shard under a skewed
+    partition (NOTES 1) legitimately holds one class; "auto" then keeps the value as a number and warns.
+    """
     distinct = np.unique(y)
+    if distinct.size == 1:
+        only = f"every label is {distinct[0]:g}"
+        base = os.path.basename(path)
+        if task == "regression":
+            if whole_task:
+                warnings.warn(DataWarning(f"{base}: {only}: the regression target is a constant"), stacklevel=3)
+            return _LabelRule(binary=False)
+        if not whole_task:
+            if task == "auto":
+                warnings.warn(
+                    DataWarning(f"{base}: {only}: one value, so task='auto' keeps it as a number"), stacklevel=3
+                )
+            return _LabelRule(binary=task == "binary")
+        if task == "binary":
+            raise DataFormatError(
+                path, None, f"{only}: task='binary' needs both classes (check the label column, e.g. --label-column)"
+            )
+        raise DataFormatError(
+            path,
+            None,
+            f"{only}: binary classification needs both classes and a constant is no regression target (check "
+            "the label column, e.g. --label-column; task='regression' fits the constant anyway)",
+        )
     if task == "regression" or (task == "auto" and distinct.size != 2):
         return _LabelRule(binary=False)
     if distinct.size > 2:
-        shown = ", ".join(f"{v:g}" for v in distinct[:5])
         raise DataFormatError(
-            path, None, f"task='binary' but the labels take {distinct.size} distinct values ({shown}, ...)"
+            path,
+            None,
+            f"task='binary' needs two label values but found {distinct.size} distinct values: "
+            f"{_shown_values(distinct)} (check the label column, e.g. --label-column, or use task='regression')",
         )
     if distinct.size == 2 and not distinct[0] <= 0.0 < distinct[1]:
         # e.g. {1, 2}: 'label > 0' would merge the two classes, so the larger value is the positive class.
@@ -572,13 +733,32 @@ def _decide_labels(path: str, y: np.ndarray, task: str) -> _LabelRule:
     return _LabelRule(binary=True, threshold=0.0)
 
 
+def check_labels(y: np.ndarray | Sequence[float], task: str = "auto", *, source: str = "labels") -> str:
+    """Validate a whole task's training labels and say what they train: "binary" or "regression".
+
+    The loaders' rules (module docstring) for labels that did not come from a file (arrays given to the Python API,
+    say), so that every entry point refuses the same things with the same words: a single class (for binary and
+    "auto"), more than two values when binary was asked, NaN. ``source`` names the labels in the error. Raises
+    :class:`DataFormatError` (a ``ValueError``).
+    """
+    if task not in _TASKS:
+        raise ValueError(f"task must be one of {_TASKS}, got {task!r}")
+    labels = np.asarray(y, dtype=np.float64).ravel()
+    if labels.size == 0:
+        raise DataFormatError(source, None, "no labels")
+    if np.isnan(labels).any():
+        raise DataFormatError(source, None, f"label {int(np.flatnonzero(np.isnan(labels))[0])} is missing (NaN)")
+    return "binary" if _decide_labels(source, labels, task).binary else "regression"
+
+
 def _apply_labels(path: str, y: np.ndarray, rule: _LabelRule) -> np.ndarray:
     if not rule.binary:
         return y.astype(np.float64, copy=True)
     distinct = np.unique(y)
     if distinct.size > 2:
-        shown = ", ".join(f"{v:g}" for v in distinct[:5])
-        raise DataFormatError(path, None, f"binary labels expected but found {distinct.size} distinct values ({shown})")
+        raise DataFormatError(
+            path, None, f"binary labels expected but found {distinct.size} values: {_shown_values(distinct)}"
+        )
     return (y > rule.threshold).astype(np.float64)
 
 
@@ -592,6 +772,17 @@ class _Raw:
     y: np.ndarray
     feature_names: list[str]
     fmt: str
+    has_header: bool = False
+
+
+def _file_kind(path: str, fmt: str | None, lines: list[str]) -> str:
+    """'libsvm' or 'csv': ``fmt`` when given, else from the name, else from the content."""
+    if fmt is not None:
+        key = fmt.lower().lstrip(".")
+        if key not in _FORMAT_ALIASES:
+            raise DataFormatError(path, None, f"unknown format {fmt!r} (expected 'libsvm' or 'csv')")
+        return _FORMAT_ALIASES[key]
+    return _format_from_name(path) or _sniff_format(path, lines)
 
 
 def _load_raw(
@@ -608,14 +799,12 @@ def _load_raw(
         raise ValueError(f"num_features must be a non-negative integer, got {num_features!r}")
     if isinstance(drop_columns, str | int):
         drop_columns = (drop_columns,)
-    if fmt is not None:
-        key = fmt.lower().lstrip(".")
-        if key not in _FORMAT_ALIASES:
-            raise DataFormatError(path, None, f"unknown format {fmt!r} (expected 'libsvm' or 'csv')")
-        fmt = _FORMAT_ALIASES[key]
+    if fmt is not None and fmt.lower().lstrip(".") not in _FORMAT_ALIASES:
+        raise DataFormatError(path, None, f"unknown format {fmt!r} (expected 'libsvm' or 'csv')")
     text = _read_text(path)
     lines = text.split("\n")
-    kind = fmt or _format_from_name(path) or _sniff_format(path, lines)
+    kind = _file_kind(path, fmt, lines)
+    has_header = False
 
     if kind == "libsvm":
         if label_column not in (None, 0):
@@ -630,13 +819,13 @@ def _load_raw(
         X, names = _densify(path, sparse, num_features)
         y = sparse.labels
     else:
-        X, y, line_numbers, names = _parse_csv(path, text, lines, label_column, header, drop_columns)
+        X, y, line_numbers, names, has_header = _parse_csv(path, text, lines, label_column, header, drop_columns)
         missing = np.flatnonzero(np.isnan(y))
         if missing.size:
             raise DataFormatError(path, int(line_numbers[missing[0]]), "label is missing")
         if num_features is not None and X.shape[1] != num_features:
             raise DataFormatError(path, None, f"{X.shape[1]} features but num_features={num_features}")
-    return _Raw(X=X, y=y, feature_names=names, fmt=kind)
+    return _Raw(X=X, y=y, feature_names=names, fmt=kind, has_header=has_header)
 
 
 def load_dataset(
@@ -667,7 +856,7 @@ def load_dataset(
         path, fmt=fmt, label_column=label_column, header=header, num_features=num_features, drop_columns=drop_columns
     )
     path_s = os.fspath(path)
-    rule = _decide_labels(path_s, raw.y, task)
+    rule = _decide_labels(path_s, raw.y, task, whole_task=False)
     y = _apply_labels(path_s, raw.y, rule)
     return Dataset(X=raw.X, y=y, feature_names=raw.feature_names, name=_dataset_name(path_s))
 
@@ -721,6 +910,7 @@ def load_train_test(
         if train.fmt == "libsvm" and test.fmt == "libsvm":
             width = max(train.X.shape[1], test.X.shape[1])
             train, test = _widen(train, width), _widen(test, width)
+        test = _align_test(test_s, test, train)
         if train.X.shape[1] != test.X.shape[1]:
             raise DataFormatError(
                 test_s, None, f"{test.X.shape[1]} features but the training file has {train.X.shape[1]}"
@@ -742,4 +932,127 @@ def load_train_test(
     order = np.random.default_rng(seed).permutation(n)
     test_idx = np.sort(order[:n_test])
     train_idx = np.sort(order[n_test:])
+    if rule.binary and np.unique(full.y[train_idx]).size < 2:
+        raise DataFormatError(
+            train_s,
+            None,
+            f"the {train_idx.size} training rows left after holding out {n_test} test rows all have label "
+            f"{int(full.y[train_idx][0]) if train_idx.size else '-'}: too few rows of one class for a random split "
+            "(give a --test file or more rows)",
+        )
     return full.subset(train_idx), full.subset(test_idx)
+
+
+def _align_test(test_path: str, test: _Raw, train: _Raw) -> _Raw:
+    """The test file's columns in the training file's order, when both have a header (matched by name).
+
+    Positional matching would silently score the wrong columns of a test file whose columns come in another order.
+    A test file that lacks a training feature, or has features the training file has not, is refused."""
+    if not (train.has_header and test.has_header) or test.feature_names == train.feature_names:
+        return test
+    if len(set(train.feature_names)) != len(train.feature_names):
+        return test  # names cannot identify columns; position it is, as for files without header
+    missing = [n for n in train.feature_names if n not in test.feature_names]
+    extra = [n for n in test.feature_names if n not in train.feature_names]
+    if missing or extra:
+        parts = [f"lacks {', '.join(map(repr, missing[:8]))}" if missing else ""]
+        parts.append(f"has {', '.join(map(repr, extra[:8]))} that the training file has not" if extra else "")
+        raise DataFormatError(
+            test_path,
+            None,
+            "its header does not match the training file's: it "
+            + " and ".join(p for p in parts if p)
+            + " (drop extra columns with drop_columns / --drop-columns)",
+        )
+    order = [test.feature_names.index(n) for n in train.feature_names]
+    return _Raw(test.X[:, order], test.y, list(train.feature_names), test.fmt, test.has_header)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Scoring
+
+
+@dataclass
+class Features:
+    """A data file's rows as a model's feature matrix, for scoring (:func:`load_features`)."""
+
+    X: np.ndarray
+    """(rows, model features), in the model's feature order."""
+    ids: list[str] | None
+    """The ID column's fields, verbatim (stripped), when an ID column was asked for."""
+    id_name: str | None
+    """The ID column's header name (``id`` for a file without header)."""
+    ignored: list[str]
+    """The file's columns used for nothing, as a user reads them (quoted names, or positions)."""
+    by_name: bool
+    """Whether the columns were matched by header name (else by position)."""
+    note: str | None = None
+    """Why a file with a header was matched by position, when it was."""
+
+
+def load_features(
+    path: str | os.PathLike[str],
+    feature_names: Sequence[str],
+    *,
+    id_column: int | str | None = None,
+    label_column: int | str | None = None,
+    fmt: str | None = None,
+    header: bool | None = None,
+) -> Features:
+    """Read a file to score with a model whose features are ``feature_names`` (``Model.feature_names``).
+
+    CSV with a header: columns are matched by name in any order; the label and an ID column may be present or
+    not, other columns are ignored (listed in :attr:`Features.ignored`), a missing feature is an error naming it.
+    CSV without a header and libsvm: by position, checked against the feature count (``node.columns``). Only the
+    model's columns are parsed as numbers, so the label may be missing or text, and an ID column (``id_column``: a
+    header name or 0-based index, CSV only) is copied as text. Raises :class:`DataFormatError` (file, reason).
+    """
+    path = os.fspath(path)
+    names = [str(n) for n in feature_names]
+    text = _read_text(path)
+    lines = text.split("\n")
+    kind = _file_kind(path, fmt, lines)
+    if kind == "libsvm":
+        if id_column is not None:
+            raise DataFormatError(path, None, "an ID column applies to CSV files; libsvm rows have none")
+        if label_column not in (None, 0):
+            raise DataFormatError(path, None, "label_column applies to CSV files; a libsvm label is the first token")
+        sparse = _parse_libsvm(path, lines)
+        if sparse.labels.size == 0:
+            raise DataFormatError(path, None, "empty file (no data rows)")
+        X, _ = _densify(path, sparse, len(names))
+        return Features(X=X, ids=None, id_name=None, ignored=[], by_name=False)
+
+    layout = _csv_layout(path, lines, header)
+    try:
+        plan = align_columns(names, layout.names, layout.ncols, id_column=id_column, label_column=label_column)
+    except ColumnMismatch as exc:
+        raise DataFormatError(path, None, str(exc)) from None
+    has_header = layout.names is not None
+    ids: list[str] | None = None
+    matrix = None
+    if plan.id_column is None:
+        body = [lines[k] for k in layout.body_idx]
+        full = _parse_csv_fast(body, layout.delimiter, layout.ncols)
+        matrix = None if full is None else full[:, list(plan.features)]
+    if matrix is None:
+        first_line = layout.first + 1
+        if plan.id_column is not None:
+            records = _csv_records(path, text, layout.delimiter, layout.ncols, first_line, has_header)
+            ids = [fields[plan.id_column].strip() for _, fields in records]
+        matrix, _ = _parse_csv_careful(
+            path, text, layout.delimiter, layout.ncols, first_line, has_header, plan.features, layout.names
+        )
+    if matrix.shape[0] == 0:
+        raise DataFormatError(path, None, "no data rows" + (" after the header" if has_header else ""))
+    id_name = None
+    if plan.id_column is not None:
+        id_name = (layout.names[plan.id_column] if layout.names else "") or "id"
+    return Features(
+        X=matrix,
+        ids=ids,
+        id_name=id_name,
+        ignored=[column_label(j, layout.names) for j in plan.ignored],
+        by_name=plan.by_name,
+        note=plan.note,
+    )

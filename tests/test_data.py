@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +16,13 @@ from hypothesis import strategies as st
 from fgbdt_chain.node.data import (
     DataFormatError,
     Dataset,
+    DataWarning,
     _parse_libsvm_careful,
     _parse_libsvm_fast,
     _read_text,
+    check_labels,
     load_dataset,
+    load_features,
     load_train_test,
 )
 
@@ -193,6 +197,122 @@ def test_task_regression_and_binary_errors(tmp_path: Path) -> None:
         load_dataset(two, task="classification")
 
 
+def test_one_class_labels_are_refused_for_a_task(tmp_path: Path) -> None:
+    path = write(tmp_path / "one.csv", "".join(f"1,{v}\n" for v in range(8)))
+    with pytest.raises(DataFormatError, match=r"one.csv: every label is 1: task='binary' needs both classes"):
+        load_train_test(path, seed=0, task="binary")
+    with pytest.raises(DataFormatError, match=r"every label is 1: binary classification needs both classes"):
+        load_train_test(path, seed=0)  # "auto" used to train a regression on the constant, silently
+    with pytest.warns(DataWarning, match="every label is 1: the regression target is a constant"):
+        train, _ = load_train_test(path, seed=0, task="regression")
+    np.testing.assert_array_equal(train.y, 1.0)
+    # one file alone may be a party's shard, where one class is normal under a skewed partition
+    np.testing.assert_array_equal(load_dataset(path, task="binary").y, 1.0)
+    with pytest.warns(DataWarning, match="task='auto' keeps it as a number"):
+        load_dataset(path)
+    # the split: both classes in the file, but the training rows keep only one
+    two = write(tmp_path / "two.csv", "1,0\n1,1\n1,2\n0,3\n")
+    order = np.random.default_rng(5).permutation(4)
+    assert 3 in order[:1]  # seed 5 holds the only class-0 row out
+    with pytest.raises(DataFormatError, match="training rows left after holding out 1 test rows all have label 1"):
+        load_train_test(two, seed=5)
+
+
+def test_labels_that_are_not_binary_are_named(tmp_path: Path) -> None:
+    path = write(tmp_path / "multi.csv", "".join(f"{k % 4},{k}\n" for k in range(12)))
+    with pytest.raises(
+        DataFormatError, match=r"task='binary' needs two label values but found 4 distinct values: 0, 1, 2, 3 "
+    ):
+        load_train_test(path, seed=0, task="binary")
+    test = write(tmp_path / "t.csv", "0,1\n1,2\n5,3\n")
+    train = write(tmp_path / "b.csv", "0,1\n1,2\n")
+    with pytest.raises(DataFormatError, match=r"t.csv: binary labels expected but found 3 values: 0, 1, 5"):
+        load_train_test(train, test, seed=0)
+
+
+def test_check_labels_for_arrays() -> None:
+    assert check_labels([0, 1, 1]) == check_labels([-1, 1], task="binary") == "binary"
+    assert check_labels([0.5, 1.5, 3.0]) == check_labels([0, 1], task="regression") == "regression"
+    with pytest.raises(DataFormatError, match="party 2: every label is 0: task='binary' needs both classes"):
+        check_labels(np.zeros(5), task="binary", source="party 2")
+    with pytest.raises(DataFormatError, match="found 3 distinct values: 0, 1, 2"):
+        check_labels([0, 1, 2], task="binary")
+    with pytest.raises(DataFormatError, match="label 1 is missing"):
+        check_labels([0, np.nan, 1])
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# An unnamed leading index column (pandas' to_csv default)
+
+
+def pandas_like(path: Path, index: list[int], first: str = "") -> Path:
+    rows = [f"{first},y,a,b"] + [f"{i},{k % 2},{k * 0.5},{-k}" for k, i in enumerate(index)]
+    return write(path, "\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("first", "index"),
+    [("", list(range(6))), ("Unnamed: 0", list(range(6))), ("", [2, 3, 7, 8, 10, 15]), ("", [3, 0, 5, 1, 4, 2])],
+)
+def test_unnamed_index_column_is_dropped_with_a_warning(tmp_path: Path, first: str, index: list[int]) -> None:
+    path = pandas_like(tmp_path / "pd.csv", index, first)
+    with pytest.warns(DataWarning, match=r"pd.csv: dropped column 0 .*an unnamed row index, as pandas' to_csv"):
+        ds = load_dataset(path)
+    assert ds.feature_names == ["a", "b"]  # and the label is the first real column, y
+    np.testing.assert_array_equal(ds.y, [k % 2 for k in range(6)])
+    np.testing.assert_array_equal(ds.X[:, 0], [k * 0.5 for k in range(6)])
+    with pytest.raises(DataFormatError, match="label column 0 is an unnamed row index"):
+        load_dataset(path, label_column=0)
+
+
+def test_unnamed_columns_never_become_a_feature_named_empty(tmp_path: Path) -> None:
+    # not a row index (repeats): kept, but under its position's name
+    path = write(tmp_path / "u.csv", ",y,a\n5,1,2\n5,0,3\n7,1,4\n")
+    with pytest.warns(DataWarning, match=r"u.csv: 1 column\(s\) have no name in the header; named by position: c0"):
+        ds = load_dataset(path, label_column="y")
+    assert ds.feature_names == ["c0", "a"]
+    with pytest.warns(DataWarning, match="named 'Unnamed: 0' .* does not number the rows: kept as a feature"):
+        assert load_dataset(pandas_like(tmp_path / "n.csv", [4, 4, 1, 0, 2, 3], "Unnamed: 0")).n_features == 3
+    # dropped by the user: nothing to say; a named column is never taken for an index
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_dataset(
+            pandas_like(tmp_path / "d.csv", list(range(6))), drop_columns=[0], label_column="y"
+        ).feature_names == ["a", "b"]
+        assert load_dataset(pandas_like(tmp_path / "i.csv", list(range(6)), "id"), label_column="y").feature_names == [
+            "id",
+            "a",
+            "b",
+        ]
+
+
+def test_test_file_columns_are_matched_by_name(tmp_path: Path) -> None:
+    train = write(tmp_path / "train.csv", "y,a,b,c\n0,1,2,3\n1,4,5,6\n")
+    test = write(tmp_path / "test.csv", "c,y,a,b\n30,1,10,20\n")
+    _, te = load_train_test(train, test, seed=0, label_column="y")  # the label by name: it moved too
+    assert te.feature_names == ["a", "b", "c"]
+    np.testing.assert_array_equal(te.X, [[10, 20, 30]])
+    np.testing.assert_array_equal(te.y, [1])
+    other = write(tmp_path / "other.csv", "y,a,b,d\n1,10,20,30\n")
+    with pytest.raises(
+        DataFormatError, match=r"other.csv: its header does not match the training file's: it lacks 'c' and has 'd'"
+    ):
+        load_train_test(train, other, seed=0, label_column="y")
+
+
+def test_load_features_reads_only_the_model_columns(tmp_path: Path) -> None:
+    path = write(tmp_path / "s.csv", 'name,b,id,a\n"Smith, J",2,007,1\nLee,4,008,3\n')
+    got = load_features(path, ["a", "b"], id_column="id")
+    np.testing.assert_array_equal(got.X, [[1, 2], [3, 4]])
+    assert (got.ids, got.id_name, got.ignored, got.by_name) == (["007", "008"], "id", ["'name'"], True)
+    with pytest.raises(DataFormatError, match=r"s.csv: the file lacks 1 of the model's 3 features: 'c'"):
+        load_features(path, ["a", "b", "c"])
+    with pytest.raises(DataFormatError, match="ID column applies to CSV files"):
+        load_features(write(tmp_path / "l.libsvm", "1 1:1\n"), ["f1"], id_column=0)
+    with pytest.raises(DataFormatError, match="exceeds num_features=1"):
+        load_features(write(tmp_path / "w.libsvm", "1 1:1 2:1\n"), ["f1"])
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # Errors: each names file, line and reason
 
@@ -214,7 +334,7 @@ MALFORMED = [
     ("bad.libsvm", "1 1:1\n0 99999999999999999999999:1\n", 2, "feature index 99999999999999999999999 is too large"),
     ("bad.csv", "1,2,3\n0,4\n", 2, "expected 3 fields (as on line 1), found 2"),
     ("bad.csv", "1,2,3\n0,4,5,6\n", 2, "expected 3 fields"),
-    ("bad.csv", "a,b,c\n1,2,3\n0,4,x\n", 3, "value 'x' in column 2 is not a number"),
+    ("bad.csv", "a,b,c\n1,2,3\n0,4,x\n", 3, "value 'x' in column 2 ('c') is not a number"),
     ("bad.csv", "1,2,3\n\n\n0,1_0,3\n", 4, "value '1_0'"),
     ("bad.csv", "1,2,3\nNA,4,5\n", 2, "label is missing"),
     ("bad.csv", "y,a\n1,2\n,3\n", 3, "label is missing"),
