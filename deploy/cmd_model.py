@@ -9,13 +9,16 @@ sees one line naming the file and the problem instead of a traceback.
 from __future__ import annotations
 
 import argparse
+import csv
 import re
-from pathlib import Path
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.node.data import load_features
 from fgbdt_chain.node.model import Model, ModelFormatError
 
 EXPORT_FORMATS = ("lightgbm",)
@@ -37,16 +40,25 @@ def register(subparsers: Any) -> None:
     pred = subparsers.add_parser(
         "predict",
         help="score a data file with a trained model",
-        description="Write one prediction per input row, in input order, to a CSV with header 'prediction': the "
-        "probability of class 1 for binary models, the predicted value for regression models.",
+        description="Write one prediction per input row, in input order, to a CSV with the header 'prediction' "
+        "(after the --id-column, when given): the probability of class 1 for binary models, the predicted value for "
+        "regression models. A file with a header is matched to the model's features by column name, in any order; "
+        "the label and other columns may be there or not (unused columns are listed on stderr) and a missing feature "
+        "is an error. Files without a header, and libsvm files, are read by position.",
     )
     pred.add_argument("--model", required=True, help="trained model file (fgbdt-model/1 JSON)")
-    pred.add_argument("--data", required=True, help="data file (any format node.data can load)")
+    pred.add_argument("--data", required=True, help="data file (libsvm or CSV, plain or .gz; a label is optional)")
     pred.add_argument("--out", required=True, help="CSV file to write")
+    pred.add_argument(
+        "--id-column",
+        default=None,
+        help="CSV column copied to the output next to each prediction: header name or index",
+    )
     pred.add_argument(
         "--label-column",
         default=None,
-        help="CSV label column: header name or index (negative counts from the end; default: first column)",
+        help="CSV label column, not needed with a header (unused columns are ignored): header name or index "
+        "(negative counts from the end); without a header, the label's position if it is not the first column",
     )
     pred.set_defaults(func=run_predict)
 
@@ -77,37 +89,57 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _column(spec: str | None) -> int | str | None:
+    """A column option: "0" / "-1" on the command line are indices, anything else a header name."""
+    if isinstance(spec, str) and re.fullmatch(r"[+-]?\d+", spec.strip()):
+        return int(spec)
+    return spec
+
+
 def run_predict(args: argparse.Namespace) -> int:
     """Score every row of the data file and write the predictions in input order."""
     model = load_model_or_fail(args.model)
     try:
-        from fgbdt_chain.node.data import load_dataset
-    except ImportError as exc:
-        raise UserError(f"data loading is unavailable (node.data): {exc}") from exc
-    label_column: int | str | None = args.label_column
-    if isinstance(label_column, str) and re.fullmatch(r"[+-]?\d+", label_column.strip()):
-        label_column = int(label_column)  # "0" / "-1" on the command line mean column indices, not header names
-    try:
-        ds = load_dataset(args.data, fmt=None, label_column=label_column, task="auto", num_features=model.num_features)
+        features = load_features(
+            args.data,
+            model.feature_names,
+            id_column=_column(args.id_column),
+            label_column=_column(args.label_column),
+        )
     except FileNotFoundError as exc:
         raise UserError(f"data file not found: {args.data}") from exc
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load data file {args.data}: {exc}") from exc
-    X = ds.X.toarray() if hasattr(ds.X, "toarray") else ds.X  # tolerate a sparse matrix from a loader
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != model.num_features:
-        got = X.shape[1] if X.ndim == 2 else f"shape {X.shape}"
-        raise UserError(f"data file {args.data} has {got} features, the model expects {model.num_features}")
-    values = model.predict_proba(X) if model.objective == "binary" else model.predict_raw(X)
+        raise UserError(f"cannot score {args.data} with {args.model}: {exc}") from exc
+    if features.note:
+        print(f"fgbdt predict: {features.note}", file=sys.stderr)
+    if features.ignored:
+        shown = ", ".join(features.ignored[:12]) + (
+            f", ... ({len(features.ignored)})" if len(features.ignored) > 12 else ""
+        )
+        print(f"fgbdt predict: ignoring columns the model does not use: {shown}", file=sys.stderr)
+    # explicit, whatever Model.predict returns: probabilities of class 1 for binary models, raw scores otherwise
+    values = model.predict_proba(features.X) if model.objective == "binary" else model.predict_raw(features.X)
     try:
-        write_predictions(args.out, values)
+        write_predictions(args.out, values, ids=features.ids, id_name=features.id_name)
     except OSError as exc:
         raise UserError(f"cannot write {args.out}: {exc}") from exc
     print(f"wrote {len(values)} predictions to {args.out}")
     return 0
 
 
-def write_predictions(path: str, values: np.ndarray) -> None:
-    """CSV with a ``prediction`` header; repr keeps every double exact, so results compare bit for bit."""
-    lines = ["prediction", *(repr(float(v)) for v in values)]
-    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+def write_predictions(
+    path: str, values: np.ndarray, *, ids: Sequence[str] | None = None, id_name: str | None = None
+) -> None:
+    """CSV with a ``prediction`` column, after the ID column when given; repr keeps every double exact, so results
+    compare bit for bit. The header stays ``prediction`` for binary models too (the probability of class 1, as
+    ``lightgbm.Booster.predict`` returns), so files and scripts written for earlier versions keep working."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        if ids is None:
+            writer.writerow(["prediction"])
+            writer.writerows([repr(float(v))] for v in values)
+        else:
+            if len(ids) != len(values):
+                raise ValueError(f"{len(ids)} ids for {len(values)} predictions")
+            writer.writerow([id_name or "id", "prediction"])
+            writer.writerows([i, repr(float(v))] for i, v in zip(ids, values, strict=True))

@@ -12,8 +12,6 @@ import itertools
 import json
 import math
 import re
-import sys
-import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -395,56 +393,11 @@ def test_cli_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "invalid model file" in err and "unknown model format tag 'fgbdt-model/0'" in err
 
 
-class _FakeDataset:
-    def __init__(self, X: np.ndarray) -> None:
-        self.X = X
-        self.y = np.zeros(X.shape[0])
-
-
-@pytest.fixture
-def fake_loader(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Stand-in for node.data.load_dataset (owned elsewhere): records its arguments, reads .npy files."""
-    calls: dict[str, Any] = {}
-
-    def load_dataset(path: str, fmt: Any = None, label_column: Any = None, task: str = "auto", **kw: Any) -> Any:
-        calls.update(path=path, fmt=fmt, label_column=label_column, task=task, **kw)
-        return _FakeDataset(np.load(path))
-
-    module = types.ModuleType("fgbdt_chain.node.data")
-    module.load_dataset = load_dataset  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "fgbdt_chain.node.data", module)
-    return calls
-
-
-@pytest.mark.parametrize("objective", ["binary", "regression"])
-def test_cli_predict(tmp_path: Path, fake_loader: dict[str, Any], objective: str) -> None:
-    model = random_model(6, objective=objective, num_trees=8)
-    mpath, dpath, out = tmp_path / "m.json", tmp_path / "x.npy", tmp_path / "p.csv"
-    model.save(mpath)
-    X = random_X(6, model, n=250)
-    np.save(dpath, X)
-    argv = ["predict", "--model", str(mpath), "--data", str(dpath), "--out", str(out), "--label-column", "y"]
-    assert cli_main(argv) == 0
-    assert fake_loader["label_column"] == "y" and fake_loader["num_features"] == model.num_features
-    lines = out.read_text().splitlines()
-    assert lines[0] == "prediction" and len(lines) == 251
-    expected = model.predict_proba(X) if objective == "binary" else model.predict_raw(X)
-    np.testing.assert_array_equal(np.array([float(v) for v in lines[1:]]), expected)
-
-
-def test_cli_predict_wrong_feature_count(
-    tmp_path: Path, fake_loader: dict[str, Any], capsys: pytest.CaptureFixture[str]
-) -> None:
-    model = random_model(7, num_trees=3)
-    mpath, dpath = tmp_path / "m.json", tmp_path / "x.npy"
-    model.save(mpath)
-    np.save(dpath, np.zeros((5, 4)))
-    assert cli_main(["predict", "--model", str(mpath), "--data", str(dpath), "--out", str(tmp_path / "p.csv")]) == 2
-    assert "has 4 features, the model expects 6" in capsys.readouterr().err
+# the predict command on real files (by name, shuffled columns, IDs, wrong widths): tests/test_predict.py
 
 
 def test_cli_predict_with_real_loader(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """End to end through node.data.load_dataset on a CSV whose label is the last column, given by index."""
+    """End to end through node.data on a CSV whose label is the last column, given by index and by name."""
     pytest.importorskip("fgbdt_chain.node.data")
     model = random_model(8, num_trees=6)
     X = np.random.default_rng(8).normal(0.0, 2.0, size=(40, model.num_features))
