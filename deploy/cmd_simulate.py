@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,20 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.attacks import ATTACK_KINDS, Attack
 from fgbdt_chain.node.binning import BINNING_METHODS
-from fgbdt_chain.node.data import DataFormatError, load_train_test
+from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.experiment import ALGORITHMS, PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
+
+SHAPLEY_COST: tuple[float, float] = (4.2e-7, 6.5e-8)
+"""``(a, b)``: one split's exact split Shapley takes about ``a * 2^M + b * M * 2^M`` seconds for M parties.
+
+Fitted by ``python -m bench.shapley_cost`` on ``ledger.reference.split_shapley_fast``, the kernel the simulator runs
+for every split (``node.resolve``); figures in ``bench/results/shapley_cost.md``. One core of the development
+machine: a slower machine takes longer, so the warning below is an order of magnitude, not a promise."""
+
+SLOW_SHAPLEY_SECONDS = 60.0
+"""Above this estimated exact-Shapley time, ``simulate`` says so before it starts."""
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,19 +137,91 @@ def register(sub: Any) -> None:
 
 
 def load_data(args: argparse.Namespace) -> tuple[Any, Any]:
-    """Train and test sets from the command's data options, with user errors made readable."""
+    """Train and test sets from the command's data options, with user errors made readable.
+
+    The loader's :class:`DataWarning` s (a dropped index column, a renamed unnamed column, ...) go to stderr as one
+    ``fgbdt COMMAND: warning: ...`` line each, not as Python's two-line warning with a source location."""
     label: int | str | None = None
     if args.label_column is not None:
         label = int(args.label_column) if args.label_column.lstrip("-").isdigit() else args.label_column
     drop = [int(c) if c.lstrip("-").isdigit() else c for c in args.drop_columns.split(",") if c]
+    caught: list[warnings.WarningMessage] = []
     try:
-        return load_train_test(
-            args.data, args.test, seed=args.seed, label_column=label, drop_columns=drop, task=args.task
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", DataWarning)
+            return load_train_test(
+                args.data, args.test, seed=args.seed, label_column=label, drop_columns=drop, task=args.task
+            )
     except DataFormatError as exc:
         raise UserError(str(exc)) from exc
     except OSError as exc:
         raise UserError(f"cannot read data: {exc}") from exc
+    finally:
+        print_warnings(args, caught)
+
+
+def print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessage]) -> None:
+    """The data warnings as one stderr line each; other warnings are re-issued untouched (call it after leaving the
+    ``catch_warnings`` block that recorded them, or they would be recorded again)."""
+    for w in caught:
+        if issubclass(w.category, DataWarning):
+            print(f"fgbdt {getattr(args, 'command', None) or 'simulate'}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def shapley_seconds(parties: int, trees: int, depth: int) -> float:
+    """Estimated exact split Shapley time of a run: ``trees * (2^depth - 1)`` splits (every node of every tree
+    split, an upper bound) at :data:`SHAPLEY_COST` per split."""
+    a, b = SHAPLEY_COST
+    splits = max(trees, 0) * (2 ** min(max(depth, 0), 64) - 1)  # TrainParams refuses absurd depths later
+    return splits * (a + b * parties) * 2.0**parties
+
+
+def check_party_count(parties: int, algo: str = "fvtree") -> None:
+    """Refuse a federation the contract would not accept (``ledger.reference.MAX_PARTIES``).
+
+    Only the federated algorithms compute split Shapley values (2^M coalitions per split) and model the contract,
+    so the standalone and centralized LightGBM baselines take any M."""
+    if parties < 1:
+        raise UserError(f"--parties must be at least 1, got {parties}")
+    if algo in FEDERATED_ALGORITHMS and parties > ref.MAX_PARTIES:
+        raise UserError(
+            f"--parties {parties}: a federated task accepts at most {ref.MAX_PARTIES} parties (the contract's "
+            f"MAX_PARTIES: exact split Shapley costs M * 2^M per split); use --parties {ref.MAX_PARTIES} or fewer "
+            "(the LightGBM baselines --algo standalone/centralized take any M)"
+        )
+
+
+def warn_if_slow(args: argparse.Namespace, algo: str = "fvtree") -> float:
+    """One stderr line with the estimated exact-Shapley seconds when above :data:`SLOW_SHAPLEY_SECONDS`.
+
+    Printed before data is even read, so that a user can stop and pick a smaller run. Returns the estimate (0 for
+    the LightGBM baselines, which compute no Shapley values)."""
+    if algo not in FEDERATED_ALGORITHMS:
+        return 0.0
+    seconds = shapley_seconds(args.parties, args.trees, args.depth)
+    if seconds > SLOW_SHAPLEY_SECONDS:
+        splits = args.trees * (2**args.depth - 1)
+        print(
+            f"fgbdt {getattr(args, 'command', None) or 'simulate'}: warning: exact split Shapley for {args.parties} "
+            f"parties takes about {seconds / splits * 1e3:.3g} ms per split (2^{args.parties} coalitions); "
+            f"{args.trees} trees of depth {args.depth} have up to {splits:,} splits: up to about {seconds:,.0f} s"
+            f"{_duration(seconds)}; fewer --parties, --trees or --depth run faster",
+            file=sys.stderr,
+        )
+    return seconds
+
+
+def _duration(seconds: float) -> str:
+    """Seconds in a unit a reader takes in at once, in parentheses (nothing under two minutes)."""
+    if seconds < 120:
+        return ""
+    if seconds < 7200:
+        return f" ({seconds / 60:.0f} min)"
+    if seconds < 2 * 86400:
+        return f" ({seconds / 3600:.1f} h)"
+    return f" ({seconds / 86400:.1f} days)"
 
 
 def training_params(args: argparse.Namespace, objective: ref.ObjectiveName) -> TrainParams:
@@ -159,14 +244,13 @@ def training_params(args: argparse.Namespace, objective: ref.ObjectiveName) -> T
 
 
 def prep_config(args: argparse.Namespace) -> PrepConfig:
+    check_party_count(args.parties, getattr(args, "algo", "fvtree"))  # `train` has no --algo: it is federated
     if not 0.0 <= args.theta <= 1.0:
         raise UserError(f"--theta must be in [0, 1], got {args.theta}")
     if not 0.0 < args.refusal_rate < 1.0:
         raise UserError(f"--refusal-rate must be in (0, 1), got {args.refusal_rate}")
     if args.greedy is not None and not 0 <= args.greedy < args.parties:
         raise UserError(f"--greedy must be a party index in [0, {args.parties})")
-    if args.parties < 1:
-        raise UserError(f"--parties must be at least 1, got {args.parties}")
     return PrepConfig(
         parties=args.parties,
         theta=args.theta,
@@ -183,16 +267,22 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
     )
 
 
-def objective_of(y: Any) -> ref.ObjectiveName:
-    """Binary when the loaded labels are {0, 1}, else regression."""
+def objective_of(y: Any, task: str = "auto") -> ref.ObjectiveName:
+    """Binary when the loaded labels are {0, 1}, else regression; ``--task regression`` stays regression even on
+    0/1 labels (the loader keeps them as numbers then)."""
+    if task == "regression":
+        return "regression"
     values = set(map(float, set(y.tolist())))
     return "binary" if values <= {0.0, 1.0} else "regression"
 
 
 def simulate(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
+    # before any work: M > MAX_PARTIES would enumerate 2^M coalitions per split (M = 200 grew to 23 GB)
+    check_party_count(args.parties, args.algo)
+    warn_if_slow(args, args.algo)
     train, test = load_data(args)
-    params = training_params(args, objective_of(train.y))
+    params = training_params(args, objective_of(train.y, args.task))
     try:
         prep = prepare(train, test, params, prep_config(args))
     except ValueError as exc:

@@ -357,6 +357,11 @@ class Federation:
             raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
         if len(party_slots) != len(party_y) or not party_slots:
             raise ValueError("need one label array per party and at least one party")
+        if len(party_slots) > ref.MAX_PARTIES:
+            raise ValueError(
+                f"{len(party_slots)} parties: exact split Shapley (2^M coalitions per split) is computed for at most "
+                f"{ref.MAX_PARTIES} parties, the most a task on chain accepts"
+            )
         if algo == "fvtree" and party_weights is None:
             raise ValueError("fvtree needs the parties' distribution weights w*")
         if endorsement is not None and (estimators is None or len(estimators) != len(party_slots)):

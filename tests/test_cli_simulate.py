@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.deploy.cli import main
+from fgbdt_chain.deploy.cmd_simulate import SHAPLEY_COST, SLOW_SHAPLEY_SECONDS, shapley_seconds
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node.fvtree import Federation, TrainParams
 from fgbdt_chain.node.model import Model
 
 
@@ -192,3 +196,78 @@ def test_simulate_refuses_bad_attack_and_rate_flags(
 ) -> None:
     assert main(_small(csv_file, *flags)) == 2
     assert message in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------- party count and Shapley cost
+
+
+def test_more_parties_than_the_contract_accepts_are_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the data file does not exist: the refusal must come before it is read (M = 200 used to grow to 23 GB)
+    missing = str(tmp_path / "never-read.csv")
+    assert main(["simulate", "--data", missing, "--parties", str(ref.MAX_PARTIES + 1)]) == 2
+    err = capsys.readouterr().err
+    assert f"--parties {ref.MAX_PARTIES + 1}: a federated task accepts at most {ref.MAX_PARTIES} parties" in err
+    assert "never-read" not in err
+    # the LightGBM baselines compute no Shapley values: any M, so here the missing file is what stops it
+    assert main(["simulate", "--data", missing, "--parties", "40", "--algo", "standalone"]) == 2
+    assert "never-read.csv" in capsys.readouterr().err
+    # and the simulator itself refuses, for callers that do not go through the command line
+    slots = [np.zeros((2, 1), dtype=np.int32)] * (ref.MAX_PARTIES + 1)
+    with pytest.raises(ValueError, match=f"at most {ref.MAX_PARTIES} parties"):
+        Federation(slots, [np.zeros(2)] * len(slots), TrainParams(), algo="pvtree")
+
+
+def test_shapley_cost_estimate_follows_the_fitted_model() -> None:
+    a, b = SHAPLEY_COST
+    assert shapley_seconds(16, 500, 8) == pytest.approx(500 * 255 * (a + 16 * b) * 2**16)
+    per_split = [shapley_seconds(m, 1, 1) for m in range(2, 17)]
+    assert all(1.9 < later / earlier < 2.3 for earlier, later in itertools.pairwise(per_split))  # ~2^M
+    assert shapley_seconds(4, 500, 8) < SLOW_SHAPLEY_SECONDS < shapley_seconds(16, 500, 8)
+    # the constants are the benchmark's fit (bench/shapley_cost.py), within the noise of a rerun
+    results = Path(__file__).resolve().parents[1] / "bench" / "results" / "shapley_cost.json"
+    fitted = json.loads(results.read_text())["fit"]["split_shapley_fast"]
+    assert fitted["a"] == pytest.approx(a, rel=0.25) and fitted["b"] == pytest.approx(b, rel=0.25)
+
+
+def test_slow_shapley_is_announced_before_the_data_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = str(tmp_path / "never-read.csv")
+    assert main(["simulate", "--data", missing, "--parties", "16", "--trees", "500", "--depth", "8"]) == 2
+    warning, error = capsys.readouterr().err.strip().splitlines()
+    seconds = shapley_seconds(16, 500, 8)
+    assert warning.startswith("fgbdt simulate: warning: exact split Shapley for 16 parties")
+    assert f"127,500 splits: up to about {seconds:,.0f} s ({seconds / 3600:.1f} h)" in warning
+    assert "never-read.csv" in error  # the warning came first, and nothing else ran before it
+    assert main(["simulate", "--data", missing, "--parties", "4", "--trees", "500", "--depth", "8"]) == 2
+    assert "warning" not in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ data hygiene
+
+
+def test_one_class_labels_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    one = tmp_path / "one.csv"
+    one.write_text("label,a\n" + "".join(f"1,{k}\n" for k in range(40)))
+    for task in ("auto", "binary"):
+        assert main(["simulate", "--data", str(one), "--task", task, "--quiet"]) == 2
+        assert "one.csv: every label is 1" in capsys.readouterr().err
+
+
+def test_a_pandas_index_column_is_dropped_with_a_warning(
+    csv_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = csv_file.read_text().splitlines()
+    indexed = tmp_path / "indexed.csv"
+    indexed.write_text("\n".join([f",{lines[0]}", *(f"{k},{line}" for k, line in enumerate(lines[1:]))]) + "\n")
+    model_path = tmp_path / "m.json"
+    assert main(_small(indexed, "--model", str(model_path))) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: indexed.csv: dropped column 0 ('' in the header, values 0, 1, ...)") == 1
+    assert Model.load(model_path).feature_names == ["a", "b", "c", "d", "e"]
+
+
+def test_task_regression_is_kept_on_0_1_labels(csv_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main(_small(csv_file, "--task", "regression", "--json", str(out))) == 0
+    assert json.loads(out.read_text())["params"]["objective"] == "regression"

@@ -1,0 +1,180 @@
+"""Per-split cost of exact split Shapley for M = 2..16 parties, and the cost model ``fgbdt simulate`` warns with.
+
+Exact Shapley sums over all 2^M coalitions (NOTES 10), so its cost, not the histograms, is what limits M. This
+measures both Python kernels on one split with realistic fixed-point sums (18-decimal gradients of a few thousand rows):
+
+* ``ledger.reference.split_shapley``, the reference the contract is checked against;
+* ``ledger.reference.split_shapley_fast``, what the simulator calls for every split (``node.resolve.resolve_level``)
+  and therefore what ``fgbdt simulate`` spends.
+
+Each M is timed after one warm-up call (the fast kernel caches a per-M plan on first use; its build time is reported
+apart), as the best of several repeats. A least-squares fit of ``t(M) = a * 2^M + b * M * 2^M`` (the utilities cost
+one step per coalition, the per-party accumulators one step per party and coalition) over M >= 6, where the constant
+overhead no longer matters, gives the constants that ``deploy.cmd_simulate.SHAPLEY_COST`` uses for its warning.
+
+    python -m bench.shapley_cost [--max-parties 16] [--out bench/results/shapley_cost.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from fgbdt_chain.deploy.cmd_simulate import SHAPLEY_COST, shapley_seconds
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
+
+Kernel = Callable[[Sequence[int], Sequence[int], Sequence[int], Sequence[int], int], tuple[int, list[int]]]
+KERNELS: dict[str, Kernel] = {"split_shapley_fast": ref.split_shapley_fast, "split_shapley": ref.split_shapley}
+
+
+def split_sums(m: int, seed: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """One split's per-party left/right sums in fixed point: gradients of up to ~2000 rows each side, hessians > 0."""
+    rng = np.random.default_rng(seed)
+
+    def fixed(values: np.ndarray) -> list[int]:
+        return [ref.to_fixed(float(v)) for v in values]
+
+    rows_left, rows_right = rng.integers(200, 2000, m), rng.integers(200, 2000, m)
+    return (
+        fixed(rng.normal(0.0, 0.3, m) * rows_left),
+        fixed(rng.uniform(0.1, 0.25, m) * rows_left),
+        fixed(rng.normal(0.0, 0.3, m) * rows_right),
+        fixed(rng.uniform(0.1, 0.25, m) * rows_right),
+    )
+
+
+def time_kernel(kernel: Kernel, m: int, min_seconds: float, seed: int) -> dict[str, float]:
+    """Seconds of the first call (plan build included) and the best per-call time of the repeats after it."""
+    args = split_sums(m, seed)
+    lam = ref.to_fixed(0.1)
+    start = time.perf_counter()
+    kernel(*args, lam)
+    first = time.perf_counter() - start
+    times: list[float] = []
+    spent = 0.0
+    while spent < min_seconds or len(times) < 3:
+        start = time.perf_counter()
+        kernel(*args, lam)
+        times.append(time.perf_counter() - start)
+        spent += times[-1]
+    return {"first_call_s": first, "per_split_s": min(times), "repeats": len(times)}
+
+
+def fit(ms: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``(a, b)`` of ``t = a 2^M + b M 2^M``, weighted by 1/t so that every M counts alike."""
+    m = np.asarray(ms, dtype=np.float64)
+    t = np.asarray(seconds, dtype=np.float64)
+    design = np.stack([2.0**m, m * 2.0**m], axis=1) / t[:, None]
+    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    return float(a), float(b)
+
+
+def simulate_check(m: int, seed: int) -> dict[str, float]:
+    """A whole simulated federation (pvtree, 4 trees of depth 4, no endorsement) at M parties: the seconds of its
+    contract phase (top-2, best split, leaves and Shapley) against the estimate for the splits it made."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(4000, 6))
+    y = (X[:, 0] - X[:, 1] + 0.5 * rng.normal(size=4000) > 0).astype(float)
+    train, test = Dataset(X[:3000], y[:3000], name="synthetic"), Dataset(X[3000:], y[3000:], name="synthetic")
+    params = TrainParams(trees=4, depth=4, bins=8, min_rows=5)
+    prep = prepare(train, test, params, PrepConfig(parties=m, theta=0.8, seed=seed, endorse="none"))
+    _, model, result = run(prep, "pvtree")
+    assert model is not None and result is not None
+    splits = sum(len(tree.internal_ids()) for tree in model.trees)
+    contract = sum(v for k, v in result.seconds.items() if k.startswith("contract"))
+    return {"parties": m, "splits": splits, "contract_s": contract, "estimate_s": shapley_seconds(m, 1, 1) * splits}
+
+
+def model_seconds(a: float, b: float, m: int) -> float:
+    return a * 2.0**m + b * m * 2.0**m
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--max-parties", type=int, default=ref.MAX_PARTIES)
+    ap.add_argument("--min-seconds", type=float, default=0.3, help="time spent per kernel and M (at least 3 calls)")
+    ap.add_argument("--fit-from", type=int, default=6, help="smallest M in the fit")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="bench/results/shapley_cost.md")
+    args = ap.parse_args(argv)
+    ms = list(range(2, args.max_parties + 1))
+    load = os.getloadavg()[0]
+    rows: dict[str, dict[int, dict[str, float]]] = {}
+    for name, kernel in KERNELS.items():
+        rows[name] = {}
+        for m in ms:
+            rows[name][m] = time_kernel(kernel, m, args.min_seconds, args.seed + m)
+            print(f"{name} M={m}: {rows[name][m]['per_split_s'] * 1e3:.3f} ms/split", file=sys.stderr, flush=True)
+    checks = [simulate_check(m, args.seed) for m in (12, 14, 16) if m <= args.max_parties]
+    fits = {
+        name: fit([m for m in ms if m >= args.fit_from], [r[m]["per_split_s"] for m in ms if m >= args.fit_from])
+        for name, r in rows.items()
+    }
+    command = "python -m bench.shapley_cost " + " ".join(argv if argv is not None else sys.argv[1:])
+    lines = [
+        f"# command: {command.strip()}",
+        "",
+        f"Python {platform.python_version()} on {platform.machine()}, one core; load average {load:.2f} at the start "
+        "(nothing else running).",
+        "",
+        "Seconds per split of exact split Shapley (best of repeats after a warm-up call), the fitted model "
+        f"t(M) = a 2^M + b M 2^M (fit over M >= {args.fit_from}) and the model's value.",
+        "",
+        "| M | coalitions | fast: s/split | fast: model | fast: first call (plan) | reference: s/split | "
+        "reference: model |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    fa, fb = fits["split_shapley_fast"]
+    ra, rb = fits["split_shapley"]
+    for m in ms:
+        fast, slow = rows["split_shapley_fast"][m], rows["split_shapley"][m]
+        lines.append(
+            f"| {m} | {2**m} | {fast['per_split_s']:.3g} | {model_seconds(fa, fb, m):.3g} | "
+            f"{fast['first_call_s']:.3g} | {slow['per_split_s']:.3g} | {model_seconds(ra, rb, m):.3g} |"
+        )
+    lines += [
+        "",
+        f"split_shapley_fast (what `fgbdt simulate` runs): a = {fa:.3g} s, b = {fb:.3g} s",
+        f"split_shapley (the reference): a = {ra:.3g} s, b = {rb:.3g} s",
+        f"constants in deploy/cmd_simulate.py SHAPLEY_COST: a = {SHAPLEY_COST[0]:.3g} s, b = {SHAPLEY_COST[1]:.3g} s",
+        "",
+        "A tree of depth d has at most 2^d - 1 splits, so simulate's Shapley time is at most "
+        "trees (2^d - 1) t(M): at M = 16, 500 trees of depth 8 is "
+        f"{500 * 255 * model_seconds(fa, fb, 16) / 3600:.1f} h by the fitted model.",
+        "",
+        "Check on whole simulated federations (pvtree, 3000 synthetic rows, 4 trees of depth 4, no endorsement): "
+        "the contract phase (top-2, best split, leaves, Shapley) against `shapley_seconds` for the splits made.",
+        "",
+        "| M | splits | contract phase s | estimate s |",
+        "|---|---|---|---|",
+        *(f"| {c['parties']} | {c['splits']} | {c['contract_s']:.2f} | {c['estimate_s']:.2f} |" for c in checks),
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+        with open(args.out.removesuffix(".md") + ".json", "w") as f:
+            payload: dict[str, Any] = {
+                "command": command.strip(),
+                "fit": {k: {"a": a, "b": b} for k, (a, b) in fits.items()},
+                "simulate_check": checks,
+                "results": {k: {str(m): v for m, v in r.items()} for k, r in rows.items()},
+            }
+            json.dump(payload, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
