@@ -153,7 +153,7 @@ class Observer:
         fg, fh, fn = stretch(kind, factor)
         if bins_break(claims, fg, fh, fn, view.tree == 0, self.binary):
             return True
-        signers = sum(judge(mm.scaled(fg, fh, fn), self.alpha, gradients=self.binary).sign for mm in measured.values())
+        signers = sum(judge(mm.scaled(fg, fh, fn), self.alpha).sign for mm in measured.values())
         return signers < self.need
 
     def summary(self) -> dict[str, Any]:

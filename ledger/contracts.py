@@ -24,7 +24,7 @@ from fgbdt_chain.ledger.encoding import (
     node_hash,
     sign_endorsement,
 )
-from fgbdt_chain.ledger.reference import NEUTRAL, ONE, Credit, NodeHistograms, Split
+from fgbdt_chain.ledger.reference import MAX_PARTIES, NEUTRAL, ONE, Credit, NodeHistograms, Split
 
 
 class Status(IntEnum):
@@ -68,7 +68,7 @@ class TaskConfig:
     quorum_num: int = 2
     quorum_den: int = 3
     min_parties: int = 2
-    max_parties: int = 16
+    max_parties: int = MAX_PARTIES
     join_blocks: int = 1000
     step_blocks: int = 50
     lam: int = ONE

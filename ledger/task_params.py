@@ -36,7 +36,7 @@ class TaskParameters:
     quorum_num: int = 2
     quorum_den: int = 3
     min_parties: int = 2
-    max_parties: int = 16
+    max_parties: int = ref.MAX_PARTIES
     join_blocks: int = 1000
     step_blocks: int = 50
     lam: float = 1.0

@@ -37,14 +37,10 @@ class EndorsementRule:
     rule: int = ref.ENDORSE_STATISTICAL
     refusal_rate: float = DEFAULT_REFUSAL_RATE
     overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
-    objective: int = ref.OBJECTIVE_BINARY
-    """The task's loss: which sums the statistical test can hold to its rate (``node.verify.judge``)."""
 
     def __post_init__(self) -> None:
         if self.rule not in ref.ENDORSE_RULE_NAMES:
             raise ValueError(f"unknown endorsement rule {self.rule}")
-        if self.objective not in ref.OBJECTIVE_NAMES:
-            raise ValueError(f"unknown objective {self.objective}")
         if not 0 < self.refusal_rate < 1:
             raise ValueError(f"the false-refusal rate must be in (0, 1), got {self.refusal_rate}")
         if not self.overlap_threshold >= 0:
@@ -82,7 +78,7 @@ def decide(
         return Verdict(True, (), ref.NEUTRAL), None
     level = level if level is not None else VerifierLevel.of(rows, k_of_row, candidates, g, h)
     m = measure(level, estimator, claims, root=root)
-    return judge(m, rule.refusal_rate, gradients=rule.objective == ref.OBJECTIVE_BINARY), m
+    return judge(m, rule.refusal_rate), m
 
 
 def choose(verdicts: dict[int, Verdict], need: int) -> tuple[list[int], ref.Credit] | None:

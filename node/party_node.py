@@ -39,7 +39,7 @@ from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, estima
 from fgbdt_chain.node.fvtree import LocalParty, TrainParams, open_positions, route
 from fgbdt_chain.node.histogram import FixedRows
 from fgbdt_chain.node.model import bin_matrix
-from fgbdt_chain.node.psd import build_psd, psd_budget
+from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.publish import decode_join, encode_join
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
 from fgbdt_chain.node.weights import distribution_weights
@@ -178,7 +178,6 @@ class PartyNode:
             ref.ENDORSE_RULES[task_params.endorse],
             task_params.refusal_rate,
             task_params.overlap_threshold,
-            ref.OBJECTIVES[task_params.objective],
         )
         self.trees = TreeLog(task, task_id)
         self.party: LocalParty | None = None
@@ -242,7 +241,8 @@ class PartyNode:
             rng=sketch_noise,
         )
         lows, highs = np.append(self.low, 0.0), np.append(self.high, 1.0)
-        scale = psd_budget(s.psd_epsilon, s.psd_depth, self.data.n_features + 1).leaf_scale
+        levels = label_levels_for(self.params.objective, self.params.bins) if s.psd_label_first else 0
+        scale = psd_budget(s.psd_epsilon, s.psd_depth, self.data.n_features + 1, label_levels=levels).leaf_scale
         psd = build_psd(
             self.data.X,
             self.data.y,
@@ -252,7 +252,7 @@ class PartyNode:
             max_rows=s.psd_max_rows,
             epsilon=s.psd_epsilon,
             rng=psd_noise,
-            label_first=s.psd_label_first,
+            label_levels=levels,
         )
         payload = encode_join(psd, scale, sketch)
         self.task.join(self.account, self.task_id, payload, self.endpoint)

@@ -116,9 +116,9 @@ def test_crediting_undoes_a_stretch() -> None:
         assert all(abs(a - b) <= ONE // 10**6 for a, b in zip(got.phi, honest.phi, strict=True)), (got.phi, honest.phi)
 
 
-def test_squared_error_stretches_are_credited_back_and_honest_parties_pass() -> None:
-    """Under squared error the verifiers do not test gradient sums (label skew biases their estimate: docs): honest
-    skewed parties pass, a gradient stretch is accepted but earns no more than honesty, phantom rows are refused."""
+def test_squared_error_honest_parties_pass_and_stretches_are_refused() -> None:
+    """Under squared error the gradient depends on a real label; the PSD resolves it into ``bins`` intervals
+    (``node.psd.label_levels_for``), so label-skewed honest parties pass and a gradient stretch is still refused."""
     rng = np.random.default_rng(11)
     X = rng.normal(size=(4000, 5))
     X[:, 3] = np.exp(2 * X[:, 3])
@@ -128,9 +128,6 @@ def test_squared_error_stretches_are_credited_back_and_honest_parties_pass() -> 
     prep = prepare(Dataset(X[:3000], y[:3000]), Dataset(X[3000:], y[3000:]), params, config)
     _, _, honest = run(prep, "fvtree")
     assert honest is not None and honest.refusals == []
-    for factor in (2.0, 4.0):
-        _, _, greedy = run(prep, "fvtree", attacks={1: Attack("gradients", factor, start_tree=1)})
-        assert greedy is not None and greedy.refusals == []
-        assert greedy.shares()[1] <= honest.shares()[1] + 0.01, (factor, greedy.shares(), honest.shares())
-    _, _, phantom = run(prep, "fvtree", attacks={1: Attack("counts", 2.0, start_tree=1)})
-    assert phantom is not None and [(r.party, r.tree, r.level) for r in phantom.refusals] == [(1, 1, 0)]
+    for attack in (Attack("gradients", 2.0, start_tree=1), Attack("counts", 2.0, start_tree=1)):
+        _, _, greedy = run(prep, "fvtree", attacks={1: attack})
+        assert greedy is not None and [(r.party, r.tree, r.level) for r in greedy.refusals] == [(1, 1, 0)], attack

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.node.psd import PSD, PSDFormatError, build_psd, psd_budget
+from fgbdt_chain.node.psd import PSD, PSDFormatError, build_psd, label_levels_for, psd_budget
 
 
 def make_data(n: int = 3000, F: int = 5, seed: int = 0, nan_frac: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
@@ -393,3 +393,26 @@ def sample_psd_cached() -> bytes:
     if "blob" not in _CACHE:
         _CACHE["blob"] = sample_psd().encode()
     return _CACHE["blob"]
+
+
+def test_label_levels_always_split_the_label_into_intervals() -> None:
+    """The label levels split the label at the midpoint of each node's interval, whatever the counts (a party
+    smaller than ``max_rows`` still gets them), and decode, route and check like any split."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 3))
+    y = rng.uniform(0.0, 8.0, 60)
+    lows, highs = np.array([-5.0, -5.0, -5.0, 0.0]), np.array([5.0, 5.0, 5.0, 8.0])
+    psd = build_psd(X, y, lows, highs, depth=5, max_rows=500, epsilon=math.inf, rng=rng, label_levels=3)
+    internal = psd.split_dim >= 0
+    assert np.count_nonzero(psd.split_dim[internal] == 3) == 1 + 2 + 4  # the label's first three levels
+    assert sorted(set(psd.split_value[:7].tolist())) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    psd.check_bounds(lows, highs)
+    assert PSD.decode(psd.encode()) == psd
+    # every leaf holds one label interval of width 1: exact counts per interval
+    leaves = psd.leaf_of(X, y)
+    assert psd.counts.sum() == 60 and np.array_equal(np.bincount(leaves, minlength=psd.num_leaves), psd.counts)
+    interval = np.floor(y).astype(int)
+    for leaf in np.unique(leaves):
+        assert len(set(interval[leaves == leaf].tolist())) == 1
+    assert label_levels_for("binary", 16) == 1 and label_levels_for("regression", 16) == 4
+    assert label_levels_for("regression", 17) == 5

@@ -14,11 +14,13 @@ from fgbdt_chain.node.psd import build_psd
 from fgbdt_chain.node.verify import (
     Claims,
     PartyEstimator,
+    VerifierLevel,
     check,
     check_overlap,
     count_bound,
     estimate_histograms,
     level_overlap,
+    measure,
     overlap,
     relative_differences,
 )
@@ -216,3 +218,22 @@ def test_the_verifiers_test_runs_at_a_trees_root() -> None:
     at_root, measured = decide(rule, verifier, k, cands, g, h, est, stretched, root=True)
     assert not at_root.sign and measured is not None
     assert at_root.credit.g < ref.ONE
+
+
+def test_over_dispersion_widens_the_test_and_ignores_a_stretch() -> None:
+    """The claims' scatter about their best fit to the estimate, relative to the model, widens the test when the
+    parties' distributions differ inside PSD leaves (what the model does not describe); it is the same for the
+    claims times any factor, so a stretch cannot widen its own test."""
+    rng = np.random.default_rng(9)
+    verifier, k, cands, g, h, est, claims = _federation(rng, 3000)
+    level = VerifierLevel.of(verifier, k, cands, g, h)
+    honest = measure(level, est, claims, root=True)
+    assert all(q.dispersion >= 1.0 for q in (honest.g, honest.h, honest.n))
+    for factor in (0.5, 3.0, -2.0):
+        stretched = measure(level, est, Claims(claims.g * factor, claims.h * factor, claims.n * factor), root=True)
+        for a, b in ((stretched.g, honest.g), (stretched.h, honest.h), (stretched.n, honest.n)):
+            assert a.dispersion == pytest.approx(b.dispersion, rel=1e-9)
+    # claims that move rows between bins (a shift the PSD did not see) scatter wider than the model
+    shifted = Claims(np.roll(claims.g, 1, axis=-1), np.roll(claims.h, 1, axis=-1), np.roll(claims.n, 1, axis=-1))
+    wide = measure(level, est, shifted, root=True)
+    assert wide.n.dispersion > 2.0 and wide.n.dispersion > honest.n.dispersion
