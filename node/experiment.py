@@ -7,7 +7,7 @@ benchmarks call ``prepare`` once and ``run`` per algorithm.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -88,6 +88,13 @@ class Prepared:
     _matrices: list[np.ndarray] | None = None
     _estimators: list[list[PartyEstimator]] | None = None
     psd_bytes: list[int] | None = None
+    given_parts: bool = False
+    """Whether the parties came already split (``prepare``'s ``parts``): theta and the feature skew then played no
+    part, and the reports say so with None."""
+
+    def skew(self) -> tuple[float | None, float | None]:
+        """The partition's ``(theta, feature_skew)`` as reports record them: None for parties given already split."""
+        return (None, None) if self.given_parts else (self.config.theta, self.config.feature_skew)
 
     def party_slots(self) -> list[np.ndarray]:
         return [self.train_slots[idx] for idx in self.parts]
@@ -145,15 +152,42 @@ class Prepared:
         return self._weights
 
 
-def prepare(train: Dataset, test: Dataset, params: TrainParams, config: PrepConfig) -> Prepared:
-    """Partition the training rows and fix the common bin edges (NOTES 1 and 12)."""
+def partition(train: Dataset, config: PrepConfig) -> list[np.ndarray]:
+    """The simulator's parties: the seeded label skew ``theta`` (NOTES 1), then the feature skew, over
+    ``config.parties``; each party's sorted row indices into ``train``."""
+    parts = skewed_partition(train.y, config.parties, config.theta, config.seed)
+    return feature_skewed(parts, train.X, config.parties, config.feature_skew, config.seed)
+
+
+def prepare(
+    train: Dataset,
+    test: Dataset,
+    params: TrainParams,
+    config: PrepConfig,
+    parts: Sequence[np.ndarray] | None = None,
+) -> Prepared:
+    """Partition the training rows and fix the common bin edges (NOTES 1 and 12).
+
+    ``parts`` (each party's row indices into ``train``) gives parties that are already split, as the Python API's
+    ``train`` has them: the partition rules (``theta``, ``feature_skew``) are then not applied, and everything else
+    (schema ranges, DP bin edges from the parties' sketches, and later the PSDs, weights and estimators, all seeded
+    by ``config.seed``) is exactly what a partitioned run does with the same parties.
+    """
     if train.n_features != test.n_features:
         raise ValueError(f"train has {train.n_features} features but test has {test.n_features}")
     if config.parties < 1:
         raise ValueError("parties must be at least 1")
     start = time.perf_counter()
-    parts = skewed_partition(train.y, config.parties, config.theta, config.seed)
-    parts = feature_skewed(parts, train.X, config.parties, config.feature_skew, config.seed)
+    given = parts is not None
+    if parts is None:
+        parts = partition(train, config)
+    else:
+        parts = [np.asarray(idx, dtype=np.int64) for idx in parts]
+        if len(parts) != config.parties:
+            raise ValueError(f"{len(parts)} parties' rows given but the configuration has {config.parties} parties")
+        if any(idx.ndim != 1 or (idx.size and not 0 <= idx.min() <= idx.max() < train.n_rows) for idx in parts):
+            raise ValueError(f"party rows must be 1-D indices in [0, {train.n_rows})")
+    parts = list(parts)
     if any(len(idx) == 0 for idx in parts):
         raise ValueError(f"{config.parties} parties leave some party without rows ({len(train.y)} training rows)")
     ranges = schema_ranges(train.X)
@@ -169,6 +203,7 @@ def prepare(train: Dataset, test: Dataset, params: TrainParams, config: PrepConf
     prepared = Prepared(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges
     )
+    prepared.given_parts = given
     prepared.prep_seconds = time.perf_counter() - start
     return prepared
 
@@ -203,7 +238,7 @@ def make_model(prep: Prepared, result: TrainResult, algo: str) -> Model:
         meta={
             "dataset": prep.train.name,
             "parties": prep.config.parties,
-            "theta": prep.config.theta,
+            "theta": prep.skew()[0],
             "seed": prep.config.seed,
         },
     )
@@ -289,8 +324,8 @@ def run(
         "dataset": prep.train.name,
         "test_dataset": prep.test.name,
         "parties": c.parties,
-        "theta": c.theta,
-        "feature_skew": c.feature_skew,
+        "theta": prep.skew()[0],
+        "feature_skew": prep.skew()[1],
         "trees": p.trees,
         "depth": p.depth,
         "bins": p.bins,
@@ -329,8 +364,8 @@ def run(
         result = fed.train(progress)
         train_seconds = time.perf_counter() - start
         model = make_model(prep, result, algo)
-        pred = model.predict_proba(prep.test.X) if p.objective == "binary" else model.predict_raw(prep.test.X)
-        report.update(evaluate(p, prep.test.y, pred))
+        if prep.test.n_rows:  # the Python API's train may have no test rows
+            report.update(evaluate(p, prep.test.y, model.predict(prep.test.X)))
         report["contributions"] = contributions_report(result)
         report["endorsement"] = endorsement_report(result, attacks)
         setup = [abi_array(c.binning_resolution * prep.train.n_features)] * c.parties

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from fgbdt_chain.node.inputs import dense_features
+
 ONE: int = 10**18
 """Fixed-point 1.0, as in ``ledger/reference.py``."""
 
@@ -315,6 +317,12 @@ class Model:
     base_score: float = 0.0
     params: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    contributions: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    """Per party, its split Shapley and voting contributions and its share, as ``fgbdt simulate`` reports them
+    (``node.experiment.contributions_report``); set by ``fgbdt_chain.train``, not saved (a loaded model has None)."""
+    report: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The training report ``fgbdt simulate`` writes (parameters, rows per party, endorsement, traffic, timings);
+    set by ``fgbdt_chain.train``, not saved (a loaded model has None)."""
 
     def __post_init__(self) -> None:
         # the engine passes numpy arrays; plain float lists compare, copy and serialise exactly
@@ -351,16 +359,17 @@ class Model:
 
     # ------------------------------------------------------------------------------------------------ prediction
 
-    def _check_X(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be a 2-D array (rows, features), got shape {X.shape}")
+    def _check_X(self, X: Any) -> np.ndarray:
+        X = dense_features(X)
         if X.shape[1] != self.num_features:
             raise ValueError(f"X has {X.shape[1]} features, the model expects {self.num_features}")
         return X
 
-    def predict_raw(self, X: np.ndarray) -> np.ndarray:
-        """Raw scores: ``base_score`` plus the leaf values of every tree, added in tree order (float64)."""
+    def predict_raw(self, X: Any) -> np.ndarray:
+        """Raw scores: ``base_score`` plus the leaf values of every tree, added in tree order (float64).
+
+        ``X``: rows by features, a numpy array, scipy sparse matrix (absent entries are 0) or pandas frame (by
+        position, as LightGBM does); NaN is a missing value."""
         self.validate()
         X = self._check_X(X)
         n = X.shape[0]
@@ -380,18 +389,19 @@ class Model:
             raw += ct.value[node]
         return raw
 
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+    def predict_proba(self, X: Any) -> np.ndarray:
         """Probability of class 1 (binary models only): the logistic function of the raw score."""
         if self.objective != "binary":
             raise ValueError(f"predict_proba needs a binary model; this model's objective is {self.objective!r}")
         return 1.0 / (1.0 + np.exp(-self.predict_raw(X)))
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Binary: class 1 where the probability exceeds 0.5 (raw score > 0), else 0. Regression: the raw score."""
-        raw = self.predict_raw(X)
-        if self.objective == "binary":
-            return (raw > 0.0).astype(np.int64)
-        return raw
+    def predict(self, X: Any, raw_score: bool = False) -> np.ndarray:
+        """What ``lightgbm.Booster.predict`` returns: the probability of class 1 for a binary model, the predicted
+        value for regression; ``raw_score=True`` gives the raw scores (log-odds for binary). Class labels are the
+        caller's threshold (``predict(X) > 0.5``), or ``FGBDTClassifier.predict``."""
+        if raw_score or self.objective != "binary":
+            return self.predict_raw(X)
+        return self.predict_proba(X)
 
     # ------------------------------------------------------------------------------------------------------ JSON
 

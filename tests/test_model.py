@@ -172,9 +172,12 @@ def test_predict_matches_naive_traversal(seed: int, objective: str) -> None:
     if objective == "binary":
         proba = model.predict_proba(X)
         np.testing.assert_allclose(proba, 1.0 / (1.0 + np.exp(-raw)), rtol=0, atol=0)
-        np.testing.assert_array_equal(model.predict(X), (proba > 0.5).astype(int))
+        # predict is LightGBM's: probabilities for binary models, raw scores on request
+        np.testing.assert_array_equal(model.predict(X), proba)
+        np.testing.assert_array_equal(model.predict(X, raw_score=True), raw)
     else:
         np.testing.assert_array_equal(model.predict(X), raw)
+        np.testing.assert_array_equal(model.predict(X, raw_score=True), raw)
         with pytest.raises(ValueError, match="binary"):
             model.predict_proba(X)
 
@@ -366,7 +369,7 @@ def test_lightgbm_known_differences() -> None:
     model = Model("regression", ["a"], [[1.0]], 4, [t0])
     booster = lgb.Booster(model_str=model.to_lightgbm())
     X = np.array([[np.nan], [-1e308], [0.0], [np.inf], [-np.inf]])
-    np.testing.assert_array_equal(model.predict(X), [-1, 1, 1, 1, 1])
+    np.testing.assert_array_equal(model.predict_raw(X), [-1, 1, 1, 1, 1])
     np.testing.assert_array_equal(booster.predict(X), [-1, 1, 1, 1, -1])
 
 
