@@ -40,6 +40,9 @@ FORMAT_TAG = "fgbdt-model/1"
 
 OBJECTIVES = ("binary", "regression")
 
+IMPORTANCE_TYPES = ("split", "gain")
+"""What ``Model.feature_importance`` measures, LightGBM's two kinds."""
+
 MAX_DEPTH = 20
 """Deepest tree accepted. Heap ids grow as 2^depth and prediction uses dense per-tree arrays of that size, so a
 bound keeps a corrupt file from asking for gigabytes; real tasks use single-digit depths."""
@@ -402,6 +405,22 @@ class Model:
         if raw_score or self.objective != "binary":
             return self.predict_raw(X)
         return self.predict_proba(X)
+
+    def feature_importance(self, importance_type: str = "split") -> np.ndarray:
+        """Per feature, as ``lightgbm.Booster.feature_importance``: ``"split"`` counts the splits on it (int64),
+        ``"gain"`` sums their split gains (float64: the grand coalition's gain, which split Shapley divides among
+        the parties)."""
+        if importance_type not in IMPORTANCE_TYPES:
+            raise ValueError(f"importance_type must be one of {', '.join(IMPORTANCE_TYPES)}, got {importance_type!r}")
+        splits = [n for tree in self.trees for n in tree.nodes.values() if not n.is_leaf]
+        if importance_type == "split":
+            used = np.array([n.feature for n in splits], dtype=np.intp)
+            return np.bincount(used, minlength=self.num_features).astype(np.int64)
+        out = np.zeros(self.num_features, dtype=np.float64)
+        for n in splits:
+            assert n.feature is not None and n.gain_fixed is not None
+            out[n.feature] += from_fixed(n.gain_fixed)
+        return out
 
     # ------------------------------------------------------------------------------------------------------ JSON
 
