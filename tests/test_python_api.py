@@ -1,0 +1,412 @@
+"""The Python API: ``fgbdt_chain.train``, ``Model`` and the scikit-learn estimators.
+
+``train`` must give the model and contributions ``fgbdt simulate``'s ``run`` gives on the same parties and seed, bit
+for bit; the estimators must pass scikit-learn's own checks; and the README's example must run as printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.impute import SimpleImputer
+from sklearn.model_selection import cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import fgbdt_chain
+from fgbdt_chain import FGBDTClassifier, FGBDTRegressor, Model, train
+from fgbdt_chain.ledger.reference import MAX_PARTIES
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.engine import PARAMS, parse_params
+from fgbdt_chain.node.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SMALL = {"num_trees": 6, "max_depth": 3, "min_data_in_leaf": 5, "learning_rate": 0.3}
+
+
+def make_data(n: int = 900, features: int = 5, seed: int = 0, task: str = "binary") -> tuple[np.ndarray, np.ndarray]:
+    """Rows with a learnable target and 3% missing values."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, features))
+    signal = X[:, 0] + 0.8 * X[:, 1] - 0.5 * X[:, 2] + 0.3 * rng.normal(size=n)
+    X[rng.random(X.shape) < 0.03] = np.nan
+    y = (signal > 0).astype(np.float64) if task == "binary" else 3.0 * signal + 1.0
+    return X, y
+
+
+def split(X: np.ndarray, y: np.ndarray, k: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(X[idx], y[idx]) for idx in np.array_split(np.arange(len(y)), k)]
+
+
+# ---------------------------------------------------------------------------------------------- README's example
+
+
+def readme_python_blocks() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("\n## Python API\n")
+    end = text.index("\n## ", start + 1)
+    blocks = re.findall(r"```python\n(.*?)```", text[start:end], flags=re.S)
+    assert blocks, "the Python API section of README.md has no python code block"
+    return blocks
+
+
+def test_readme_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
+    for block in readme_python_blocks():
+        exec(compile(block, str(README), "exec"), namespace)
+    out = capsys.readouterr().out
+    model, test = namespace["model"], namespace["test"]
+    assert len(model.contributions) == 3 and sum(c["share"] for c in model.contributions) == pytest.approx(1.0)
+    assert re.search(r"test error 0\.1[0-9]{2}", out), out  # a9a: about 0.15, far below the 0.24 of "always 0"
+    saved = Model.load(tmp_path / "a9a.model.json")
+    np.testing.assert_array_equal(saved.predict(test.X), model.predict(test.X))
+    assert re.search(r"\[\s*(0\.[89]\d*\s*){3}\]", out), out  # three cross-validated AUCs above 0.8
+
+
+# ------------------------------------------------------------------------------------- train equals simulate's run
+
+
+@pytest.mark.parametrize("objective", ["binary", "regression"])
+def test_train_gives_simulates_model_on_the_same_split(objective: str) -> None:
+    X, y = make_data(task=objective)
+    names = [f"col{j}" for j in range(X.shape[1])]
+    train_set, test_set = Dataset(X[:700], y[:700], names), Dataset(X[700:], y[700:], names)
+    params = TrainParams(trees=6, depth=3, min_rows=5, learning_rate=0.3, objective=objective)  # type: ignore[arg-type]
+    prep = prepare(train_set, test_set, params, PrepConfig(parties=3, theta=0.7, seed=11))
+    report, expected, _ = run(prep, "fvtree")
+    assert expected is not None
+
+    model = train(
+        {**SMALL, "objective": objective, "seed": 11},
+        [(train_set.X[idx], train_set.y[idx]) for idx in prep.parts],
+        feature_names=names,
+        valid_set=(test_set.X, test_set.y),
+    )
+    assert model.trees == expected.trees and model.edges == expected.edges
+    np.testing.assert_array_equal(model.predict(test_set.X), expected.predict(test_set.X))
+    assert model.contributions == report["contributions"]
+    assert model.report is not None
+    for key in ("test_error", "test_auc", "test_rmse", "per_party", "endorsement", "comm_bytes_per_party"):
+        assert model.report.get(key) == report.get(key), key
+    assert model.report["theta"] is None and model.meta["theta"] is None  # no skew rule was applied
+    assert model.meta["parties"] == 3 and model.meta["seed"] == 11
+
+
+def test_predict_is_lightgbms_probability_for_binary_models() -> None:
+    X, y = make_data()
+    model = train(SMALL, split(X, y))
+    proba = model.predict(X)
+    assert proba.dtype == np.float64 and np.all((proba > 0) & (proba < 1))
+    np.testing.assert_array_equal(proba, model.predict_proba(X))
+    np.testing.assert_array_equal(model.predict(X, raw_score=True), model.predict_raw(X))
+    assert np.mean((proba > 0.5) == (y > 0.5)) > 0.85
+
+
+def test_sparse_parties_equal_dense_and_keep_stored_nan() -> None:
+    X, y = make_data()
+    X = np.where(np.abs(X) < 0.5, 0.0, X)  # zeros to leave out of the sparse matrices
+    dense = train(SMALL, split(X, y))
+    sparse = train(SMALL, [(sp.csr_matrix(a), b) for a, b in split(X, y)])
+    assert sparse.trees == dense.trees and sparse.edges == dense.edges
+    np.testing.assert_array_equal(sparse.predict(sp.csc_matrix(X)), dense.predict(X))
+    nan_row = sp.csr_matrix(np.full((1, X.shape[1]), np.nan))
+    np.testing.assert_array_equal(dense.predict(nan_row), dense.predict(np.full((1, X.shape[1]), np.nan)))
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    X, y = make_data()
+    names = ["age", "income", "visits", "score", "days"]
+    model = train(SMALL, split(X, y), feature_names=names)
+    path = tmp_path / "m.json"
+    model.save(path)
+    saved = json.loads(path.read_text())
+    assert "contributions" not in saved and "report" not in saved
+    loaded = Model.load(path)
+    assert loaded.feature_names == names and loaded.trees == model.trees
+    assert loaded.contributions is None and loaded.report is None
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    assert loaded == model  # the attributes of training do not count in equality
+
+
+def test_contributions_are_simulates_figures() -> None:
+    X, y = make_data()
+    model = train(SMALL, split(X, y, 4))
+    assert model.contributions is not None and [c["party"] for c in model.contributions] == [0, 1, 2, 3]
+    for c in model.contributions:
+        assert c["total"] == int(c["total_fixed"]) / 10**18 and 0.0 <= c["share"] <= 1.0
+    assert sum(c["share"] for c in model.contributions) == pytest.approx(1.0)
+
+
+def test_feature_importance() -> None:
+    X, y = make_data()
+    model = train(SMALL, split(X, y))
+    splits = [n for t in model.trees for n in t.nodes.values() if not n.is_leaf]
+    counts = model.feature_importance("split")
+    assert counts.sum() == len(splits) and counts[0] == sum(n.feature == 0 for n in splits)
+    gains = model.feature_importance("gain")
+    assert gains.sum() == pytest.approx(sum(int(n.gain_fixed or 0) for n in splits) / 10**18)
+    assert gains[:3].min() > gains[3:].max()  # the target depends on features 0-2 only
+    with pytest.raises(ValueError, match="importance_type must be one of split, gain"):
+        model.feature_importance("cover")
+
+
+# ----------------------------------------------------------------------------------------------------- params
+
+
+def test_params_aliases_map_to_one_field() -> None:
+    for names, field in (
+        (("num_iterations", "num_trees", "n_estimators", "num_boost_round"), "trees"),
+        (("lambda_l2", "reg_lambda", "lambda"), "lam"),
+        (("max_bin", "bins"), "bins"),
+        (("min_data_in_leaf", "min_child_samples", "min_data"), "min_rows"),
+    ):
+        for name in names:
+            assert parse_params({name: 7}).train == {field: 7}, name
+    assert parse_params({"random_state": 3}).prep == {"seed": 3}
+    assert parse_params({"objective": "mse"}).train_params().objective == "regression"
+    assert parse_params({"max_depth": None}).train == {}  # None keeps the default
+    assert parse_params({"psd_epsilon": float("inf")}).prep_config(2).psd_epsilon == float("inf")
+    assert parse_params({"algo": "pvtree"}).algo == "pvtree"
+    # every key reaches a real field of its destination
+    for p in PARAMS:
+        if p.target == "train":
+            assert p.field in TrainParams.__dataclass_fields__
+        elif p.target == "prep":
+            assert p.field in PrepConfig.__dataclass_fields__
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"num_leaves": 31}, r"unknown parameter 'num_leaves'; valid keys \(aliases\): objective .*max_depth"),
+        ({"theta": 0.5}, "unknown parameter 'theta' .*already split"),
+        ({"num_trees": 5, "n_estimators": 6}, "'num_trees' and 'n_estimators' both set num_iterations"),
+        ({"max_depth": 2.5}, "'max_depth' must be int, got 2.5"),
+        ({"learning_rate": "0.1"}, "'learning_rate' must be float"),
+        ({"psd_label_first": 1}, "'psd_label_first' must be bool"),
+        ({"hessian": "second"}, "'hessian': unknown value 'second'; use one of hessian, count"),
+        ({"objective": "multiclass"}, "unknown objective 'multiclass'"),
+        ({"max_depth": 0}, r"depth must be in \[1, 16\] \(given: max_depth=0\)"),
+    ],
+)
+def test_bad_params_are_named(params: dict[str, Any], message: str) -> None:
+    X, y = make_data(n=200)
+    with pytest.raises(ValueError, match=message):
+        train(params, split(X, y, 2))
+
+
+# ----------------------------------------------------------------------------------------------------- errors
+
+
+def test_bad_parties_get_clear_errors() -> None:
+    X, y = make_data(n=400)
+    ok = split(X, y, 2)
+    (X0, y0), (X1, y1) = ok
+    y_nan = y0.copy()
+    y_nan[5] = np.nan
+    X_inf = X0.copy()
+    X_inf[2, 1] = np.inf
+    cases: list[tuple[Any, type[Exception], str]] = [
+        ([ok[0]], ValueError, "1 party: a federation has 2 to 16 parties"),
+        (ok * (MAX_PARTIES // 2 + 1), ValueError, f"{MAX_PARTIES + 2} parties: .*MAX_PARTIES = {MAX_PARTIES}"),
+        ([ok[0], (X1[:0], y1[:0])], ValueError, "party 1 has no rows"),
+        ([ok[0], (X1[:, :3], y1)], ValueError, "party 1 has 3 features but party 0 has 5"),
+        ([ok[0], (X1, y1[:-1])], ValueError, "party 1: X has 200 rows but y has 199 labels"),
+        ([ok[0], (X1[:, 0], y1)], ValueError, r"party 1: X must be a 2-D array .*shape \(200,\)"),
+        ([(X0, y_nan), ok[1]], ValueError, "party 0: y has a missing or infinite label .*row 5"),
+        ([(X_inf, y0), ok[1]], ValueError, r"party 0: X contains inf \(first at row 2, feature 1\)"),
+        ([(X0, np.ones(200)), (X1, np.ones(200))], ValueError, "every label is 1, only one class"),
+        ([(X0, 2 * y0 - 1), ok[1]], ValueError, "party 0: y: the binary objective needs labels 0 and 1"),
+        ((X0, y0), TypeError, r"parties must be a list of \(X, y\) pairs"),
+        ([ok[0], X1], TypeError, r"party 1: expected an \(X, y\) pair"),
+        ([(np.array([["a"] * 5] * 200), y0), ok[1]], ValueError, "party 0: X: values must be numbers"),
+    ]
+    for parties, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            train(SMALL, parties)
+    with pytest.raises(ValueError, match="feature_names: 2 names for 5 features"):
+        train(SMALL, ok, feature_names=["a", "b"])
+    with pytest.raises(ValueError, match="valid_set X has 4 features but the parties have 5"):
+        train(SMALL, ok, valid_set=(X0[:, :4], y0))
+    # one class in one party alone is fine: a skewed split gives exactly that
+    assert train(SMALL, [(X0[y0 == 1], y0[y0 == 1]), (X1, y1)]).trees
+
+
+def test_model_predict_checks_the_feature_count() -> None:
+    X, y = make_data()
+    model = train(SMALL, split(X, y))
+    with pytest.raises(ValueError, match="X has 4 features, the model expects 5"):
+        model.predict(X[:, :4])
+
+
+# ----------------------------------------------------------------------------------------------------- pandas
+
+
+def test_pandas_frames_name_the_features() -> None:
+    pd = pytest.importorskip("pandas", reason="pandas is optional; the frame path needs it installed")
+    X, y = make_data()
+    columns = ["age", "income", "visits", "score", "days"]
+    frames = [(pd.DataFrame(a, columns=columns), pd.Series(b)) for a, b in split(X, y)]
+    model = train(SMALL, frames)
+    assert model.feature_names == columns
+    np.testing.assert_array_equal(model.predict(pd.DataFrame(X, columns=columns)), train(SMALL, split(X, y)).predict(X))
+    swapped = [frames[0], (frames[1][0][columns[::-1]], frames[1][1]), frames[2]]
+    with pytest.raises(ValueError, match=r"party 1's columns .* differ from party 0's"):
+        train(SMALL, swapped)
+    text = frames[0][0].assign(city="x")
+    with pytest.raises(ValueError, match=r"columns \['city'\] are not numeric"):
+        train(SMALL, [(text, frames[0][1]), (text, frames[1][1][: len(text)])])
+
+    clf = FGBDTClassifier(n_estimators=4, max_depth=3, parties=3).fit(pd.DataFrame(X, columns=columns), y)
+    assert list(clf.feature_names_in_) == columns and clf.model_.feature_names == columns
+
+
+# ------------------------------------------------------------------------------------------------- estimators
+
+CHECKED = [
+    FGBDTClassifier(n_estimators=10, max_depth=3, min_child_samples=5),
+    FGBDTRegressor(n_estimators=20, max_depth=3, learning_rate=0.3, min_child_samples=5),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Can't check dok sparse matrix:UserWarning")  # scikit-learn's own note
+@parametrize_with_checks(CHECKED)
+def test_sklearn_check_estimator(estimator: Any, check: Any) -> None:
+    """Every check scikit-learn yields for these estimators. It skips two by itself, which the tests below cover:
+    ``check_array_api_input`` without ``SCIPY_ARRAY_API=1`` (run in a subprocess below) and the pandas checks when
+    pandas is not installed."""
+    check(estimator)
+
+
+def test_sklearn_array_api_check_with_scipy_array_api() -> None:
+    """``check_array_api_input`` needs ``SCIPY_ARRAY_API=1`` before scipy is first imported: a fresh interpreter."""
+    code = (
+        "from sklearn.utils.estimator_checks import check_estimator\n"
+        "from fgbdt_chain.node.sklearn import FGBDTClassifier, FGBDTRegressor\n"
+        "for est in (FGBDTClassifier(n_estimators=3, max_depth=2), FGBDTRegressor(n_estimators=3, max_depth=2)):\n"
+        "    for r in check_estimator(est, on_fail=None):\n"
+        "        if r['check_name'] == 'check_array_api_input':\n"
+        "            print(type(est).__name__, r['status'], r['exception'])\n"
+    )
+    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["FGBDTClassifier passed None", "FGBDTRegressor passed None"], out.stdout
+
+
+def test_classifier_maps_any_two_labels_back() -> None:
+    X, y = make_data()
+    for labels in (np.array([-1, 1]), np.array(["no", "yes"])):
+        target = labels[y.astype(int)]
+        clf = FGBDTClassifier(n_estimators=6, max_depth=3, min_child_samples=5, parties=3).fit(X, target)
+        assert list(clf.classes_) == list(labels)
+        pred = clf.predict(X)
+        assert set(pred) <= set(labels) and np.mean(pred == target) > 0.85
+        proba = clf.predict_proba(X)
+        assert proba.shape == (len(y), 2)
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+        np.testing.assert_array_equal(pred, labels[(proba[:, 1] > 0.5).astype(int)])
+
+
+def test_classifier_without_party_uses_simulates_split() -> None:
+    X, y = make_data()
+    clf = FGBDTClassifier(n_estimators=6, max_depth=3, min_child_samples=5, learning_rate=0.3, parties=3, theta=0.7)
+    clf.set_params(random_state=4).fit(X, y)
+    params = TrainParams(trees=6, depth=3, min_rows=5, learning_rate=0.3)
+    prep = prepare(Dataset(X, y), Dataset(X[:0], y[:0]), params, PrepConfig(parties=3, theta=0.7, seed=4))
+    _, expected, _ = run(prep, "fvtree")
+    assert expected is not None and clf.model_.trees == expected.trees
+    assert clf.n_parties_ == 3 and clf.contributions_ == clf.model_.contributions
+
+
+def test_classifier_party_argument_equals_train() -> None:
+    X, y = make_data()
+    owner = np.array(["clinic-b", "clinic-a", "clinic-c"])[np.arange(len(y)) % 3]
+    clf = FGBDTClassifier(n_estimators=6, max_depth=3, min_child_samples=5, learning_rate=0.3).fit(X, y, party=owner)
+    parties = [(X[owner == name], y[owner == name]) for name in ("clinic-a", "clinic-b", "clinic-c")]
+    assert clf.model_.trees == train(SMALL, parties).trees
+    assert clf.n_parties_ == 3
+    with pytest.raises(ValueError, match="party must give one party per row: 900 rows"):
+        clf.fit(X, y, party=owner[:-1])
+    with pytest.raises(ValueError, match="1 party: a federation has 2 to 16 parties"):
+        clf.fit(X, y, party=np.zeros(len(y)))
+
+
+def test_regressor_fits() -> None:
+    X, y = make_data(task="regression")
+    reg = FGBDTRegressor(n_estimators=20, max_depth=3, learning_rate=0.3, min_child_samples=5, parties=3).fit(X, y)
+    assert reg.score(X, y) > 0.8
+    assert reg.model_.objective == "regression"
+    np.testing.assert_array_equal(reg.predict(X), reg.model_.predict(X))
+
+
+def test_estimator_errors() -> None:
+    X, y = make_data(n=300)
+    with pytest.raises(ValueError, match="Only binary classification is supported"):
+        FGBDTClassifier(n_estimators=2).fit(X, np.arange(300) % 3)
+    with pytest.raises(ValueError, match="one class"):
+        FGBDTClassifier(n_estimators=2).fit(X, np.ones(300))
+    with pytest.raises(ValueError, match="Input y contains NaN"):
+        FGBDTRegressor(n_estimators=2).fit(X, np.where(y > 0, np.nan, 1.0))
+    with pytest.raises(ValueError, match="3 sample"):
+        FGBDTClassifier(n_estimators=2, parties=4).fit(X[:3], [0, 1, 1])
+    with pytest.raises(ValueError, match="parties must be an integer >= 2"):
+        FGBDTClassifier(n_estimators=2, parties=1).fit(X, y)
+    with pytest.raises(ValueError, match="leaves part"):
+        FGBDTClassifier(n_estimators=2, parties=4, theta=1.0).fit(X[:6], [0, 0, 0, 0, 0, 1])
+    with pytest.raises(ValueError, match="unknown value 'newton'"):
+        FGBDTClassifier(n_estimators=2, hessian="newton").fit(X, y)
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        FGBDTClassifier(n_estimators=2).fit(np.where(X > 2, np.inf, X), y)
+
+
+def test_feature_importances() -> None:
+    X, y = make_data()
+    clf = FGBDTClassifier(n_estimators=6, max_depth=3, min_child_samples=5, parties=3).fit(X, y)
+    np.testing.assert_array_equal(clf.feature_importances_, clf.model_.feature_importance("split"))
+    gain = clone(clf).set_params(importance_type="gain").fit(X, y)
+    np.testing.assert_array_equal(gain.feature_importances_, gain.model_.feature_importance("gain"))
+    assert clf.feature_importances_.shape == (5,)
+    assert gain.feature_importances_[:3].min() > gain.feature_importances_[3:].max()
+
+
+def test_cross_val_score_and_pipeline() -> None:
+    X, y = make_data(n=1200)
+    clf = FGBDTClassifier(n_estimators=8, max_depth=3, min_child_samples=5, learning_rate=0.3, parties=3)
+    scores = cross_val_score(clf, X, y, cv=3, scoring="roc_auc")
+    assert scores.shape == (3,) and scores.min() > 0.85
+    # the party column travels with the rows of each fold
+    owner = np.arange(len(y)) % 2
+    routed = cross_val_score(clf, X, y, cv=3, params={"party": owner})
+    assert routed.min() > 0.8
+    pipe = make_pipeline(SimpleImputer(), clf)
+    pipe.fit(X[:900], y[:900], fgbdtclassifier__party=owner[:900])
+    assert pipe[-1].n_parties_ == 2 and np.mean(pipe.predict(X[900:]) == y[900:]) > 0.8
+    reg = FGBDTRegressor(n_estimators=8, max_depth=3, min_child_samples=5, learning_rate=0.3, parties=3)
+    Xr, yr = make_data(n=1200, task="regression")
+    assert cross_val_score(reg, Xr, yr, cv=3).min() > 0.5
+
+
+def test_public_surface_is_lazy() -> None:
+    """``import fgbdt_chain`` must not import the engine (numba, scikit-learn: about two seconds)."""
+    code = "import sys, fgbdt_chain; print('fgbdt_chain.node.engine' in sys.modules, 'sklearn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+    assert {"train", "Model", "FGBDTClassifier", "FGBDTRegressor", "__version__"} <= set(fgbdt_chain.__all__)
+    assert fgbdt_chain.train is train and fgbdt_chain.Model is Model
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        fgbdt_chain.nope  # noqa: B018
