@@ -26,7 +26,7 @@ import numpy as np
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.reference import MAX_PARTIES
 from fgbdt_chain.node.binning import BINNING_METHODS
-from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.data import Dataset, check_labels
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import ALGORITHMS, HESSIAN_MODES, TIE_BREAKS, TrainParams
 from fgbdt_chain.node.inputs import column_names, dense_features, labels, names_for
@@ -281,8 +281,11 @@ def _feature_names(frames: Sequence[Any], n_features: int, given: Sequence[str] 
 
 def check_objective_labels(y: np.ndarray, objective: str, *, what: str = "y", both: bool = True) -> None:
     """Binary tasks train on labels 0 and 1 (as LightGBM's binary objective), both present in the task (``both``;
-    one party alone may hold one class under a skewed split); regression on any finite values. The message says
-    what was found and what to do."""
+    one party alone may hold one class under a skewed split); regression on any finite values. The whole task's
+    labels also go through ``node.data.check_labels``, the loaders' rules, so a one-class task is refused (and a
+    constant regression target warned about) in the same words as from a file."""
+    if both:
+        check_labels(y, objective, source=what)
     if objective != "binary":
         return
     values = np.unique(y)

@@ -10,8 +10,11 @@ Both pass scikit-learn's ``check_estimator``; what they declare to it: missing v
 NaN is "missing" in the protocol), so the NaN/inf rejection check does not run, while inf is still refused; sparse
 input is accepted (absent entries are 0); the classifier is binary only (``multi_class = False``: the protocol is
 binary logistic or squared error), so multiclass targets raise "Only binary classification is supported".
-Not applicable and not run by scikit-learn for these estimators: the ``sample_weight`` checks (the protocol has
-no row weights: a party's histograms are plain sums, so ``fit`` takes none) and ``class_weight``.
+Not applicable, so scikit-learn does not yield them: ``check_estimators_nan_inf`` (NaN is allowed, see above), the
+``sample_weight`` checks (the protocol has no row weights: a party's histograms are plain sums, so ``fit`` takes
+none) and ``check_class_weight_classifiers``. Skipped by scikit-learn itself unless the environment allows them:
+``check_array_api_input`` without ``SCIPY_ARRAY_API=1`` set before scipy loads (``tests/test_python_api.py`` runs
+it in a fresh interpreter with it set) and the pandas variants of ``check_*_data_not_an_array`` without pandas.
 """
 
 from __future__ import annotations

@@ -229,7 +229,7 @@ def test_bad_parties_get_clear_errors() -> None:
         ([ok[0], (X1[:, 0], y1)], ValueError, r"party 1: X must be a 2-D array .*shape \(200,\)"),
         ([(X0, y_nan), ok[1]], ValueError, "party 0: y has a missing or infinite label .*row 5"),
         ([(X_inf, y0), ok[1]], ValueError, r"party 0: X contains inf \(first at row 2, feature 1\)"),
-        ([(X0, np.ones(200)), (X1, np.ones(200))], ValueError, "every label is 1, only one class"),
+        ([(X0, np.ones(200)), (X1, np.ones(200))], ValueError, "every label is 1: task='binary' needs both classes"),
         ([(X0, 2 * y0 - 1), ok[1]], ValueError, "party 0: y: the binary objective needs labels 0 and 1"),
         ((X0, y0), TypeError, r"parties must be a list of \(X, y\) pairs"),
         ([ok[0], X1], TypeError, r"party 1: expected an \(X, y\) pair"),
