@@ -26,7 +26,7 @@ from fgbdt_chain.node.messages import abi_array
 from fgbdt_chain.node.metrics import auc, error_rate, rmse
 from fgbdt_chain.node.model import Model, bin_matrix
 from fgbdt_chain.node.partition import feature_skewed, skewed_partition
-from fgbdt_chain.node.psd import build_psd, psd_budget
+from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.verify import PartyEstimator
 from fgbdt_chain.node.weights import distribution_weights
 
@@ -50,14 +50,16 @@ class PrepConfig:
     psd_max_rows: int = 500
     psd_epsilon: float = 1.0
     psd_label_first: bool = True
+    psd_label_levels: int | None = None
+    """Levels of every PSD that split the label; None: ``node.psd.label_levels_for`` the task."""
     endorse: str = "statistical"
     """How verifiers decide, as on chain: ``statistical`` (the default), ``overlap`` (the paper's equation 11) or
     ``none`` (every histogram accepted as sent, at neutral credit: the model of an all-honest federation)."""
     refusal_rate: float = DEFAULT_REFUSAL_RATE
     overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
 
-    def endorsement(self, objective: ref.ObjectiveName = "binary") -> EndorsementRule | None:
-        """The verifiers' rule for a task of this objective, or None when endorsement is not modelled."""
+    def endorsement(self) -> EndorsementRule | None:
+        """The verifiers' rule, or None when endorsement is not modelled."""
         if self.endorse == "none":
             return None
         if self.endorse not in ref.ENDORSE_RULES:
@@ -66,7 +68,6 @@ class PrepConfig:
             ref.ENDORSE_RULES[self.endorse],
             self.refusal_rate,
             self.overlap_threshold,
-            ref.OBJECTIVES[objective],
         )
 
 
@@ -114,6 +115,15 @@ class Prepared:
         assert self._estimators is not None
         return self._estimators
 
+    @property
+    def label_levels(self) -> int:
+        """Levels of every party's PSD that split the label (``node.psd.label_levels_for``; 0 without
+        ``psd_label_first``)."""
+        c = self.config
+        if c.psd_label_levels is not None:
+            return c.psd_label_levels
+        return label_levels_for(self.params.objective, self.params.bins) if c.psd_label_first else 0
+
     def weights(self) -> list[np.ndarray]:
         """Each party's w* from all parties' PSDs (Algorithm 2, equation 3), computed once per run."""
         if self._weights is None:
@@ -132,7 +142,7 @@ class Prepared:
                     max_rows=c.psd_max_rows,
                     epsilon=c.psd_epsilon,
                     rng=np.random.default_rng([c.seed, 0x95D, p]),
-                    label_first=c.psd_label_first,
+                    label_levels=self.label_levels,
                 )
                 for p, idx in enumerate(self.parts)
             ]
@@ -143,7 +153,9 @@ class Prepared:
             ]
             self._matrices = [W for W, _ in pairs]
             self._weights = [w for _, w in pairs]
-            scale = psd_budget(c.psd_epsilon, c.psd_depth, self.train.n_features + 1).leaf_scale
+            scale = psd_budget(
+                c.psd_epsilon, c.psd_depth, self.train.n_features + 1, label_levels=self.label_levels
+            ).leaf_scale
             self._estimators = [
                 estimators_for(self.train.X[idx], self.train.y[idx], W, psds, [scale] * len(psds))
                 for idx, W in zip(self.parts, self._matrices, strict=True)
@@ -272,7 +284,7 @@ def federation(
 ) -> Federation:
     """The simulated federation ``run`` trains: the prepared parties, the endorsement rule of ``prep.config``
     (with every verifier's view of every party) and the attacks; ready to ``train`` (in parts, if wanted)."""
-    rule = prep.config.endorsement(prep.params.objective)
+    rule = prep.config.endorsement()
     weights = prep.weights() if algo == "fvtree" or rule is not None else None
     fed = Federation(
         prep.party_slots(),
