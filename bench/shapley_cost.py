@@ -10,7 +10,7 @@ measures both Python kernels on one split with realistic fixed-point sums (18-de
 Each M is timed after one warm-up call (the fast kernel caches a per-M plan on first use; its build time is reported
 apart), as the best of several repeats. A least-squares fit of ``t(M) = a * 2^M + b * M * 2^M`` (the utilities cost
 one step per coalition, the per-party accumulators one step per party and coalition) over M >= 6, where the constant
-overhead no longer matters, gives the constants that ``deploy.cmd_simulate.SHAPLEY_COST`` uses for its warning.
+overhead no longer matters, gives the constants that ``node.shapley_cost.SHAPLEY_COST`` uses for its warning.
 
     python -m bench.shapley_cost [--max-parties 16] [--out bench/results/shapley_cost.md]
 """
@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from fgbdt_chain.deploy.cmd_simulate import SHAPLEY_COST, shapley_seconds
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.shapley_cost import SHAPLEY_COST, shapley_seconds
 
 Kernel = Callable[[Sequence[int], Sequence[int], Sequence[int], Sequence[int], int], tuple[int, list[int]]]
 KERNELS: dict[str, Kernel] = {"split_shapley_fast": ref.split_shapley_fast, "split_shapley": ref.split_shapley}
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"split_shapley_fast (what `fgbdt simulate` runs): a = {fa:.3g} s, b = {fb:.3g} s",
         f"split_shapley (the reference): a = {ra:.3g} s, b = {rb:.3g} s",
-        f"constants in deploy/cmd_simulate.py SHAPLEY_COST: a = {SHAPLEY_COST[0]:.3g} s, b = {SHAPLEY_COST[1]:.3g} s",
+        f"constants in node/shapley_cost.py SHAPLEY_COST: a = {SHAPLEY_COST[0]:.3g} s, b = {SHAPLEY_COST[1]:.3g} s",
         "",
         "A tree of depth d has at most 2^d - 1 splits, so simulate's Shapley time is at most "
         "trees (2^d - 1) t(M): at M = 16, 500 trees of depth 8 is "

@@ -23,16 +23,7 @@ from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.experiment import ALGORITHMS, PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
-
-SHAPLEY_COST: tuple[float, float] = (4.2e-7, 6.5e-8)
-"""``(a, b)``: one split's exact split Shapley takes about ``a * 2^M + b * M * 2^M`` seconds for M parties.
-
-Fitted by ``python -m bench.shapley_cost`` on ``ledger.reference.split_shapley_fast``, the kernel the simulator runs
-for every split (``node.resolve``); figures in ``bench/results/shapley_cost.md``. One core of the development
-machine: a slower machine takes longer, so the warning below is an order of magnitude, not a promise."""
-
-SLOW_SHAPLEY_SECONDS = 60.0
-"""Above this estimated exact-Shapley time, ``simulate`` says so before it starts."""
+from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -170,14 +161,6 @@ def print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessag
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def shapley_seconds(parties: int, trees: int, depth: int) -> float:
-    """Estimated exact split Shapley time of a run: ``trees * (2^depth - 1)`` splits (every node of every tree
-    split, an upper bound) at :data:`SHAPLEY_COST` per split."""
-    a, b = SHAPLEY_COST
-    splits = max(trees, 0) * (2 ** min(max(depth, 0), 64) - 1)  # TrainParams refuses absurd depths later
-    return splits * (a + b * parties) * 2.0**parties
-
-
 def check_party_count(parties: int, algo: str = "fvtree") -> None:
     """Refuse a federation the contract would not accept (``ledger.reference.MAX_PARTIES``).
 
@@ -200,28 +183,11 @@ def warn_if_slow(args: argparse.Namespace, algo: str = "fvtree") -> float:
     the LightGBM baselines, which compute no Shapley values)."""
     if algo not in FEDERATED_ALGORITHMS:
         return 0.0
-    seconds = shapley_seconds(args.parties, args.trees, args.depth)
-    if seconds > SLOW_SHAPLEY_SECONDS:
-        splits = args.trees * (2**args.depth - 1)
-        print(
-            f"fgbdt {getattr(args, 'command', None) or 'simulate'}: warning: exact split Shapley for {args.parties} "
-            f"parties takes about {seconds / splits * 1e3:.3g} ms per split (2^{args.parties} coalitions); "
-            f"{args.trees} trees of depth {args.depth} have up to {splits:,} splits: up to about {seconds:,.0f} s"
-            f"{_duration(seconds)}; fewer --parties, --trees or --depth run faster",
-            file=sys.stderr,
-        )
-    return seconds
-
-
-def _duration(seconds: float) -> str:
-    """Seconds in a unit a reader takes in at once, in parentheses (nothing under two minutes)."""
-    if seconds < 120:
-        return ""
-    if seconds < 7200:
-        return f" ({seconds / 60:.0f} min)"
-    if seconds < 2 * 86400:
-        return f" ({seconds / 3600:.1f} h)"
-    return f" ({seconds / 86400:.1f} days)"
+    message = slow_shapley_message(args.parties, args.trees, args.depth)
+    if message:
+        command = getattr(args, "command", None) or "simulate"
+        print(f"fgbdt {command}: warning: {message}; fewer --parties, --trees or --depth run faster", file=sys.stderr)
+    return shapley_seconds(args.parties, args.trees, args.depth)
 
 
 def training_params(args: argparse.Namespace, objective: ref.ObjectiveName) -> TrainParams:

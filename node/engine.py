@@ -17,6 +17,7 @@ import dataclasses
 import itertools
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -31,6 +32,7 @@ from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import ALGORITHMS, HESSIAN_MODES, TIE_BREAKS, TrainParams
 from fgbdt_chain.node.inputs import column_names, dense_features, labels, names_for
 from fgbdt_chain.node.model import Model
+from fgbdt_chain.node.shapley_cost import SlowShapleyWarning, slow_shapley_message
 
 __all__ = ["MAX_PARTIES", "MIN_PARTIES", "PARAMS", "Param", "Settings", "parse_params", "train"]
 
@@ -338,6 +340,9 @@ def train(
         check_objective_labels(vy, tp.objective, what="valid_set y", both=False)
         test = Dataset(vX, vy, pooled.feature_names, name="valid_set")
     config = settings.prep_config(len(parts))
+    slow = slow_shapley_message(len(parts), tp.trees, tp.depth)
+    if slow:
+        warnings.warn(f"{slow}; fewer parties, num_trees or max_depth run faster", SlowShapleyWarning, stacklevel=2)
     prep = prepare(pooled, test, tp, config, parts=parts)
     report, model, _ = run(prep, settings.algo, progress=progress)
     assert model is not None  # federated algorithms always give one

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.deploy.cli import main
-from fgbdt_chain.deploy.cmd_simulate import SHAPLEY_COST, SLOW_SHAPLEY_SECONDS, shapley_seconds
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.node.fvtree import Federation, TrainParams
 from fgbdt_chain.node.model import Model
+from fgbdt_chain.node.shapley_cost import SHAPLEY_COST, SLOW_SHAPLEY_SECONDS, shapley_seconds
 
 
 @pytest.fixture(scope="module")

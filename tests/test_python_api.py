@@ -6,11 +6,13 @@ for bit; the estimators must pass scikit-learn's own checks; and the README's ex
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from sklearn.base import clone
 from sklearn.impute import SimpleImputer
 from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import estimator_checks_generator
 
 import fgbdt_chain
 from fgbdt_chain import FGBDTClassifier, FGBDTRegressor, Model, train
@@ -30,6 +32,7 @@ from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.engine import PARAMS, parse_params
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.shapley_cost import SlowShapleyWarning
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SMALL = {"num_trees": 6, "max_depth": 3, "min_data_in_leaf": 5, "learning_rate": 0.3}
@@ -283,12 +286,24 @@ CHECKED = [
 ]
 
 
+def _check_name(check: Any) -> str:
+    return str(check.func.__name__ if isinstance(check, functools.partial) else check.__name__)
+
+
+SKLEARN_CHECKS = [
+    pytest.param(estimator, check, id=f"{type(estimator).__name__}-{_check_name(check)}")
+    for checked in CHECKED
+    for estimator, check in estimator_checks_generator(checked, mark=None)
+    # needs SCIPY_ARRAY_API=1 before scipy is imported, or scikit-learn skips it: run in a subprocess below
+    if _check_name(check) != "check_array_api_input"
+]
+
+
 @pytest.mark.filterwarnings("ignore:Can't check dok sparse matrix:UserWarning")  # scikit-learn's own note
-@parametrize_with_checks(CHECKED)
+@pytest.mark.parametrize(("estimator", "check"), SKLEARN_CHECKS)
 def test_sklearn_check_estimator(estimator: Any, check: Any) -> None:
-    """Every check scikit-learn yields for these estimators. It skips two by itself, which the tests below cover:
-    ``check_array_api_input`` without ``SCIPY_ARRAY_API=1`` (run in a subprocess below) and the pandas checks when
-    pandas is not installed."""
+    """Every check scikit-learn yields for these estimators (``check_array_api_input`` in a fresh interpreter
+    below, where it can run)."""
     check(estimator)
 
 
@@ -410,3 +425,14 @@ def test_public_surface_is_lazy() -> None:
     assert fgbdt_chain.train is train and fgbdt_chain.Model is Model
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         fgbdt_chain.nope  # noqa: B018
+
+
+def test_train_warns_before_a_slow_exact_shapley() -> None:
+    """The estimate ``simulate`` prints (``node.shapley_cost``) is a warning of ``train`` too, given before any
+    work: 16 parties at 500 trees of depth 8 is hours of exact Shapley."""
+    rng = np.random.default_rng(0)
+    parties = [(rng.normal(size=(4, 2)), np.array([0.0, 1.0, 0.0, 1.0])) for _ in range(16)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SlowShapleyWarning)  # raised where it is given: nothing trains after it
+        with pytest.raises(SlowShapleyWarning, match="16 parties"):
+            fgbdt_chain.train({"num_trees": 500, "max_depth": 8}, parties)
