@@ -14,7 +14,8 @@ from api_helpers import CREATE, Signer
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.deploy.cli import UserError, build_parser
-from fgbdt_chain.deploy.cmd_serve import read_key, settings_from_args
+from fgbdt_chain.deploy.cmd_serve import settings_from_args
+from fgbdt_chain.deploy.deployment import read_key
 from fgbdt_chain.ledger.anvil import Anvil, free_port
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
@@ -88,11 +89,14 @@ def test_serve_settings_errors(tmp_path: Path, task: TaskContract) -> None:
     dep = tmp_path / "deployment.json"
     key = tmp_path / "key"
     key.write_text("0x" + "11" * 32 + "\n")
-    assert read_key(str(key)) == "0x" + "11" * 32
+    assert bytes(read_key(key).key) == bytes.fromhex("11" * 32)
     args = parser.parse_args(["serve", "--deployment", str(dep), "--relayer-key", str(key)])
-    with pytest.raises(UserError, match="cannot read the deployment"):
+    with pytest.raises(UserError, match="deployment file not found"):
         settings_from_args(args)
     dep.write_text("{}")
+    with pytest.raises(UserError, match="no 'contracts' map"):
+        settings_from_args(args)
+    dep.write_text(json.dumps({"contracts": {"FGBDTForwarder": task.address}}))
     with pytest.raises(UserError, match="no FGBDTChain"):
         settings_from_args(args)
     dep.write_text(json.dumps({"contracts": {"FGBDTChain": task.address}}))
