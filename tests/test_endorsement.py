@@ -69,14 +69,14 @@ def test_attackers_are_refused_and_out_of_the_task(attack: Attack, reason: str) 
     assert later and all(1 not in rec.submitters for rec in later)
 
 
-def test_a_flip_earns_its_sender_less() -> None:
-    """A flip keeps the loss's bounds and is not refused (docs/protocol.md), but its sums oppose the others' at every
-    split: it earns less than honesty."""
+def test_a_flip_is_refused_at_the_root_and_earns_its_sender_less() -> None:
+    """A flip keeps the loss's bounds, but its gradient sums point against every verifier's estimate at the root."""
     prep = _prep()
     _, _, honest = run(prep, "fvtree")
     _, _, flipped = run(prep, "fvtree", attacks={1: Attack("sign-flip", 1.0, start_tree=1)})
     assert honest is not None and flipped is not None
-    assert flipped.refusals == []
+    [refusal] = flipped.refusals
+    assert (refusal.party, refusal.tree, refusal.level) == (1, 1, 0) and "point against" in refusal.reason
     assert flipped.total[1] < honest.total[1]
 
 

@@ -162,14 +162,15 @@ def test_stretched_flipped_and_counted_histograms_are_refused() -> None:
         assert not verdict.sign and any(reason in r for r in verdict.reasons), (reason, verdict.reasons)
 
 
-def test_a_flip_is_not_refused_but_measured() -> None:
-    """Late in boosting honest parties' residuals run against each other, so a flip is no reason to refuse; the
-    projection is still reported."""
+def test_a_flip_is_refused_and_credited_like_the_honest_sums() -> None:
+    """At a root an honest party's gradient sums point along the verifier's estimate; a flip points against it."""
     rng = np.random.default_rng(3)
     verifier, k, cands, g, h, est, claims = _federation(rng, 3000)
     flipped = check(verifier, k, cands, g, h, est, Claims(-claims.g, claims.h, claims.n), 1e-9, root=True)
     honest = check(verifier, k, cands, g, h, est, claims, 1e-9, root=True)
-    assert flipped.sign and flipped.z["g_flip"] == pytest.approx(-honest.z["g_flip"])
+    assert honest.sign and honest.z["g_flip"] > 0
+    assert not flipped.sign and any("point against" in r for r in flipped.reasons), flipped.reasons
+    assert flipped.z["g_flip"] == pytest.approx(-honest.z["g_flip"])
     assert flipped.credit == honest.credit  # same magnitudes, same credit
 
 
