@@ -1,8 +1,8 @@
 """The API's view of the chain: a lazy connection, the signed-request pipeline, and the read models.
 
 Why apart from the routes: the routes only translate HTTP to calls of this module and back. Everything that touches
-the chain (and so can fail because the node is down) lives here, raising :class:`ApiError` with the HTTP status the
-client must see; the app maps chain outages to 503 with ``Retry-After`` in one place.
+the chain (and so can fail because the node is down) lives here, raising :class:`~api.errors.ApiError` with the HTTP
+status the client must see; :mod:`api.error_handlers` maps it, contract reverts and chain outages to responses.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import requests
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_typing import HexStr
@@ -21,9 +20,10 @@ from eth_utils import to_checksum_address
 from web3 import Web3
 
 from fgbdt_chain.api import models as m
+from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError, ChainUnavailable
 from fgbdt_chain.ledger.client import ChainClient, Event, TxResult
 from fgbdt_chain.ledger.compile import Artifact
-from fgbdt_chain.ledger.contracts import Membership, Status, TaskConfig, TaskContract, level_nodes
+from fgbdt_chain.ledger.contracts import Membership, Status, TaskConfig, TaskContract, TaskState, level_nodes
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
 from fgbdt_chain.ledger.task_params import TaskParameters
@@ -40,28 +40,27 @@ MEMBER_NAMES: tuple[m.MembershipName, ...] = ("none", "pending", "approved", "re
 NOT_FOUND_ERRORS = {"UnknownTask"}
 FORBIDDEN_ERRORS = {"NotRequester", "NotMember", "NotApproved", "NothingToWithdraw"}
 
-
-class ApiError(Exception):
-    """An error with the HTTP status and message the client gets (``error`` names a contract error, if any)."""
-
-    def __init__(self, status: int, detail: str, error: str | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.error = error
+__all__ = ["CONNECTION_ERRORS", "ApiError", "Backend", "ChainUnavailable", "CheckedRequest", "Settings", "SignedCall"]
 
 
-class ChainUnavailable(Exception):
-    """The JSON-RPC node does not answer (maps to 503 with ``Retry-After``)."""
+@dataclass(frozen=True)
+class SignedCall:
+    """A state change a client asks for: the contract call its endpoint makes, built from the path and the body, and
+    the client's signature of it (``task_id``: the task it acts on, None for ``createTask``)."""
+
+    function: str
+    args: tuple[Any, ...]
+    auth: m.SignedAuth | None
+    task_id: int | None = None
 
 
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
-    ChainUnavailable,
-    requests.exceptions.ConnectionError,
-    requests.exceptions.Timeout,
-    ConnectionError,
-    TimeoutError,
-)
+@dataclass(frozen=True)
+class CheckedRequest:
+    """A signed call that passed every check: the ``ForwardRequest`` to relay and its signature."""
+
+    request: ForwardRequest
+    signature: bytes
+    task_id: int | None
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ class Backend:
 
     # ------------------------------------------------------------------ reads
 
-    def state(self, task_id: int) -> Any:
+    def state(self, task_id: int) -> TaskState:
         """``getState``, with an unknown task as 404."""
         try:
             return self.task().state(task_id)
@@ -189,9 +188,9 @@ class Backend:
             total += self._receipts[h]
         return m.GasInfo(transactions=len(hashes), total_gas_used=total)
 
-    def detail(self, task_id: int) -> m.TaskDetail:
-        """Everything about one task."""
-        st = self.state(task_id)
+    def detail(self, task_id: int, st: TaskState | None = None) -> m.TaskDetail:
+        """Everything about one task (``st``: its state if the caller has read it already)."""
+        st = st if st is not None else self.state(task_id)
         cfg = self.task().config(task_id)
         events = self.logs(task_id)
         created = next(e for e in events if e.name == "TaskCreated")
@@ -232,9 +231,9 @@ class Backend:
             gas=self._gas(events),
         )
 
-    def contributions(self, task_id: int) -> m.ContributionsResponse:
-        """Totals, per tree, shares and rewards of every approved party."""
-        st = self.state(task_id)
+    def contributions(self, task_id: int, st: TaskState | None = None) -> m.ContributionsResponse:
+        """Totals, per tree, shares and rewards of every approved party (``st``: the task's state, if read)."""
+        st = st if st is not None else self.state(task_id)
         task = self.task()
         cfg = task.config(task_id)
         parties = task.parties(task_id)
@@ -277,11 +276,12 @@ class Backend:
 
     # ------------------------------------------------------------------ signed requests
 
-    def relay(self, task_id: int | None, auth: m.SignedAuth | None, function: str, args: tuple[Any, ...]) -> TxResult:
-        """Check a signed request and relay it; the order of checks fixes the status: 401 (signature, expiry,
-        nonce), 404 (unknown task), 403 (on-chain role), 409 (the call would revert), then relay."""
+    def check(self, call: SignedCall) -> CheckedRequest:
+        """Check a signed call before anything is relayed; the order of the checks fixes the status: 503 (no relayer
+        key), 401 (signature, expiry, nonce), 404 (unknown task), 403 (on-chain role), 409 (the call would revert)."""
         if self.relayer is None:
             raise ApiError(503, "this API runs without a relayer key: state changes are disabled")
+        auth = call.auth
         if auth is None:
             raise ApiError(401, "missing `auth`: state-changing requests must be signed (EIP-712 ForwardRequest)")
         task = self.task()
@@ -293,7 +293,7 @@ class Backend:
             gas=auth.gas,
             nonce=auth.nonce,
             deadline=auth.deadline,
-            data=calldata(task, function, *args),
+            data=calldata(task, call.function, *call.args),
         )
         try:
             sig = bytes.fromhex(auth.signature.removeprefix("0x"))
@@ -309,16 +309,30 @@ class Backend:
         expected = fw.nonce(req.sender)
         if auth.nonce != expected:
             raise ApiError(401, f"stale or future nonce {auth.nonce}: the forwarder expects {expected}")
-        if task_id is not None:
-            self._check_role(task_id, function, req.sender)
+        if call.task_id is not None:
+            self._check_role(call.task_id, call.function, req.sender)
         try:
             fw.simulate(req)
         except ContractRevert as exc:
             raise _revert_error(exc) from exc
+        return CheckedRequest(req, sig, call.task_id)
+
+    def execute(self, checked: CheckedRequest) -> TxResult:
+        """Relay a checked request from the relayer key, which pays the gas (a revert here, e.g. a nonce another
+        request used in between, maps like a simulated one)."""
+        if self.relayer is None:  # check() refuses such a request first
+            raise ApiError(503, "this API runs without a relayer key: state changes are disabled")
         try:
-            return fw.execute(self.relayer, req, sig)
+            return self.forwarder().execute(self.relayer, checked.request, checked.signature)
         except ContractRevert as exc:
             raise _revert_error(exc) from exc
+
+    def relay(self, checked: CheckedRequest) -> m.TxResponse:
+        """Relay a checked request that acts on a task; the answer names its transaction and the task."""
+        if checked.task_id is None:
+            raise TypeError("relay() answers for a call on a task; createTask's answer names the new task")
+        res = self.execute(checked)
+        return m.TxResponse(tx_hash=res.tx_hash, block=res.block_number, gas_used=res.gas_used, task_id=checked.task_id)
 
     def _check_role(self, task_id: int, function: str, sender: str) -> None:
         st = self.state(task_id)
@@ -330,10 +344,6 @@ class Backend:
             status = self.task().member(task_id, sender)[0]
             if status != Membership.NONE:
                 raise ApiError(409, f"{sender} already asked to join (status {status.name.lower()})", "AlreadyJoined")
-
-    def create_args(self, body: m.CreateTaskRequest) -> tuple[Any, ...]:
-        """The ``createTask`` arguments of a request body."""
-        return create_call_args(body)
 
 
 def create_call_args(body: m.CreateTaskRequest) -> tuple[Any, ...]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from fgbdt_chain.api import models
 from fgbdt_chain.api.app import create_app
+from fgbdt_chain.api.routers import results
 from fgbdt_chain.api.service import Backend, Settings, config_of, parameters_of
 from fgbdt_chain.ledger.anvil import free_port, start_anvil
 from fgbdt_chain.ledger.client import ChainClient
@@ -289,12 +289,19 @@ def test_audit_verdict(api: TestClient, chain: ChainClient, signer: Signer, trai
     _error(api.get(f"/v1/tasks/{unstarted}/audit"), 409, "AuditError")
 
 
-def test_audit_missing_module_is_503(
+def test_audit_that_cannot_run_is_503(
     api: TestClient, trained: tuple[int, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "fgbdt_chain.ledger.audit", None)  # makes `import ledger.audit` raise ImportError
+    """An audit that fails to run (e.g. a node that cannot return the task's old transactions) is "unavailable
+    here", 503, not a 500; its cause stays in the server's log."""
+
+    def no_history(*_: Any) -> None:
+        raise RuntimeError("transaction 0xabc not found (secret detail)")
+
+    monkeypatch.setattr(results, "audit_chain", no_history)
     r = api.get(f"/v1/tasks/{trained[0]}/audit")
-    assert _error(r, 503, "AuditUnavailable")["detail"].startswith("the audit is not available")
+    body = _error(r, 503, "AuditUnavailable")
+    assert body["detail"] == "the audit failed to run: RuntimeError" and r.headers["retry-after"] == "5"
 
 
 # ---------------------------------------------------------------------------- 503 and 500
@@ -310,6 +317,23 @@ def test_chain_down_is_503_with_retry_after(task: TaskContract, relayer: LocalAc
         body = {"auth": {"signer": relayer.address, "nonce": 0, "deadline": 2**40, "gas": 100000, "signature": "0x"}}
         r = down.post("/v1/tasks/1/cancel", json=body)
         assert r.status_code == 503 and r.headers["retry-after"] == "5"
+
+
+def test_bad_input_is_422_before_the_chain_is_read(task: TaskContract, relayer: LocalAccount) -> None:
+    """Input errors answer 422 even when the task lookup or the signature check would fail (here: no chain at all):
+    the routes look tasks up only after FastAPI validated their query and body."""
+    settings = Settings(f"http://127.0.0.1:{free_port()}", task.address, relayer_key="0x" + bytes(relayer.key).hex())
+    with TestClient(create_app(Backend(settings)), raise_server_exceptions=False) as down:
+        for method, path, body in [
+            ("GET", "/v1/tasks/1/model?format=xml", None),
+            ("GET", "/v1/tasks/1/events?poll=0", None),
+            ("POST", "/v1/tasks/1/predictions", {"rows": []}),
+            ("POST", "/v1/tasks/1/start", {"bin_edges": "0x"}),
+            ("POST", "/v1/tasks/1/join-requests", {"psd": "zz"}),
+            ("POST", "/v1/tasks", {"task_schema": {"feature_min": [2.0], "feature_max": [1.0]}}),
+        ]:
+            r = down.request(method, path, json=body)
+            assert r.status_code == 422 and isinstance(r.json()["detail"], list), (path, r.text)
 
 
 def test_chain_going_down_is_503(artifacts: dict[str, Any], relayer: LocalAccount) -> None:

@@ -1,0 +1,104 @@
+"""``/tasks/{task_id}/events``: a task's progress as server-sent events, from the contract's events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+
+from fgbdt_chain.api.dependencies import BackendDep, find_task
+from fgbdt_chain.api.errors import CONNECTION_ERRORS
+from fgbdt_chain.api.jsonable import jsonable
+from fgbdt_chain.api.params import TaskId
+from fgbdt_chain.api.responses import READ
+from fgbdt_chain.api.service import Backend
+from fgbdt_chain.ledger.contracts import Status
+
+router = APIRouter(tags=["progress"])
+
+EVENT_KINDS: dict[str, str] = {
+    "TrainingStarted": "started",
+    "LevelStarted": "level",
+    "VotingClosed": "voting_closed",
+    "HistogramsClosed": "histograms_closed",
+    "NodeSplit": "node",
+    "LeafSet": "node",
+    "TaskCompleted": "completed",
+    "TaskCancelled": "cancelled",
+}
+"""The contract events a client follows, and the SSE event name each is sent as."""
+
+
+@router.get(
+    "/tasks/{task_id}/events",
+    responses={200: {"description": "Server-sent events", "content": {"text/event-stream": {}}}, **READ},
+)
+async def events(
+    task_id: TaskId,
+    backend: BackendDep,
+    from_block: Annotated[int, Query(ge=0, description="Replay events from this block")] = 0,
+    poll: Annotated[float, Query(ge=0.05, le=30, description="Polling interval, seconds")] = 1.0,
+    timeout: Annotated[float, Query(gt=0, le=86_400, description="Close the stream after (seconds)")] = 3600,
+) -> StreamingResponse:
+    """Progress of a task as server-sent events (`started`, `level`, `voting_closed`, `histograms_closed`,
+    `node`, then `completed` or `cancelled`, which end the stream); `error` events report chain outages."""
+    task = await run_in_threadpool(find_task, task_id, backend)  # after the query is validated (api.dependencies)
+    return StreamingResponse(
+        stream(backend, task.task_id, from_block, poll, timeout),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def stream(backend: Backend, task_id: int, from_block: int, poll: float, timeout: float) -> AsyncIterator[str]:
+    """Poll the task's events and emit them as SSE until the task completes, is cancelled, or ``timeout``.
+
+    Outages cannot become a 503 once the stream has started: they are sent as ``error`` events and polling goes on.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    next_block = from_block
+    yield ": fgbdt progress stream\n\n"
+    while True:
+        try:
+            latest = await run_in_threadpool(lambda: backend.client().block_number)
+            evs = (
+                await run_in_threadpool(backend.logs, task_id, list(EVENT_KINDS), next_block)
+                if latest >= next_block
+                else []
+            )
+        except CONNECTION_ERRORS as exc:
+            yield sse("error", {"detail": f"chain unreachable: {exc}", "retry_after": backend.settings.retry_after})
+            evs, latest = [], next_block - 1
+        finished = False
+        for ev in evs:
+            data = {"event": ev.name, "block": ev.block_number, **jsonable(ev.args)}
+            yield sse(EVENT_KINDS[ev.name], data, f"{ev.block_number}-{ev.log_index}")
+            finished = finished or ev.name in ("TaskCompleted", "TaskCancelled")
+        next_block = max(next_block, latest + 1)
+        if finished:
+            return
+        if not evs:
+            try:
+                st = await run_in_threadpool(backend.state, task_id)
+                if st.status in (Status.COMPLETED, Status.CANCELLED) and next_block > from_block:
+                    # terminal state whose final event lies before from_block: say so and end
+                    yield sse("completed" if st.status == Status.COMPLETED else "cancelled", {"event": "state"})
+                    return
+            except CONNECTION_ERRORS:
+                pass
+        if loop.time() >= end:
+            yield sse("timeout", {"detail": "stream timeout reached"})
+            return
+        await asyncio.sleep(poll)
+
+
+def sse(kind: str, data: dict[str, Any], event_id: str | None = None) -> str:
+    """One server-sent event."""
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, default=str)}\n\n"

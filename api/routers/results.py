@@ -1,0 +1,125 @@
+"""``/tasks/{task_id}/model``, ``/predictions``, ``/contributions``, ``/audit``, ``/withdraw``: what a task produced
+and what it pays."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from fastapi import APIRouter, Depends, Query, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from fgbdt_chain.api import models as m
+from fgbdt_chain.api.dependencies import BackendDep, KnownTask, find_task, signed
+from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError
+from fgbdt_chain.api.jsonable import jsonable
+from fgbdt_chain.api.params import TaskId
+from fgbdt_chain.api.responses import R409, READ, WRITE
+from fgbdt_chain.api.service import CheckedRequest, SignedCall
+from fgbdt_chain.ledger.audit import AuditError, AuditReport, audit_chain
+from fgbdt_chain.ledger.chain_model import model_from_chain
+
+log = logging.getLogger("fgbdt.api")
+
+router = APIRouter(tags=["results"])
+
+MAX_ROW_ERRORS = 50
+"""Wrong-width rows reported in one 422 (a client that gets the width wrong gets it wrong on every row)."""
+
+
+async def withdraw_call(task_id: TaskId, body: m.EmptySigned) -> SignedCall:
+    """``withdraw(taskId)``."""
+    return SignedCall("withdraw", (task_id,), body.auth, task_id)
+
+
+@router.post("/tasks/{task_id}/withdraw", response_model=m.TxResponse, responses=WRITE)
+def withdraw(checked: Annotated[CheckedRequest, Depends(signed(withdraw_call))], backend: BackendDep) -> m.TxResponse:
+    """Pay out what the task owes the signer (to the signer's address)."""
+    return backend.relay(checked)
+
+
+@router.get(
+    "/tasks/{task_id}/model",
+    responses={
+        200: {
+            "description": "The model: JSON (default) or LightGBM text",
+            "content": {"application/json": {}, "text/plain": {}},
+        },
+        **READ,
+        **R409,
+    },
+)
+def model(
+    task_id: TaskId, backend: BackendDep, format: Annotated[Literal["json", "lightgbm"], Query()] = "json"
+) -> Response:
+    """The model as recorded on chain (complete trees): project JSON, or LightGBM's text format."""
+    task = find_task(task_id, backend)  # after `format` is validated (see api.dependencies)
+    mdl = model_from_chain(backend.task(), task.task_id)  # ModelNotReady: 409
+    if format == "lightgbm":
+        return PlainTextResponse(mdl.to_lightgbm())
+    return JSONResponse(mdl.to_json_dict())
+
+
+@router.post("/tasks/{task_id}/predictions", response_model=m.PredictResponse, responses={**READ, **R409})
+def predict(task_id: TaskId, body: m.PredictRequest, backend: BackendDep) -> m.PredictResponse:
+    """P(class 1) of the posted rows under the chain's model; every row must have the model's width."""
+    task = find_task(task_id, backend)  # after the body is validated (see api.dependencies)
+    mdl = model_from_chain(backend.task(), task.task_id)
+    width = mdl.num_features
+    bad = [
+        {"loc": ["body", "rows", i], "msg": f"row has {len(r)} values, the model has {width} features", "type": "shape"}
+        for i, r in enumerate(body.rows)
+        if len(r) != width
+    ]
+    if bad:  # a 422 like the schema's own checks: the width is only known once the model is
+        raise RequestValidationError(bad[:MAX_ROW_ERRORS])
+    X = np.array([[math.nan if v is None else v for v in r] for r in body.rows], dtype=np.float64)
+    proba = mdl.predict_proba(X)
+    return m.PredictResponse(
+        rows=len(body.rows),
+        features=width,
+        trees=len(mdl.trees),
+        probabilities=[float(p) for p in proba],
+        labels=[int(p > 0.5) for p in proba],
+    )
+
+
+@router.get("/tasks/{task_id}/contributions", response_model=m.ContributionsResponse, responses=READ)
+def contributions(task: KnownTask, backend: BackendDep) -> m.ContributionsResponse:
+    """Every approved party's contribution (total, per tree, share) and reward (assigned, due, withdrawn)."""
+    return backend.contributions(task.task_id, task.state)
+
+
+@router.get("/tasks/{task_id}/audit", response_model=m.AuditResponse, responses=READ)
+def audit(task: KnownTask, backend: BackendDep) -> m.AuditResponse:
+    """Replay the task's transactions (``ledger.audit``) and report whether the chain's record holds."""
+    try:
+        report = audit_chain(backend.client(), backend.task().address, task.task_id)
+    except AuditError:
+        raise  # 409: the task cannot be audited in its state
+    except CONNECTION_ERRORS:
+        raise  # 503 with Retry-After, as everywhere
+    except Exception as exc:
+        # the replay reads every transaction of the task: a node that cannot serve them (pruned history, a
+        # transaction it does not return) makes the audit unavailable there, not the API broken
+        log.exception("audit of task %s failed", task.task_id)
+        raise ApiError(503, f"the audit failed to run: {type(exc).__name__}", "AuditUnavailable") from exc
+    return m.AuditResponse(
+        task_id=task.task_id,
+        ok=report.ok,
+        first_mismatch=report.first_mismatch,
+        summary=report.summary(),
+        report=report_json(report),
+    )
+
+
+def report_json(report: AuditReport) -> dict[str, Any]:
+    """The whole report as JSON: counts, the located mismatch (its expected and recorded values, whatever their
+    type, as JSON or as text), whether training completed."""
+    out: dict[str, Any] = json.loads(json.dumps(jsonable(dataclasses.asdict(report)), default=str))
+    return out
