@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,10 +17,14 @@ from fgbdt_chain.api import models
 from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.routers import results
 from fgbdt_chain.api.service import Backend, Settings, config_of, parameters_of
+from fgbdt_chain.deploy.requester import ChainSetup, task_config
 from fgbdt_chain.ledger.anvil import free_port, start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskContract
 from fgbdt_chain.ledger.forwarder import Forwarder
+from fgbdt_chain.ledger.reference import ONE, to_fixed
+from fgbdt_chain.ledger.task_params import TaskParameters
+from fgbdt_chain.node.fvtree import TrainParams
 
 pytestmark = pytest.mark.chain
 
@@ -378,3 +385,23 @@ def test_read_only_api_refuses_writes(anvil_node: Any, task: TaskContract, chain
 def test_tie_break_maps_to_the_contract_rule_and_back(name: str, code: int) -> None:
     cfg = config_of(models.TaskParameters(tie_break=name))  # type: ignore[arg-type]
     assert cfg.tie_break == code and parameters_of(cfg).tie_break == name
+
+
+def test_the_same_parameters_give_the_same_config_on_chain_through_the_api_and_the_command_line(
+    api: TestClient, signer: Signer, chain: ChainClient, task: TaskContract
+) -> None:
+    """One mapping of task parameters (``ledger.task_params``): a task created by the requester of ``fgbdt train``
+    and one created through ``POST /v1/tasks`` with the same parameters hold identical configs on chain, reals
+    included (the API once truncated 0.07 where the command line rounded it)."""
+    params = TrainParams(trees=7, depth=4, bins=12, learning_rate=0.07, lam=0.3, min_rows=9, alpha=0.25)
+    setup = ChainSetup(
+        rpc="", contract=task.address, requester=chain.new_account(10**21), workdir=Path("."), refusal_rate=3e-7
+    )
+    prep = SimpleNamespace(params=params, config=SimpleNamespace(parties=3))
+    cli = task_config(prep, setup)  # type: ignore[arg-type]  # the two fields task_config reads
+    tid_cli, _ = task.create_task(setup.requester, cli, [0, 0], [ONE, ONE])
+    parameters = asdict(TaskParameters.of(cli))
+    body = {"task_schema": {"feature_min": [0.0, 0.0], "feature_max": [1.0, 1.0]}, "parameters": parameters}
+    tid_api = _create(api, signer, chain.new_account(10**21), body)
+    assert task.config(tid_api) == task.config(tid_cli) == cli
+    assert task.config(tid_api).learning_rate == to_fixed(0.07) and task.config(tid_api).refusal_rate == to_fixed(3e-7)
