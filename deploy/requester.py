@@ -240,13 +240,11 @@ class Requester:
         return payloads
 
     def edges_for(self, payloads: dict[str, bytes]) -> bytes:
-        """The encoded common bin edges from the parties' published sketches, added in party order as the
-        simulator adds them."""
+        """The encoded common bin edges from the parties' published sketches, merged in party order as the
+        simulator merges them (``node.binning.edges_from_sketch``)."""
         low, high = self.prep.ranges
-        merged = np.zeros((len(low), self.prep.config.binning_resolution))
-        for acct in self.accounts:
-            merged = merged + decode_join(payloads[acct.address]).sketch
-        return encode_edges([e.tolist() for e in edges_from_sketch(merged, low, high, self.prep.params.bins)])
+        sketches = [decode_join(payloads[acct.address]).sketch for acct in self.accounts]
+        return encode_edges([e.tolist() for e in edges_from_sketch(sketches, low, high, self.prep.params.bins)])
 
     def approve_and_start(self, timeout: float = 300.0) -> bytes:
         """Approve the parties in party order once all asked to join; fix the edges from their sketches; start."""

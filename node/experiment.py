@@ -17,12 +17,11 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.binning import common_edges, fixed_round, schema_ranges
+from fgbdt_chain.node.binning import DEFAULT_RESOLUTION, edges_and_sketch_bytes, fixed_round, schema_ranges
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.endorsement import EndorsementRule, estimators_for
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED
 from fgbdt_chain.node.fvtree import Federation, LevelView, TrainParams, TrainResult, params_dict
-from fgbdt_chain.node.messages import abi_array
 from fgbdt_chain.node.metrics import auc, error_rate, rmse
 from fgbdt_chain.node.model import Model, bin_matrix
 from fgbdt_chain.node.partition import feature_skewed, skewed_partition
@@ -45,7 +44,7 @@ class PrepConfig:
     (``node.partition.feature_skewed``): 0 none, 1 disjoint ranges."""
     binning: str = "dp"
     binning_epsilon: float = 1.0
-    binning_resolution: int = 64
+    binning_resolution: int = DEFAULT_RESOLUTION
     psd_depth: int = 8
     psd_max_rows: int = 500
     psd_epsilon: float = 1.0
@@ -89,6 +88,8 @@ class Prepared:
     _matrices: list[np.ndarray] | None = None
     _estimators: list[list[PartyEstimator]] | None = None
     psd_bytes: list[int] | None = None
+    sketch_bytes: list[int] | None = None
+    """Each party's published binning sketch in bytes (``node.binning.encode_sketch``; 0 for ``exact``/``uniform``)."""
     given_parts: bool = False
     """Whether the parties came already split (``prepare``'s ``parts``): theta and the feature skew then played no
     part, and the reports say so with None."""
@@ -203,7 +204,7 @@ def prepare(
     if any(len(idx) == 0 for idx in parts):
         raise ValueError(f"{config.parties} parties leave some party without rows ({len(train.y)} training rows)")
     ranges = schema_ranges(train.X)
-    edges = common_edges(
+    edges, sketch_bytes = edges_and_sketch_bytes(
         [train.X[idx] for idx in parts],
         params.bins,
         method=config.binning,
@@ -216,6 +217,7 @@ def prepare(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges
     )
     prepared.given_parts = given
+    prepared.sketch_bytes = sketch_bytes
     prepared.prep_seconds = time.perf_counter() - start
     return prepared
 
@@ -346,6 +348,7 @@ def run(
             **params_dict(p),
             "binning": c.binning,
             "binning_epsilon": c.binning_epsilon,
+            "binning_resolution": c.binning_resolution,
             "psd_depth": c.psd_depth,
             "psd_max_rows": c.psd_max_rows,
             "psd_epsilon": c.psd_epsilon,
@@ -380,7 +383,7 @@ def run(
             report.update(evaluate(p, prep.test.y, model.predict(prep.test.X)))
         report["contributions"] = contributions_report(result)
         report["endorsement"] = endorsement_report(result, attacks)
-        setup = [abi_array(c.binning_resolution * prep.train.n_features)] * c.parties
+        setup = list(prep.sketch_bytes or [0] * c.parties)
         if algo == "fvtree" and prep.psd_bytes is not None:
             setup = [s + b for s, b in zip(setup, prep.psd_bytes, strict=True)]
         report["comm_bytes_per_party"] = [int(x) for x in result.comm_bytes]

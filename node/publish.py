@@ -3,21 +3,24 @@
 Both are differentially private (docs/psd.md, node/binning.py), so they can go on chain in the join transaction;
 the contract stores only their hash. The PSD's Laplace scale is public so that verifiers can account for that noise
 in their endorsement test (``node.verify``). Layout (big-endian): magic ``FGBJ``, version (u8), PSD length (u32), the
-PSD's own encoding, the leaf-count noise scale (double), then the sketch: feature count (u32), bucket count (u32)
-and the counts as doubles, row by row.
+PSD's own encoding, the leaf-count noise scale (double), then the sketch in ``node.binning.encode_sketch``'s layout
+(per feature: the grid's spans and the noisy integer bucket counts).
+
+Version 3 carries the mass-following sketch of ``node.binning``; version 2 carried the equal-width sketch (feature
+count, bucket count and the counts as doubles) and is refused, since its edges would differ from the simulator's.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 
-import numpy as np
-
+from fgbdt_chain.node.binning import Sketch, decode_sketch, encode_sketch
 from fgbdt_chain.node.psd import PSD
 
 MAGIC = b"FGBJ"
-VERSION = 2
+VERSION = 3
 
 
 class PayloadError(ValueError):
@@ -30,26 +33,16 @@ class JoinPayload:
 
     psd: PSD
     psd_scale: float
-    sketch: np.ndarray
+    sketch: Sketch
 
 
-def encode_join(psd: PSD, psd_scale: float, sketch: np.ndarray) -> bytes:
+def encode_join(psd: PSD, psd_scale: float, sketch: Sketch) -> bytes:
     """The join payload of one party."""
-    if sketch.ndim != 2:
-        raise ValueError("the sketch must be a (features, buckets) array")
-    if not (np.isfinite(psd_scale) and psd_scale >= 0):
+    if not (math.isfinite(psd_scale) and psd_scale >= 0):
         raise ValueError(f"the PSD noise scale must be a finite number >= 0, got {psd_scale}")
     body = psd.encode()
-    rows, cols = sketch.shape
-    return b"".join(
-        [
-            MAGIC,
-            struct.pack(">BI", VERSION, len(body)),
-            body,
-            struct.pack(">dII", psd_scale, rows, cols),
-            np.ascontiguousarray(sketch, dtype=">f8").tobytes(),
-        ]
-    )
+    header = struct.pack(">BI", VERSION, len(body))
+    return b"".join([MAGIC, header, body, struct.pack(">d", psd_scale), encode_sketch(sketch)])
 
 
 def decode_join(data: bytes) -> JoinPayload:
@@ -58,22 +51,22 @@ def decode_join(data: bytes) -> JoinPayload:
         raise PayloadError("not an FGBDT join payload (bad magic or too short)")
     version, size = struct.unpack_from(">BI", data, 4)
     if version != VERSION:
-        raise PayloadError(f"unsupported join payload version {version}")
+        raise PayloadError(f"unsupported join payload version {version} (this node reads version {VERSION})")
     pos = 9
-    if pos + size + 16 > len(data):
+    if pos + size + 8 > len(data):
         raise PayloadError("truncated PSD")
     try:
         psd = PSD.decode(data[pos : pos + size])
     except ValueError as exc:
         raise PayloadError(f"bad PSD: {exc}") from exc
     pos += size
-    psd_scale, rows, cols = struct.unpack_from(">dII", data, pos)
-    if not (np.isfinite(psd_scale) and psd_scale >= 0):
+    (psd_scale,) = struct.unpack_from(">d", data, pos)
+    if not (math.isfinite(psd_scale) and psd_scale >= 0):
         raise PayloadError(f"the PSD noise scale must be a finite number >= 0, got {psd_scale}")
-    pos += 16
-    if len(data) - pos != 8 * rows * cols:
-        raise PayloadError(f"sketch of {rows}x{cols} needs {8 * rows * cols} bytes, found {len(data) - pos}")
-    sketch = np.frombuffer(data, dtype=">f8", count=rows * cols, offset=pos).astype(np.float64).reshape(rows, cols)
-    if not np.all(np.isfinite(sketch)) or np.any(sketch < 0):
-        raise PayloadError("sketch counts must be finite and non-negative")
+    try:
+        sketch, end = decode_sketch(data, pos + 8)
+    except (ValueError, struct.error) as exc:
+        raise PayloadError(f"bad binning sketch: {exc}") from exc
+    if end != len(data):
+        raise PayloadError(f"{len(data) - end} bytes after the binning sketch")
     return JoinPayload(psd, float(psd_scale), sketch)

@@ -1,10 +1,22 @@
-"""Bin edges as bytes: exact round trip and strict decoding."""
+"""Bin edges as bytes: exact round trip and strict decoding; the requester fixes the simulator's edges from the
+parties' join payloads."""
 
 from __future__ import annotations
 
+import struct
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
 
+from fgbdt_chain.deploy.requester import Requester
 from fgbdt_chain.ledger.edges import EdgesFormatError, decode_edges, encode_edges
+from fgbdt_chain.node.binning import local_sketch, sketch_rng
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.experiment import PrepConfig, prepare
+from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.psd import build_psd
+from fgbdt_chain.node.publish import PayloadError, decode_join, encode_join
 
 
 def test_round_trip_is_exact() -> None:
@@ -28,3 +40,44 @@ def test_rejects_bad_bytes_with_the_reason() -> None:
         decode_edges(good + b"\x00")
     with pytest.raises(EdgesFormatError, match="version"):
         decode_edges(good[:4] + b"\x09" + good[5:])
+
+
+def test_the_requester_fixes_the_simulators_edges_from_the_published_join_payloads() -> None:
+    """Each party publishes its sketch in its join payload as a party node does (its own seeded noise stream); the
+    requester's ``edges_for`` merges the decoded sketches into exactly the encoded edges ``simulate`` trains with."""
+    rng = np.random.default_rng(3)
+    rows = 3000
+    X = np.column_stack(
+        [
+            np.exp(rng.normal(size=rows) * 2.0),  # heavy tail
+            np.where(rng.random(rows) < 0.9, 0.0, rng.exponential(50.0, rows)),  # 90% zeros
+            rng.poisson(2.0, rows).astype(float),  # integer counts
+            np.where(rng.random(rows) < 0.1, np.nan, rng.normal(size=rows)),  # missing values
+        ]
+    )
+    y = (rng.random(rows) < 0.3).astype(float)
+    train = Dataset(X[:2400], y[:2400], ["a", "b", "c", "d"], "toy")
+    test = Dataset(X[2400:], y[2400:], ["a", "b", "c", "d"], "toy-test")
+    params = TrainParams(trees=2, depth=2, bins=16)
+    prep = prepare(train, test, params, PrepConfig(parties=3, seed=9))
+    low, high = prep.ranges
+    accounts = [SimpleNamespace(address=f"0x{p:040x}") for p in range(3)]
+    payloads = {}
+    for p, idx in enumerate(prep.parts):
+        shard = train.subset(idx)
+        sketch = local_sketch(shard.X, low, high, resolution=64, epsilon=1.0, rng=sketch_rng(9, p))
+        psd = build_psd(
+            shard.X, shard.y, np.append(low, 0.0), np.append(high, 1.0), depth=3, rng=np.random.default_rng(p)
+        )
+        payloads[accounts[p].address] = encode_join(psd, 1.0, sketch)
+        assert len(decode_join(payloads[accounts[p].address]).sketch) == train.n_features
+    chain = Requester.edges_for(SimpleNamespace(prep=prep, accounts=accounts), payloads)  # type: ignore[arg-type]
+    assert chain == encode_edges([e.tolist() for e in prep.edges])
+    assert decode_edges(chain) == [e.tolist() for e in prep.edges]
+    assert sum(len(e) for e in prep.edges) >= 3 * 15  # the heavy, zero-heavy and integer features are all cut
+
+
+def test_join_payloads_of_the_equal_width_sketch_are_refused() -> None:
+    """Version 2 (the equal-width sketch as doubles) would give other edges than the simulator: refused by name."""
+    with pytest.raises(PayloadError, match="version 2"):
+        decode_join(b"FGBJ" + struct.pack(">BI", 2, 0) + b"\x00" * 24)
