@@ -29,7 +29,10 @@ from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.verify import PartyEstimator
 from fgbdt_chain.node.weights import distribution_weights
 
-ALGORITHMS = (*FEDERATED, "standalone", "centralized")
+ALGORITHMS = (*FEDERATED, "standalone", "centralized", "lightgbm")
+BASELINES = ("standalone", "centralized", "lightgbm")
+"""The LightGBM baselines (``node.baselines``): a party alone and all rows on the federation's bins, and all rows
+with LightGBM's own binning of the raw values (``lightgbm``), so the cost of the private bins stays visible."""
 
 
 @dataclass(frozen=True)
@@ -368,6 +371,11 @@ def run(
         booster = baselines.train_lightgbm(prep.train_slots, prep.train.y, p, threads=threads, seed=c.seed)
         train_seconds = time.perf_counter() - start
         report.update(evaluate(p, prep.test.y, baselines.predict_lightgbm(booster, prep.test_slots, p)))
+    elif algo == "lightgbm":
+        booster = baselines.train_own_bins(prep.train.X, prep.train.y, p, threads=threads, seed=c.seed)
+        train_seconds = time.perf_counter() - start
+        report.update(evaluate(p, prep.test.y, np.asarray(booster.predict(prep.test.X), dtype=np.float64)))
+        report["lightgbm_params"] = baselines.own_bins_params(p, threads=threads, seed=c.seed)
     elif algo == "standalone":
         assert standalone is not None
         train_seconds = 0.0

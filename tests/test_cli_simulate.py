@@ -85,11 +85,26 @@ def test_simulate_writes_report_and_model(csv_file: Path, tmp_path: Path) -> Non
     totals = [int(c["total_fixed"]) for c in report["contributions"]]
     assert [c["total"] for c in report["contributions"]] == [t / 10**18 for t in totals]
     assert 0 <= report["test_error"] < 0.3 and report["centralized"]["test_error"] < 0.3
+    # LightGBM binning the raw values itself, next to the same-bins baseline: the private bins' cost stays visible
+    assert set(report["lightgbm"]) == {"test_error", "test_auc", "train_seconds"}
+    assert report["lightgbm"]["test_error"] < 0.3
+    assert report["params"]["binning"] == "dp" and report["params"]["binning_resolution"] == 64
+    assert all(0 < b < 5 * 1024 for b in report["setup_bytes_per_party"])  # 5 features' sketch and the PSD
     model = Model.load(model_path)
     assert len(model.trees) == 8 and model.feature_names == ["a", "b", "c", "d", "e"]
 
 
-@pytest.mark.parametrize("algo", ["pvtree", "allfeatures", "standalone", "centralized"])
+def test_summary_shows_both_centralized_baselines(
+    csv_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same-bins baseline and LightGBM with its own bins are both rows of the summary, named apart."""
+    args = ["simulate", "--data", str(csv_file), "--parties", "2", "--trees", "3", "--depth", "2", "--quiet"]
+    assert main(args) == 0
+    table = " ".join(capsys.readouterr().out.split())
+    assert "centralized (task's" in table and "lightgbm (own" in table
+
+
+@pytest.mark.parametrize("algo", ["pvtree", "allfeatures", "standalone", "centralized", "lightgbm"])
 def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> None:
     out = tmp_path / "r.json"
     assert (
