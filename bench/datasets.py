@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.stress import stress_data
+from bench.stress import heavy_data, stress_data
 from fgbdt_chain.node.data import Dataset, load_train_test
 
 SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
@@ -18,7 +18,7 @@ DATASETS: dict[str, tuple[str, str | None, dict[str, object]]] = {
     "abalone": ("abalone.gz", None, {"task": "regression"}),
     "cpusmall": ("cpusmall.gz", None, {"task": "regression"}),
 }
-SYNTHETIC = ("stress",)
+SYNTHETIC = ("stress", "heavy")
 """Data sets made here rather than read (``bench.stress``), seeded by the run's seed."""
 
 
@@ -26,6 +26,8 @@ def load(name: str, seed: int = 0) -> tuple[Dataset, Dataset]:
     """Train and test sets of a named benchmark data set (the shared copy; a9a falls back to the demo's copy)."""
     if name == "stress":
         return stress_data(seed=seed)
+    if name == "heavy":
+        return heavy_data(seed=seed)
     train, test, opts = DATASETS[name]
     base = SHARED
     if name == "a9a" and not (base / train).exists():
