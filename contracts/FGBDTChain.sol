@@ -43,7 +43,10 @@ contract FGBDTChain is ERC2771Context {
         Refused
     }
 
-    /// @notice Task parameters fixed at creation. Real values are int256 fixed point (1e18 = 1.0).
+    /// @notice Task parameters fixed at creation. Real values are int256 fixed point (1e18 = 1.0). `epsilon` and
+    ///         `delta` are every party's differential-privacy budget for all it releases (`node/privacy.py`:
+    ///         sketch, PSD, votes, histograms); `epsilon` 0 is a task without privacy noise, whose histograms keep the
+    ///         per-bin bounds of the loss exactly. A private task trains binary logistic loss (bounded gradients).
     struct Config {
         uint16 trees;
         uint8 depth;
@@ -64,6 +67,8 @@ contract FGBDTChain is ERC2771Context {
         int256 alpha;
         int256 refusalRate;
         int256 overlapThreshold;
+        int256 epsilon;
+        int256 delta;
     }
 
     /// @notice One verifier's endorsement of a party's level: its signature over `endorsementDigest`, which binds
@@ -318,6 +323,9 @@ contract FGBDTChain is ERC2771Context {
         if (cfg.stepBlocks == 0) revert InvalidConfig("stepBlocks");
         if (cfg.lambda < 0 || cfg.learningRate <= 0 || cfg.minRows < 1) revert InvalidConfig("gbdt");
         if (cfg.alpha <= 0 || cfg.alpha > ONE) revert InvalidConfig("alpha");
+        if (cfg.epsilon < 0 || (cfg.epsilon > 0 && (cfg.objective != 0 || cfg.delta <= 0 || cfg.delta >= ONE))) {
+            revert InvalidConfig("privacy");
+        }
         if (msg.value >= 1 << 128) revert InvalidConfig("reward");
         taskId = ++taskCount;
         Task storage t = _tasks[taskId];
@@ -917,7 +925,7 @@ contract FGBDTChain is ERC2771Context {
             block_ / 6,
             base,
             mask,
-            t.cfg.objective,
+            t.cfg.epsilon > 0 ? FGBDTRulesLib.BOUNDS_NONE : t.cfg.objective,
             t.tree == 0
         );
         if (t.level == 0) return;

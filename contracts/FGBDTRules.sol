@@ -8,6 +8,8 @@ pragma solidity ^0.8.24;
 ///         a node's two candidate histograms have equal totals; binary logistic loss bounds every bin
 ///         (`|G| <= n`, `0 <= H <= n/4`, `H <= |G|(1 - |G|/n)` when `|G| > n/2`, and at the first tree, where every
 ///         score is 0, `H = n/4` and `n/2 - G` an integer count of positive labels); squared error has `H = n`.
+///         A differentially private task's histograms carry noise, which no bin bound survives: there only the
+///         totals identities hold (the parties project their noisy bins onto noisy totals, post-processing).
 /// @dev A node block is `g[2*nbins] | h[2*nbins] | n[2*nbins]` in calldata, candidate `k`'s bin `b` at `k*nbins + b`.
 ///      Real values are int256 fixed point with 18 decimals; counts are plain integers. `checkLevel` is public: the
 ///      library is deployed once and linked, which keeps `FGBDTChain` under the 24 KB code-size limit (EIP-170).
@@ -18,6 +20,8 @@ library FGBDTRulesLib {
     int256 internal constant ROW_SLACK = 1000;
     uint8 internal constant OBJECTIVE_BINARY = 0;
     uint8 internal constant OBJECTIVE_SQUARED = 1;
+    /// @dev `checkLevel`'s `bounds` for a differentially private task: no per-bin bound, the totals only.
+    uint8 internal constant BOUNDS_NONE = 2;
 
     /// @notice A node's candidate histograms do not hold the same totals.
     error CandidateTotalsMismatch(uint256 node);
@@ -40,14 +44,15 @@ library FGBDTRulesLib {
     /// @param nbins Slots per candidate histogram.
     /// @param base The level's first heap id (`2^level`).
     /// @param mask The level's open nodes (bit b is node `base + b`).
-    /// @param objective 0 binary logistic, 1 squared error.
+    /// @param bounds The per-bin bounds that apply: the objective's (0 binary logistic, 1 squared error), or
+    ///        `BOUNDS_NONE` (2) for a differentially private task.
     /// @param firstTree Whether the level belongs to the first tree (every score 0).
     function checkLevel(
         int256[] calldata data,
         uint256 nbins,
         uint256 base,
         uint256 mask,
-        uint8 objective,
+        uint8 bounds,
         bool firstTree
     ) public pure returns (int256[] memory totals) {
         uint256 block_ = 6 * nbins;
@@ -60,7 +65,7 @@ library FGBDTRulesLib {
                 i * block_,
                 nbins,
                 base + b,
-                objective,
+                bounds,
                 firstTree
             );
             ++i;
@@ -73,15 +78,16 @@ library FGBDTRulesLib {
         uint256 offset,
         uint256 nbins,
         uint256 node,
-        uint8 objective,
+        uint8 bounds,
         bool firstTree
     ) internal pure returns (int256 g, int256 h, int256 n) {
         uint256 width = 2 * nbins;
         (g, h, n) = _totals(data, offset, width, 0, nbins);
         (int256 g1, int256 h1, int256 n1) = _totals(data, offset, width, nbins, nbins);
         if (g1 != g || h1 != h || n1 != n) revert CandidateTotalsMismatch(node);
+        if (bounds == BOUNDS_NONE) return (g, h, n);
         for (uint256 s = 0; s < width; ++s) {
-            _checkBin(data[offset + s], data[offset + width + s], data[offset + 2 * width + s], node, s, objective, firstTree);
+            _checkBin(data[offset + s], data[offset + width + s], data[offset + 2 * width + s], node, s, bounds, firstTree);
         }
     }
 

@@ -34,7 +34,7 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.abi_codec import canonical_type
 from fgbdt_chain.ledger.client import ChainClient, Event
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, words
-from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, check_level
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 
 SECP256K1_HALF_N: int = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
 """The contract rejects high-s signatures (malleability); the audit applies the same rule."""
@@ -154,6 +154,9 @@ class AuditReport:
     mismatch: Mismatch | None = None
     completed: bool = False
     pending: str | None = None
+    privacy: dict[str, Any] | None = None
+    """The task's differential privacy as the accountant computes it from the recorded config (``node.privacy``:
+    epsilon, delta and every mechanism's share); None for a task without privacy noise."""
 
     def summary(self) -> str:
         """One line: ``OK`` and what was checked, or the first mismatch."""
@@ -161,10 +164,14 @@ class AuditReport:
             return str(self.first_mismatch)
         c = self.counts
         stage = "training completed" if self.completed else f"training in progress ({self.pending})"
+        guarantee = ""
+        if self.privacy is not None:
+            guarantee = f"; ({self.privacy['epsilon']:g}, {self.privacy['delta']:g})-DP per party"
         return (
             f"OK: {c.trees} trees, {c.levels} levels, {c.nodes} nodes, {c.vote_sets} vote sets, "
             f"{c.histograms} histogram submissions, {c.signatures} signatures, {c.payouts} payouts checked; {stage}"
             + ("" if c.state_checked else "; contract storage not checked")
+            + guarantee
         )
 
 
@@ -303,6 +310,7 @@ class _Auditor:
         self.depth, self.trees, self.nbins = cfg["depth"], cfg["trees"], cfg["bins"] + 1
         self.tie_break = cfg["tieBreak"]
         self.objective = cfg["objective"]
+        self.bounds = bounds_of(cfg["objective"], cfg.get("epsilon", 0))
         self.num_features = len(self.created.args["featureMin"])
         self.requester = _addr(self.created.args["requester"])
         started = self.by_name["TrainingStarted"]
@@ -323,6 +331,15 @@ class _Auditor:
         self._check_totals_and_payouts()
         if self.inp.state is not None:
             self._check_state(self.inp.state)
+
+    def privacy(self) -> dict[str, Any] | None:
+        """The recorded privacy budget, through the accountant (``node.privacy.plan``)."""
+        from fgbdt_chain.node.privacy import plan  # the parties' side; the audit only reports it
+
+        eps = self.cfg.get("epsilon", 0)
+        if eps <= 0:
+            return None
+        return plan(ref.from_fixed(eps), ref.from_fixed(self.cfg["delta"]), self.trees, self.depth).report()
 
     def _reward(self) -> int:
         """The deposit: ``createTask``'s value plus every ``fund`` (each ``TaskFunded`` states the new total)."""
@@ -588,7 +605,7 @@ class _Auditor:
     def _rules(self, hists: list[ref.NodeHistograms], tree: int, level: int, open_nodes: list[int], party: str) -> None:
         """The exact rules ``submitHistograms`` applies (``ledger.histogram_rules``), on the submitted data."""
         try:
-            check_level(hists, open_nodes, self.objective, tree == 0, None if level == 0 else self.sides.get(party, {}))
+            check_level(hists, open_nodes, self.bounds, tree == 0, None if level == 0 else self.sides.get(party, {}))
         except HistogramRuleError as exc:
             self.fail(
                 "exact histogram rules (the contract would revert)",
@@ -829,7 +846,7 @@ def audit_events(inp: AuditInput) -> AuditReport:
         auditor.run()
     except _Found as found:
         return AuditReport(False, str(found.mismatch), auditor.counts, found.mismatch, auditor.completed)
-    return AuditReport(True, None, auditor.counts, None, auditor.completed, auditor.pending)
+    return AuditReport(True, None, auditor.counts, None, auditor.completed, auditor.pending, auditor.privacy())
 
 
 # ---------------------------------------------------------------------------------------------------- chain layer

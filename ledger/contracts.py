@@ -77,6 +77,9 @@ class TaskConfig:
     alpha: int = ONE // 2
     refusal_rate: int = ONE // 10**9
     overlap_threshold: int = ONE // 2
+    epsilon: int = 0
+    """Every party's differential-privacy budget (fixed point); 0: no privacy noise."""
+    delta: int = 0
 
     def as_tuple(self) -> tuple[int, ...]:
         """The ABI tuple."""

@@ -77,8 +77,22 @@ def candidate_totals(hist: NodeHistograms, rank: int) -> Totals:
     return Totals(_checked_sum(hist.g[rank]), _checked_sum(hist.h[rank]), _checked_sum(hist.n[rank]))
 
 
+BOUNDS_NONE = 2
+"""The ``bounds`` of a differentially private task (``FGBDTRulesLib.BOUNDS_NONE``): its histograms carry noise, which
+no per-bin bound survives, so only the totals identities are checked (the parties project their noisy bins onto
+noisy totals, which is post-processing)."""
+
+
+def bounds_of(objective: int, epsilon: int) -> int:
+    """The per-bin bounds a task's histograms keep: its objective's, or none when it is private (``epsilon`` > 0)."""
+    return BOUNDS_NONE if epsilon > 0 else objective
+
+
 def check_bins(hist: NodeHistograms, node: int, objective: int, first_tree: bool) -> None:
-    """The per-bin bounds of the loss (module docstring), in slot order (candidate rank times nbins plus bin)."""
+    """The per-bin bounds of the loss (module docstring), in slot order (candidate rank times nbins plus bin);
+    ``objective`` is the task's ``bounds_of``."""
+    if objective == BOUNDS_NONE:
+        return
     nbins = len(hist.n[0])
     for rank in range(len(hist.features)):
         for b, (g, h, n) in enumerate(zip(hist.g[rank], hist.h[rank], hist.n[rank], strict=True)):

@@ -9,6 +9,7 @@ every field is converted once: reals by ``reference.to_fixed`` / ``from_fixed``,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fgbdt_chain.ledger import reference as ref
@@ -18,6 +19,8 @@ DEFAULT_REFUSAL_RATE = 1e-9
 """The verifiers' default false-refusal probability per check (``node.verify``). A task of 500 trees x 8 parties
 makes 4,000 root submissions, each checked by 7 verifiers: at most 2.8e-5 expected honest refusals of one check,
 and a submission is refused only when more than a third of its verifiers refuse it."""
+DEFAULT_DELTA = 1e-5
+"""A private task's default delta: below one over the rows of any party this system is meant for, the usual rule."""
 DEFAULT_OVERLAP_THRESHOLD = 0.3
 """With the paper's rule (``endorse = overlap``): verifiers sign a level whose equation-11 overlap is below it."""
 
@@ -45,6 +48,9 @@ class TaskParameters:
     alpha: float = 0.5
     refusal_rate: float = DEFAULT_REFUSAL_RATE
     overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
+    epsilon: float = math.inf
+    """Every party's differential-privacy budget for all it releases (``node.privacy``); inf: no privacy noise."""
+    delta: float = DEFAULT_DELTA
 
     def config(self) -> TaskConfig:
         """The contract's ``Config`` (integers, fixed point where real)."""
@@ -68,7 +74,14 @@ class TaskParameters:
             alpha=ref.to_fixed(self.alpha),
             refusal_rate=ref.to_fixed(self.refusal_rate),
             overlap_threshold=ref.to_fixed(self.overlap_threshold),
+            epsilon=ref.to_fixed(self.epsilon) if self.private else 0,
+            delta=ref.to_fixed(self.delta) if self.private else 0,
         )
+
+    @property
+    def private(self) -> bool:
+        """Whether the parties add differential-privacy noise (a finite ``epsilon``)."""
+        return math.isfinite(self.epsilon)
 
     @classmethod
     def of(cls, cfg: TaskConfig) -> TaskParameters:
@@ -93,4 +106,6 @@ class TaskParameters:
             alpha=ref.from_fixed(cfg.alpha),
             refusal_rate=ref.from_fixed(cfg.refusal_rate),
             overlap_threshold=ref.from_fixed(cfg.overlap_threshold),
+            epsilon=ref.from_fixed(cfg.epsilon) if cfg.epsilon > 0 else math.inf,
+            delta=ref.from_fixed(cfg.delta) if cfg.epsilon > 0 else DEFAULT_DELTA,
         )

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import pytest
 
-from fgbdt_chain.api import models as m
-from fgbdt_chain.api.service import config_of, parameters_of
+from fgbdt_chain.api.service import config_of, parameters_of, request_parameters
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.privacy import plan
 
 
 def test_the_api_and_the_command_line_give_identical_configs() -> None:
@@ -18,7 +16,7 @@ def test_the_api_and_the_command_line_give_identical_configs() -> None:
     params = TrainParams(trees=7, depth=4, bins=12, learning_rate=0.07, lam=0.3, min_rows=9, alpha=0.25)
     protocol = {"min_parties": 3, "max_parties": 5, "step_blocks": 30, "refusal_rate": 3e-7, "overlap_threshold": 0.07}
     cli = params.task(**protocol).config()
-    api = config_of(m.TaskParameters(**asdict(params.task(**protocol))))
+    api = config_of(request_parameters(params.task(**protocol)))
     assert cli == api
     assert cli.learning_rate == ref.to_fixed(0.07) == 70000000000000008
 
@@ -28,12 +26,13 @@ def test_the_api_and_the_command_line_give_identical_configs() -> None:
     [
         TaskParameters(),
         TaskParameters(hessian="count", tie_break="index", objective="regression", endorse="overlap", lam=0.0),
+        TaskParameters(epsilon=0.7, delta=1e-6),
     ],
 )
 def test_parameters_round_trip_through_the_config(task: TaskParameters) -> None:
     assert TaskParameters.of(task.config()) == task
     out = parameters_of(task.config())
-    assert asdict(TaskParameters(**out.model_dump())) == asdict(task)
+    assert request_parameters(task).model_dump() == out.model_dump()
 
 
 def test_a_party_reads_the_gbdt_parameters_the_requester_wrote() -> None:
@@ -41,3 +40,13 @@ def test_a_party_reads_the_gbdt_parameters_the_requester_wrote() -> None:
     read = TrainParams.of_task(TaskParameters.of(params.task().config()), delta=params.delta)
     assert read == params
     assert read.contract_params() == params.contract_params()
+
+
+def test_a_private_task_through_the_api_gets_the_noise_floor_of_lambda_as_the_command_line() -> None:
+    """``fgbdt train`` raises a private task's lambda to its noise floor (``PrivacyPlan.regularisation``) in
+    ``prepare``; the API does the same to the same parameters, so both create the same config."""
+    task = TaskParameters(trees=5, depth=3, lam=0.1, max_parties=4, min_parties=4, epsilon=1.0, delta=1e-5)
+    floor = plan(1.0, 1e-5, 5, 3).regularisation(0.1, 4)
+    cfg = config_of(request_parameters(task))
+    assert floor > 1.0 and cfg.lam == ref.to_fixed(floor) and cfg.epsilon == ref.to_fixed(1.0)
+    assert config_of(request_parameters(TaskParameters.of(cfg))) == cfg  # idempotent

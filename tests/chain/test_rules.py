@@ -15,7 +15,7 @@ from fgbdt_chain.ledger.contracts import Phase, TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import node_block
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.federation import run_level
-from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, check_level
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 
 pytestmark = pytest.mark.chain
@@ -269,3 +269,38 @@ def test_credits_are_the_least_attested_and_pay_the_credited_sums(
     replay.level(out, rows)
     for node in out.open_nodes:
         assert tuple(out.node_event(node, "ContributionsAdded").args["phi"]) == replay.results[(0, node)].phi
+
+
+def test_a_private_task_checks_the_totals_only(chain: ChainClient, task_contract: TaskContract) -> None:
+    """With differential privacy (``Config.epsilon`` > 0) every bin carries noise, so no bin bound is checked
+    (``BOUNDS_NONE``); both candidates must still hold the same totals, and the contract agrees with the reference."""
+    private = TaskConfig(**{**CFG.__dict__, "epsilon": ONE, "delta": ONE // 10**5})
+    fed = open_task(chain, task_contract, private, 3)
+    assert fed.task.config(fed.task_id).epsilon == ONE
+    p = fed.parties[0]
+    _vote(fed, fed.parties, [0])
+    base = random_hist(random.Random(1), (0, 1), CFG.bins + 1)
+    n0 = base.n[0]
+    full = max(range(len(n0)), key=lambda b: n0[b])
+    empty = min(range(len(n0)), key=lambda b: n0[b])
+    noisy = _moved(_moved(base, "n", empty, full, n0[empty] + 5), "g", full, empty, 40 * ONE)  # negative count, |G| > n
+    bounds = bounds_of(0, private.epsilon)
+    assert _reference_outcome([noisy], [1], 0, True, None) == "CountOutOfRange"  # a public task refuses it
+    assert _reference_outcome([noisy], [1], bounds, True, None) == "ok"
+    assert _submit_outcome(fed, p, [noisy]) == "ok"
+    unequal = _edit(noisy, "h", 1, 0, 7)
+    assert _reference_outcome([unequal], [1], bounds, True, None) == "CandidateTotalsMismatch"
+    assert _submit_outcome(fed, p, [unequal]) == "CandidateTotalsMismatch"
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "objective"),
+    [(-1, 0, 0), (ONE, 0, 0), (ONE, ONE, 0), (ONE, ONE // 10**5, 1)],
+)
+def test_a_private_config_needs_a_delta_in_0_1_and_the_binary_loss(
+    chain: ChainClient, task_contract: TaskContract, epsilon: int, delta: int, objective: int
+) -> None:
+    bad = TaskConfig(**{**CFG.__dict__, "epsilon": epsilon, "delta": delta, "objective": objective})
+    with pytest.raises(ContractRevert) as err:
+        task_contract.create_task(chain.new_account(10**20), bad, [0, 0], [ONE, ONE])
+    assert err.value.name == "InvalidConfig" and "privacy" in str(err.value)
