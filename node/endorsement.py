@@ -15,6 +15,7 @@ import numpy as np
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.histogram import BinnedRows
+from fgbdt_chain.node.privacy import PrivacyPlan
 from fgbdt_chain.node.psd import PSD
 from fgbdt_chain.node.verify import (
     Claims,
@@ -37,6 +38,15 @@ class EndorsementRule:
     rule: int = ref.ENDORSE_STATISTICAL
     refusal_rate: float = DEFAULT_REFUSAL_RATE
     overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
+    noise_sd: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """The privacy noise every party adds to each bin of g, h and n (``node.privacy``, public): part of the claims'
+    variance in the test, so that no honest party is refused at any epsilon."""
+
+    @classmethod
+    def of(cls, rule: int, refusal_rate: float, overlap_threshold: float, privacy: PrivacyPlan) -> EndorsementRule:
+        """The task's rule with its privacy noise."""
+        noise = tuple(privacy.noise_sd(q) if privacy.private else 0.0 for q in ("g", "h", "n"))
+        return cls(rule, refusal_rate, overlap_threshold, noise)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.rule not in ref.ENDORSE_RULE_NAMES:
@@ -77,7 +87,7 @@ def decide(
     if not root:
         return Verdict(True, (), ref.NEUTRAL), None
     level = level if level is not None else VerifierLevel.of(rows, k_of_row, candidates, g, h)
-    m = measure(level, estimator, claims, root=root)
+    m = measure(level, estimator, claims, root=root, noise_sd=rule.noise_sd)
     return judge(m, rule.refusal_rate), m
 
 

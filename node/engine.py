@@ -113,6 +113,15 @@ PARAMS: tuple[Param, ...] = (
     Param("endorse", "prep", "endorse", str, choices=("none", *ref.ENDORSE_RULES)),
     Param("refusal_rate", "prep", "refusal_rate", float),
     Param("overlap_threshold", "prep", "overlap_threshold", float),
+    Param(
+        "epsilon",
+        "prep",
+        "epsilon",
+        float,
+        ("dp_epsilon",),
+        help="each party's differential-privacy budget for all it releases (inf: none; node.privacy)",
+    ),
+    Param("dp_delta", "prep", "dp_delta", float, help="with epsilon: the budget's delta"),
     Param("algo", "run", "algo", str, choices=ALGORITHMS, help="fvtree (the protocol), pvtree or allfeatures"),
 )
 """Every key ``train`` accepts, once; defaults are ``TrainParams``'s and ``PrepConfig``'s (those of ``fgbdt

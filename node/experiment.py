@@ -6,6 +6,8 @@ benchmarks call ``prepare`` once and ``run`` per algorithm.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -14,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import DEFAULT_RESOLUTION, edges_and_sketch_bytes, fixed_round, schema_ranges
@@ -23,8 +25,9 @@ from fgbdt_chain.node.endorsement import EndorsementRule, estimators_for
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED
 from fgbdt_chain.node.fvtree import Federation, LevelView, TrainParams, TrainResult, params_dict
 from fgbdt_chain.node.metrics import auc, error_rate, rmse
-from fgbdt_chain.node.model import Model, bin_matrix
+from fgbdt_chain.node.model import Model, bin_matrix, slot_widths
 from fgbdt_chain.node.partition import feature_skewed, skewed_partition
+from fgbdt_chain.node.privacy import NO_PRIVACY, PrivacyPlan, plan
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.verify import PartyEstimator
 from fgbdt_chain.node.weights import distribution_weights
@@ -59,18 +62,36 @@ class PrepConfig:
     ``none`` (every histogram accepted as sent, at neutral credit: the model of an all-honest federation)."""
     refusal_rate: float = DEFAULT_REFUSAL_RATE
     overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
+    epsilon: float = math.inf
+    """Every party's differential-privacy budget for all it releases (``node.privacy``): it then sets the sketch's
+    and the PSD's epsilon (``binning_epsilon`` and ``psd_epsilon`` are for ``inf`` only); inf: votes and histograms
+    exact."""
+    dp_delta: float = DEFAULT_DELTA
+    """With a finite ``epsilon``: the budget's delta."""
 
-    def endorsement(self) -> EndorsementRule | None:
-        """The verifiers' rule, or None when endorsement is not modelled."""
+    def privacy(self, params: TrainParams) -> PrivacyPlan:
+        """The parties' mechanisms for a task of these GBDT parameters."""
+        return plan(self.epsilon, self.dp_delta, params.trees, params.depth)
+
+    def sketch_epsilon(self, params: TrainParams) -> float:
+        """The bin sketch's epsilon: the privacy plan's share, or ``binning_epsilon`` without a budget."""
+        p = self.privacy(params)
+        return p.sketch_epsilon if p.private else self.binning_epsilon
+
+    def psd_budget_epsilon(self, params: TrainParams) -> float:
+        """The PSD's epsilon: the privacy plan's share, or ``psd_epsilon`` without a budget."""
+        p = self.privacy(params)
+        return p.psd_epsilon if p.private else self.psd_epsilon
+
+    def endorsement(self, params: TrainParams | None = None) -> EndorsementRule | None:
+        """The verifiers' rule (with the privacy noise of a task of ``params``), or None when endorsement is not
+        modelled."""
         if self.endorse == "none":
             return None
         if self.endorse not in ref.ENDORSE_RULES:
             raise ValueError(f"unknown endorsement rule {self.endorse!r}; use none or {', '.join(ref.ENDORSE_RULES)}")
-        return EndorsementRule(
-            ref.ENDORSE_RULES[self.endorse],
-            self.refusal_rate,
-            self.overlap_threshold,
-        )
+        privacy = self.privacy(params) if params is not None else NO_PRIVACY
+        return EndorsementRule.of(ref.ENDORSE_RULES[self.endorse], self.refusal_rate, self.overlap_threshold, privacy)
 
 
 @dataclass
@@ -144,7 +165,7 @@ class Prepared:
                     highs,
                     depth=c.psd_depth,
                     max_rows=c.psd_max_rows,
-                    epsilon=c.psd_epsilon,
+                    epsilon=c.psd_budget_epsilon(self.params),
                     rng=np.random.default_rng([c.seed, 0x95D, p]),
                     label_levels=self.label_levels,
                 )
@@ -158,7 +179,10 @@ class Prepared:
             self._matrices = [W for W, _ in pairs]
             self._weights = [w for _, w in pairs]
             scale = psd_budget(
-                c.psd_epsilon, c.psd_depth, self.train.n_features + 1, label_levels=self.label_levels
+                c.psd_budget_epsilon(self.params),
+                c.psd_depth,
+                self.train.n_features + 1,
+                label_levels=self.label_levels,
             ).leaf_scale
             self._estimators = [
                 estimators_for(self.train.X[idx], self.train.y[idx], W, psds, [scale] * len(psds))
@@ -194,6 +218,9 @@ def prepare(
     if config.parties < 1:
         raise ValueError("parties must be at least 1")
     start = time.perf_counter()
+    privacy = config.privacy(params)
+    if privacy.private:  # noisy leaves need a regularisation at the noise's scale (PrivacyPlan.regularisation)
+        params = dataclasses.replace(params, lam=privacy.regularisation(params.lam, config.parties))
     given = parts is not None
     if parts is None:
         parts = partition(train, config)
@@ -211,7 +238,7 @@ def prepare(
         [train.X[idx] for idx in parts],
         params.bins,
         method=config.binning,
-        epsilon=config.binning_epsilon,
+        epsilon=config.sketch_epsilon(params),
         resolution=config.binning_resolution,
         seed=config.seed,
         ranges=ranges,
@@ -289,7 +316,7 @@ def federation(
 ) -> Federation:
     """The simulated federation ``run`` trains: the prepared parties, the endorsement rule of ``prep.config``
     (with every verifier's view of every party) and the attacks; ready to ``train`` (in parts, if wanted)."""
-    rule = prep.config.endorsement()
+    rule = prep.config.endorsement(prep.params)
     weights = prep.weights() if algo == "fvtree" or rule is not None else None
     fed = Federation(
         prep.party_slots(),
@@ -301,6 +328,9 @@ def federation(
         endorsement=rule,
         estimators=prep.estimators() if rule is not None else None,
         attacks=attacks,
+        privacy=prep.config.privacy(prep.params),
+        noise_seed=prep.config.seed,
+        widths=slot_widths(prep.edges),
     )
     fed.level_observer = observer
     return fed
@@ -359,6 +389,7 @@ def run(
             "refusal_rate": c.refusal_rate,
             "overlap_threshold": c.overlap_threshold,
         },
+        "privacy": c.privacy(p).report(),
         "train_rows": prep.train.n_rows,
         "test_rows": prep.test.n_rows,
         "features": prep.train.n_features,

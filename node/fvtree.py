@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, check_level
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
@@ -33,6 +33,15 @@ from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGrou
 from fgbdt_chain.node.messages import level_traffic
 from fgbdt_chain.node.model import Node, Tree
 from fgbdt_chain.node.objective import gradients
+from fgbdt_chain.node.privacy import (
+    HISTOGRAMS,
+    NO_PRIVACY,
+    VOTES,
+    PrivacyPlan,
+    exponential_votes,
+    noise_rng,
+    noisy_sums,
+)
 from fgbdt_chain.node.resolve import level_of, resolve_level, top2_level
 from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel, measure
 
@@ -198,11 +207,6 @@ class TrainResult:
         return [p / s if s else 0.0 for p in pos]
 
 
-def no_noise(x: np.ndarray) -> np.ndarray:
-    """The identity mechanism: no differential-privacy noise."""
-    return x
-
-
 def join_limbs(hi: np.ndarray, lo: np.ndarray) -> list[Any]:
     """Python integers ``hi * 2**32 + lo`` of two int64 limb arrays, as nested lists of the same shape."""
     return list((hi.astype(object) * (1 << 32) + lo.astype(object)).tolist())
@@ -231,7 +235,16 @@ class LocalParty:
     """
 
     def __init__(
-        self, slots: np.ndarray, y: np.ndarray, params: TrainParams, weights: np.ndarray | None = None
+        self,
+        slots: np.ndarray,
+        y: np.ndarray,
+        params: TrainParams,
+        weights: np.ndarray | None = None,
+        *,
+        privacy: PrivacyPlan = NO_PRIVACY,
+        noise_seed: int | None = None,
+        index: int = 0,
+        widths: np.ndarray | None = None,
     ) -> None:
         if slots.shape[0] != y.shape[0]:
             raise ValueError(f"{slots.shape[0]} rows of bin slots but {y.shape[0]} labels")
@@ -244,9 +257,15 @@ class LocalParty:
         self.score = np.zeros_like(self.y)
         self.attack: Attack | None = None
         """Greedy-party experiments only: what this party does to its histograms (``node.attacks``)."""
-        self.vote_mechanism: Callable[[np.ndarray], np.ndarray] = no_noise
-        """Hook for the differential-privacy step on the votes: maps the (nodes, F) local best gains to the gains
-        the vote is taken from (the exponential mechanism goes here). Identity by default."""
+        self.privacy = privacy
+        """This party's differential-privacy mechanisms (``node.privacy``): none by default."""
+        if privacy.private and params.objective != "binary":
+            raise ValueError("differential privacy needs the binary logistic loss (bounded gradients)")
+        self.noise_seed = noise_seed
+        self.index = index
+        """The party's place in the task: which noise stream a seeded experiment draws (``node.privacy.noise_rng``)."""
+        self.widths = widths
+        """Slots per feature (``node.model.slot_widths`` of the task's edges): where a private party's noise goes."""
 
     @property
     def n_rows(self) -> int:
@@ -269,38 +288,67 @@ class LocalParty:
             g, h, count = attack.rows(g, h)
         return FixedRows.of(g, h, count)
 
-    def votes(self, k_of_row: np.ndarray, k: int, g: np.ndarray, h_vote: np.ndarray) -> np.ndarray:
+    def votes(
+        self, k_of_row: np.ndarray, k: int, g: np.ndarray, h_vote: np.ndarray, tree: int = 0, level: int = 0
+    ) -> np.ndarray:
         """This party's vote for each of the ``k`` open nodes (Algorithm 3, equation 4 on refitted sums)."""
-        return self.votes_on(k_of_row, k, *self.vote_gradients(g, h_vote))
+        return self.votes_on(k_of_row, k, *self.vote_gradients(g, h_vote), tree, level)
 
     def vote_gradients(self, g: np.ndarray, h_vote: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The (g, h) the votes are taken on: refitted with w* (fvtree) or raw (PV-tree). They only change with
-        the gradients, so the simulator computes them once per tree instead of once per level."""
-        if self.w is None:
-            return g, h_vote
-        return g * self.w, h_vote * self.w
+        the gradients, so the simulator computes them once per tree instead of once per level. A private party
+        clips every refitted gradient to [-1, 1] and counts rows as hessians, which bounds the vote's sensitivity
+        (``node.privacy``)."""
+        gv = g if self.w is None else g * self.w
+        if self.privacy.private:
+            return np.clip(gv, -1.0, 1.0), np.ones_like(h_vote)
+        return gv, (h_vote if self.w is None else h_vote * self.w)
 
-    def votes_on(self, k_of_row: np.ndarray, k: int, g_vote: np.ndarray, h_vote: np.ndarray) -> np.ndarray:
-        """``votes`` on values already refitted by ``vote_gradients``."""
-        best = self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam)
-        return votes_from_gains(self.vote_mechanism(best))
+    def votes_on(
+        self, k_of_row: np.ndarray, k: int, g_vote: np.ndarray, h_vote: np.ndarray, tree: int = 0, level: int = 0
+    ) -> np.ndarray:
+        """``votes`` on values already refitted by ``vote_gradients``; a private party draws its vote by the
+        exponential mechanism, over every threshold (no row minimum: feasibility would depend on one row)."""
+        if not self.privacy.private:
+            return votes_from_gains(self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam))
+        best = self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam, min_rows=0)
+        return exponential_votes(best, self.privacy, noise_rng(self.noise_seed, self.index, tree, level, VOTES))
 
-    def level_sums(self, groups: RowGroups, candidates: np.ndarray, rows: FixedRows, tree: int) -> FixedSums:
-        """The exact candidate histograms of the open nodes (rows grouped by node), as this party sends them."""
+    def level_sums(
+        self,
+        groups: RowGroups,
+        candidates: np.ndarray,
+        rows: FixedRows,
+        tree: int,
+        level: int = 0,
+        totals: Sequence[tuple[int, int, int]] | None = None,
+    ) -> FixedSums:
+        """The candidate histograms of the open nodes (rows grouped by node), as this party sends them: exact, or
+        with its privacy noise projected onto ``totals`` (its released sides at the parents; None at a root)."""
         sums = self.rows.group_candidates_fixed(groups, candidates, rows)
         attack = self.attacks(tree)
         if attack is not None and attack.kind == "targeted":
             g_hi, g_lo = attack.bins(sums.g_hi, sums.g_lo)
             sums = FixedSums(g_hi, g_lo, sums.h_hi, sums.h_lo, sums.n)
+        if self.privacy.private:
+            rng = noise_rng(self.noise_seed, self.index, tree, level, HISTOGRAMS)
+            widths = None if self.widths is None else self.widths[np.asarray(candidates, dtype=np.int64)]
+            sums = noisy_sums(sums, totals, self.privacy, rng, widths)
         return sums
 
     def histograms(
-        self, k_of_row: np.ndarray, candidates: Sequence[tuple[int, ...]], rows: FixedRows, tree: int
+        self,
+        k_of_row: np.ndarray,
+        candidates: Sequence[tuple[int, ...]],
+        rows: FixedRows,
+        tree: int,
+        level: int = 0,
+        totals: Sequence[tuple[int, int, int]] | None = None,
     ) -> list[ref.NodeHistograms]:
         """The histograms of each open node, from the rows' positions among them (the node's path)."""
         cand = np.asarray(candidates, dtype=np.int64).reshape(len(candidates), -1)
         groups = self.rows.groups(k_of_row, len(candidates))
-        return messages_of(self.level_sums(groups, cand, rows, tree), candidates)
+        return messages_of(self.level_sums(groups, cand, rows, tree, level, totals), candidates)
 
 
 def route(slots: np.ndarray, node_id: np.ndarray, splits: dict[int, tuple[int, int]]) -> np.ndarray:
@@ -352,6 +400,9 @@ class Federation:
         endorsement: EndorsementRule | None = None,
         estimators: Sequence[Sequence[PartyEstimator]] | None = None,
         attacks: dict[int, Attack] | None = None,
+        privacy: PrivacyPlan = NO_PRIVACY,
+        noise_seed: int | None = None,
+        widths: np.ndarray | None = None,
     ) -> None:
         if algo not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -372,7 +423,11 @@ class Federation:
         self.keep_levels = keep_levels
         self.n_features = party_slots[0].shape[1]
         weights = list(party_weights) if algo == "fvtree" and party_weights is not None else [None] * self.m
-        self.parties = [LocalParty(s, y, params, w) for s, y, w in zip(party_slots, party_y, weights, strict=True)]
+        self.privacy = privacy
+        self.parties = [
+            LocalParty(s, y, params, w, privacy=privacy, noise_seed=noise_seed, index=i, widths=widths)
+            for i, (s, y, w) in enumerate(zip(party_slots, party_y, weights, strict=True))
+        ]
         for i, attack in (attacks or {}).items():
             if not 0 <= i < self.m:
                 raise ValueError(f"attacking party {i} is not one of the {self.m} parties")
@@ -489,7 +544,7 @@ class Federation:
                     check_level(
                         messages_of(sums[i], cands),
                         open_nodes,
-                        ref.OBJECTIVES[self.params.objective],
+                        bounds_of(ref.OBJECTIVES[self.params.objective], int(self.privacy.private)),
                         t == 0,
                         inherited,
                     )
@@ -516,7 +571,7 @@ class Federation:
                     sides_of.get(j),
                 )
                 if m is None and measuring:
-                    m = measure(sides_of[j], self.estimators[j][i], claims[i], root=level == 0)
+                    m = measure(sides_of[j], self.estimators[j][i], claims[i], root=level == 0, noise_sd=rule.noise_sd)
                 if m is not None:
                     measured[i][j] = m
             chosen = choose(verdicts[i], self.quorum)
@@ -558,7 +613,7 @@ class Federation:
             else:
                 votes = np.stack(
                     [
-                        party.votes_on(kr, k, gv, hv)
+                        party.votes_on(kr, k, gv, hv, t, level)
                         if self.active[i]
                         else np.full(k, ref.ABSTAIN, dtype=np.int64)  # out of the task: no vote on chain
                         for i, (party, kr, (gv, hv)) in enumerate(zip(self.parties, k_of_rows, vote_grads, strict=True))
@@ -570,8 +625,10 @@ class Federation:
             cand_arr = np.asarray(cands, dtype=np.int64)
             taking_part = [i for i in range(self.m) if self.active[i]]
             sums = [
-                party.level_sums(gr, cand_arr, fr, t)
-                for party, gr, fr in zip(self.parties, groups, fixed_rows, strict=True)
+                party.level_sums(gr, cand_arr, fr, t, level, _released_totals(sides.get(i), open_nodes, level))
+                if self.privacy.private
+                else party.level_sums(gr, cand_arr, fr, t)
+                for i, (party, gr, fr) in enumerate(zip(self.parties, groups, fixed_rows, strict=True))
             ]
             clock = self._tick("party: candidate histograms", clock)
             accepted, credit, claims, verdicts, measured = self._submissions(
@@ -632,7 +689,8 @@ class Federation:
                     inherited[2 * nid], inherited[2 * nid + 1] = res.left, res.right
                     next_open += [2 * nid, 2 * nid + 1]
                     for i in accepted:
-                        if self.parties[i].attacks(t) is not None:  # only checked where a rule can break
+                        # kept where a rule can break (an attacker) or a private party projects onto them
+                        if self.parties[i].attacks(t) is not None or self.privacy.private:
                             next_sides[i][nid] = _sides_of(sums[i], j, s.rank, s.threshold)
             sides = next_sides
             voting = self.algo != "allfeatures"
@@ -702,6 +760,21 @@ class Federation:
         votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
         top: list[tuple[int, ...]] = [(int(order[j, 0]), int(order[j, 1])) for j in range(k)]
         return votes, top
+
+
+def _released_totals(
+    sides: dict[int, Sides] | None, open_nodes: Sequence[int], level: int
+) -> list[tuple[int, int, int]] | None:
+    """A party's totals of a level's open nodes as it released them at the parents (None at a root or when the
+    party keeps no sides: a public task, whose totals are its exact sums)."""
+    if level == 0 or sides is None:
+        return None
+    out = []
+    for nid in open_nodes:
+        side = sides[nid // 2]
+        t = side.left if nid % 2 == 0 else side.right
+        out.append((t.g, t.h, t.n))
+    return out
 
 
 def _sides_of(sums: FixedSums, node: int, rank: int, threshold: int) -> Sides:

@@ -95,6 +95,14 @@ def bin_matrix(X: np.ndarray, edges: EdgesLike) -> np.ndarray:
     return out
 
 
+def slot_widths(edges: EdgesLike) -> np.ndarray:
+    """Per feature, how many bin slots ``bin_matrix`` can give it (missing, then one more than its edges).
+
+    Why: a private party adds noise only where a row can be; the slots above a feature's top bin hold no row by
+    construction (public, from the edges), so noise there would only invent splits past the last edge."""
+    return np.asarray([len(e) + 2 for e in edges], dtype=np.int64)
+
+
 # ----------------------------------------------------------------------------------------------------------- trees
 
 

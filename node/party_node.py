@@ -30,7 +30,7 @@ from fgbdt_chain.ledger.client import Event
 from fgbdt_chain.ledger.contracts import Endorsement, Membership, Phase, Status, TaskContract
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, check_node
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
@@ -38,7 +38,8 @@ from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, estimators_for, quorum
 from fgbdt_chain.node.fvtree import LocalParty, TrainParams, open_positions, route
 from fgbdt_chain.node.histogram import FixedRows
-from fgbdt_chain.node.model import bin_matrix
+from fgbdt_chain.node.model import bin_matrix, slot_widths
+from fgbdt_chain.node.privacy import plan
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.publish import decode_join, encode_join
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
@@ -96,6 +97,9 @@ class LevelContext:
     h: np.ndarray
     h_vote: np.ndarray
     candidates: list[tuple[int, int]] = field(default_factory=list)
+    histograms: list[ref.NodeHistograms] | None = None
+    """This party's histograms of the level, computed once: a private party's noise is drawn once per level (a
+    second draw would be a second release), and every endorsement request and submission sends the same ones."""
     refused: bool = False
     """The verifiers refused this party's histograms at this level: it waits for the deadline instead of retrying."""
 
@@ -174,10 +178,13 @@ class PartyNode:
         if task_params.objective == "binary" and not set(np.unique(data.y).tolist()) <= {0.0, 1.0}:
             raise NodeError("the task trains a binary classifier: labels must be 0/1")
         self.params = TrainParams.of_task(task_params, settings.delta)
-        self.rule = EndorsementRule(
+        self.privacy = plan(task_params.epsilon, task_params.delta, self.params.trees, self.params.depth)
+        """The task's differential privacy for everything this party releases (``node.privacy``)."""
+        self.rule = EndorsementRule.of(
             ref.ENDORSE_RULES[task_params.endorse],
             task_params.refusal_rate,
             task_params.overlap_threshold,
+            self.privacy,
         )
         self.trees = TreeLog(task, task_id)
         self.party: LocalParty | None = None
@@ -237,12 +244,13 @@ class PartyNode:
             self.low,
             self.high,
             resolution=s.binning_resolution,
-            epsilon=s.binning_epsilon,
+            epsilon=self.privacy.sketch_epsilon if self.privacy.private else s.binning_epsilon,
             rng=sketch_noise,
         )
         lows, highs = np.append(self.low, 0.0), np.append(self.high, 1.0)
         levels = label_levels_for(self.params.objective, self.params.bins) if s.psd_label_first else 0
-        scale = psd_budget(s.psd_epsilon, s.psd_depth, self.data.n_features + 1, label_levels=levels).leaf_scale
+        psd_epsilon = self.privacy.psd_epsilon if self.privacy.private else s.psd_epsilon
+        scale = psd_budget(psd_epsilon, s.psd_depth, self.data.n_features + 1, label_levels=levels).leaf_scale
         psd = build_psd(
             self.data.X,
             self.data.y,
@@ -250,7 +258,7 @@ class PartyNode:
             highs,
             depth=s.psd_depth,
             max_rows=s.psd_max_rows,
-            epsilon=s.psd_epsilon,
+            epsilon=psd_epsilon,
             rng=psd_noise,
             label_levels=levels,
         )
@@ -303,7 +311,16 @@ class PartyNode:
         self.estimators = estimators_for(self.data.X, self.data.y, self.W, psds, [pub.psd_scale for pub in published])
         slots = bin_matrix(self.data.X, edges)
         with self.lock:
-            self.party = LocalParty(slots, self.data.y, self.params, w_star)
+            self.party = LocalParty(
+                slots,
+                self.data.y,
+                self.params,
+                w_star,
+                privacy=self.privacy,
+                noise_seed=self.settings.seed,
+                index=self.settings.party_index,
+                widths=slot_widths(edges),
+            )
             self.party.attack = self.settings.attack
         self.log(f"training started: party {self.index} of {len(self.parties)}, {self.data.n_rows} rows")
 
@@ -390,13 +407,38 @@ class PartyNode:
         return ctx.candidates
 
     def my_histograms(self, ctx: LevelContext) -> list[ref.NodeHistograms]:
-        """This party's histograms of the level's open nodes, exact sums of its rows' fixed-point values."""
+        """This party's histograms of the level's open nodes: exact sums of its rows' fixed-point values, with its
+        privacy noise in a private task (projected onto the totals it released at the parents)."""
         assert self.party is not None
+        cands = self.candidates(ctx)
         with self.lock:
-            if self._fixed is None or self._grad_tree != ctx.tree:
-                self._fixed = self.party.fixed_rows(ctx.g, ctx.h, ctx.tree)
-            fixed = self._fixed
-        return self.party.histograms(ctx.k_of_row, self.candidates(ctx), fixed, ctx.tree)
+            if ctx.histograms is None:
+                if self._fixed is None or self._grad_tree != ctx.tree:
+                    self._fixed = self.party.fixed_rows(ctx.g, ctx.h, ctx.tree)
+                totals = self._released_totals(ctx) if self.party.privacy.private else None
+                ctx.histograms = self.party.histograms(ctx.k_of_row, cands, self._fixed, ctx.tree, ctx.level, totals)
+            return ctx.histograms
+
+    def _released_totals(self, ctx: LevelContext) -> list[tuple[int, int, int]] | None:
+        """This party's totals of the level's open nodes as it released them at their parents' splits."""
+        if ctx.level == 0:
+            return None
+        prev = self._contexts.get((ctx.tree, ctx.level - 1))
+        if prev is None or prev.histograms is None:
+            raise NodeError(
+                f"tree {ctx.tree} level {ctx.level}: this private party no longer holds the histograms it released "
+                "at the previous level (a restart mid-tree), so its totals cannot be tied to them"
+            )
+        released = dict(zip(prev.open_nodes, prev.histograms, strict=True))
+        splits = self.trees.splits.get(ctx.tree, {})
+        out = []
+        for nid in ctx.open_nodes:
+            feature, threshold = splits[nid // 2]
+            hist = released[nid // 2]
+            sides = Sides.of(hist, hist.features.index(feature), threshold)
+            t = sides.left if nid % 2 == 0 else sides.right
+            out.append((t.g, t.h, t.n))
+        return out
 
     # ------------------------------------------------------------------ the training loop
 
@@ -521,7 +563,7 @@ class PartyNode:
     def _vote(self, ctx: LevelContext) -> None:
         assert self.party is not None
         with self.timed("computing (votes)"):
-            votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote)
+            votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote, ctx.tree, ctx.level)
         try:
             with self.timed("transactions"):
                 res = self.task.submit_votes(self.account, self.task_id, ctx.tree, ctx.level, votes.tolist())
@@ -727,7 +769,7 @@ class PartyNode:
         hists = _unblock([v for b in blocks for v in b], cands, nb)
         try:  # nothing the contract would refuse is endorsed (the inherited totals it checks itself)
             for hist, node in zip(hists, ctx.open_nodes, strict=True):
-                check_node(hist, node, self.cfg.objective, tree == 0)
+                check_node(hist, node, bounds_of(self.cfg.objective, self.cfg.epsilon), tree == 0)
         except (HistogramRuleError, ref.FixedPointOverflow) as exc:
             return 422, {"detail": f"the contract refuses these histograms: {exc}"}
         assert self.party is not None

@@ -209,6 +209,7 @@ def _measure(  # pragma: no cover - compiled
     num_leaves: int,
     b: float,
     claims: np.ndarray,
+    noise_var: np.ndarray,
 ) -> np.ndarray:
     """Every quantity's (a, b, var(a - b), E_claim, E_target) for rows' cells ``cells`` (2, rows), quantities
     ``xs`` (Q, rows) and claims (Q, 2, ncell): one pass per quantity and candidate over the verifier's rows.
@@ -231,7 +232,7 @@ def _measure(  # pragma: no cover - compiled
         x = xs[q]
         u[:] = 0.0
         a = est_sum = e_claim = e_est = k_party = k_verifier = 0.0
-        dispersion = 0.0
+        dispersion = noise_d = 0.0
         for r in range(2):
             est[:] = 0.0
             vp[:] = 0.0
@@ -242,6 +243,8 @@ def _measure(  # pragma: no cover - compiled
                 est[c] += wx
                 vp[c] += wx * x[i]
                 vv[c] += weight[i] * wx * x[i] + two_b2 * x[i] * x[i] * inv_rows[i]
+            if noise_var[q] > 0:  # the party's public privacy noise, on every cell it sends
+                vp[:] += noise_var[q]
             nhas = 0
             for c in range(ncell):
                 if vp[c] + vv[c] > 0:
@@ -272,6 +275,7 @@ def _measure(  # pragma: no cover - compiled
                 w[c] = est[c] / (vc if vc > floor else floor)
                 claim = claims[q, r, c]
                 a += 0.5 * w[c] * claim
+                noise_d += 0.25 * w[c] * w[c] * noise_var[q]  # each cell's own privacy noise in the claims
                 est_sum += 0.5 * w[c] * est[c]
                 if vc > 0:
                     e_claim += 0.5 * claim * claim / vc
@@ -288,6 +292,7 @@ def _measure(  # pragma: no cover - compiled
             leaf_sum[leaf[i]] += ux * inv_rows[i]
         for lf in range(num_leaves):
             var_d += two_b2 * leaf_sum[lf] * leaf_sum[lf]
+        var_d += noise_d
         out[q, 0] = a
         out[q, 1] = est_sum
         out[q, 2] = var_d
@@ -339,13 +344,22 @@ class Measurement:
     psd_total: float
     psd_leaves: int
     psd_scale: float
+    count_noise_sd: float = 0.0
+    """Standard deviation of the privacy noise on the claimed root total (a private task's released totals)."""
 
     def scaled(self, g: float = 1.0, h: float = 1.0, n: float = 1.0) -> Measurement:
         """The measurement of the same level with the gradient, hessian and count sums times these factors: what a
         verifier would measure of a party stretching its rows (``node.attacks``), exactly for every statistic."""
         rows = None if self.root_rows is None else self.root_rows * n
         return Measurement(
-            self.g.scaled(g), self.h.scaled(h), self.n.scaled(n), rows, self.psd_total, self.psd_leaves, self.psd_scale
+            self.g.scaled(g),
+            self.h.scaled(h),
+            self.n.scaled(n),
+            rows,
+            self.psd_total,
+            self.psd_leaves,
+            self.psd_scale,
+            self.count_noise_sd,
         )
 
 
@@ -375,9 +389,17 @@ class VerifierLevel:
         return cls(idx, cells, xs, int(cand.shape[0]), nbins)
 
 
-def measure(level: VerifierLevel, estimator: PartyEstimator, claims: Claims, *, root: bool) -> Measurement:
+def measure(
+    level: VerifierLevel,
+    estimator: PartyEstimator,
+    claims: Claims,
+    *,
+    root: bool,
+    noise_sd: tuple[float, float, float] = (0.0, 0.0, 0.0),
+) -> Measurement:
     """Verifier j's statistics of party m's level (module docstring); ``root`` says whether this is a tree's root
-    (where the count total is checked against m's PSD)."""
+    (where the count total is checked against m's PSD); ``noise_sd`` is the standard deviation of the privacy noise
+    on every bin of g, h and n (public: ``node.privacy``), which the claims carry on top of their sampling noise."""
     k, nbins = level.nodes, level.nbins
     if claims.g.shape != (k, 2, nbins):
         raise ValueError(f"claims of shape {claims.g.shape}, expected {(k, 2, nbins)}")
@@ -388,10 +410,11 @@ def measure(level: VerifierLevel, estimator: PartyEstimator, claims: Claims, *, 
     b = estimator.psd_scale
     ncell = k * nbins
     claimed = np.stack([c.transpose(1, 0, 2).reshape(2, ncell) for c in (claims.g, claims.h, claims.n)])
-    stats = _measure(level.cells, ncell, level.xs, weight, leaf, inv_rows, num_leaves, float(b), claimed)
+    noise_var = np.array([s * s for s in noise_sd], dtype=np.float64)
+    stats = _measure(level.cells, ncell, level.xs, weight, leaf, inv_rows, num_leaves, float(b), claimed, noise_var)
     qg, qh, qn = (Quantity(s[0], s[1], math.sqrt(s[2]), s[3], s[4], s[5]) for s in stats.tolist())
     root_rows = float(claims.n[:, 0, :].sum()) if root else None
-    return Measurement(qg, qh, qn, root_rows, estimator.psd_total, num_leaves, b)
+    return Measurement(qg, qh, qn, root_rows, estimator.psd_total, num_leaves, b, noise_sd[2])
 
 
 @lru_cache(maxsize=64)
@@ -418,6 +441,9 @@ def judge(m: Measurement, alpha: float) -> Verdict:
     if m.root_rows is not None:
         excess = m.root_rows - m.psd_total
         bound = count_bound(m.psd_leaves, m.psd_scale, alpha / TESTS)
+        if m.count_noise_sd > 0:  # the released total's Gaussian noise on top: half the test's rate to each
+            half = alpha / TESTS / 2
+            bound = count_bound(m.psd_leaves, m.psd_scale, half) + NormalDist().inv_cdf(1 - half) * m.count_noise_sd
         stats["count_excess"] = excess
         if m.psd_scale > 0 and excess > bound:
             reasons.append(f"{excess:.0f} more rows than the party's PSD releases (limit {bound:.0f})")

@@ -1,0 +1,267 @@
+"""One privacy budget per party for everything it releases, split over its mechanisms and accounted by RDP.
+
+Why one budget: a party releases a bin sketch, a PSD, a vote per open node and level, and histograms per open node and
+level; an epsilon per mechanism says nothing about what the party as a whole gives away. The task fixes ``(epsilon,
+delta)`` per party; :func:`plan` splits it (``SPLIT``, below) and calibrates every mechanism so that the composition
+of all of them over the whole task is ``(epsilon, delta)``-DP, computed by Google's ``dp-accounting`` RDP accountant,
+not by hand.
+
+The mechanisms, and what their guarantee rests on (neighbouring datasets differ by one row of the party):
+
+* **bin sketch** and **PSD**: pure ``eps``-DP each (``node.binning``, ``node.psd``, Laplace noise on counts); any
+  pure ``eps``-DP mechanism is ``eps^2 / 2``-zCDP (Bun and Steinke 2016), which is how they enter the accountant;
+* **votes**: at every level the party votes, per open node, for one feature by the exponential mechanism (Gumbel noise
+  on the utilities, the argmax) with utility the count-hessian gain ``G_L^2/(n_L+l) + G_R^2/(n_R+l) - G^2/(n+l)`` of
+  the feature's best split on clipped gradients (``|g| <= 1``): one row moves each of the three terms by at most 3
+  (for ``|G| <= n``, ``l >= 0``), so the utility's sensitivity is ``VOTE_SENSITIVITY = 6``. The rows of a level fall
+  in disjoint nodes (parallel composition), so a level's votes are one ``eps_v``-DP exponential mechanism, which is
+  ``eps_v^2 / 8``-zCDP (bounded range, Cesar and Rogers 2021);
+* **histograms**: at every level the party releases, per open node, its (G, H, n) sums of both candidates' bins plus,
+  at a tree's root, the node totals (below the root the totals are the parent's released sides). One row changes one
+  bin of each candidate (g by at most 1, h by 1/4 for the logistic loss, n by 1) and the totals, so with every
+  quantity in units of its own sensitivity the release has L2 sensitivity ``sqrt(9) = 3``; Gaussian noise of standard
+  deviation ``noise_multiplier * 3`` in those units makes it a Gaussian mechanism of that noise multiplier.
+  Projections that keep the exact rules (both candidates summing to the totals) are post-processing.
+
+Binary logistic loss only: its per-row gradient and hessian are bounded (``|g| <= 1``, ``h <= 1/4``), the
+sensitivities above need it; squared error has unbounded gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.node.histogram import FixedSums, votes_from_gains
+
+SPLIT: dict[str, float] = {"sketch": 0.05, "psd": 0.15, "votes": 0.15, "histograms": 0.65}
+"""Shares of the party's budget, in zCDP terms (rho) for the training mechanisms and of epsilon for the two pure ones.
+
+Why these: the histograms carry the model (every split and leaf value is computed from them), so they get most of it;
+the votes only rank features, which survives much more noise (a wrong runner-up costs little); the PSD feeds the
+refit and the verifiers' estimate and the sketch the bin edges, both one-off releases whose noise the task absorbs
+once. Measured against other splits in ``bench/privacy.py``."""
+
+VOTE_SENSITIVITY = 6.0
+"""Sensitivity of the vote utility (module docstring): two gain terms change, each by at most 3."""
+HISTOGRAM_SENSITIVITY = 3.0
+"""L2 sensitivity of one level's histogram release, every quantity in units of its own per-row bound."""
+ROW_BOUNDS = {"g": 1.0, "h": 0.25, "n": 1.0}
+"""Per-row bounds of the logistic loss's gradient, hessian and count: the units of the histogram noise."""
+
+
+@dataclass(frozen=True)
+class PrivacyPlan:
+    """What every mechanism of one party gets, for a task of ``trees`` trees of ``depth`` levels."""
+
+    epsilon: float
+    delta: float
+    sketch_epsilon: float
+    psd_epsilon: float
+    vote_epsilon: float
+    """Per level (all the level's nodes at once: parallel composition)."""
+    noise_multiplier: float
+    """Of each level's Gaussian histogram release (standard deviation over L2 sensitivity)."""
+    releases: int
+    """Levels released: votes and histograms each ``trees * depth`` times."""
+    accounted_epsilon: float
+    """What the RDP accountant gives for the whole composition at ``delta`` (at most ``epsilon``)."""
+
+    @property
+    def private(self) -> bool:
+        return math.isfinite(self.epsilon)
+
+    def noise_sd(self, quantity: str) -> float:
+        """Standard deviation of the noise on one bin's sum of ``quantity`` (g, h or n), in its own units."""
+        return self.noise_multiplier * HISTOGRAM_SENSITIVITY * ROW_BOUNDS[quantity]
+
+    def regularisation(self, lam: float, parties: int) -> float:
+        """The L2 regularisation a private task trains with: at least the standard deviation of the aggregated
+        gradient noise, ``sqrt(M) * noise_sd("g")``.
+
+        Why: a leaf value is ``-G / (H + lambda)`` on noisy sums; where a node's true hessian sum is of the order of
+        its noise, ``H + lambda`` can come close to 0 and one leaf can move the scores by hundreds of logits. With
+        lambda at the gradient noise's scale, noise moves a leaf by at most about one logit before the learning
+        rate. Measured (synthetic heavy-tailed binary data, M = 4, 20 trees of depth 3, 3 seeds): AUC at epsilon 1
+        went from 0.75 with lambda 0.1 to 0.88 at this floor, at epsilon 2 from 0.74 to 0.92 (``bench/privacy.py``).
+        """
+        if not self.private:
+            return lam
+        return max(lam, math.sqrt(parties) * self.noise_sd("g"))
+
+    @property
+    def vote_scale(self) -> float:
+        """Gumbel scale of the exponential mechanism: ``2 * sensitivity / eps_v`` (0: exact argmax)."""
+        return 2.0 * VOTE_SENSITIVITY / self.vote_epsilon if self.private else 0.0
+
+    def report(self) -> dict[str, Any]:
+        """The ``privacy`` section of reports, the API and the audit."""
+        out = asdict(self)
+        out["accountant"] = "RDP (dp-accounting); pure mechanisms as eps^2/2-zCDP, exponential as eps^2/8-zCDP"
+        out["split"] = dict(SPLIT)
+        out["histogram_noise_sd"] = {q: self.noise_sd(q) for q in ROW_BOUNDS} if self.private else None
+        return out
+
+
+NO_PRIVACY = PrivacyPlan(math.inf, 0.0, math.inf, math.inf, math.inf, 0.0, 0, 0.0)
+
+
+def _composed_epsilon(
+    delta: float, sketch_eps: float, psd_eps: float, vote_rho: float, noise_multiplier: float, releases: int
+) -> float:
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    events: list[Any] = [
+        dp_event.ZCDpEvent(sketch_eps**2 / 2),
+        dp_event.ZCDpEvent(psd_eps**2 / 2),
+        dp_event.SelfComposedDpEvent(dp_event.ZCDpEvent(vote_rho), releases),
+        dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(noise_multiplier), releases),
+    ]
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    accountant.compose(dp_event.ComposedDpEvent(events))
+    return float(accountant.get_epsilon(delta))
+
+
+def plan(epsilon: float, delta: float, trees: int, depth: int) -> PrivacyPlan:
+    """Calibrate every mechanism of a party so that the whole task is ``(epsilon, delta)``-DP (module docstring).
+
+    The sketch and the PSD take their ``SPLIT`` shares of epsilon as pure DP; the training mechanisms share a zCDP
+    budget ``rho`` in the ``SPLIT`` ratio of votes to histograms, and ``rho`` is the largest (found by bisection) for
+    which the accountant's epsilon of the whole composition is at most ``epsilon``.
+    """
+    if math.isinf(epsilon) and epsilon > 0:
+        return NO_PRIVACY
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be positive (inf: no privacy), got {epsilon}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if trees < 1 or depth < 1:
+        raise ValueError("a private task needs at least one tree of depth 1")
+    releases = trees * depth
+    sketch_eps, psd_eps = SPLIT["sketch"] * epsilon, SPLIT["psd"] * epsilon
+    training = SPLIT["votes"] + SPLIT["histograms"]
+
+    def at(rho: float) -> tuple[float, float, float]:
+        vote_rho = rho * SPLIT["votes"] / training / releases
+        hist_rho = rho * SPLIT["histograms"] / training / releases
+        noise = 1.0 / math.sqrt(2.0 * hist_rho)  # a Gaussian mechanism of multiplier s is 1/(2 s^2)-zCDP
+        return vote_rho, noise, _composed_epsilon(delta, sketch_eps, psd_eps, vote_rho, noise, releases)
+
+    lo, hi = 0.0, epsilon**2
+    while at(hi)[2] <= epsilon:
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if at(mid)[2] <= epsilon:
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0.0:
+        raise ValueError(f"epsilon {epsilon} leaves nothing for training after the sketch and the PSD")
+    vote_rho, noise, accounted = at(lo)
+    return PrivacyPlan(
+        epsilon=epsilon,
+        delta=delta,
+        sketch_epsilon=sketch_eps,
+        psd_epsilon=psd_eps,
+        vote_epsilon=math.sqrt(8.0 * vote_rho),
+        noise_multiplier=noise,
+        releases=releases,
+        accounted_epsilon=accounted,
+    )
+
+
+VOTES, HISTOGRAMS = 0, 1
+"""Purposes of a party's noise streams (``noise_rng``)."""
+
+
+def noise_rng(seed: int | None, party: int, tree: int, level: int, purpose: int) -> np.random.Generator:
+    """The generator of one party's noise for one level and purpose: from the operating system's entropy in
+    production (``seed`` None), from a seed in experiments, where ``simulate`` and the party nodes must draw the
+    same noise (a known seed is no secret: never use one for real data)."""
+    if seed is None:
+        return np.random.default_rng()
+    return np.random.default_rng([seed, 0xD9, party, tree, level, purpose])
+
+
+def exponential_votes(best: np.ndarray, plan: PrivacyPlan, rng: np.random.Generator) -> np.ndarray:
+    """Each node's vote by the exponential mechanism: the argmax of the utilities plus Gumbel noise of scale
+    ``2 * sensitivity / eps_v`` (the Gumbel-max form of the mechanism). ``best`` is (nodes, F); a feature with no
+    finite utility is never chosen."""
+    noisy = best + rng.gumbel(0.0, plan.vote_scale, size=best.shape)
+    return votes_from_gains(np.where(np.isfinite(best), noisy, -np.inf))
+
+
+def _fixed(x: np.ndarray) -> np.ndarray:
+    """Floats in fixed point, as Python integers (object array): noise needs no exactness, only determinism."""
+    return np.vectorize(lambda v: round(v * ONE), otypes=[object])(x)
+
+
+def _project(bins: np.ndarray, total: int) -> np.ndarray:
+    """Integer bins (object array, last axis the bins) shifted to sum to ``total``: the difference spread evenly,
+    its remainder one unit each over the first bins. Deterministic post-processing of released values."""
+    width = bins.shape[-1]
+    diff = total - int(sum(bins.tolist()))
+    base, rest = divmod(diff, width)
+    out = bins + base
+    out[:rest] += 1
+    return out
+
+
+def noisy_sums(
+    sums: FixedSums,
+    totals: Sequence[tuple[int, int, int]] | None,
+    plan: PrivacyPlan,
+    rng: np.random.Generator,
+    widths: np.ndarray | None = None,
+) -> FixedSums:
+    """A level's histograms with the party's Gaussian noise, kept to the exact totals rules.
+
+    Every bin of both candidates gets noise of ``plan.noise_sd`` (g and h in fixed point, n in whole rows). The node
+    totals are ``totals`` (below a tree's root: the party's own released sides at the parent split) or, at a root,
+    the exact totals plus noise of the same scale; each candidate's noisy bins are then shifted to sum to them, so
+    both candidates hold the same totals and children inherit their parent's released sides exactly
+    (``ledger.histogram_rules``), all post-processing of the Gaussian release.
+
+    ``widths`` (nodes, candidates): how many slots each candidate feature has (``node.model.slot_widths``); the
+    slots above stay exactly 0, as no row can be there, so no split past a feature's last edge is ever chosen.
+    """
+    nodes, ncand, nbins = sums.n.shape
+    width = np.full((nodes, ncand), nbins, dtype=np.int64) if widths is None else np.asarray(widths, dtype=np.int64)
+    if width.shape != (nodes, ncand):
+        raise ValueError(f"widths must have shape {(nodes, ncand)}, got {width.shape}")
+    inside = np.arange(nbins)[None, None, :] < width[:, :, None]
+    exact = {
+        "g": sums.g_hi.astype(object) * (1 << 32) + sums.g_lo.astype(object),
+        "h": sums.h_hi.astype(object) * (1 << 32) + sums.h_lo.astype(object),
+        "n": sums.n.astype(object),
+    }
+    out: dict[str, np.ndarray] = {}
+    for q, (name, values) in enumerate(exact.items()):
+        sd = plan.noise_sd(name)
+        noise = np.where(inside, rng.normal(0.0, sd, size=values.shape), 0.0)
+        noisy = values + (_fixed(noise) if name != "n" else np.rint(noise).astype(np.int64).astype(object))
+        for j in range(nodes):
+            if totals is None:
+                target = int(sum(values[j, 0].tolist())) + round(rng.normal(0.0, sd) * (ONE if name != "n" else 1))
+            else:
+                target = int(totals[j][q])
+            for c in range(ncand):
+                w = int(width[j, c])
+                noisy[j, c, :w] = _project(noisy[j, c, :w], target)
+        out[name] = noisy
+    g_hi, g_lo = _limbs(out["g"])
+    h_hi, h_lo = _limbs(out["h"])
+    return FixedSums(g_hi, g_lo, h_hi, h_lo, out["n"].astype(np.int64))
+
+
+def _limbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    hi = np.vectorize(lambda v: v >> 32, otypes=[object])(values)
+    lo = values - hi * (1 << 32)
+    return hi.astype(np.int64), lo.astype(np.int64)
