@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from fgbdt_chain.ledger.reference import ONE, from_fixed, to_fixed
-from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 
 __all__ = ["ONE", "from_fixed", "to_fixed"]
 
@@ -116,6 +116,14 @@ class TaskParameters(BaseModel):
     overlap_threshold: Real = Field(
         default=DEFAULT_OVERLAP_THRESHOLD, ge=0, description="With `endorse = overlap`: sign below it."
     )
+    epsilon: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Every party's differential-privacy budget for all it releases (sketch, PSD, votes, histograms); "
+        "null: no privacy noise. A private task trains the binary objective.",
+    )
+    delta: float = Field(default=DEFAULT_DELTA, gt=0, lt=1, allow_inf_nan=False, description="With `epsilon`.")
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskParameters:
@@ -286,6 +294,8 @@ class ParametersOut(BaseModel):
     endorse: Literal["statistical", "overlap"]
     refusal_rate: float
     overlap_threshold: float
+    epsilon: float | None = Field(description="The privacy budget per party; null: no privacy noise.")
+    delta: float
 
 
 class TaskDetail(BaseModel):

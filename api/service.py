@@ -7,6 +7,8 @@ status the client must see; :mod:`api.error_handlers` maps it, contract reverts 
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -27,6 +29,7 @@ from fgbdt_chain.ledger.contracts import Membership, Status, TaskConfig, TaskCon
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
 from fgbdt_chain.ledger.task_params import TaskParameters
+from fgbdt_chain.node.privacy import plan
 
 STATUS_NAMES: dict[Status, m.TaskStatusName] = {
     Status.OPEN: "open",
@@ -367,10 +370,27 @@ def _revert_error(exc: ContractRevert) -> ApiError:
 
 
 def config_of(p: m.TaskParameters) -> TaskConfig:
-    """The contract config of API parameters (``ledger.task_params``, as the command line maps them)."""
-    return TaskParameters(**p.model_dump()).config()
+    """The contract config of API parameters (``ledger.task_params``, as the command line maps them); a private
+    task's regularisation is raised to its noise floor as ``fgbdt train`` raises it (``PrivacyPlan.regularisation``)."""
+    values = p.model_dump()
+    values["epsilon"] = math.inf if values["epsilon"] is None else values["epsilon"]
+    task = TaskParameters(**values)
+    if task.private:
+        privacy = plan(task.epsilon, task.delta, task.trees, task.depth)
+        task = dataclasses.replace(task, lam=privacy.regularisation(task.lam, task.max_parties))
+    return task.config()
+
+
+def request_parameters(task: TaskParameters) -> m.TaskParameters:
+    """The API's request model of named task parameters (the inverse of :func:`config_of`'s mapping): what a client
+    sends to create the task ``fgbdt train`` would create."""
+    values = asdict(task)
+    values["epsilon"] = values["epsilon"] if math.isfinite(values["epsilon"]) else None
+    return m.TaskParameters(**values)
 
 
 def parameters_of(cfg: TaskConfig) -> m.ParametersOut:
     """API parameters of a contract config."""
-    return m.ParametersOut(**asdict(TaskParameters.of(cfg)))
+    values = asdict(TaskParameters.of(cfg))
+    values["epsilon"] = values["epsilon"] if math.isfinite(values["epsilon"]) else None
+    return m.ParametersOut(**values)

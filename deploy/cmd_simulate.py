@@ -16,7 +16,7 @@ from rich.table import Table
 
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.attacks import ATTACK_KINDS, Attack
 from fgbdt_chain.node.binning import BINNING_METHODS
 from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
@@ -51,10 +51,25 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         help="top-2 ties: a per-node pseudo-random feature order, or NOTES 6's lower index (see README)",
     )
     parser.add_argument("--binning", choices=BINNING_METHODS, default="dp", help="how the common bin edges are made")
-    parser.add_argument("--binning-epsilon", type=float, default=1.0)
+    parser.add_argument(
+        "--epsilon",
+        type=float,
+        default=math.inf,
+        help="each party's differential-privacy budget for all it releases: bin sketch, PSD, votes and histograms "
+        "(split and accounted in node/privacy.py; inf, the default: exact votes and histograms)",
+    )
+    parser.add_argument(
+        "--dp-delta",
+        type=float,
+        default=DEFAULT_DELTA,
+        help=f"with --epsilon: the budget's delta (default {DEFAULT_DELTA})",
+    )
+    parser.add_argument("--binning-epsilon", type=float, default=1.0, help="the bin sketch's epsilon without --epsilon")
     parser.add_argument("--psd-depth", type=int, default=8)
     parser.add_argument("--psd-max-rows", type=int, default=500)
-    parser.add_argument("--psd-epsilon", type=float, default=1.0, help="PSD privacy budget (inf: no noise)")
+    parser.add_argument(
+        "--psd-epsilon", type=float, default=1.0, help="the PSD's epsilon without --epsilon (inf: no noise)"
+    )
     parser.add_argument(
         "--psd-label-first",
         action=argparse.BooleanOptionalAction,
@@ -218,6 +233,10 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         raise UserError(f"--refusal-rate must be in (0, 1), got {args.refusal_rate}")
     if args.greedy is not None and not 0 <= args.greedy < args.parties:
         raise UserError(f"--greedy must be a party index in [0, {args.parties})")
+    if not args.epsilon > 0:
+        raise UserError(f"--epsilon must be positive (inf: no privacy noise), got {args.epsilon}")
+    if math.isfinite(args.epsilon) and not 0 < args.dp_delta < 1:
+        raise UserError(f"--dp-delta must be in (0, 1), got {args.dp_delta}")
     return PrepConfig(
         parties=args.parties,
         theta=args.theta,
@@ -231,6 +250,8 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         endorse=getattr(args, "endorse", "statistical"),
         refusal_rate=args.refusal_rate,
         overlap_threshold=args.overlap_threshold,
+        epsilon=args.epsilon,
+        dp_delta=args.dp_delta,
     )
 
 

@@ -62,6 +62,11 @@ def register(sub: Any) -> None:
 
 def train(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
+    if args.binning != "dp":
+        raise UserError(
+            f"--binning {args.binning}: on chain the common bin edges are merged from the parties' private sketches "
+            "(--binning dp, the default); the other methods are simulate's comparisons"
+        )
     train_set, test_set = load_data(args)
     params = training_params(args, objective_of(train_set.y))
     if params.objective != "binary":

@@ -84,6 +84,8 @@ def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
         step_blocks=setup.step_blocks,
         refusal_rate=setup.refusal_rate,
         overlap_threshold=setup.overlap_threshold,
+        epsilon=prep.config.epsilon,
+        delta=prep.config.dp_delta,
     ).config()
 
 
@@ -361,6 +363,7 @@ class Requester:
                 for i, p in enumerate(parties)
             ],
             "rejected_histograms": rejected,
+            "privacy": prep.config.privacy(prep.params).report(),
             "gas_used": gas,
             "tx_count": txs,
             "wall_seconds": wall_seconds,

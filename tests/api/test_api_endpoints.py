@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+import math
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from fgbdt_chain.api import models
 from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.routers import results
-from fgbdt_chain.api.service import Backend, Settings, config_of, parameters_of
+from fgbdt_chain.api.service import Backend, Settings, config_of, parameters_of, request_parameters
 from fgbdt_chain.deploy.requester import ChainSetup, task_config
 from fgbdt_chain.ledger.anvil import free_port, start_anvil
 from fgbdt_chain.ledger.client import ChainClient
@@ -397,10 +397,10 @@ def test_the_same_parameters_give_the_same_config_on_chain_through_the_api_and_t
     setup = ChainSetup(
         rpc="", contract=task.address, requester=chain.new_account(10**21), workdir=Path("."), refusal_rate=3e-7
     )
-    prep = SimpleNamespace(params=params, config=SimpleNamespace(parties=3))
-    cli = task_config(prep, setup)  # type: ignore[arg-type]  # the two fields task_config reads
+    prep = SimpleNamespace(params=params, config=SimpleNamespace(parties=3, epsilon=math.inf, dp_delta=1e-5))
+    cli = task_config(prep, setup)  # type: ignore[arg-type]  # the fields task_config reads
     tid_cli, _ = task.create_task(setup.requester, cli, [0, 0], [ONE, ONE])
-    parameters = asdict(TaskParameters.of(cli))
+    parameters = request_parameters(TaskParameters.of(cli)).model_dump()
     body = {"task_schema": {"feature_min": [0.0, 0.0], "feature_max": [1.0, 1.0]}, "parameters": parameters}
     tid_api = _create(api, signer, chain.new_account(10**21), body)
     assert task.config(tid_api) == task.config(tid_cli) == cli

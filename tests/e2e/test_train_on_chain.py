@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import signal
 import time
 from pathlib import Path
@@ -27,9 +29,9 @@ PARAMS = TrainParams(trees=3, depth=3, bins=8, min_rows=5)
 CONFIG = PrepConfig(parties=3, theta=0.8, seed=0, psd_max_rows=40)
 
 
-def _prep(csv: Path) -> Prepared:
+def _prep(csv: Path, config: PrepConfig = CONFIG) -> Prepared:
     train, test = load_train_test(csv, seed=0)
-    return prepare(train, test, PARAMS, CONFIG)
+    return prepare(train, test, PARAMS, config)
 
 
 def _setup(url: str, contract: str, workdir: Path, **kw: Any) -> ChainSetup:
@@ -39,8 +41,14 @@ def _setup(url: str, contract: str, workdir: Path, **kw: Any) -> ChainSetup:
     return ChainSetup(rpc=url, contract=contract, requester=requester, workdir=workdir, **kw)
 
 
-def test_chain_model_equals_simulate(anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path) -> None:
-    prep = _prep(toy_csv)
+@pytest.mark.parametrize("epsilon", [math.inf, 2.0], ids=["public", "private"])
+def test_chain_model_equals_simulate(
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, epsilon: float
+) -> None:
+    """The chain trains the simulator's model bit for bit, with the same votes and contributions; with differential
+    privacy too, where the party processes draw the seeded noise the simulator draws (``node.privacy.noise_rng``)
+    and the audit reports the guarantee."""
+    prep = _prep(toy_csv, dataclasses.replace(CONFIG, epsilon=epsilon))
     report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
     sim_report, sim_model, sim = run(prep, "fvtree", keep_levels=True)
     assert sim_model is not None and sim is not None
@@ -65,6 +73,11 @@ def test_chain_model_equals_simulate(anvil_node: Anvil, e2e_contract: str, toy_c
     for rec in sim.levels:
         for i in range(CONFIG.parties):
             assert chain_votes[(rec.tree, rec.level, i)] == rec.votes[i]
+    audit = audit_events(read_task(task.client, e2e_contract, report["task"]))
+    assert audit.ok, audit.first_mismatch
+    assert (audit.privacy is None) == math.isinf(epsilon)
+    if audit.privacy is not None:
+        assert audit.privacy["epsilon"] == epsilon == report["privacy"]["epsilon"]
 
 
 @pytest.mark.parametrize(
