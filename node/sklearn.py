@@ -70,6 +70,8 @@ class _FGBDTModel(BaseEstimator):
         binning: str | None = None,
         binning_epsilon: float | None = None,
         psd_epsilon: float | None = None,
+        epsilon: float | None = None,
+        dp_delta: float | None = None,
         importance_type: str = "split",
     ) -> None:
         self.n_estimators = n_estimators
@@ -91,6 +93,8 @@ class _FGBDTModel(BaseEstimator):
         self.binning = binning
         self.binning_epsilon = binning_epsilon
         self.psd_epsilon = psd_epsilon
+        self.epsilon = epsilon
+        self.dp_delta = dp_delta
         self.importance_type = importance_type
 
     def __sklearn_tags__(self) -> Any:

@@ -363,6 +363,21 @@ def test_classifier_party_argument_equals_train() -> None:
         clf.fit(X, y, party=np.zeros(len(y)))
 
 
+def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
+    """``epsilon`` and ``dp_delta`` reach the federation from both Python surfaces alike: the same noisy model,
+    different from the public one, and the guarantee in the report."""
+    X, y = make_data()
+    owner = np.arange(len(y)) % 3
+    clf = FGBDTClassifier(n_estimators=4, max_depth=3, min_child_samples=5, epsilon=2.0, dp_delta=1e-6)
+    clf.fit(X, y, party=owner)
+    parties = [(X[owner == p], y[owner == p]) for p in range(3)]
+    private = train({"num_trees": 4, "max_depth": 3, "min_data_in_leaf": 5, "epsilon": 2.0, "dp_delta": 1e-6}, parties)
+    public = train({"num_trees": 4, "max_depth": 3, "min_data_in_leaf": 5}, parties)
+    assert clf.model_.trees == private.trees != public.trees
+    assert private.report["privacy"]["epsilon"] == 2.0 and private.report["privacy"]["delta"] == 1e-6
+    assert private.report["privacy"]["accounted_epsilon"] <= 2.0
+
+
 def test_regressor_fits() -> None:
     X, y = make_data(task="regression")
     reg = FGBDTRegressor(n_estimators=20, max_depth=3, learning_rate=0.3, min_child_samples=5, parties=3).fit(X, y)
