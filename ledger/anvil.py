@@ -19,6 +19,7 @@ from pathlib import Path
 
 from fgbdt_chain.ledger import paths
 from fgbdt_chain.ledger.client import DEFAULT_GAS_LIMIT
+from fgbdt_chain.ledger.compile import EVM_VERSION
 
 DEFAULT_CHAIN_ID: int = 31337
 
@@ -94,13 +95,23 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 20.0) -> Non
         process.wait()
 
 
+HARDFORK = EVM_VERSION
+"""The devnet's hardfork: the contracts' EVM version (``ledger.compile``), and not anvil 1.7.1's default Prague,
+under which every block grows the EIP-2935 block-hash history and blocks slow down as the chain grows (measured
+by ``bench/anvil_blocks.py``; fixed upstream after 1.7.1, foundry pull request 15715)."""
+KEEP_STATES = 64
+"""Historical states anvil keeps (``--prune-history``): anvil otherwise writes every block's state to disk (under
+~/.foundry/anvil/tmp), gigabytes within a long task, which filled this machine's disk during a paper-settings run.
+Pruned, only the last ``KEEP_STATES`` blocks can be queried at a past state (enough to replay a failed transaction)."""
+
+
 def anvil_command(
     port: int,
     state: Path | None = None,
     chain_id: int = DEFAULT_CHAIN_ID,
     gas_limit: int = DEFAULT_GAS_LIMIT,
     accounts: int = 10,
-    keep_states: int | None = None,
+    keep_states: int = KEEP_STATES,
 ) -> list[str]:
     """The command line: fixed chain id, funded dev accounts, a block gas limit that fits the widest level, no
     contract size limit surprises, and ``--state`` (load on start if present, dump on exit) when persisting."""
@@ -122,11 +133,7 @@ def anvil_command(
     ]
     if state is not None:
         cmd += ["--state", str(state)]
-    if keep_states is not None:
-        # anvil otherwise writes historical states to disk (under ~/.foundry/anvil/tmp): gigabytes within a long
-        # task, which filled this machine's disk during a paper-settings run. Pruned, only the last
-        # ``keep_states`` blocks can be queried at a past state (enough to replay a failed transaction).
-        cmd += ["--prune-history", str(keep_states)]
+    cmd += ["--hardfork", HARDFORK, "--prune-history", str(keep_states)]
     return cmd
 
 
@@ -136,10 +143,10 @@ def start_anvil(
     log: Path | None = None,
     detach: bool = False,
     startup_timeout: float = 30.0,
-    keep_states: int | None = None,
+    keep_states: int = KEEP_STATES,
 ) -> Anvil:
     """Start anvil and wait until it answers. ``detach`` starts it in its own session (outlives the caller);
-    ``keep_states`` prunes historical states older than that many blocks (default: anvil keeps them on disk)."""
+    ``keep_states`` prunes historical states older than that many blocks (``KEEP_STATES``)."""
     port = port or free_port()
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child process
     cmd = anvil_command(port, state, keep_states=keep_states)

@@ -10,8 +10,9 @@ import pytest
 
 from fgbdt_chain.deploy.cli import UserError, main
 from fgbdt_chain.deploy.deployment import chain_target, read_key
-from fgbdt_chain.ledger.anvil import free_port, rpc_ready, start_anvil
+from fgbdt_chain.ledger.anvil import HARDFORK, free_port, rpc_ready, start_anvil
 from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.compile import EVM_VERSION
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 
 pytestmark = pytest.mark.chain
@@ -69,6 +70,17 @@ def test_devnet_up_status_down_persists_state(tmp_path: Path, capsys: pytest.Cap
         assert task.state(tid).reward == 12345
     finally:
         args("down")
+
+
+def test_anvil_runs_the_contracts_hardfork() -> None:
+    """The devnet's anvil runs the EVM version the contracts are compiled for (``HARDFORK``), not anvil 1.7.1's
+    default Prague, whose blocks slow down as the chain grows (``bench/anvil_blocks.py``)."""
+    node = start_anvil()
+    try:
+        info = ChainClient.connect(node.url).w3.provider.make_request("anvil_nodeInfo", [])  # type: ignore[arg-type]
+        assert str(info["result"]["hardFork"]).lower() == HARDFORK == EVM_VERSION
+    finally:
+        node.stop()
 
 
 def test_anvil_with_pruned_history_keeps_only_recent_states() -> None:
