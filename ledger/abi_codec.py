@@ -4,8 +4,9 @@ Why not web3's contract objects here: before and after calling ``eth_abi`` they 
 value through a chain of recursive normalisers (ENS names, hex strings to bytes, address checksums). For a level's
 histogram transaction (thousands of int256) and its events that walk cost more CPU than everything else a party does
 (profiled with py-spy: 36% of a party's time in ``map_abi_data`` alone). This module keeps the same ABI encoding and
-decoding, done by web3's own codec, and applies only the normalisation web3 applies to what comes out: checksummed
-addresses and structs keyed by field name.
+decoding, done by ``ledger.fast_abi`` (the same bytes, without eth_abi's per-value encoder objects, which cost more
+than the transaction itself for a wide level) or else by web3's own codec, and applies only the normalisation web3
+applies to what comes out: checksummed addresses and structs keyed by field name.
 Anything these fast paths do not cover (overloaded functions, arguments the codec rejects) is handed back to web3.
 """
 
@@ -17,6 +18,8 @@ from typing import Any
 
 from eth_abi.codec import ABICodec
 from eth_utils import keccak, to_checksum_address
+
+from fgbdt_chain.ledger import fast_abi
 
 
 def canonical_type(t: dict[str, Any]) -> str:
@@ -55,11 +58,14 @@ class FunctionCoder:
     output_types: tuple[str, ...]
 
     def encode(self, codec: ABICodec, args: Sequence[Any]) -> bytes:
-        return self.selector + codec.encode(list(self.types), list(args))
+        try:
+            return self.selector + fast_abi.encode(self.types, args)
+        except fast_abi.Unsupported:
+            return self.selector + codec.encode(list(self.types), list(args))
 
     def decode_result(self, codec: ABICodec, data: bytes) -> Any:
         """The call's return data as web3 gives it: the value itself for one output, else a tuple of them."""
-        values = codec.decode(list(self.output_types), data)
+        values = _decode(codec, self.output_types, data)
         out = tuple(_normalised(o, v, named=False) for o, v in zip(self.outputs, values, strict=True))
         return out[0] if len(out) == 1 else out
 
@@ -81,11 +87,19 @@ class EventCoder:
         out: dict[str, Any] = {}
         for (item, t), topic in zip(self.indexed, topics[1:], strict=True):
             # dynamic indexed values are stored as their hash: keep the 32 bytes, as web3 does
-            out[item["name"]] = _normalised(item, codec.decode([t], bytes(topic))[0]) if _static(t) else bytes(topic)
-        values = codec.decode([t for _, t in self.plain], bytes(data))
+            out[item["name"]] = _normalised(item, _decode(codec, (t,), bytes(topic))[0]) if _static(t) else bytes(topic)
+        values = _decode(codec, tuple(t for _, t in self.plain), bytes(data))
         for (item, _), v in zip(self.plain, values, strict=True):
             out[item["name"]] = _normalised(item, v)
         return {i["name"]: out[i["name"]] for i in self.inputs}
+
+
+def _decode(codec: ABICodec, types: Sequence[str], data: bytes) -> tuple[Any, ...]:
+    """``fast_abi`` where it applies, else the codec (which also reports malformed data in its own words)."""
+    try:
+        return fast_abi.decode(types, data)
+    except fast_abi.Unsupported:
+        return tuple(codec.decode(list(types), data))
 
 
 def _static(typ: str) -> bool:
