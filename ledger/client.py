@@ -20,8 +20,9 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
 from web3 import Web3
+from web3._utils.method_formatters import receipt_formatter
 from web3.contract import Contract
-from web3.exceptions import TransactionIndexingInProgress, TransactionNotFound
+from web3.exceptions import TransactionIndexingInProgress, TransactionNotFound, Web3RPCError
 from web3.types import RPCEndpoint
 
 from fgbdt_chain.ledger.abi_codec import EventCoder, FunctionCoder, event_coders, function_coders
@@ -94,6 +95,8 @@ class ChainClient:
         self._function_coders: dict[str, dict[str, FunctionCoder]] = {}
         self._key_counter = 0
         self._fees: tuple[float, int, int] | None = None
+        self._sync_send: bool | None = None
+        """Whether the node offers ``eth_sendRawTransactionSync`` (None: not tried yet)."""
         self.chain_id: int = int(w3.eth.chain_id)
 
     # -------------------------------------------------------------- construction
@@ -339,12 +342,16 @@ class ChainClient:
             tx["nonce"] = self._nonces[sender.address]
             signed = sender.sign_transaction(tx)
             try:
-                tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+                receipt = self._send_sync(signed.raw_transaction)
+                tx_hash = signed.hash
+                if receipt is None:
+                    tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
             except Exception as exc:
                 self._nonces.pop(sender.address, None)  # resynchronise from the node next time
                 raise self._revert(exc, function) from exc
             self._nonces[sender.address] += 1
-        receipt = self._wait_receipt(tx_hash, timeout=600.0)
+        if receipt is None:
+            receipt = self._wait_receipt(tx_hash, timeout=600.0)
         if int(receipt["status"]) != 1:
             if int(receipt["gasUsed"]) >= int(tx["gas"]):
                 # the state changed between the estimate and the block (e.g. this call now also closes a level)
@@ -352,6 +359,26 @@ class ChainClient:
             raise self._replay_failure(tx, receipt, function)
         self.gas_log.append(GasRecord(function, int(receipt["gasUsed"]), len(bytes.fromhex(_hex(tx["data"])))))
         return receipt
+
+    def _send_sync(self, raw: bytes) -> Any:
+        """Send with ``eth_sendRawTransactionSync`` (EIP-7966), which answers with the receipt once the transaction
+        is in a block: one round trip where sending and polling for the receipt took two or more. None when the node
+        does not offer it (remembered: the embedded chain, older nodes) or gave up waiting for the block (the
+        transaction is in its pool; the receipt is then polled for as usual)."""
+        if self._sync_send is False:
+            return None
+        answer = self.w3.provider.make_request(RPCEndpoint("eth_sendRawTransactionSync"), ["0x" + bytes(raw).hex()])
+        error = answer.get("error")
+        if error is None:
+            self._sync_send = True
+            return receipt_formatter(answer["result"])
+        code, message = int(error.get("code", 0)), str(error.get("message", ""))
+        if self._sync_send is None and (code == -32601 or "not found" in message.lower() or "support" in message):
+            self._sync_send = False
+            return None
+        if "timeout" in message.lower() or "timed out" in message.lower():
+            return None
+        raise Web3RPCError(str(error), rpc_response=answer)
 
     def _fee_basis(self) -> tuple[int, int]:
         """(block gas limit, base fee) of the latest block, re-read at most once a second: the base fee moves by at

@@ -47,6 +47,17 @@ def test_events_and_gas_of_a_transaction(chain: ChainClient, task_contract: Task
     assert task_contract.config(tid) == TaskConfig()
 
 
+def test_transactions_wait_in_one_round_trip_where_the_node_offers_it(chain: ChainClient) -> None:
+    """anvil answers ``eth_sendRawTransactionSync`` with the receipt (one round trip); the embedded chain does not
+    offer it and the client falls back to sending and polling. Either way the receipt and events are the same."""
+    task = TaskContract.deploy(chain, chain.new_account(10**21))
+    tid, res = task.create_task(chain.new_account(10**20), TaskConfig(), [0], [ONE], reward=3)
+    assert res.event("TaskCreated").args["reward"] == 3 and res.block_number == chain.block_number
+    assert chain._sync_send is (chain.w3.provider.__class__.__name__ == "HTTPProvider")
+    with pytest.raises(ContractRevert, match="UnknownTask"):  # reverts still come back by name
+        task.fund(chain.new_account(10**20), tid + 1, 1)
+
+
 def test_endorsement_digest_matches_off_chain_encoding(chain: ChainClient, task_contract: TaskContract) -> None:
     party = to_checksum_address("0x" + "ab" * 20)
     root = keccak(b"root")
