@@ -120,6 +120,10 @@ RULE_ERRORS = frozenset(
 RESCAN_BLOCKS = 8
 """Blocks read again by every incremental event scan (see :meth:`TreeLog.refresh`)."""
 
+HISTOGRAM_LAG_SECONDS = 60.0
+"""How long a party waits for its node to serve a histogram event the chain already counts before it gives up: a
+lagging log index catches up within a block or two; a lost event never does."""
+
 
 class TreeLog:
     """The recorded splits and leaves of every tree, fetched incrementally from the task's events."""
@@ -203,6 +207,7 @@ class PartyNode:
         self._level_blocks: dict[tuple[int, int], int] = {}
         self._seen: set[tuple[str, int, int]] = set()
         self._resolve_failures: dict[int, int] = {}
+        self._histogram_lag_since: dict[tuple[int, int], float] = {}
         self._level_scan = 0
         self._http = httpx.Client(timeout=settings.endorse_timeout)
         self._last_attempt = 0.0
@@ -708,6 +713,21 @@ class PartyNode:
                 with self.timed("transactions"):
                     self.task.resolve_nodes(self.account, self.task_id, nodes, ctx.open_nodes, level_hists)
             except ContractRevert as exc:
+                if _fewer_histograms_than_chain(exc):
+                    # The chain counts a submission whose event its node does not serve yet (its log index lags
+                    # its state, notably just after a restart): read the level's events from the start next poll.
+                    self._level_blocks.pop((ctx.tree, ctx.level), None)
+                    self._level_scan = 0
+                    lagging = self._histogram_lag_since.setdefault((ctx.tree, ctx.level), time.monotonic())
+                    if time.monotonic() - lagging > HISTOGRAM_LAG_SECONDS:
+                        raise NodeError(
+                            f"tree {ctx.tree} level {ctx.level}: the chain counts {exc.args_[0]} histogram words "
+                            f"per node but its node serves events for only {exc.args_[1]} after "
+                            f"{HISTOGRAM_LAG_SECONDS:.0f} s: a HistogramsSubmitted event was lost (a chain restored "
+                            "from a state file written mid-block?)"
+                        ) from exc
+                    self.log(f"{exc}: a submission's event is not served yet; looking again")
+                    return
                 # Another party may have resolved one of them first, or resolved the others so that this call now
                 # also closes the level and needs more gas than estimated: both are settled by looking again next
                 # poll, with the resolved mask read afresh.
@@ -796,6 +816,12 @@ class PartyNode:
             "credit": {"g": str(verdict.credit.g), "h": str(verdict.credit.h), "n": str(verdict.credit.n)},
             "z": verdict.z,
         }
+
+
+def _fewer_histograms_than_chain(exc: ContractRevert) -> bool:
+    """A ``resolveNodes`` revert because this party passed fewer submitters' histograms than the chain counts."""
+    args = exc.args_
+    return exc.name == "LengthMismatch" and len(args) == 2 and int(args[0]) > int(args[1])
 
 
 def splits_open(splits: dict[int, tuple[int, int]], level: int, open_nodes: Sequence[int]) -> bool:

@@ -1,8 +1,10 @@
-"""Pure parts of the party node: the check that a level's opening splits are all known before rows are routed."""
+"""Pure parts of the party node: the check that a level's opening splits are all known before rows are routed, and
+the reading of a resolution revert that means the node's events lag its state."""
 
 from __future__ import annotations
 
-from fgbdt_chain.node.party_node import splits_open
+from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.node.party_node import _fewer_histograms_than_chain, splits_open
 
 
 def test_splits_open_the_level_exactly() -> None:
@@ -14,3 +16,12 @@ def test_splits_open_the_level_exactly() -> None:
     assert not splits_open({1: (3, 2), 2: (0, 1)}, 2, [4, 5, 6, 7])
     # a record from another level does not count
     assert not splits_open({1: (3, 2), 4: (1, 1)}, 2, [4, 5])
+
+
+def test_a_resolution_short_of_submitters_reads_as_lag_not_failure() -> None:
+    # the chain counts three submitters (3 x 18 words), the party read only two parties' events
+    assert _fewer_histograms_than_chain(ContractRevert("LengthMismatch", (54, 36), function="resolveNodes"))
+    # more histograms than the chain counts, or any other revert, is a real failure
+    assert not _fewer_histograms_than_chain(ContractRevert("LengthMismatch", (36, 54)))
+    assert not _fewer_histograms_than_chain(ContractRevert("NodeNotOpen", (1, 1)))
+    assert not _fewer_histograms_than_chain(ContractRevert("LengthMismatch", ()))
