@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from bench.stats import mean_se
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.binning import exact_edges
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run
@@ -121,12 +121,6 @@ def main() -> int:
     out.with_suffix(".md").write_text(text + "\n")
     print(text)
     return 0
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean (0 for one value)."""
-    mean = statistics.fmean(values)
-    return mean, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0)
 
 
 def fmt(values: list[float], digits: int = 4) -> str:

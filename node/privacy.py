@@ -45,7 +45,7 @@ SPLIT: dict[str, float] = {"sketch": 0.05, "psd": 0.15, "votes": 0.15, "histogra
 Why these: the histograms carry the model (every split and leaf value is computed from them), so they get most of it;
 the votes only rank features, which survives much more noise (a wrong runner-up costs little); the PSD feeds the
 refit and the verifiers' estimate and the sketch the bin edges, both one-off releases whose noise the task absorbs
-once. Measured against other splits in ``bench/privacy.py``."""
+once."""
 
 VOTE_SENSITIVITY = 6.0
 """Sensitivity of the vote utility (module docstring): two gain terms change, each by at most 3."""
@@ -87,8 +87,7 @@ class PrivacyPlan:
         Why: a leaf value is ``-G / (H + lambda)`` on noisy sums; where a node's true hessian sum is of the order of
         its noise, ``H + lambda`` can come close to 0 and one leaf can move the scores by hundreds of logits. With
         lambda at the gradient noise's scale, noise moves a leaf by at most about one logit before the learning
-        rate. Measured (synthetic heavy-tailed binary data, M = 4, 20 trees of depth 3, 3 seeds): AUC at epsilon 1
-        went from 0.75 with lambda 0.1 to 0.88 at this floor, at epsilon 2 from 0.74 to 0.92 (``bench/privacy.py``).
+        rate. The lambda every epsilon trains with is in the tables of ``bench/privacy.py``.
         """
         if not self.private:
             return lam
