@@ -34,6 +34,9 @@ from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.histogram import warm_up
 from fgbdt_chain.node.model import Model
 
+USAGE_FIELDS = ("tx_count", "blocks", "gas_used", "calldata_bytes", "max_tx_bytes", "max_tx_gas")
+"""The train report's chain counters (``ledger.usage``) every result of this bench carries."""
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -72,14 +75,10 @@ def main() -> int:
         start = time.perf_counter()
         report = run_task(prep, setup) if args.budget is None else _partial(prep, setup, args.budget)
         wall = time.perf_counter() - start
-        calldata = 0
-        for b in range(1, client.block_number + 1):
-            for tx in client.w3.eth.get_block(b, full_transactions=True)["transactions"]:
-                calldata += len(tx["input"])  # type: ignore[call-overload]
     finally:
         anvil.stop()
     if args.budget is not None:
-        return _report_partial(args, report, wall, calldata, sim_report, workdir)
+        return _report_partial(args, report, wall, sim_report, workdir)
     same = Model.from_json_dict(report["model"]).trees == sim_model.trees
     splits = [_time_split(p) for p in sorted(workdir.glob("party-*.log"))]
     result = {
@@ -89,9 +88,7 @@ def main() -> int:
         "simulate_train_seconds": sim_report["train_seconds"],
         "simulate_prep_seconds": sim_report["prep_seconds"],
         "ratio": wall / (sim_report["train_seconds"] + sim_report["prep_seconds"]),
-        "tx_count": report["tx_count"],
-        "gas_used": report["gas_used"],
-        "calldata_bytes": calldata,
+        **{k: report[k] for k in USAGE_FIELDS},
         "test_error_chain": report["test_error"],
         "test_error_simulate": sim_report["test_error"],
         "models_identical": same,
@@ -99,13 +96,17 @@ def main() -> int:
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
-    print("| setting | chain wall s | simulate s | ratio | txs | gas | calldata MB | test error | identical |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| setting | chain wall s | simulate s | ratio | txs | blocks | gas | calldata MB | largest tx KB | largest tx "
+        "gas | test error | identical |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
         f"| {args.data} M={args.parties} theta={args.theta}, {args.trees} trees depth {args.depth} "
         f"| {wall:.0f} | {sim_report['train_seconds'] + sim_report['prep_seconds']:.1f} | {result['ratio']:.0f}x "
-        f"| {report['tx_count']} | {report['gas_used'] / 1e9:.2f}G | {calldata / 1e6:.1f} "
-        f"| {report['test_error']:.4f} | {same} |"
+        f"| {report['tx_count']} | {report['blocks']} | {report['gas_used'] / 1e9:.2f}G "
+        f"| {report['calldata_bytes'] / 1e6:.1f} | {(report['max_tx_bytes'] or 0) / 1024:.0f} "
+        f"| {report['max_tx_gas'] / 1e6:.1f}M | {report['test_error']:.4f} | {same} |"
     )
     for i, split in enumerate(splits):
         print(f"- party {i}: {split}")
@@ -131,7 +132,7 @@ def _partial(prep: Any, setup: ChainSetup, budget: float) -> dict[str, Any]:
             training = time.perf_counter() - started
     finally:
         req.stop_parties()
-    txs, gas = req._count_blocks(req.client.block_number)
+    req.usage.scan(req.client, req.client.block_number)
     done = st.tree + (1 if st.status == Status.COMPLETED else 0)
     depth = prep.params.depth
     return {
@@ -141,8 +142,7 @@ def _partial(prep: Any, setup: ChainSetup, budget: float) -> dict[str, Any]:
         "level": st.level,
         "training_seconds": training,
         "first_training_block": first_block,
-        "tx_count": txs,
-        "gas_used": gas,
+        **{k: v for k, v in req.usage.report(req.client).items() if k in USAGE_FIELDS},
     }
 
 
@@ -150,7 +150,6 @@ def _report_partial(
     args: argparse.Namespace,
     report: dict[str, Any],
     wall: float,
-    calldata: int,
     sim_report: dict[str, Any],
     workdir: Path,
 ) -> int:
@@ -163,7 +162,6 @@ def _report_partial(
         "partial": True,
         **report,
         "wall_seconds_including_start": wall,
-        "calldata_bytes": calldata,
         "seconds_per_tree": per_tree,
         "extrapolated_training_seconds": extrapolated,
         "simulate_train_seconds": sim_report["train_seconds"],
@@ -176,7 +174,7 @@ def _report_partial(
     print(
         f"partial run: {report['trees_done']} of {args.trees} trees (now at tree {report['tree']} level "
         f"{report['level']}) in {report['training_seconds']:.0f} s of training; {report['tx_count']} txs, "
-        f"{report['gas_used'] / 1e9:.2f}G gas, {calldata / 1e6:.1f} MB calldata"
+        f"{report['gas_used'] / 1e9:.2f}G gas, {report['calldata_bytes'] / 1e6:.1f} MB calldata"
     )
     print(
         f"{per_tree:.1f} s per tree (levels done / depth) -> {args.trees} trees ~ {extrapolated:.0f} s "

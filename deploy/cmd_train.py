@@ -146,8 +146,14 @@ def on_chain_progress(
 def print_report(console: Console, report: dict[str, Any]) -> None:
     console.print(
         f"task {report['task']} on {report['rpc']}: test error {report['test_error']:.4f}, "
-        f"AUC {report['test_auc']:.4f}; {report['tx_count']} transactions, "
+        f"AUC {report['test_auc']:.4f}; {report['tx_count']} transactions in {report['blocks']} blocks, "
         f"{report['gas_used'] / 1e6:.1f}M gas, {report['wall_seconds']:.1f} s"
+    )
+    largest = report["max_tx_bytes"]
+    console.print(
+        f"largest transaction: {'?' if largest is None else f'{largest / 1024:.1f} KiB'}"
+        f"{'' if report['fits_geth_pool'] is not False else ' (over the 128 KiB a geth pool relays)'}, "
+        f"{report['max_tx_gas'] / 1e6:.2f}M gas{'' if report['fits_30m_block'] else ' (over a 30M-gas block)'}"
     )
     table = Table(title="contributions on chain (split Shapley phi + alpha * voting kappa)")
     for col in ("party", "phi", "kappa", "total", "share", "rejected histograms", "reward (ETH)"):

@@ -32,6 +32,7 @@ from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.edges import encode_edges
 from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.usage import ChainUsage
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import edges_from_sketch
 from fgbdt_chain.node.data import Dataset
@@ -132,9 +133,8 @@ class Requester:
         self.accounts: list[LocalAccount] = []
         self.procs: list[subprocess.Popen[bytes]] = []
         self.commands: list[list[str]] = []
-        self._scanned = 0
-        self._txs = self._gas = 0
         self.start_block = 0
+        self.usage = ChainUsage(0)
         self.log_paths: list[Path] = []
 
     # ------------------------------------------------------------------ set-up
@@ -143,6 +143,7 @@ class Requester:
         low, high = self.prep.ranges
         cfg = task_config(self.prep, self.setup)
         self.start_block = self.client.block_number
+        self.usage = ChainUsage(self.start_block)
         self.task_id, _ = self.task.create_task(
             self.setup.requester,
             cfg,
@@ -271,7 +272,8 @@ class Requester:
             except (OSError, TimeoutError):  # the chain may be restarting: parties ride it out, so does the requester
                 time.sleep(1.0)
                 continue
-            txs, gas = self._count_blocks(latest)
+            self.usage.scan(self.client, latest)
+            txs, gas = self.usage.txs, self.usage.gas
             if (st.tree, st.level) != last or st.status != Status.TRAINING:
                 last = (st.tree, st.level)
                 self.progress({"tree": st.tree, "level": st.level, "txs": txs, "gas": gas, "status": st.status.name})
@@ -336,7 +338,7 @@ class Requester:
         rejected = [sum(1 for k in voted - sent if k[2] == p) for p in parties]
         totals = [self.task.contribution(self.task_id, p) for p in parties]
         positive = sum(max(t, 0) for t in totals)
-        txs, gas = self._count_blocks(self.client.block_number)
+        self.usage.scan(self.client, self.client.block_number)
         return {
             "task": self.task_id,
             "contract": self.task.address,
@@ -364,8 +366,7 @@ class Requester:
             ],
             "rejected_histograms": rejected,
             "privacy": prep.config.privacy(prep.params).report(),
-            "gas_used": gas,
-            "tx_count": txs,
+            **self.usage.report(self.client),
             "wall_seconds": wall_seconds,
             "greedy": self.setup.greedy,
             "attack": (
@@ -375,15 +376,6 @@ class Requester:
             ),
             "model": model.to_json_dict(),
         }
-
-    def _count_blocks(self, latest: int) -> tuple[int, int]:
-        """Transactions and gas since the task was opened, reading each block once (follow and report share it)."""
-        for b in range(max(self._scanned, self.start_block) + 1, latest + 1):
-            block = self.client.w3.eth.get_block(b)
-            self._txs += len(block["transactions"])
-            self._gas += int(block["gasUsed"])
-        self._scanned = max(self._scanned, latest)
-        return self._txs, self._gas
 
 
 def run_task(prep: Prepared, setup: ChainSetup, progress: Progress | None = None) -> dict[str, Any]:

@@ -78,6 +78,19 @@ def test_chain_model_equals_simulate(
     assert (audit.privacy is None) == math.isinf(epsilon)
     if audit.privacy is not None:
         assert audit.privacy["epsilon"] == epsilon == report["privacy"]["epsilon"]
+    # the report's chain counters, recounted from the raw transactions since the task's creation
+    eth = task.client.w3.eth
+    first = task.client.logs(task.contract, ["TaskCreated"], report["task"])[0].block_number
+    raw = [
+        len(eth.get_raw_transaction(h))
+        for b in range(first, task.client.block_number + 1)
+        for h in eth.get_block(b)["transactions"]
+    ]
+    assert report["tx_count"] == len(raw) and report["max_tx_bytes"] == max(raw)
+    assert 0 < report["blocks"] <= report["tx_count"] and report["calldata_bytes"] < sum(raw)
+    sent = task.client.logs(task.contract, ["HistogramsSubmitted"], report["task"])
+    assert report["max_tx_gas"] >= max(int(eth.get_transaction_receipt(e.tx_hash)["gasUsed"]) for e in sent)
+    assert report["fits_geth_pool"] and report["fits_30m_block"]  # the toy task's transactions are small
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,91 @@
+"""What a task cost the chain, counted block by block: transactions, the blocks that carried them, gas, calldata, and
+the largest single transaction in bytes and in gas.
+
+Why the largest ones: a permissioned multi-node network refuses what a local devnet takes (geth's transaction pool
+drops a transaction over 128 KB; a block holds 30M gas), so the train report says how close the protocol comes to
+those limits, not only its totals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hexbytes import HexBytes
+from web3.exceptions import MethodUnavailable, TransactionNotFound, Web3RPCError
+
+from fgbdt_chain.ledger.client import ChainClient
+
+POOL_TX_LIMIT = 128 * 1024
+"""geth's transaction pool limit (``txMaxSize``, 4 slots of 32 KiB): the largest transaction a geth network relays."""
+BLOCK_GAS_LIMIT = 30_000_000
+"""A public-network-sized block, the gas every single transaction must fit in."""
+
+
+@dataclass
+class ChainUsage:
+    """Counters over the blocks after ``start_block``; :meth:`scan` reads each block once, so a follower can call it
+    at every poll and the report at the end."""
+
+    start_block: int
+    scanned: int = 0
+    txs: int = 0
+    blocks: int = 0
+    gas: int = 0
+    calldata_bytes: int = 0
+    max_calldata_bytes: int = 0
+    max_tx_gas: int = 0
+    _largest_tx: HexBytes = field(default=HexBytes(b""), repr=False)
+    _largest_size: int | None = field(default=None, repr=False)
+
+    def scan(self, client: ChainClient, latest: int) -> None:
+        """Count the blocks up to ``latest`` not counted yet."""
+        eth = client.w3.eth
+        for b in range(max(self.scanned, self.start_block) + 1, latest + 1):
+            block = eth.get_block(b, full_transactions=True)
+            txs: list[Any] = list(block["transactions"])
+            if not txs:
+                continue
+            self.blocks += 1
+            self.txs += len(txs)
+            self.gas += int(block["gasUsed"])
+            for tx in txs:
+                size = len(tx["input"])
+                self.calldata_bytes += size
+                if size > self.max_calldata_bytes:
+                    self.max_calldata_bytes = size
+                    self._largest_tx = HexBytes(tx["hash"])
+                    self._largest_size = None
+            if len(txs) == 1:
+                self.max_tx_gas = max(self.max_tx_gas, int(block["gasUsed"]))
+            else:
+                for tx in txs:
+                    self.max_tx_gas = max(self.max_tx_gas, int(eth.get_transaction_receipt(tx["hash"])["gasUsed"]))
+        self.scanned = max(self.scanned, latest)
+
+    def max_tx_bytes(self, client: ChainClient) -> int | None:
+        """The signed size of the transaction with the most calldata (which is the largest: the rest of a signed
+        transaction is a few dozen bytes of fixed fields), or None where the node does not serve raw transactions."""
+        if not self._largest_tx:
+            return 0
+        if self._largest_size is None:
+            try:
+                self._largest_size = len(client.w3.eth.get_raw_transaction(self._largest_tx))
+            except (MethodUnavailable, TransactionNotFound, Web3RPCError, NotImplementedError, ValueError):
+                # a node without eth_getRawTransactionByHash (the embedded chain): the size stays unknown
+                return None
+        return self._largest_size
+
+    def report(self, client: ChainClient) -> dict[str, Any]:
+        """The counters as the train report's fields."""
+        largest = self.max_tx_bytes(client)
+        return {
+            "tx_count": self.txs,
+            "blocks": self.blocks,
+            "gas_used": self.gas,
+            "calldata_bytes": self.calldata_bytes,
+            "max_tx_bytes": largest,
+            "max_tx_gas": self.max_tx_gas,
+            "fits_geth_pool": None if largest is None else largest <= POOL_TX_LIMIT,
+            "fits_30m_block": self.max_tx_gas <= BLOCK_GAS_LIMIT,
+        }
