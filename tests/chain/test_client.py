@@ -106,3 +106,48 @@ def test_failed_transaction_names_the_error_of_a_race_within_its_block(anvil_cli
     finally:
         provider.make_request("evm_setAutomine", [True])
     assert sorted(outcomes) == ["WrongPhase", "closeVoting"]
+
+
+def test_known_functions_are_sent_without_a_second_execution(anvil_client: ChainClient) -> None:
+    """Once a function's gas is known, its transactions go out with a limit guessed from its receipts (no
+    ``eth_estimateGas``); a revert is still named (the failed transaction is replayed as a call) and makes the function
+    dry-run again, and a guess that falls short is sent again once with the node's estimate."""
+    client = ChainClient.connect(anvil_client.w3.provider.endpoint_uri)  # type: ignore[attr-defined]
+    methods: list[str] = []
+    provider: Any = client.w3.provider
+    make_request = provider.make_request
+
+    def recording(method: str, params: Any) -> Any:
+        methods.append(str(method))
+        return make_request(method, params)
+
+    provider.make_request = recording
+    estimate_gas = client.w3.eth.estimate_gas
+
+    def estimating(tx: Any, *args: Any) -> Any:
+        methods.append("eth_estimateGas")
+        return estimate_gas(tx, *args)
+
+    client.w3.eth.estimate_gas = estimating  # type: ignore[method-assign]
+    task = TaskContract.deploy(client, client.new_account(10**21))
+    requester = client.new_account(10**21)
+    tid, _ = task.create_task(requester, TaskConfig(), [0], [ONE], reward=1)
+    assert "eth_estimateGas" in methods  # the first createTask: nothing known yet
+    methods.clear()
+    tid2, res = task.create_task(requester, TaskConfig(), [0, 1], [ONE, ONE], reward=1)
+    assert tid2 == tid + 1 and res.event("TaskCreated").args["taskId"] == tid2
+    assert "eth_estimateGas" not in methods and methods.count("eth_sendRawTransactionSync") == 1
+    task.fund(requester, tid, 5)
+    before = client.block_number
+    methods.clear()
+    with pytest.raises(ContractRevert, match="UnknownTask"):
+        task.fund(requester, tid2 + 10, 5)
+    assert "eth_estimateGas" not in methods and client.block_number == before + 1  # mined, failed, named
+    methods.clear()
+    task.fund(requester, tid, 5)  # a function that reverts often is dry-run first again
+    assert "eth_estimateGas" in methods
+    client._gas_seen["createTask"] = (30_000, 0.0)  # far too little for createTask
+    methods.clear()
+    tid3, _ = task.create_task(requester, TaskConfig(), [0], [ONE], reward=1)
+    assert tid3 == tid2 + 1 and methods.count("eth_estimateGas") == 1
+    assert methods.count("eth_sendRawTransactionSync") == 2  # the short guess, then the estimate
