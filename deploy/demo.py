@@ -16,7 +16,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from rich.table import Table
 
 from fgbdt_chain.api.app import settings_app
 from fgbdt_chain.api.client import auth_for, create_task_body
+from fgbdt_chain.api.service import request_parameters
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.deploy.cmd_train import on_chain_progress
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester
@@ -35,6 +35,7 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskContract
 from fgbdt_chain.ledger.forwarder import Forwarder
+from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.node.data import load_train_test
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
@@ -116,6 +117,15 @@ def _ok(r: httpx.Response) -> dict[str, Any]:
     return dict(r.json())
 
 
+def task_request(low: Any, high: Any, task: TaskParameters) -> dict[str, Any]:
+    """The body the demo's requester posts to ``/v1/tasks``: the schema and the task's parameters in the API's own
+    model (``api.service.request_parameters``: no privacy is null there, where ``TaskParameters`` holds inf)."""
+    return {
+        "task_schema": {"feature_min": [float(v) for v in low], "feature_max": [float(v) for v in high]},
+        "parameters": request_parameters(task).model_dump(mode="json"),
+    }
+
+
 def demo(args: argparse.Namespace) -> int:
     console = Console()
     started = time.monotonic()
@@ -145,20 +155,19 @@ def demo(args: argparse.Namespace) -> int:
             setup = ChainSetup(rpc=rpc, contract=task.address, requester=requester, workdir=work)
             req = Requester(prep, setup)
             low, high = prep.ranges
-            body = {
-                "task_schema": {"feature_min": [float(v) for v in low], "feature_max": [float(v) for v in high]},
-                "parameters": asdict(
-                    params.task(
-                        min_parties=args.parties,
-                        max_parties=args.parties,
-                        join_blocks=100_000,
-                        step_blocks=setup.step_blocks,
-                        endorse=setup.endorse,
-                        refusal_rate=setup.refusal_rate,
-                        overlap_threshold=setup.overlap_threshold,
-                    )
+            body = task_request(
+                low,
+                high,
+                params.task(
+                    min_parties=args.parties,
+                    max_parties=args.parties,
+                    join_blocks=100_000,
+                    step_blocks=setup.step_blocks,
+                    endorse=setup.endorse,
+                    refusal_rate=setup.refusal_rate,
+                    overlap_threshold=setup.overlap_threshold,
                 ),
-            }
+            )
             created = _ok(http.post("/v1/tasks", json=create_task_body(forwarder, task, requester, body)))
             req.task_id = tid = int(created["task_id"])
             task.fund(requester, tid, 10**18)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 
+from fgbdt_chain.api import models as m
 from fgbdt_chain.api.service import config_of, parameters_of, request_parameters
+from fgbdt_chain.deploy.demo import task_request
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.node.fvtree import TrainParams
@@ -50,3 +55,14 @@ def test_a_private_task_through_the_api_gets_the_noise_floor_of_lambda_as_the_co
     cfg = config_of(request_parameters(task))
     assert floor > 1.0 and cfg.lam == ref.to_fixed(floor) and cfg.epsilon == ref.to_fixed(1.0)
     assert config_of(request_parameters(TaskParameters.of(cfg))) == cfg  # idempotent
+
+
+@pytest.mark.parametrize("epsilon", [math.inf, 1.5], ids=["public", "private"])
+def test_the_demo_posts_a_request_the_api_accepts(epsilon: float) -> None:
+    """``fgbdt demo`` creates its task through the API: its body must pass the API's own validation (a public task's
+    epsilon is inf in ``TaskParameters`` and null in the API) and map to the config the command line would send."""
+    task = TrainParams(trees=3, depth=2).task(min_parties=2, max_parties=2, epsilon=epsilon)
+    body = json.loads(json.dumps(task_request([0.0, -1.0], [1.0, 2.0], task), allow_nan=False))
+    request = m.CreateTaskRequest.model_validate(body)
+    assert request.parameters.epsilon == (None if math.isinf(epsilon) else epsilon)
+    assert config_of(request.parameters) == config_of(request_parameters(task))
