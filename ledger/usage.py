@@ -50,7 +50,7 @@ class ChainUsage:
             self.txs += len(txs)
             self.gas += int(block["gasUsed"])
             for tx in txs:
-                size = len(tx["input"])
+                size = len(tx["input"] if "input" in tx else tx["data"])  # eth-tester names the calldata "data"
                 self.calldata_bytes += size
                 if size > self.max_calldata_bytes:
                     self.max_calldata_bytes = size
