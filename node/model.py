@@ -376,20 +376,22 @@ class Model:
             raise ValueError(f"X has {X.shape[1]} features, the model expects {self.num_features}")
         return X
 
-    def predict_raw(self, X: Any) -> np.ndarray:
+    def predict_raw(self, X: Any, num_iteration: int | None = None) -> np.ndarray:
         """Raw scores: ``base_score`` plus the leaf values of every tree, added in tree order (float64).
 
         ``X``: rows by features, a numpy array, scipy sparse matrix (absent entries are 0) or pandas frame (by
-        position, as LightGBM does); NaN is a missing value."""
+        position, as LightGBM does); NaN is a missing value. ``num_iteration``: only the first that many trees, as
+        LightGBM's argument of that name (convergence curves without retraining); None or <= 0: all of them."""
         self.validate()
         X = self._check_X(X)
+        trees = self.trees if num_iteration is None or num_iteration <= 0 else self.trees[:num_iteration]
         n = X.shape[0]
         # feature-major layout: the slots of feature f for all rows are contiguous at f * n
         slots = np.ascontiguousarray(bin_matrix(X, self.edges).T).ravel()
         rows = np.arange(n, dtype=np.intp)
         raw = np.full(n, float(self.base_score), dtype=np.float64)
         node = np.empty(n, dtype=np.intp)
-        for tree in self.trees:
+        for tree in trees:
             ct = _compile(tree)
             offset = ct.feature * n
             node.fill(1)
@@ -400,19 +402,19 @@ class Model:
             raw += ct.value[node]
         return raw
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: Any, num_iteration: int | None = None) -> np.ndarray:
         """Probability of class 1 (binary models only): the logistic function of the raw score."""
         if self.objective != "binary":
             raise ValueError(f"predict_proba needs a binary model; this model's objective is {self.objective!r}")
-        return 1.0 / (1.0 + np.exp(-self.predict_raw(X)))
+        return 1.0 / (1.0 + np.exp(-self.predict_raw(X, num_iteration)))
 
-    def predict(self, X: Any, raw_score: bool = False) -> np.ndarray:
+    def predict(self, X: Any, raw_score: bool = False, num_iteration: int | None = None) -> np.ndarray:
         """What ``lightgbm.Booster.predict`` returns: the probability of class 1 for a binary model, the predicted
         value for regression; ``raw_score=True`` gives the raw scores (log-odds for binary). Class labels are the
         caller's threshold (``predict(X) > 0.5``), or ``FGBDTClassifier.predict``."""
         if raw_score or self.objective != "binary":
-            return self.predict_raw(X)
-        return self.predict_proba(X)
+            return self.predict_raw(X, num_iteration)
+        return self.predict_proba(X, num_iteration)
 
     def feature_importance(self, importance_type: str = "split") -> np.ndarray:
         """Per feature, as ``lightgbm.Booster.feature_importance``: ``"split"`` counts the splits on it (int64),

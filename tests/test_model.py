@@ -8,6 +8,7 @@ inputs with NaNs, infinities and values exactly on edges, where an off-by-one in
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import math
@@ -345,6 +346,13 @@ def test_lightgbm_export_parity(tmp_path: Path, seed: int, objective: str) -> No
     # LightGBM re-serialises what it loaded without complaint (fields all parsed)
     again = lgb.Booster(model_str=booster.model_to_string())
     np.testing.assert_allclose(again.predict(X, raw_score=True), raw, rtol=0, atol=1e-9)
+    # num_iteration means what LightGBM's argument of that name means: the first k trees
+    for k in (1, len(model.trees) // 2):
+        first_k = dataclasses.replace(model, trees=model.trees[:k])
+        np.testing.assert_array_equal(model.predict(X, num_iteration=k), first_k.predict(X))
+        np.testing.assert_allclose(
+            booster.predict(X, raw_score=True, num_iteration=k), model.predict_raw(X, k), rtol=0, atol=1e-9
+        )
 
 
 def test_lightgbm_export_thresholds_and_single_leaf() -> None:
