@@ -27,8 +27,8 @@ import numpy as np
 from fgbdt_chain.node.fvtree import TrainParams
 
 
-def lightgbm_params(params: TrainParams, *, threads: int = 1, seed: int = 0) -> dict[str, Any]:
-    """LightGBM parameters equivalent to the federation's."""
+def _matched(params: TrainParams, threads: int, seed: int) -> dict[str, Any]:
+    """The training choices every LightGBM baseline takes from the federation's parameters."""
     return {
         "objective": "binary" if params.objective == "binary" else "regression",
         "learning_rate": params.learning_rate,
@@ -36,14 +36,21 @@ def lightgbm_params(params: TrainParams, *, threads: int = 1, seed: int = 0) -> 
         "max_depth": params.depth,
         "lambda_l2": params.lam,
         "min_data_in_leaf": params.min_rows,
-        "min_sum_hessian_in_leaf": 0.0,
-        "max_bin": params.nbins + 1,
-        "min_data_in_bin": 1,
-        "boost_from_average": False,
         "num_threads": threads,
         "seed": seed,
         "deterministic": True,
         "verbose": -1,
+    }
+
+
+def lightgbm_params(params: TrainParams, *, threads: int = 1, seed: int = 0) -> dict[str, Any]:
+    """LightGBM parameters equivalent to the federation's: its bins as given and no starting average."""
+    return {
+        **_matched(params, threads, seed),
+        "min_sum_hessian_in_leaf": 0.0,
+        "max_bin": params.nbins + 1,
+        "min_data_in_bin": 1,
+        "boost_from_average": False,
     }
 
 
@@ -79,18 +86,7 @@ def predict_lightgbm(booster: lgb.Booster, slots: np.ndarray, params: TrainParam
 
 def own_bins_params(params: TrainParams, *, threads: int = 1, seed: int = 0) -> dict[str, Any]:
     """LightGBM's defaults with the user's training choices matched (see the module docstring for which)."""
-    return {
-        "objective": "binary" if params.objective == "binary" else "regression",
-        "learning_rate": params.learning_rate,
-        "num_leaves": 2**params.depth,
-        "max_depth": params.depth,
-        "lambda_l2": params.lam,
-        "min_data_in_leaf": params.min_rows,
-        "num_threads": threads,
-        "seed": seed,
-        "deterministic": True,
-        "verbose": -1,
-    }
+    return _matched(params, threads, seed)
 
 
 def train_own_bins(
