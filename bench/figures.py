@@ -1,0 +1,189 @@
+"""The FGBDT-Chain paper's experimental figures as plots, in the same harness as every other figure (issue 14).
+
+* **figure6**, convergence (section 6.2.1): test error against the number of trees, M = 4, theta 0.8, the paper's
+  settings (500 trees of depth 8, 16 bins, learning rate 0.1, lambda 0.1), on a9a, HIGGS and SUSY: FV-tree, PV-tree
+  (votes on raw gradients), the parties alone (standalone A: the mean over the first half of the parties, mostly
+  class 0; B: the rest, ``node.partition``) and centralized LightGBM on the federation's bins; one model per
+  algorithm and seed, read at every checkpoint with ``num_iteration`` (LightGBM's argument, ``Model.predict``
+  takes the same), so every point of a curve is the same model cut short, as the paper's curves are.
+
+Each (data set, seed) shares one partition, bins and test set across the algorithms; 3 seeds, mean ± SE per
+checkpoint in the table, mean with a min-max band in the plot.
+
+    python -m bench.figures --part figure6 --seeds 0-2 --jobs 1
+    python -m bench.figures --part figure6 --from-json bench/results/figure6.json   # tables and plot again
+
+Plots (PNG, in ``docs/``) need the ``plots`` extra (matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.datasets import load
+from bench.stats import mean_se
+from fgbdt_chain.node import baselines
+from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.metrics import error_rate
+
+DATASETS = ("a9a", "higgs", "susy")
+PARTIES, THETA = 4, 0.8
+CHECKPOINTS = (1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 250, 300, 350, 400, 450, 500)
+CURVES = ("fvtree", "pvtree", "standalone_a", "standalone_b", "centralized")
+LABELS = {
+    "fvtree": "FV-tree",
+    "pvtree": "PV-tree",
+    "standalone_a": "standalone A",
+    "standalone_b": "standalone B",
+    "centralized": "centralized (LightGBM, same bins)",
+}
+
+
+def _sigmoid(raw: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-raw))
+
+
+def _lightgbm_curve(prep: Prepared, slots: np.ndarray, y: np.ndarray, checkpoints: Sequence[int]) -> list[float]:
+    """Test error of one LightGBM model on the federation's bins, cut at every checkpoint."""
+    booster = baselines.train_lightgbm(slots, y, prep.params, threads=1, seed=prep.config.seed)
+    test = prep.test_slots.astype(np.float64)
+    return [
+        error_rate(prep.test.y, _sigmoid(np.asarray(booster.predict(test, raw_score=True, num_iteration=k))))
+        for k in checkpoints
+    ]
+
+
+def convergence(task: tuple[str, int, int, int]) -> dict[str, Any]:
+    """Every curve of figure 6 for one data set and seed."""
+    name, seed, trees, depth = task
+    start = time.perf_counter()
+    train, test = load(name, seed)
+    params = TrainParams(trees=trees, depth=depth)
+    prep = prepare(train, test, params, PrepConfig(parties=PARTIES, theta=THETA, seed=seed))
+    checkpoints = [k for k in CHECKPOINTS if k <= trees]
+    curves: dict[str, list[float]] = {}
+    for algo in ("fvtree", "pvtree"):
+        _, model, _ = run(prep, algo)
+        assert model is not None
+        curves[algo] = [error_rate(test.y, model.predict(test.X, num_iteration=k)) for k in checkpoints]
+    alone = [_lightgbm_curve(prep, s, y, checkpoints) for s, y in zip(prep.party_slots(), prep.party_y(), strict=True)]
+    half = (PARTIES + 1) // 2  # node.partition: group A (mostly class 0) is the first half of the parties
+    curves["standalone_a"] = np.mean(alone[:half], axis=0).tolist()
+    curves["standalone_b"] = np.mean(alone[half:], axis=0).tolist()
+    curves["centralized"] = _lightgbm_curve(prep, prep.train_slots, train.y, checkpoints)
+    return {
+        "dataset": name,
+        "seed": seed,
+        "trees": trees,
+        "depth": depth,
+        "checkpoints": checkpoints,
+        "curves": curves,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def render(rows: list[dict[str, Any]], command: str, out: Path, plot: Path) -> str:
+    """Markdown tables (mean ± SE over seeds at selected checkpoints) and the PNG plot."""
+    lines = [f"Command: `{command}` (results: `{out}`, plot: `{plot}`)", ""]
+    names = [n for n in DATASETS if any(r["dataset"] == n for r in rows)]
+    for name in names:
+        same = [r for r in rows if r["dataset"] == name]
+        checkpoints = same[0]["checkpoints"]
+        shown = [i for i, k in enumerate(checkpoints) if k in (1, 10, 50, 100, 200, 300, 500) or k == checkpoints[-1]]
+        shown = sorted(set(shown))
+        lines.append(
+            f"**{name}** (M = {PARTIES}, theta {THETA}, {same[0]['trees']} trees of depth {same[0]['depth']}, "
+            f"{len(same)} seeds; test error, mean ± SE)"
+        )
+        lines.append("")
+        lines.append("| trees | " + " | ".join(LABELS[c] for c in CURVES) + " |")
+        lines.append("|---|" + "---|" * len(CURVES))
+        for i in shown:
+            cells = []
+            for c in CURVES:
+                mean, se = mean_se([r["curves"][c][i] for r in same])
+                cells.append(f"{mean:.4f} ± {se:.4f}")
+            lines.append(f"| {checkpoints[i]} | " + " | ".join(cells) + " |")
+        lines.append("")
+    _plot(rows, names, plot)
+    return "\n".join(lines)
+
+
+def _plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install 'fgbdt-chain[plots]'): no plot", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        same = [r for r in rows if r["dataset"] == name]
+        xs = same[0]["checkpoints"]
+        for c in CURVES:
+            vals = np.array([r["curves"][c] for r in same])
+            (line,) = ax.plot(xs, vals.mean(axis=0), label=LABELS[c])
+            ax.fill_between(xs, vals.min(axis=0), vals.max(axis=0), color=line.get_color(), alpha=0.15)
+        ax.set_xscale("log")
+        ax.set_xlabel("trees")
+        ax.set_ylabel("test error")
+        ax.set_title(f"{name} (M = {PARTIES}, theta {THETA}, {len(same)} seeds)", fontsize=10)
+    axes[0][-1].legend(fontsize=8, loc="center right")  # the gap between the federation and the parties alone
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _seeds(text: str) -> list[int]:
+    if "-" in text:
+        lo, hi = map(int, text.split("-"))
+        return list(range(lo, hi + 1))
+    return [int(s) for s in text.split(",")]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", choices=("figure6",), default="figure6")
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--seeds", default="0-2")
+    ap.add_argument("--trees", type=int, default=500)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--from-json", help="render the tables and plot again from a results file")
+    args = ap.parse_args(argv)
+    out = Path(f"bench/results/{args.part}.json")
+    plot = Path(f"docs/{args.part}.png")
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        command, rows = saved["command"], saved["rows"]
+    else:
+        command = "python -m bench.figures " + " ".join(sys.argv[1:] if argv is None else argv)
+        tasks = [(n, s, args.trees, args.depth) for n in args.datasets.split(",") for s in _seeds(args.seeds)]
+        if args.jobs > 1:
+            with ProcessPoolExecutor(args.jobs) as pool:
+                rows = list(pool.map(convergence, tasks))
+        else:
+            rows = [convergence(t) for t in tasks]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"command": command, "rows": rows}, indent=1))
+    text = render(rows, command, out, plot)
+    out.with_suffix(".md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
