@@ -16,10 +16,15 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
   (``bench.stress.heavy_data``), M = 4, theta 0.8, 50 trees of depth 3, 10 seeds, LightGBM (own bins, same trees and
   depth, no privacy) beside it; with the default 16 bins and with 4: the noise per bin does not depend on the bins,
   so fewer, fuller bins carry more signal per unit of noise.
+* **figure9-randomsplit** and **curve-randomsplit**: the same runs with ``--algo randomsplit``
+  (``node.random_split``: split features and thresholds drawn from a public seed, each party's leaf sums released
+  once per tree), the design that releases T times instead of T x d.
 
     python -m bench.privacy --part figure9 --seeds 0-9 --jobs 2
     python -m bench.privacy --part curve --seeds 0-9 --jobs 2
     python -m bench.privacy --part figure9 --from-json bench/results/privacy_figure9.json   # tables and plot again
+    python -m bench.privacy --part figure9-randomsplit --seeds 0-9 --jobs 1   # the same with random-split trees
+    python -m bench.privacy --part curve-randomsplit --seeds 0-9 --jobs 1
 
 Plots (PNG, in ``docs/``) need the ``plots`` extra (matplotlib).
 """
@@ -57,7 +62,23 @@ PARTS: dict[str, dict[str, Any]] = {
         "metric": "test_auc",
         "bins": (16, 4),
     },
+    # the same two figures with random-split trees that release only their leaves (node.random_split)
+    "figure9-randomsplit": {
+        "datasets": {"a9a": 40, "higgs": 50, "susy": 50},
+        "epsilons": EPSILONS,
+        "metric": "test_error",
+        "bins": (16,),
+        "algo": "randomsplit",
+    },
+    "curve-randomsplit": {
+        "datasets": {"credit": 50, "heavy": 50},
+        "epsilons": (0.25, *EPSILONS[:-1], 16.0, math.inf),
+        "metric": "test_auc",
+        "bins": (16,),
+        "algo": "randomsplit",
+    },
 }
+ALGO_LABELS = {"fvtree": "FV-tree", "randomsplit": "random splits, private leaves"}
 PARTIES, THETA, DEPTH = 4, 0.8, 3
 
 
@@ -70,17 +91,17 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
     row: dict[str, Any] = {"dataset": name, "seed": seed, "trees": trees, "bins": bins, "runs": {}}
     for eps in PARTS[part]["epsilons"]:
         prep = prepare(train, test, params, PrepConfig(parties=PARTIES, theta=THETA, seed=seed, epsilon=eps))
-        report, _, _ = run(prep, "fvtree")
+        report, _, _ = run(prep, PARTS[part].get("algo", "fvtree"))
         row["runs"][repr(eps)] = {
             "test_error": report["test_error"],
             "test_auc": report["test_auc"],
             "accounted_epsilon": report["privacy"]["accounted_epsilon"],
             "lambda": report["params"]["lam"],
         }
-    ref_params = TrainParams() if part == "figure9" else params
+    ref_params = TrainParams() if part.startswith("figure9") else params
     booster = baselines.train_own_bins(train.X, train.y, ref_params, threads=1, seed=seed)
     row["lightgbm"] = evaluate(ref_params, test.y, np.asarray(booster.predict(test.X), dtype=np.float64))
-    if part == "figure9":
+    if part.startswith("figure9"):
         prep = prepare(train, test, ref_params, PrepConfig(parties=PARTIES, theta=THETA, seed=seed))
         alone = standalone_errors(prep)
         half = (PARTIES + 1) // 2  # node.partition: group A (mostly class 0) is the first half of the parties
@@ -102,7 +123,8 @@ def table(part: str, rows: list[dict[str, Any]]) -> str:
         group = [r for r in rows if r["dataset"] == name and r.get("bins", 16) == bins]
         if not group:
             continue
-        shape = f"{group[0]['trees']} trees of depth {DEPTH}, {bins} bins"
+        algo = ALGO_LABELS[PARTS[part].get("algo", "fvtree")]
+        shape = f"{algo}, {group[0]['trees']} trees of depth {DEPTH}, {bins} bins"
         out.append(f"\n**{name}** ({shape}, {len(group)} seeds; {metric})\n")
         out.append("| epsilon | min | mean ± SE | max | accounted epsilon (max) | lambda |")
         out.append("|---|---|---|---|---|---|")
@@ -114,7 +136,7 @@ def table(part: str, rows: list[dict[str, Any]]) -> str:
             out.append(f"| {label(e)} | {min(v):.4f} | {mean:.4f} ± {se:.4f} | {max(v):.4f} | {acc:g} | {lam:.3g} |")
         mean, se = mean_se([r["lightgbm"][metric] for r in group])
         out.append(f"| LightGBM, own bins, no privacy | | {mean:.4f} ± {se:.4f} | | | |")
-        if part == "figure9":
+        if part.startswith("figure9"):
             for side in ("a", "b"):
                 mean, se = mean_se([r[f"standalone_{side}"] for r in group])
                 out.append(f"| standalone {side.upper()}, no privacy | | {mean:.4f} ± {se:.4f} | | | |")
@@ -142,7 +164,8 @@ def plot(part: str, rows: list[dict[str, Any]], path: Path) -> None:
             if not same:
                 continue
             vals = [[r["runs"][repr(e)][metric] for r in same] for e in PARTS[part]["epsilons"]]
-            tag = f"FV-tree, {bins} bins" if len(all_bins) > 1 else "FV-tree"
+            algo = ALGO_LABELS[PARTS[part].get("algo", "fvtree")]
+            tag = f"{algo}, {bins} bins" if len(all_bins) > 1 else algo
             ax.fill_between(xs, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2, label=f"{tag} min-max")
             ax.plot(xs, [float(np.mean(v)) for v in vals], "o-", label=f"{tag} mean")
         ax.axhline(
@@ -151,7 +174,7 @@ def plot(part: str, rows: list[dict[str, Any]], path: Path) -> None:
             ls="--",
             label="LightGBM",
         )
-        if part == "figure9":
+        if part.startswith("figure9"):
             for side, style in (("a", ":"), ("b", "-.")):
                 level = float(np.mean([r[f"standalone_{side}"] for r in group]))
                 ax.axhline(level, color="gray", ls=style, label=f"standalone {side.upper()}")

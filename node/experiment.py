@@ -25,14 +25,15 @@ from fgbdt_chain.node.endorsement import EndorsementRule, estimators_for
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED
 from fgbdt_chain.node.fvtree import Federation, LevelView, TrainParams, TrainResult, params_dict
 from fgbdt_chain.node.metrics import auc, error_rate, rmse
-from fgbdt_chain.node.model import Model, bin_matrix, slot_widths
+from fgbdt_chain.node.model import Model, Tree, bin_matrix, slot_widths
 from fgbdt_chain.node.partition import feature_skewed, skewed_partition
-from fgbdt_chain.node.privacy import NO_PRIVACY, PrivacyPlan, plan
+from fgbdt_chain.node.privacy import NO_PRIVACY, PrivacyPlan, leaf_plan, plan
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
+from fgbdt_chain.node.random_split import train_random_split
 from fgbdt_chain.node.verify import PartyEstimator
 from fgbdt_chain.node.weights import distribution_weights
 
-ALGORITHMS = (*FEDERATED, "standalone", "centralized", "lightgbm")
+ALGORITHMS = (*FEDERATED, "randomsplit", "standalone", "centralized", "lightgbm")
 BASELINES = ("standalone", "centralized", "lightgbm")
 """The LightGBM baselines (``node.baselines``): a party alone and all rows on the federation's bins, and all rows
 with LightGBM's own binning of the raw values (``lightgbm``), so the cost of the private bins stays visible."""
@@ -114,6 +115,9 @@ class Prepared:
     psd_bytes: list[int] | None = None
     sketch_bytes: list[int] | None = None
     """Each party's published binning sketch in bytes (``node.binning.encode_sketch``; 0 for ``exact``/``uniform``)."""
+    lam_given: float | None = None
+    """The lambda asked for, before a private task raised it to FV-tree's noise floor (``PrivacyPlan.regularisation``):
+    an algorithm with another noise (``randomsplit``) raises it to its own."""
     given_parts: bool = False
     """Whether the parties came already split (``prepare``'s ``parts``): theta and the feature skew then played no
     part, and the reports say so with None."""
@@ -218,6 +222,7 @@ def prepare(
     if config.parties < 1:
         raise ValueError("parties must be at least 1")
     start = time.perf_counter()
+    lam_given = params.lam
     privacy = config.privacy(params)
     if privacy.private:  # noisy leaves need a regularisation at the noise's scale (PrivacyPlan.regularisation)
         params = dataclasses.replace(params, lam=privacy.regularisation(params.lam, config.parties))
@@ -247,6 +252,7 @@ def prepare(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges
     )
     prepared.given_parts = given
+    prepared.lam_given = lam_given
     prepared.sketch_bytes = sketch_bytes
     prepared.prep_seconds = time.perf_counter() - start
     return prepared
@@ -270,14 +276,14 @@ def standalone_errors(prep: Prepared, threads: int = 1) -> list[dict[str, float]
     return out
 
 
-def make_model(prep: Prepared, result: TrainResult, algo: str) -> Model:
+def make_model(prep: Prepared, result: TrainResult | list[Tree], algo: str) -> Model:
     """The trained trees with the task's bins, ready to predict, save and export."""
     return Model(
         objective=prep.params.objective,
         feature_names=list(prep.train.feature_names),
         edges=[list(e) for e in prep.edges],
         bins=prep.params.bins,
-        trees=result.trees,
+        trees=result if isinstance(result, list) else result.trees,
         params={**params_dict(prep.params), "algo": algo},
         meta={
             "dataset": prep.train.name,
@@ -407,6 +413,20 @@ def run(
         train_seconds = time.perf_counter() - start
         report.update(evaluate(p, prep.test.y, np.asarray(booster.predict(prep.test.X), dtype=np.float64)))
         report["lightgbm_params"] = baselines.own_bins_params(p, threads=threads, seed=c.seed)
+    elif algo == "randomsplit":
+        leaf = leaf_plan(c.epsilon, c.dp_delta, p.trees)
+        lam = p.lam if prep.lam_given is None else prep.lam_given
+        start = time.perf_counter()
+        rs = train_random_split(
+            prep.party_slots(), prep.party_y(), dataclasses.replace(p, lam=lam), slot_widths(prep.edges), leaf, c.seed
+        )
+        train_seconds = time.perf_counter() - start
+        model = make_model(prep, rs.trees, algo)
+        if prep.test.n_rows:
+            report.update(evaluate(p, prep.test.y, model.predict(prep.test.X)))
+        report["params"]["lam"] = rs.lam
+        report["privacy"] = leaf.report()
+        report["comm_bytes_per_party_per_tree"] = [rs.comm_bytes_per_party_per_tree] * c.parties
     elif algo == "standalone":
         assert standalone is not None
         train_seconds = 0.0

@@ -176,7 +176,73 @@ def plan(epsilon: float, delta: float, trees: int, depth: int) -> PrivacyPlan:
     )
 
 
-VOTES, HISTOGRAMS = 0, 1
+LEAF_SENSITIVITY = math.sqrt(2.0)
+"""L2 sensitivity of one tree's leaf release (``node.random_split``): a row sits in one leaf and moves its gradient
+sum by at most 1 and its hessian sum by at most 1/4, so in units of those bounds the release moves by at most
+``sqrt(1 + 1)``."""
+
+
+@dataclass(frozen=True)
+class LeafPlan:
+    """A party's budget when it releases only leaf sums, once per tree (``node.random_split``): the bin sketch's
+    share as in :func:`plan`, the rest to ``trees`` Gaussian releases composed by the RDP accountant."""
+
+    epsilon: float
+    delta: float
+    sketch_epsilon: float
+    noise_multiplier: float
+    releases: int
+    accounted_epsilon: float
+
+    @property
+    def private(self) -> bool:
+        return math.isfinite(self.epsilon)
+
+    def noise_sd(self, quantity: str) -> float:
+        """Standard deviation of the noise on one leaf's sum of ``quantity`` (g or h), in its own units."""
+        return self.noise_multiplier * LEAF_SENSITIVITY * ROW_BOUNDS[quantity]
+
+    def regularisation(self, lam: float, parties: int) -> float:
+        """As :meth:`PrivacyPlan.regularisation`: lambda at least the aggregated gradient noise."""
+        return max(lam, math.sqrt(parties) * self.noise_sd("g")) if self.private else lam
+
+    def report(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["accountant"] = "RDP (dp-accounting); the sketch as eps^2/2-zCDP, one Gaussian leaf release per tree"
+        out["leaf_noise_sd"] = {q: self.noise_sd(q) for q in ("g", "h")} if self.private else None
+        return out
+
+
+def leaf_plan(epsilon: float, delta: float, trees: int) -> LeafPlan:
+    """Calibrate the leaf releases of ``trees`` trees so that, with the sketch's share, the party is
+    ``(epsilon, delta)``-DP: the smallest noise multiplier (bisection) whose composition the accountant puts at most
+    at ``epsilon``. ``inf``: no noise."""
+    if math.isinf(epsilon) and epsilon > 0:
+        return LeafPlan(math.inf, 0.0, math.inf, 0.0, 0, 0.0)
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be positive (inf: no privacy), got {epsilon}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if trees < 1:
+        raise ValueError("a private task needs at least one tree")
+    sketch_eps = SPLIT["sketch"] * epsilon
+
+    def accounted(z: float) -> float:
+        return _composed_epsilon(delta, sketch_eps, 0.0, 0.0, z, trees)
+
+    lo, hi = 1e-3, 1.0
+    while accounted(hi) > epsilon:
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if accounted(mid) > epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return LeafPlan(epsilon, delta, sketch_eps, hi, trees, accounted(hi))
+
+
+VOTES, HISTOGRAMS, LEAVES = 0, 1, 2
 """Purposes of a party's noise streams (``noise_rng``)."""
 
 

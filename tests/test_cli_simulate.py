@@ -104,7 +104,7 @@ def test_summary_shows_both_centralized_baselines(
     assert "centralized (task's" in table and "lightgbm (own" in table
 
 
-@pytest.mark.parametrize("algo", ["pvtree", "allfeatures", "standalone", "centralized", "lightgbm"])
+@pytest.mark.parametrize("algo", ["pvtree", "allfeatures", "randomsplit", "standalone", "centralized", "lightgbm"])
 def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> None:
     out = tmp_path / "r.json"
     assert (

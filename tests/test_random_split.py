@@ -1,0 +1,126 @@
+"""Random-split trees with private leaves (``node.random_split``): public splits, one noisy leaf release per tree,
+the accounting of ``node.privacy.leaf_plan``, and a model that predicts what training applied."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.experiment import PrepConfig, make_model, prepare, run
+from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.metrics import auc
+from fgbdt_chain.node.model import bin_matrix, slot_widths
+from fgbdt_chain.node.privacy import LEAF_SENSITIVITY, SPLIT, leaf_plan
+from fgbdt_chain.node.random_split import draw_splits, leaf_index, party_leaf_sums, train_random_split
+
+
+def _data(rows: int = 8_000, seed: int = 3) -> tuple[Dataset, Dataset]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, 5))
+    X[:, 2] = np.where(rng.random(rows) < 0.1, np.nan, X[:, 2])  # missing values
+    X[:, 4] = 1.0  # a constant column: never drawn
+    y = (X[:, 0] - X[:, 1] + 0.4 * rng.normal(size=rows) > 0).astype(float)
+    cut = rows * 3 // 4
+    return Dataset(X[:cut], y[:cut]), Dataset(X[cut:], y[cut:])
+
+
+def test_splits_are_drawn_inside_every_features_bins() -> None:
+    widths = np.array([18, 3, 2, 10])  # feature 2 has no edge: no split can separate its rows
+    features, thresholds = draw_splits(widths, 6, np.random.default_rng(0))
+    assert features.shape == thresholds.shape == (63,)
+    assert 2 not in set(features.tolist()) and {0, 1, 3} <= set(features.tolist())
+    assert np.all(thresholds >= 1) and np.all(thresholds <= widths[features] - 2)  # a bin on each side
+    with pytest.raises(ValueError, match="no feature has two bins"):
+        draw_splits(np.array([2, 1]), 2, np.random.default_rng(0))
+
+
+def test_rows_reach_the_leaf_the_model_routes_them_to() -> None:
+    """Training adds to each row the value of the leaf ``leaf_index`` gives it; the saved model must predict the
+    same sums from the raw values, to the last bit, missing values included."""
+    train, _ = _data(2_000)
+    params = TrainParams(trees=7, depth=3, bins=8)
+    prep = prepare(train, train, params, PrepConfig(parties=2, theta=0.5, seed=1))
+    plan = leaf_plan(math.inf, 1e-5, params.trees)
+    res = train_random_split(prep.party_slots(), prep.party_y(), params, slot_widths(prep.edges), plan, seed=1)
+    model = make_model(prep, res.trees, "randomsplit")
+    model.validate()
+    slots = bin_matrix(train.X, prep.edges)
+    expected = np.zeros(train.n_rows)
+    for tree in res.trees:
+        features = np.array([tree.nodes[i].feature for i in range(1, 8)])
+        thresholds = np.array([tree.nodes[i].threshold for i in range(1, 8)])
+        values = np.array([tree.nodes[8 + j].value_fixed for j in range(8)], dtype=object)
+        expected += np.array([v / 10**18 for v in values[leaf_index(slots, features, thresholds, 3)]], dtype=float)
+    np.testing.assert_allclose(model.predict_raw(train.X), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("epsilon", "trees"), [(0.5, 20), (1.0, 50), (4.0, 200)])
+def test_the_leaf_plan_spends_the_budget_and_no_more(epsilon: float, trees: int) -> None:
+    p = leaf_plan(epsilon, 1e-5, trees)
+    assert epsilon * 0.999 <= p.accounted_epsilon <= epsilon
+    accountant = rdp_privacy_accountant.RdpAccountant()  # recomputed from what the plan says each release gets
+    accountant.compose(
+        dp_event.ComposedDpEvent(
+            [
+                dp_event.ZCDpEvent((SPLIT["sketch"] * epsilon) ** 2 / 2),
+                dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(p.noise_multiplier), trees),
+            ]
+        )
+    )
+    assert accountant.get_epsilon(1e-5) == pytest.approx(p.accounted_epsilon, rel=1e-9)
+    assert p.noise_sd("g") == pytest.approx(p.noise_multiplier * LEAF_SENSITIVITY)
+    assert p.noise_sd("h") == pytest.approx(p.noise_sd("g") / 4)
+    assert leaf_plan(2 * epsilon, 1e-5, trees).noise_multiplier < p.noise_multiplier  # more budget, less noise
+    with pytest.raises(ValueError, match="epsilon must be positive"):
+        leaf_plan(0.0, 1e-5, trees)
+    with pytest.raises(ValueError, match="delta"):
+        leaf_plan(epsilon, 1.0, trees)
+
+
+def test_private_leaves_carry_the_planned_noise() -> None:
+    """A party's release per leaf: the exact sums plus noise of the plan's standard deviation, on every leaf."""
+    rng = np.random.default_rng(0)
+    leaf = rng.integers(0, 3, size=400)  # leaf 3 of 4 is empty: it is released too
+    g, h = rng.uniform(-1, 1, size=400), rng.uniform(0, 0.25, size=400)
+    plan = leaf_plan(1.0, 1e-5, 50)
+    exact_g, exact_h = party_leaf_sums(leaf, g, h, 4, leaf_plan(math.inf, 1e-5, 50), rng)
+    np.testing.assert_allclose(exact_g, np.bincount(leaf, g, minlength=4))
+    draws = [party_leaf_sums(leaf, g, h, 4, plan, np.random.default_rng(s)) for s in range(4000)]
+    noise_g = np.array([d[0] for d in draws]) - exact_g
+    noise_h = np.array([d[1] for d in draws]) - exact_h
+    assert np.all(np.abs(noise_g.std(axis=0) / plan.noise_sd("g") - 1) < 0.05)
+    assert np.all(np.abs(noise_h.std(axis=0) / plan.noise_sd("h") - 1) < 0.05)
+    assert np.all(np.abs(noise_g.mean(axis=0)) < 4 * plan.noise_sd("g") / math.sqrt(4000))
+
+
+def test_random_split_learns_and_reports_its_guarantee() -> None:
+    train, test = _data()
+    params = TrainParams(trees=30, depth=3, bins=16)
+    public = prepare(train, test, params, PrepConfig(parties=3, theta=0.8, seed=0))
+    report, model, _ = run(public, "randomsplit")
+    assert model is not None and report["test_auc"] > 0.85
+    assert report["privacy"]["epsilon"] == math.inf and report["params"]["lam"] == params.lam
+    private = prepare(train, test, params, PrepConfig(parties=3, theta=0.8, seed=0, epsilon=1.0))
+    report_p, model_p, _ = run(private, "randomsplit")
+    assert model_p is not None and 0.6 < report_p["test_auc"] < report["test_auc"]
+    assert report_p["privacy"]["accounted_epsilon"] <= 1.0
+    plan = leaf_plan(1.0, private.config.dp_delta, params.trees)
+    assert report_p["params"]["lam"] == pytest.approx(plan.regularisation(params.lam, 3))  # its own floor
+    again, _, _ = run(private, "randomsplit")
+    assert again["test_auc"] == report_p["test_auc"]  # seeded noise: the same run twice
+    assert auc(test.y, model_p.predict(test.X)) == report_p["test_auc"]
+
+
+def test_private_random_split_needs_a_binary_objective() -> None:
+    rng = np.random.default_rng(0)
+    slots, y = [rng.integers(1, 4, size=(50, 2))], [rng.normal(size=50)]
+    params = TrainParams(trees=1, depth=1, objective="regression")
+    with pytest.raises(ValueError, match="binary"):
+        train_random_split(slots, y, params, np.array([5, 5]), leaf_plan(1.0, 1e-5, 1), seed=0)
+    public = train_random_split(slots, y, params, np.array([5, 5]), leaf_plan(math.inf, 1e-5, 1), seed=0)
+    assert len(public.trees) == 1  # regression without privacy trains
