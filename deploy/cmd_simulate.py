@@ -23,6 +23,7 @@ from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.experiment import ALGORITHMS, BASELINES, PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
+from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS
 from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
 
 
@@ -269,6 +270,8 @@ def simulate(args: argparse.Namespace) -> int:
     # before any work: M > MAX_PARTIES would enumerate 2^M coalitions per split (M = 200 grew to 23 GB)
     check_party_count(args.parties, args.algo)
     warn_if_slow(args, args.algo)
+    if args.algo in SEED_ALGORITHMS and args.epsilon != math.inf:
+        raise UserError(f"{args.algo} has no differential privacy for what it shares; leave --epsilon at inf")
     train, test = load_data(args)
     params = training_params(args, objective_of(train.y, args.task))
     try:
@@ -277,6 +280,8 @@ def simulate(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from exc
     if args.model_out and args.algo in BASELINES:
         raise UserError(f"--model needs a federated algorithm; {args.algo} trains LightGBM boosters")
+    if args.model_out and args.algo in SEED_ALGORITHMS and args.algo not in TREE_MODELS:
+        raise UserError(f"--model needs trees on the task's bins; {args.algo} does not build them")
     reports = []
     with Progress(
         TextColumn("[bold]{task.description}"),

@@ -30,10 +30,11 @@ from fgbdt_chain.node.partition import feature_skewed, skewed_partition
 from fgbdt_chain.node.privacy import NO_PRIVACY, PrivacyPlan, leaf_plan, plan
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.random_split import train_random_split
+from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, SeedInputs, train_seed
 from fgbdt_chain.node.verify import PartyEstimator
 from fgbdt_chain.node.weights import distribution_weights
 
-ALGORITHMS = (*FEDERATED, "randomsplit", "standalone", "centralized", "lightgbm")
+ALGORITHMS = (*FEDERATED, "randomsplit", *SEED_ALGORITHMS, "standalone", "centralized", "lightgbm")
 BASELINES = ("standalone", "centralized", "lightgbm")
 """The LightGBM baselines (``node.baselines``): a party alone and all rows on the federation's bins, and all rows
 with LightGBM's own binning of the raw values (``lightgbm``), so the cost of the private bins stays visible."""
@@ -276,6 +277,22 @@ def standalone_errors(prep: Prepared, threads: int = 1) -> list[dict[str, float]
     return out
 
 
+def seed_inputs(prep: Prepared, threads: int = 1) -> SeedInputs:
+    """The prepared federation as the seed systems (``node.seed_systems``) take it: the same parties, bins, test
+    rows and seed as every other algorithm of the run."""
+    return SeedInputs(
+        party_X=[prep.train.X[idx] for idx in prep.parts],
+        party_slots=prep.party_slots(),
+        party_y=prep.party_y(),
+        edges=prep.edges,
+        test_X=prep.test.X,
+        test_slots=prep.test_slots,
+        params=prep.params,
+        seed=prep.config.seed,
+        threads=threads,
+    )
+
+
 def make_model(prep: Prepared, result: TrainResult | list[Tree], algo: str) -> Model:
     """The trained trees with the task's bins, ready to predict, save and export."""
     return Model(
@@ -427,6 +444,20 @@ def run(
         report["params"]["lam"] = rs.lam
         report["privacy"] = leaf.report()
         report["comm_bytes_per_party_per_tree"] = [rs.comm_bytes_per_party_per_tree] * c.parties
+    elif algo in SEED_ALGORITHMS:
+        if c.epsilon != math.inf:
+            raise ValueError(f"{algo} has no differential privacy for what it shares; run it with epsilon inf")
+        inputs = seed_inputs(prep, threads)
+        start = time.perf_counter()
+        seed_run = train_seed(algo, inputs)
+        train_seconds = time.perf_counter() - start
+        if prep.test.n_rows:
+            report.update(evaluate(p, prep.test.y, seed_run.test_pred))
+        if seed_run.trees is not None:
+            model = make_model(prep, seed_run.trees, algo)
+        report["comm_bytes_per_party_per_tree"] = [float(b) for b in seed_run.comm_bytes_per_party_per_tree]
+        report["comm_formula"] = seed_run.comm_formula
+        report["details"] = seed_run.details
     elif algo == "standalone":
         assert standalone is not None
         train_seconds = 0.0

@@ -305,6 +305,19 @@ def _compile(tree: Tree) -> _CompiledTree:
     return _CompiledTree(depth, feature, threshold, value)
 
 
+def tree_values(tree: Tree, slots: np.ndarray) -> np.ndarray:
+    """Each row's leaf value for rows given as bin slots (rows x features), as ``Model.predict_raw`` adds it: for
+    trainers that update scores with the very values the saved model will predict."""
+    ct = _compile(tree)
+    rows = np.arange(slots.shape[0], dtype=np.intp)
+    node = np.ones(slots.shape[0], dtype=np.intp)
+    for _ in range(ct.depth):
+        right = slots[rows, ct.feature[node]] > ct.threshold[node]
+        node <<= 1
+        node += right
+    return ct.value[node]
+
+
 # ----------------------------------------------------------------------------------------------------------- model
 
 

@@ -13,6 +13,7 @@ from fgbdt_chain.deploy.cli import main
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.node.fvtree import Federation, TrainParams
 from fgbdt_chain.node.model import Model
+from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS
 from fgbdt_chain.node.shapley_cost import SHAPLEY_COST, SLOW_SHAPLEY_SECONDS, shapley_seconds
 
 
@@ -104,7 +105,9 @@ def test_summary_shows_both_centralized_baselines(
     assert "centralized (task's" in table and "lightgbm (own" in table
 
 
-@pytest.mark.parametrize("algo", ["pvtree", "allfeatures", "randomsplit", "standalone", "centralized", "lightgbm"])
+@pytest.mark.parametrize(
+    "algo", ["pvtree", "allfeatures", "randomsplit", *SEED_ALGORITHMS, "standalone", "centralized", "lightgbm"]
+)
 def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> None:
     out = tmp_path / "r.json"
     assert (
@@ -140,6 +143,8 @@ def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> 
         (["--parties", "0"], "--parties must be at least 1"),
         (["--alpha", "2"], "alpha must be in (0, 1]"),
         (["--algo", "centralized", "--model", "m.json"], "--model needs a federated algorithm"),
+        (["--algo", "federboost", "--model", "m.json"], "--model needs trees on the task's bins"),
+        (["--algo", "simfl", "--epsilon", "1"], "simfl has no differential privacy"),
     ],
 )
 def test_simulate_rejects_bad_options(
