@@ -23,7 +23,7 @@ from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.experiment import ALGORITHMS, BASELINES, PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
-from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS
+from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
 from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
 
 
@@ -274,6 +274,9 @@ def simulate(args: argparse.Namespace) -> int:
         raise UserError(f"{args.algo} has no differential privacy for what it shares; leave --epsilon at inf")
     train, test = load_data(args)
     params = training_params(args, objective_of(train.y, args.task))
+    why = refusal(args.algo, args.parties, train.n_features, params.trees)
+    if why:
+        raise UserError(why)
     try:
         prep = prepare(train, test, params, prep_config(args))
     except ValueError as exc:

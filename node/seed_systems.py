@@ -74,3 +74,13 @@ def train_seed(algo: str, inputs: SeedInputs) -> SeedResult:
     module, name = _TRAINERS[algo]
     trainer: Callable[[SeedInputs], SeedResult] = getattr(importlib.import_module(f"fgbdt_chain.node.{module}"), name)
     return trainer(inputs)
+
+
+def refusal(algo: str, parties: int, features: int, trees: int) -> str | None:
+    """Why ``algo`` cannot run on this shape of task, before any work (None when it can): SimFL's LSH needs
+    ``L = d - 1 >= 1`` hash functions, FedXGBllr at least one tree per client."""
+    if algo == "simfl" and features < 2:
+        return f"simfl hashes with d - 1 functions and needs at least 2 features; the data has {features}"
+    if algo == "fedxgbllr" and trees < parties:
+        return f"fedxgbllr shares the {trees} trees among {parties} clients and needs at least one each"
+    return None

@@ -145,6 +145,7 @@ def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> 
         (["--algo", "centralized", "--model", "m.json"], "--model needs a federated algorithm"),
         (["--algo", "federboost", "--model", "m.json"], "--model needs trees on the task's bins"),
         (["--algo", "simfl", "--epsilon", "1"], "simfl has no differential privacy"),
+        (["--algo", "fedxgbllr", "--parties", "3"], "fedxgbllr shares the 2 trees among 3 clients"),
     ],
 )
 def test_simulate_rejects_bad_options(
@@ -152,6 +153,24 @@ def test_simulate_rejects_bad_options(
 ) -> None:
     assert main(["simulate", "--data", str(csv_file), "--trees", "2", "--quiet", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_seed_systems_run_on_one_party_and_refuse_what_they_cannot_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One party: every seed system trains (nothing to aggregate or match); one feature: SimFL says why not."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 2))
+    rows = "\n".join(f"{int(a + rng.normal() > 0)},{a:.4f},{b:.4f}" for a, b in x)
+    data = tmp_path / "two.csv"
+    data.write_text(rows + "\n")
+    for algo in SEED_ALGORITHMS:
+        args = ["simulate", "--data", str(data), "--algo", algo, "--parties", "1", "--trees", "3", "--depth", "2"]
+        assert main([*args, "--quiet", "--no-baselines"]) == 0
+    one = tmp_path / "one.csv"
+    one.write_text("\n".join(f"{int(a > 0)},{a:.4f}" for a, _ in x) + "\n")
+    assert main(["simulate", "--data", str(one), "--algo", "simfl", "--trees", "2", "--quiet"]) == 2
+    assert "at least 2 features; the data has 1" in capsys.readouterr().err
 
 
 def test_simulate_reports_malformed_data_with_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
