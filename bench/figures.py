@@ -7,11 +7,18 @@
   algorithm and seed, read at every checkpoint with ``num_iteration`` (LightGBM's argument, ``Model.predict``
   takes the same), so every point of a curve is the same model cut short, as the paper's curves are.
 
+* **figure7**, label skew (section 6.2.2): test error against theta at M = 2 (FV-tree, SimFL, the parties alone,
+  centralized on the federation's bins).
+* **figure8**, the number of parties (section 6.2.3): test error against M at theta 0.8 (the same curves; the
+  parties alone as their mean, and the best of them).
+
 Each (data set, seed) shares one partition, bins and test set across the algorithms; 3 seeds, mean ± SE per
-checkpoint in the table, mean with a min-max band in the plot.
+point in the tables, mean with a min-max band in the plots.
 
     python -m bench.figures --part figure6 --seeds 0-2 --jobs 1
     python -m bench.figures --part figure6 --from-json bench/results/figure6.json   # tables and plot again
+    python -m bench.figures --part figure7 --seeds 0-2 --jobs 2
+    python -m bench.figures --part figure8 --seeds 0-2 --jobs 2
 
 Plots (PNG, in ``docs/``) need the ``plots`` extra (matplotlib).
 """
@@ -92,6 +99,122 @@ def convergence(task: tuple[str, int, int, int]) -> dict[str, Any]:
     }
 
 
+SWEEPS: dict[str, tuple[str, tuple[float, ...]]] = {
+    "figure7": ("theta", (0.5, 0.6, 0.7, 0.8, 0.9)),
+    "figure8": ("parties", (2, 4, 6, 8, 10)),
+}
+"""What each sweep figure varies, and over which values; the other knob stays at the paper's (M = 2, theta 0.8)."""
+SWEEP_CURVES = ("fvtree", "simfl", "standalone_mean", "standalone_best", "centralized")
+SWEEP_LABELS = {
+    "fvtree": "FV-tree",
+    "simfl": "SimFL",
+    "standalone_mean": "parties alone (mean)",
+    "standalone_best": "best party alone",
+    "centralized": "centralized (LightGBM, same bins)",
+}
+
+
+def sweep_point(task: tuple[str, str, int, float, int, int]) -> dict[str, Any]:
+    """Every curve of figure 7 or 8 at one value of its knob, for one data set and seed."""
+    part, name, seed, value, trees, depth = task
+    start = time.perf_counter()
+    train, test = load(name, seed)
+    knob = SWEEPS[part][0]
+    parties, theta = (2, float(value)) if knob == "theta" else (int(value), THETA)
+    prep = prepare(
+        train, test, TrainParams(trees=trees, depth=depth), PrepConfig(parties=parties, theta=theta, seed=seed)
+    )
+    errors: dict[str, float] = {}
+    for algo in ("fvtree", "simfl", "centralized"):
+        report, _, _ = run(prep, algo)
+        errors[algo] = report["test_error"]
+    alone = [
+        error_rate(
+            test.y,
+            baselines.predict_lightgbm(
+                baselines.train_lightgbm(s, y, prep.params, seed=seed), prep.test_slots, prep.params
+            ),
+        )
+        for s, y in zip(prep.party_slots(), prep.party_y(), strict=True)
+    ]
+    errors["standalone_mean"] = float(np.mean(alone))
+    errors["standalone_best"] = float(np.min(alone))
+    return {
+        "dataset": name,
+        "seed": seed,
+        knob: value,
+        "trees": trees,
+        "depth": depth,
+        "errors": errors,
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def render_sweep(part: str, rows: list[dict[str, Any]], command: str, out: Path, plot: Path) -> str:
+    """Markdown tables (mean ± SE over seeds at each value of the knob) and the PNG plot of figure 7 or 8."""
+    knob, _ = SWEEPS[part]
+    fixed = "M = 2" if knob == "theta" else f"theta {THETA}"
+    lines = [f"Command: `{command}` (results: `{out}`, plot: `{plot}`)", ""]
+    names = [n for n in DATASETS if any(r["dataset"] == n for r in rows)]
+    for name in names:
+        same = [r for r in rows if r["dataset"] == name]
+        values = sorted({r[knob] for r in same})
+        seeds = len({r["seed"] for r in same})
+        lines.append(
+            f"**{name}** ({fixed}, {same[0]['trees']} trees of depth {same[0]['depth']}, {seeds} seeds; "
+            "test error, mean ± SE)"
+        )
+        lines.append("")
+        lines.append(f"| {knob} | " + " | ".join(SWEEP_LABELS[c] for c in SWEEP_CURVES) + " |")
+        lines.append("|---|" + "---|" * len(SWEEP_CURVES))
+        for v in values:
+            cells = []
+            for c in SWEEP_CURVES:
+                mean, se = mean_se([r["errors"][c] for r in same if r[knob] == v])
+                cells.append(f"{mean:.4f} ± {se:.4f}")
+            lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
+        lines.append("")
+    _plot_sweep(part, rows, names, plot)
+    return "\n".join(lines)
+
+
+def _plot_sweep(part: str, rows: list[dict[str, Any]], names: list[str], path: Path) -> None:
+    plt = _pyplot()
+    if plt is None:
+        return
+    knob, _ = SWEEPS[part]
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.8), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        same = [r for r in rows if r["dataset"] == name]
+        xs = sorted({r[knob] for r in same})
+        for c in SWEEP_CURVES:
+            vals = [[r["errors"][c] for r in same if r[knob] == v] for v in xs]
+            (line,) = ax.plot(xs, [np.mean(v) for v in vals], marker="o", ms=3, label=SWEEP_LABELS[c])
+            ax.fill_between(xs, [min(v) for v in vals], [max(v) for v in vals], color=line.get_color(), alpha=0.15)
+        ax.set_xlabel("theta (label skew)" if knob == "theta" else "parties M")
+        ax.set_ylabel("test error")
+        fixed = "M = 2" if knob == "theta" else f"theta {THETA}"
+        ax.set_title(f"{name} ({fixed}, {len({r['seed'] for r in same})} seeds)", fontsize=10)
+    axes[0][-1].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the file backend, or None (with a note) when the ``plots`` extra is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed (pip install 'fgbdt-chain[plots]'): no plot", file=sys.stderr)
+        return None
+    return plt
+
+
 def render(rows: list[dict[str, Any]], command: str, out: Path, plot: Path) -> str:
     """Markdown tables (mean ± SE over seeds at selected checkpoints) and the PNG plot."""
     lines = [f"Command: `{command}` (results: `{out}`, plot: `{plot}`)", ""]
@@ -120,13 +243,8 @@ def render(rows: list[dict[str, Any]], command: str, out: Path, plot: Path) -> s
 
 
 def _plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install 'fgbdt-chain[plots]'): no plot", file=sys.stderr)
+    plt = _pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.8), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
@@ -156,7 +274,7 @@ def _seeds(text: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=("figure6",), default="figure6")
+    ap.add_argument("--part", choices=("figure6", *SWEEPS), default="figure6")
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--seeds", default="0-2")
     ap.add_argument("--trees", type=int, default=500)
@@ -171,15 +289,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         command, rows = saved["command"], saved["rows"]
     else:
         command = "python -m bench.figures " + " ".join(sys.argv[1:] if argv is None else argv)
-        tasks = [(n, s, args.trees, args.depth) for n in args.datasets.split(",") for s in _seeds(args.seeds)]
+        names, seeds = args.datasets.split(","), _seeds(args.seeds)
+        if args.part in SWEEPS:
+            values = SWEEPS[args.part][1]
+            tasks: list[Any] = [
+                (args.part, n, s, v, args.trees, args.depth) for n in names for s in seeds for v in values
+            ]
+            job: Any = sweep_point
+        else:
+            tasks, job = [(n, s, args.trees, args.depth) for n in names for s in seeds], convergence
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs) as pool:
-                rows = list(pool.map(convergence, tasks))
+                rows = list(pool.map(job, tasks))
         else:
-            rows = [convergence(t) for t in tasks]
+            rows = [job(t) for t in tasks]
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"command": command, "rows": rows}, indent=1))
-    text = render(rows, command, out, plot)
+    if args.part in SWEEPS:
+        text = render_sweep(args.part, rows, command, out, plot)
+    else:
+        text = render(rows, command, out, plot)
     out.with_suffix(".md").write_text(text + "\n")
     print(text)
     return 0
