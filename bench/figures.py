@@ -125,9 +125,12 @@ def sweep_point(task: tuple[str, str, int, float, int, int]) -> dict[str, Any]:
         train, test, TrainParams(trees=trees, depth=depth), PrepConfig(parties=parties, theta=theta, seed=seed)
     )
     errors: dict[str, float] = {}
+    refused = 0
     for algo in ("fvtree", "simfl", "centralized"):
         report, _, _ = run(prep, algo)
         errors[algo] = report["test_error"]
+        if algo == "fvtree":  # honest parties the endorsement refused (issue 10): they leave the federation
+            refused = len(report["endorsement"]["refusals"])
     alone = [
         error_rate(
             test.y,
@@ -146,6 +149,7 @@ def sweep_point(task: tuple[str, str, int, float, int, int]) -> dict[str, Any]:
         "trees": trees,
         "depth": depth,
         "errors": errors,
+        "fvtree_refused_parties": refused,
         "seconds": time.perf_counter() - start,
     }
 
@@ -165,13 +169,20 @@ def render_sweep(part: str, rows: list[dict[str, Any]], command: str, out: Path,
             "test error, mean ± SE)"
         )
         lines.append("")
-        lines.append(f"| {knob} | " + " | ".join(SWEEP_LABELS[c] for c in SWEEP_CURVES) + " |")
-        lines.append("|---|" + "---|" * len(SWEEP_CURVES))
+        lines.append(
+            f"| {knob} | "
+            + " | ".join(SWEEP_LABELS[c] for c in SWEEP_CURVES)
+            + " | FV-tree runs with a party refused |"
+        )
+        lines.append("|---|" + "---|" * (len(SWEEP_CURVES) + 1))
         for v in values:
             cells = []
             for c in SWEEP_CURVES:
                 mean, se = mean_se([r["errors"][c] for r in same if r[knob] == v])
                 cells.append(f"{mean:.4f} ± {se:.4f}")
+            at = [r for r in same if r[knob] == v]
+            refused = [r["fvtree_refused_parties"] > 0 for r in at if "fvtree_refused_parties" in r]
+            cells.append(f"{sum(refused)} of {len(refused)}" if refused else "not recorded")
             lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
         lines.append("")
     _plot_sweep(part, rows, names, plot)
