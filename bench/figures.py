@@ -15,6 +15,7 @@
 Each (data set, seed) shares one partition, bins and test set across the algorithms; 3 seeds, mean ± SE per
 point in the tables, mean with a min-max band in the plots.
 
+    python -m bench.figures --seeds 0-2                 # all three figures, about 80 minutes on 2 cores
     python -m bench.figures --part figure6 --seeds 0-2 --jobs 1
     python -m bench.figures --part figure6 --from-json bench/results/figure6.json   # tables and plot again
     python -m bench.figures --part figure7 --seeds 0-2 --jobs 2
@@ -283,29 +284,23 @@ def _seeds(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=("figure6", *SWEEPS), default="figure6")
-    ap.add_argument("--datasets", default=",".join(DATASETS))
-    ap.add_argument("--seeds", default="0-2")
-    ap.add_argument("--trees", type=int, default=500)
-    ap.add_argument("--depth", type=int, default=8)
-    ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--from-json", help="render the tables and plot again from a results file")
-    args = ap.parse_args(argv)
-    out = Path(f"bench/results/{args.part}.json")
-    plot = Path(f"docs/{args.part}.png")
+PARTS = ("figure6", *SWEEPS)
+
+
+def make(part: str, args: argparse.Namespace, argv: Sequence[str]) -> str:
+    """One figure: run (or reload) its points, write its results, table and plot; returns the table. ``argv``: the
+    command's other arguments, recorded with the results."""
+    out = Path(f"bench/results/{part}.json")
+    plot = Path(f"docs/{part}.png")
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
         command, rows = saved["command"], saved["rows"]
     else:
-        command = "python -m bench.figures " + " ".join(sys.argv[1:] if argv is None else argv)
+        command = " ".join(["python -m bench.figures --part", part, *argv])
         names, seeds = args.datasets.split(","), _seeds(args.seeds)
-        if args.part in SWEEPS:
-            values = SWEEPS[args.part][1]
-            tasks: list[Any] = [
-                (args.part, n, s, v, args.trees, args.depth) for n in names for s in seeds for v in values
-            ]
+        if part in SWEEPS:
+            values = SWEEPS[part][1]
+            tasks: list[Any] = [(part, n, s, v, args.trees, args.depth) for n in names for s in seeds for v in values]
             job: Any = sweep_point
         else:
             tasks, job = [(n, s, args.trees, args.depth) for n in names for s in seeds], convergence
@@ -316,12 +311,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = [job(t) for t in tasks]
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"command": command, "rows": rows}, indent=1))
-    if args.part in SWEEPS:
-        text = render_sweep(args.part, rows, command, out, plot)
-    else:
-        text = render(rows, command, out, plot)
+    text = render_sweep(part, rows, command, out, plot) if part in SWEEPS else render(rows, command, out, plot)
     out.with_suffix(".md").write_text(text + "\n")
-    print(text)
+    return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", choices=(*PARTS, "all"), default="all", help="one figure, or all three in turn")
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--seeds", default="0-2")
+    ap.add_argument("--trees", type=int, default=500)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--from-json", help="render one part's tables and plot again from its results file")
+    args = ap.parse_args(argv)
+    if args.from_json and args.part == "all":
+        ap.error("--from-json renders one part: give --part")
+    given = list(sys.argv[1:] if argv is None else argv)
+    others = [a for i, a in enumerate(given) if a != "--part" and (i == 0 or given[i - 1] != "--part")]
+    for part in PARTS if args.part == "all" else (args.part,):
+        print(make(part, args, others))
     return 0
 
 
