@@ -1,0 +1,79 @@
+"""What candidates chosen by no party would cost in accuracy: LightGBM on the federation's bins with a public random
+subset of k features per node (``feature_fraction_bynode = k / d``), against all features (issue 10).
+
+FV-tree's votes make the model fit each party's own rows better than others' rows of the same label, which breaks
+the endorsement test's premise in long tasks (``bench.endorse_drift``). Candidates drawn from a public seed, with the
+split chosen on the pooled histograms of those k features, would make the model blind to the parties. Pooled over
+the parties, that model is exactly centralized boosting with per-node feature sampling, which this measures on the
+partition's bins (M = 4, theta 0.8, the paper's settings; 3 seeds).
+
+    python -m bench.feature_subset
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+
+from bench.datasets import load
+from bench.stats import mean_se
+from fgbdt_chain.node import baselines
+from fgbdt_chain.node.experiment import PrepConfig, prepare
+from fgbdt_chain.node.fvtree import TrainParams
+
+DATASETS = ("a9a", "higgs", "susy", "credit")
+SUBSETS = (8, 4)
+SEEDS = (0, 1, 2)
+
+
+def errors(name: str, seed: int, params: TrainParams) -> dict[str, float]:
+    """Test error with all features and with each subset size, on one seed's partition bins."""
+    train, test = load(name, seed)
+    prep = prepare(train, test, params, PrepConfig(parties=4, theta=0.8, seed=seed))
+    d = prep.train_slots.shape[1]
+    out = {}
+    for k in (d, *SUBSETS):
+        if k > d:
+            continue
+        lp = baselines.lightgbm_params(params, threads=1, seed=seed)
+        lp["feature_fraction_bynode"] = k / d
+        data = lgb.Dataset(
+            prep.train_slots.astype(np.float64),
+            label=train.y,
+            params={"max_bin": lp["max_bin"], "min_data_in_bin": 1, "verbose": -1},
+        )
+        booster = lgb.train(lp, data, num_boost_round=params.trees)
+        p = baselines.predict_lightgbm(booster, prep.test_slots, params)
+        out["all" if k == d else str(k)] = float(np.mean((p > 0.5) != (test.y > 0.5)))
+    return out
+
+
+def main() -> int:
+    params = TrainParams()
+    results = {name: [errors(name, s, params) for s in SEEDS] for name in DATASETS}
+    out = Path("bench/results/feature_subset.json")
+    out.write_text(json.dumps({"command": "python -m bench.feature_subset", "results": results}, indent=1))
+    lines = [
+        "Command: `python -m bench.feature_subset` (LightGBM on the federation's bins, M = 4, theta 0.8, 500 trees of "
+        "depth 8, 3 seeds; test error, mean ± SE)",
+        "",
+        "| data | all features | " + " | ".join(f"{k} random features per node" for k in SUBSETS) + " |",
+        "|---|---|" + "---|" * len(SUBSETS),
+    ]
+    for name, runs in results.items():
+        cells = []
+        for key in ("all", *map(str, SUBSETS)):
+            values = [r[key] for r in runs if key in r]
+            cells.append("{:.4f} ± {:.4f}".format(*mean_se(values)) if values else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
