@@ -26,7 +26,7 @@ from fgbdt_chain.node.experiment import PrepConfig, prepare
 from fgbdt_chain.node.fvtree import TrainParams
 
 DATASETS = ("a9a", "higgs", "susy", "credit")
-SUBSETS = (8, 4)
+SUBSETS = (8, 4, 2)
 SEEDS = (0, 1, 2)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -21,19 +20,14 @@ from typing import Any
 import numpy as np
 
 from bench import datasets
+from bench.stats import mean_se
 from fgbdt_chain.node import baselines, experiment
 from fgbdt_chain.node.fedxgbllr import train_fedxgbllr
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.seed_systems import SeedInputs
 
 PAPER = {2: 85.1, 5: 85.1, 10: 84.7}
-OUT = Path(__file__).resolve().parent / "results" / "seed_fedxgbllr"
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error (sample standard deviation over sqrt(n); 0 for one value)."""
-    a = np.asarray(values, dtype=np.float64)
-    return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else 0.0
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def one_run(clients: int, seed: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -57,7 +51,7 @@ def one_run(clients: int, seed: int, args: argparse.Namespace) -> dict[str, Any]
     seconds = time.perf_counter() - start
     booster = baselines.train_own_bins(train.X, train.y, params, threads=1, seed=seed)
     fed = experiment.evaluate(params, test.y, result.test_pred)
-    lgbm = experiment.evaluate(params, test.y, booster.predict(test.X))
+    lgbm = experiment.evaluate(params, test.y, np.asarray(booster.predict(test.X)))
     return {
         "clients": clients,
         "seed": seed,
@@ -78,7 +72,8 @@ def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "# FedXGBllr on a9a (seed_fedxgbllr)",
         "",
         f"Command: `nice -n 10 .venv/bin/python -m bench.seed_fedxgbllr --seeds {args.seeds} "
-        f"--epochs {args.epochs} --rounds {args.rounds} --trees {args.trees}`",
+        f"--epochs {args.epochs} --rounds {args.rounds} --trees {args.trees} "
+        f"--clients {' '.join(map(str, args.clients))} --out {args.out}`",
         "",
         f"Partition: equal iid split (prepare, theta = 0.5); {args.trees} trees in total, depth 8, lr 0.1; "
         f"CNN R = {args.rounds}, E = {args.epochs} (paper: 100), B = 64, Adam 1e-3. Accuracy % mean ± SE.",
@@ -107,8 +102,9 @@ def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"| {k} | {len(rs)} | {fa:.2f} ± {fs:.2f} | {PAPER.get(k)} | {la:.2f} ± {ls:.2f} | "
             f"{au:.4f} ± {aus:.4f} | {comm:.0f} |"
         )
-    OUT.with_suffix(".json").write_text(json.dumps({"args": vars(args), "summary": summary, "runs": runs}, indent=1))
-    OUT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    out = RESULTS / args.out
+    out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "summary": summary, "runs": runs}, indent=1))
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
@@ -118,6 +114,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--trees", type=int, default=500)
     parser.add_argument("--clients", type=int, nargs="+", default=[2, 5, 10])
+    parser.add_argument("--out", default="seed_fedxgbllr", help="results name in bench/results (json and md)")
     args = parser.parse_args()
     runs: list[dict[str, Any]] = []
     for seed in range(args.seeds):
