@@ -187,9 +187,10 @@ class Observer:
         }
 
 
-def one_config(task: tuple[str, int, float, int, int, int, float, float, int | None]) -> dict[str, Any]:
-    """Every measurement of one (data set, M, theta, seed); ``attack_from`` None skips the attack runs."""
-    name, parties, theta, seed, trees, depth, alpha, stress_skew, attack_from = task
+def one_config(task: tuple[str, int, float, int, int, int, float, float, int | None, str]) -> dict[str, Any]:
+    """Every measurement of one (data set, M, theta, seed); ``attack_from`` None skips the attack runs; ``algo`` is
+    ``fvtree`` or ``drawn`` (the candidates drawn from a public seed, not voted)."""
+    name, parties, theta, seed, trees, depth, alpha, stress_skew, attack_from, algo = task
     start = time.perf_counter()
     train, test = load(name, seed)
     objective = "binary" if set(np.unique(train.y).tolist()) <= {0.0, 1.0} else "regression"
@@ -203,12 +204,12 @@ def one_config(task: tuple[str, int, float, int, int, int, float, float, int | N
     )
     prep = prepare(train, test, params, config)
     observer = Observer(parties, alpha, objective == "binary")
-    fed = federation(prep, "fvtree", observer=observer)
+    fed = federation(prep, algo, observer=observer)
     fed.measure_every_level = True
     fed.train(until=attack_from or 0)
     fork = copy.deepcopy(fed)
     honest = fed.train()
-    model = make_model(prep, honest, "fvtree")
+    model = make_model(prep, honest, algo)
     pred = model.predict_proba(test.X) if objective == "binary" else model.predict_raw(test.X)
     honest_report = evaluate(params, test.y, pred)
     metric = "test_error" if objective == "binary" else "test_rmse"
@@ -402,6 +403,7 @@ def main() -> int:
     ap.add_argument("--no-attack-runs", action="store_true", help="only the honest runs (acceptance, detection)")
     ap.add_argument("--start-tree", type=int, help="first tree the greedy party attacks (default: trees // 2)")
     ap.add_argument("--jobs", type=int, default=1, help="configurations run in parallel processes")
+    ap.add_argument("--algo", choices=("fvtree", "drawn"), default="fvtree", help="voted or drawn candidates")
     ap.add_argument("--out", default="bench/results/endorse.json")
     ap.add_argument(
         "--update",
@@ -420,6 +422,7 @@ def main() -> int:
             args.refusal_rate,
             args.stress_feature_skew,
             None if args.no_attack_runs else (args.trees // 2 if args.start_tree is None else args.start_tree),
+            args.algo,
         )
         for d in args.datasets.split(",")
         for m in args.parties.split(",")

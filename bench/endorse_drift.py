@@ -33,6 +33,7 @@ from fgbdt_chain.node.verify import limit
 CONFIGS = (
     ("higgs", 2, 0.8, 150, "fvtree"),
     ("higgs", 2, 0.8, 150, "allfeatures"),
+    ("higgs", 2, 0.8, 150, "drawn"),
     ("higgs", 2, 0.5, 150, "fvtree"),
     ("susy", 2, 0.8, 300, "fvtree"),
     ("a9a", 2, 0.8, 200, "fvtree"),

@@ -18,6 +18,7 @@ them against FV-tree on the same data, partition, bins and seed.
     python -m bench.seeds --part fedxgbllr --seeds 0-2 --jobs 2
     python -m bench.seeds --part federboost --seeds 0-4
     python -m bench.seeds --part compare --seeds 0-2
+    python -m bench.seeds --part drawn --seeds 0-2          # FV-tree with drawn candidates (issue 10)
 """
 
 from __future__ import annotations
@@ -83,8 +84,20 @@ PARTS: dict[str, dict[str, Any]] = {
         "fedxgbllr_epochs": 10,
     },
 }
+# Not a seed system: FV-tree's own candidates drawn from a public seed instead of voted (issue 10), beside the voting
+# and the all-features federations at the headline setting.
+PARTS["drawn"] = {
+    "datasets": ("a9a", "higgs", "susy", "credit"),
+    "parties": (4,),
+    "theta": 0.8,
+    "params": {},
+    "algos": ("fvtree", "drawn", "allfeatures", "centralized", "lightgbm"),
+    "metric": "test_error",
+}
 LABELS = {
     "fvtree": "FV-tree",
+    "drawn": "FV-tree, drawn candidates",
+    "allfeatures": "all features (pooled candidates)",
     "simfl": "SimFL",
     "simfl_round_robin": "SimFL, round robin",
     "tfl": "TFL",

@@ -122,7 +122,7 @@ PARAMS: tuple[Param, ...] = (
         help="each party's differential-privacy budget for all it releases (inf: none; node.privacy)",
     ),
     Param("dp_delta", "prep", "dp_delta", float, help="with epsilon: the budget's delta"),
-    Param("algo", "run", "algo", str, choices=ALGORITHMS, help="fvtree (the protocol), pvtree or allfeatures"),
+    Param("algo", "run", "algo", str, choices=ALGORITHMS, help="fvtree (the protocol), pvtree, allfeatures or drawn"),
 )
 """Every key ``train`` accepts, once; defaults are ``TrainParams``'s and ``PrepConfig``'s (those of ``fgbdt
 simulate``) and the algorithm ``fvtree``."""

@@ -12,6 +12,11 @@ Algorithms:
 ``pvtree``      votes on the raw local histograms (PV-tree, no refit);
 ``allfeatures`` no voting: the candidates are the two best features of the aggregated float histograms of all
                 features, so its difference to ``fvtree`` is the cost of voting.
+``drawn``       no voting: each node's two candidates are drawn from a public seed (the contract's ``top2`` of
+                empty votes, ranked by the hashed tie key of (tree, node, feature)), so no party's rows choose them.
+                Votes make the model fit each party's own rows better than others' rows of the same label, which
+                breaks the endorsement test's premise in long tasks (``bench.endorse_drift``); drawn candidates
+                keep the model blind to the parties at the same histogram traffic, without the vote round.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ from fgbdt_chain.node.privacy import (
 from fgbdt_chain.node.resolve import level_of, resolve_level, top2_level
 from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel, measure
 
-ALGORITHMS = ("fvtree", "pvtree", "allfeatures")
+ALGORITHMS = ("fvtree", "pvtree", "allfeatures", "drawn")
+VOTING = ("fvtree", "pvtree")
+"""The algorithms whose parties vote for the candidates (a vote round on chain, voting contributions)."""
 HESSIAN_MODES = ref.HESSIAN_MODES
 # top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" is NOTES 6 as
 # written (the lower index wins), which on single-feature ballots systematically favours low-index features
@@ -610,6 +617,9 @@ class Federation:
             clock = self._tick("party: gradients, routing, applying splits", clock)
             if self.algo == "allfeatures":
                 votes, cands = self._allfeatures_candidates(k_of_rows, k, grads)
+            elif self.algo == "drawn":
+                votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
+                cands = top2_level(votes, self.n_features, ref.TIE_HASHED, t, open_nodes)
             else:
                 votes = np.stack(
                     [
@@ -693,8 +703,8 @@ class Federation:
                         if self.parties[i].attacks(t) is not None or self.privacy.private:
                             next_sides[i][nid] = _sides_of(sums[i], j, s.rank, s.threshold)
             sides = next_sides
-            voting = self.algo != "allfeatures"
-            ncand = 2 if voting else self.n_features
+            voting = self.algo in VOTING
+            ncand = self.n_features if self.algo == "allfeatures" else 2
             level_bytes = level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
             for i in taking_part:
                 traffic[i] += level_bytes

@@ -106,7 +106,7 @@ def test_summary_shows_both_centralized_baselines(
 
 
 @pytest.mark.parametrize(
-    "algo", ["pvtree", "allfeatures", "randomsplit", *SEED_ALGORITHMS, "standalone", "centralized", "lightgbm"]
+    "algo", ["pvtree", "allfeatures", "drawn", "randomsplit", *SEED_ALGORITHMS, "standalone", "centralized", "lightgbm"]
 )
 def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> None:
     out = tmp_path / "r.json"

@@ -86,6 +86,45 @@ def test_allfeatures_root_gain_is_at_least_the_voted_one() -> None:
     assert all(k == 0 for k in allf.kappa)  # nobody votes
 
 
+def test_drawn_candidates_are_the_public_draw_and_blind_to_the_parties() -> None:
+    """``drawn``: every node's candidates are the contract's top-2 of empty votes (a public draw per tree and node),
+    nobody votes or earns voting contributions, and moving rows between parties changes no candidate at the first
+    tree (with votes it does: each party's rows choose its vote)."""
+    fed, result = _train("drawn", weights=False)
+    for rec in result.levels:
+        assert all(v == ref.ABSTAIN for votes in rec.votes for v in votes)
+        for j, node in enumerate(rec.nodes):
+            assert tuple(rec.candidates[j]) == ref.top2(
+                [ref.ABSTAIN] * fed.m, fed.n_features, ref.TIE_HASHED, rec.tree, node
+            )
+    assert all(k == 0 for k in result.kappa)
+    assert len({tuple(c) for rec in result.levels for c in rec.candidates}) > 3  # a draw, not one fixed pair
+    slots, ys = _federation_data()
+    pooled_slots, pooled_y = np.vstack(slots), np.concatenate(ys)
+    order = np.random.default_rng(7).permutation(len(pooled_y))
+    moved = np.array_split(order, 3)
+    params = TrainParams(trees=1, depth=3, bins=8, min_rows=5)
+    roots = []
+    for algo in ("drawn", "pvtree"):
+        runs = [
+            Federation(parts_slots, parts_y, params, algo=algo, keep_levels=True).train()
+            for parts_slots, parts_y in (
+                (slots, ys),
+                ([pooled_slots[i] for i in moved], [pooled_y[i] for i in moved]),
+            )
+        ]
+        roots.append([[tuple(c) for rec in r.levels for c in rec.candidates] for r in runs])
+    drawn, voted = roots
+    assert drawn[0] == drawn[1]  # the same rows split otherwise among the parties: the same candidates
+    assert voted[0] != voted[1]  # with votes, which party holds a row changes what is voted
+
+
+def test_drawn_traffic_has_no_votes() -> None:
+    _, result = _train("drawn", weights=False)
+    _, fv_result = _train("fvtree")
+    assert sum(result.comm_bytes) < sum(fv_result.comm_bytes)
+
+
 @pytest.mark.parametrize("hessian", ["hessian", "count"])
 def test_training_reduces_the_loss(hessian: str) -> None:
     fed, _ = _train(params=TrainParams(trees=15, depth=3, bins=8, min_rows=5, hessian=hessian))
