@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from fgbdt_chain.ledger.reference import ONE, from_fixed, to_fixed
+from fgbdt_chain.ledger.reference import ONE, CandidateRuleName, from_fixed, to_fixed
 from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 
 __all__ = ["ONE", "from_fixed", "to_fixed"]
@@ -90,6 +90,11 @@ class TaskParameters(BaseModel):
     tie_break: Literal["hashed", "index"] = Field(
         default="hashed",
         description="Top-2 vote ties: `hashed` = a per-node pseudo-random feature order, `index` = lower index first.",
+    )
+    candidates: CandidateRuleName = Field(
+        default="voted",
+        description="Each node's two candidate features: `voted` = top-2 of the parties' votes (the paper's FV-tree), "
+        "`drawn` = fixed from a public seed as the level opens (no vote round, no voting contribution).",
     )
     quorum_num: int = Field(default=2, ge=0, le=65_535)
     quorum_den: int = Field(default=3, ge=1, le=65_535)
@@ -280,6 +285,7 @@ class ParametersOut(BaseModel):
     bins: int
     hessian: Literal["hessian", "count"]
     tie_break: Literal["hashed", "index"]
+    candidates: CandidateRuleName
     quorum_num: int
     quorum_den: int
     min_parties: int

@@ -4,7 +4,7 @@ Starts its own anvil, deploys, and runs one task; reports wall time, transaction
 (calldata), the ratio to the simulator's training time on the same partition, bins, seed and parameters, whether the
 two models are identical, and where each party's time went.
 
-    python -m bench.chain --data a9a --parties 4 --theta 0.8 --trees 50 --depth 6
+    python -m bench.chain --data a9a --parties 4 --theta 0.8 --trees 50 --depth 6 [--algo drawn]
 
 ``--budget SECONDS`` stops the task after that much wall time and reports what was trained so far (trees, levels,
 transactions, gas, calldata) with the per-tree rate: the paper's settings (500 trees, depth 8) take hours on chain,
@@ -30,7 +30,7 @@ from fgbdt_chain.ledger.anvil import start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskContract
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.fvtree import CANDIDATE_RULE, TrainParams
 from fgbdt_chain.node.histogram import warm_up
 from fgbdt_chain.node.model import Model
 
@@ -47,6 +47,7 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=6)
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--algo", choices=tuple(CANDIDATE_RULE), default="fvtree", help="voted or drawn candidates")
     ap.add_argument("--tick", type=float, default=0.25)
     ap.add_argument("--budget", type=float, default=None, help="stop after this many seconds (partial run)")
     ap.add_argument("--out", default="bench/results/chain.json")
@@ -55,7 +56,7 @@ def main() -> int:
     params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins)
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed))
     warm_up()
-    sim_report, sim_model, _ = run(prep, "fvtree")
+    sim_report, sim_model, _ = run(prep, args.algo)
     assert sim_model is not None
     anvil = start_anvil(keep_states=256)  # a long task's historical states would fill the disk
     workdir = Path(tempfile.mkdtemp(prefix="fgbdt-bench-chain-"))
@@ -69,6 +70,7 @@ def main() -> int:
             contract=contract,
             requester=requester,
             workdir=workdir,
+            algo=args.algo,
             tick_seconds=args.tick,
             timeout_seconds=24 * 3600,
         )
@@ -102,7 +104,7 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {args.data} M={args.parties} theta={args.theta}, {args.trees} trees depth {args.depth} "
+        f"| {args.data} M={args.parties} theta={args.theta}, {args.trees} trees depth {args.depth}, {args.algo} "
         f"| {wall:.0f} | {sim_report['train_seconds'] + sim_report['prep_seconds']:.1f} | {result['ratio']:.0f}x "
         f"| {report['tx_count']} | {report['blocks']} | {report['gas_used'] / 1e9:.2f}G "
         f"| {report['calldata_bytes'] / 1e6:.1f} | {(report['max_tx_bytes'] or 0) / 1024:.0f} "

@@ -53,6 +53,7 @@ contract FGBDTChain is ERC2771Context {
         uint16 bins;
         uint8 hessianMode;
         uint8 tieBreak;
+        uint8 candidateRule;
         uint8 objective;
         uint8 endorseRule;
         uint16 quorumNum;
@@ -162,10 +163,17 @@ contract FGBDTChain is ERC2771Context {
     bytes32 public constant ENDORSEMENT_TAG = keccak256("FGBDTChain.Endorsement.v2");
     int256 private constant ONE = 1e18;
     /// @notice `Config.endorseRule`: verifiers run the statistical test of `node/verify.py` at `refusalRate`.
-    uint8 public constant ENDORSE_STATISTICAL = 0;
+    uint8 private constant ENDORSE_STATISTICAL = 0;
     /// @notice `Config.endorseRule`: verifiers compare the paper's equation 11 with `overlapThreshold`; credits
     ///         are neutral.
-    uint8 public constant ENDORSE_OVERLAP = 1;
+    uint8 private constant ENDORSE_OVERLAP = 1;
+    /// @notice `Config.candidateRule`: the parties vote and each node's candidates are the top-2 of the votes
+    ///         (the paper's FV-tree; a voting contribution rewards the voters of the chosen feature).
+    uint8 private constant CANDIDATES_VOTED = 0;
+    /// @notice `Config.candidateRule`: no vote round; each node's candidates are fixed when its level opens, the
+    ///         top-2 of empty ballots under the hashed tie key of (tree, node, feature). No party's rows choose them,
+    ///         so the model fits no party's rows better than another's, which the endorsement test assumes.
+    uint8 private constant CANDIDATES_DRAWN = 1;
     uint256 private constant SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
 
     // ------------------------------------------------------------------ storage
@@ -312,6 +320,7 @@ contract FGBDTChain is ERC2771Context {
         if (cfg.bins == 0) revert InvalidConfig("bins");
         if (cfg.hessianMode > 1) revert InvalidConfig("hessianMode");
         if (cfg.tieBreak > FGBDTMathLib.TIE_HASHED) revert InvalidConfig("tieBreak");
+        if (cfg.candidateRule > CANDIDATES_DRAWN) revert InvalidConfig("candidateRule");
         if (cfg.objective > FGBDTRulesLib.OBJECTIVE_SQUARED) revert InvalidConfig("objective");
         if (cfg.endorseRule > ENDORSE_OVERLAP) revert InvalidConfig("endorseRule");
         if (cfg.refusalRate <= 0 || cfg.refusalRate >= ONE) revert InvalidConfig("refusalRate");
@@ -473,25 +482,7 @@ contract FGBDTChain is ERC2771Context {
             Member storage m = _members[taskId][t.parties[p]];
             if (m.votedStep == step) ballots[nb++] = m.votes;
         }
-        uint256 nf = t.numFeatures;
-        uint256 mask = t.openMask;
-        uint256 base = 1 << t.level;
-        uint256 i;
-        for (uint256 b = 0; b < base; ++b) {
-            if ((mask >> b) & 1 == 0) continue;
-            uint256[] memory counts = new uint256[](nf);
-            for (uint256 q = 0; q < nb; ++q) {
-                uint256 code = (uint256(uint8(ballots[q][2 * i])) << 8) | uint256(uint8(ballots[q][2 * i + 1]));
-                if (code != 0) counts[code - 1] += 1;
-            }
-            (uint256 first, uint256 second) = FGBDTMathLib.top2FromCounts(counts, t.cfg.tieBreak, t.tree, base + b);
-            Node storage nd = _nodes[taskId][t.tree][base + b];
-            nd.cand0 = uint16(first);
-            nd.cand1 = uint16(second);
-            emit CandidatesFixed(taskId, t.tree, base + b, first, second);
-            ++i;
-        }
-        t.phase = Phase.Histograms;
+        _fixCandidates(taskId, t, ballots, t.cfg.tieBreak);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
         emit VotingClosed(taskId, t.tree, t.level, nb, t.stepDeadline);
     }
@@ -519,7 +510,7 @@ contract FGBDTChain is ERC2771Context {
     ) external {
         Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
         Member storage m = _approved(taskId);
-        if (m.votedStep != t.step) revert DidNotVote(taskId, _msgSender());
+        _checkTakesPart(taskId, t, m);
         if (m.histStep == t.step || m.declinedStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
         if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
         uint256 k = _popcount(t.openMask);
@@ -546,7 +537,7 @@ contract FGBDTChain is ERC2771Context {
     function declineHistograms(uint256 taskId, uint256 tree, uint256 level) external {
         Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
         Member storage m = _approved(taskId);
-        if (m.votedStep != t.step) revert DidNotVote(taskId, _msgSender());
+        _checkTakesPart(taskId, t, m);
         if (m.histStep == t.step || m.declinedStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
         if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
         m.declinedStep = t.step;
@@ -554,14 +545,15 @@ contract FGBDTChain is ERC2771Context {
         emit HistogramsDeclined(taskId, tree, level, _msgSender());
     }
 
-    /// @notice Close the histogram step once every voter submitted or declined, or the deadline passed; resolution
-    ///         opens.
+    /// @notice Close the histogram step once every voter (with drawn candidates: every party taking part) submitted
+    ///         or declined, or the deadline passed; resolution opens.
     /// @param taskId The task.
     function closeHistograms(uint256 taskId) external {
         Task storage t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
         if (t.phase != Phase.Histograms) revert WrongPhase(taskId, t.phase);
-        if (t.histCount + t.declineCount < t.voteCount && block.number <= t.stepDeadline) {
+        uint256 expected = t.cfg.candidateRule == CANDIDATES_DRAWN ? t.activeCount : t.voteCount;
+        if (t.histCount + t.declineCount < expected && block.number <= t.stepDeadline) {
             revert StepStillOpen(taskId, t.stepDeadline);
         }
         t.phase = Phase.Resolving;
@@ -780,6 +772,16 @@ contract FGBDTChain is ERC2771Context {
     ///      its later histograms could no longer be tied to its earlier ones).
     function _active(Task storage t, Member storage m) private view returns (bool) {
         return t.step == 1 || m.histStep == t.step - 1;
+    }
+
+    /// @dev Who may send histograms: a voter of the step, or with drawn candidates (no vote round) every party
+    ///      taking part in it.
+    function _checkTakesPart(uint256 taskId, Task storage t, Member storage m) private view {
+        if (t.cfg.candidateRule == CANDIDATES_DRAWN) {
+            if (!_active(t, m)) revert Excluded(taskId, _msgSender());
+        } else if (m.votedStep != t.step) {
+            revert DidNotVote(taskId, _msgSender());
+        }
     }
 
     function _resolvingTask(uint256 taskId) private view returns (Task storage t) {
@@ -1115,10 +1117,13 @@ contract FGBDTChain is ERC2771Context {
         int256[] memory kappa = new int256[](s);
         int256[] memory contrib = new int256[](s);
         int256 alpha = t.cfg.alpha;
+        bool voted = t.cfg.candidateRule == CANDIDATES_VOTED;
         for (uint256 p = 0; p < s; ++p) {
             Member storage m = _members[r.taskId][r.subs[p]];
-            uint256 code = (uint256(uint8(m.votes[2 * r.rank])) << 8) | uint256(uint8(m.votes[2 * r.rank + 1]));
-            if (code == feature + 1) kappa[p] = creditedGain;
+            if (voted) {
+                uint256 code = (uint256(uint8(m.votes[2 * r.rank])) << 8) | uint256(uint8(m.votes[2 * r.rank + 1]));
+                if (code == feature + 1) kappa[p] = creditedGain;
+            }
             contrib[p] = (alpha * kappa[p]) / ONE + phi[p];
             m.contribution += contrib[p];
         }
@@ -1199,6 +1204,24 @@ contract FGBDTChain is ERC2771Context {
         t.activeCount = uint16(active);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
         emit LevelStarted(taskId, t.tree, t.level, mask, t.stepDeadline);
+        if (t.cfg.candidateRule == CANDIDATES_DRAWN) _fixCandidates(taskId, t, new bytes[](0), FGBDTMathLib.TIE_HASHED);
+    }
+
+    /// @dev Fix and record every open node's two candidates: the top-2 of the level's ballots under `rule` (with
+    ///      drawn candidates no ballots and the hashed key alone: the level goes straight to its histogram step).
+    function _fixCandidates(uint256 taskId, Task storage t, bytes[] memory ballots, uint8 rule) private {
+        uint256 tree = t.tree;
+        uint256 mask = t.openMask;
+        uint256[] memory fixed_ = FGBDTMathLib.levelTop2(ballots, t.numFeatures, rule, tree, t.level, mask);
+        for (uint256 i = 0; i < fixed_.length; ++i) {
+            uint256 x = fixed_[i];
+            (uint256 node, uint256 first, uint256 second) = (x >> 32, (x >> 16) & 0xFFFF, x & 0xFFFF);
+            Node storage nd = _nodes[taskId][tree][node];
+            nd.cand0 = uint16(first);
+            nd.cand1 = uint16(second);
+            emit CandidatesFixed(taskId, tree, node, first, second);
+        }
+        t.phase = Phase.Histograms;
     }
 
     function _advance(uint256 taskId, Task storage t) private {

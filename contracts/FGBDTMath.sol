@@ -105,6 +105,39 @@ library FGBDTMathLib {
         return top2FromCounts(counts, rule, tree, node);
     }
 
+    /// @dev Every open node's top-2 at one level from the parties' packed ballots (2 bytes per open node in
+    ///      increasing id, feature + 1, 0 abstains), as `FGBDTChain.closeVoting` and drawn candidates fix them: no
+    ///      ballots give each node the two lowest tie keys (reference `top2` of empty votes). A public library function,
+    ///      called by DELEGATECALL, so that the task contract stays under EIP-170's size limit.
+    /// @return fixed_ Per open node in increasing id, `node << 32 | first << 16 | second` (one packed word keeps the
+    ///         caller's decoding small).
+    function levelTop2(
+        bytes[] memory ballots,
+        uint256 numFeatures,
+        uint8 rule,
+        uint256 tree,
+        uint256 level,
+        uint256 mask
+    ) public pure returns (uint256[] memory fixed_) {
+        if (numFeatures == 0) revert NoFeatures();
+        uint256 base = 1 << level;
+        uint256 k;
+        for (uint256 b = 0; b < base; ++b) if ((mask >> b) & 1 == 1) ++k;
+        fixed_ = new uint256[](k);
+        uint256 i;
+        for (uint256 b = 0; b < base; ++b) {
+            if ((mask >> b) & 1 == 0) continue;
+            uint256[] memory counts = new uint256[](numFeatures);
+            for (uint256 q = 0; q < ballots.length; ++q) {
+                uint256 code = (uint256(uint8(ballots[q][2 * i])) << 8) | uint256(uint8(ballots[q][2 * i + 1]));
+                if (code != 0) counts[code - 1] += 1;
+            }
+            (uint256 first, uint256 second) = top2FromCounts(counts, rule, tree, base + b);
+            fixed_[i] = ((base + b) << 32) | (first << 16) | second;
+            ++i;
+        }
+    }
+
     /// @dev The ranking step of `top2` on ready vote counts: the two best by (count descending, key ascending).
     ///      A feature with fewer votes than the current runner-up is skipped before its key is computed.
     function top2FromCounts(

@@ -29,7 +29,7 @@ from fgbdt_chain.deploy.requester import ChainSetup, run_task
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.node.experiment import prepare
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.fvtree import CANDIDATE_RULE, TrainParams
 from fgbdt_chain.node.model import Model
 
 TRAIN_TREES = 20
@@ -43,6 +43,13 @@ def register(sub: Any) -> None:
     # paper's 500 trees of depth 8 that `simulate` defaults to
     p.set_defaults(trees=TRAIN_TREES, depth=TRAIN_DEPTH)
     add_chain_arguments(p)
+    p.add_argument(
+        "--algo",
+        choices=tuple(CANDIDATE_RULE),
+        default="fvtree",
+        help="fvtree: the parties vote for each node's candidates (the paper); drawn: the contract draws them from a "
+        "public seed, one round less per level (simulate --algo drawn trains the same model)",
+    )
     p.add_argument("--key", help="requester's private key file (default: a fresh key funded by the devnet)")
     p.add_argument("--reward", type=float, default=1.0, help="reward deposited with the task, in ETH")
     p.add_argument(
@@ -90,6 +97,7 @@ def train(args: argparse.Namespace) -> int:
         contract=target.contract,
         requester=requester,
         workdir=workdir,
+        algo=args.algo,
         reward_wei=int(args.reward * 10**18),
         step_blocks=args.step_blocks,
         tick_seconds=args.tick,

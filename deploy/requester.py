@@ -37,6 +37,7 @@ from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import edges_from_sketch
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import Prepared, evaluate
+from fgbdt_chain.node.fvtree import CANDIDATE_RULE
 from fgbdt_chain.node.publish import decode_join
 
 Progress = Callable[[dict[str, Any]], None]
@@ -50,6 +51,8 @@ class ChainSetup:
     contract: str
     requester: LocalAccount
     workdir: Path
+    algo: str = "fvtree"
+    """What the parties run: ``fvtree`` (voted candidates) or ``drawn`` (``node.fvtree.CANDIDATE_RULE``)."""
     reward_wei: int = 10**18
     step_blocks: int = 120
     tick_seconds: float = 0.25
@@ -76,6 +79,7 @@ def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
     """The task parameters as the contract takes them (fixed point where real)."""
     m = prep.config.parties
     return prep.params.task(
+        candidates=CANDIDATE_RULE[setup.algo],
         endorse=setup.endorse,
         quorum_num=2,
         quorum_den=3,
@@ -319,23 +323,33 @@ class Requester:
         kappa = [0] * len(parties)
         events = self.client.logs(
             self.task.contract,
-            ["ContributionsAdded", "VotesSubmitted", "HistogramsSubmitted"],
+            ["ContributionsAdded", "LevelStarted", "VotesSubmitted", "HistogramsSubmitted"],
             self.task_id,
             self.start_block,
         )
-        voted: set[tuple[int, int, str]] = set()
+        drawn = self.task.config(self.task_id).candidate_rule == ref.CANDIDATES_DRAWN
+        expected: set[tuple[int, int, str]] = set()
         sent: set[tuple[int, int, str]] = set()
+        taking_part = set(parties)
+        previous = (0, 0)
         for ev in events:
             a = ev.args
+            key = (int(a["tree"]), int(a["level"])) if "level" in a else (0, 0)
             if ev.name == "ContributionsAdded":
                 for who, ph, ka in zip(a["parties"], a["phi"], a["kappa"], strict=True):
                     phi[order[str(who)]] += int(ph)
                     kappa[order[str(who)]] += int(ka)
+            elif ev.name == "LevelStarted":
+                if drawn:  # no votes: every party that sent at the previous step owes this one (the contract's rule)
+                    if key != (0, 0):
+                        taking_part = {p for t, lv, p in sent if (t, lv) == previous}
+                    expected |= {(*key, p) for p in taking_part}
+                previous = key
             elif ev.name == "VotesSubmitted":
-                voted.add((int(a["tree"]), int(a["level"]), str(a["party"])))
+                expected.add((*key, str(a["party"])))
             else:
-                sent.add((int(a["tree"]), int(a["level"]), str(a["party"])))
-        rejected = [sum(1 for k in voted - sent if k[2] == p) for p in parties]
+                sent.add((*key, str(a["party"])))
+        rejected = [sum(1 for k in expected - sent if k[2] == p) for p in parties]
         totals = [self.task.contribution(self.task_id, p) for p in parties]
         positive = sum(max(t, 0) for t in totals)
         self.usage.scan(self.client, self.client.block_number)
@@ -344,6 +358,7 @@ class Requester:
             "contract": self.task.address,
             "rpc": self.setup.rpc,
             "dataset": prep.train.name,
+            "algo": self.setup.algo,
             "parties": prep.config.parties,
             "theta": prep.config.theta,
             "trees": prep.params.trees,

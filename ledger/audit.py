@@ -446,66 +446,21 @@ class _Auditor:
     ) -> list[int] | None:
         """Check one level; the next level's open nodes, or None while the level is still in progress."""
         where: dict[str, Any] = {"tree": tree, "level": level}
-        k = len(open_nodes)
         progress = f"tree {tree}, level {level}"
-        # votes
         step = self.cfg["stepBlocks"]
         if int(started.args["deadline"]) != started.block_number + step:
-            self.fail(
-                "voting deadline (block + stepBlocks)", started.block_number + step, started.args["deadline"], **where
-            )
-        votes: dict[str, list[int]] = {}
-        for ev in self.take_level(tree, level, "VotesSubmitted"):
-            party = _addr(ev.args["party"])
-            w = {**where, "party": party}
-            if party not in self.party_set:
-                self.fail("voter is an approved party", "approved party", party, **w)
-            if party in votes:
-                self.fail("one vote set per party", 1, 2, **w)
-            if self.active is not None and party not in self.active:
-                self.fail("voter took part in the previous step (continuity)", "a party taking part", party, **w)
-            vs = [int(v) for v in ev.args["votes"]]
-            if len(vs) != k:
-                self.fail("number of votes", k, len(vs), **w)
-            for j, v in enumerate(vs):
-                if v != ref.ABSTAIN and not 0 <= v < self.num_features:
-                    self.fail("vote is a feature or -1", f"[-1, {self.num_features})", v, node=open_nodes[j], **w)
-            if ev.block_number > int(started.args["deadline"]):
-                self.fail("vote before the step deadline", f"block <= {started.args['deadline']}", ev.block_number, **w)
-            votes[party] = vs
-            self.counts.vote_sets += 1
-        closed = self.one("VotingClosed", self.take_level(tree, level, "VotingClosed"), **where)
-        if closed is None:
-            self.pending = f"{progress}, voting open"
+            want = started.block_number + step
+            self.fail("first step's deadline (block + stepBlocks)", want, started.args["deadline"], **where)
+        found: tuple[dict[str, list[int]], dict[int, tuple[int, int]], int] | None
+        if self.cfg.get("candidateRule", ref.CANDIDATES_VOTED) == ref.CANDIDATES_DRAWN:
+            found = self._drawn(tree, level, open_nodes, started, where)
+        else:
+            found = self._voted(tree, level, open_nodes, started, where, progress)
+        if found is None:
             return None
-        if int(closed.args["voters"]) != len(votes):
-            self.fail("VotingClosed voters", len(votes), int(closed.args["voters"]), **where)
-        taking_part = len(self.parties) if self.active is None else len(self.active)
-        if len(votes) < taking_part and closed.block_number <= int(started.args["deadline"]):
-            self.fail(
-                "voting closed after its deadline or with every vote", "later block", closed.block_number, **where
-            )
-        if int(closed.args["deadline"]) != closed.block_number + step:
-            self.fail(
-                "histogram deadline (block + stepBlocks)", closed.block_number + step, closed.args["deadline"], **where
-            )
-        voters = [p for p in self.parties if p in votes]
-        # top-2
-        cands: dict[int, tuple[int, int]] = {}
-        for j, nd in enumerate(open_nodes):
-            w = {**where, "node": nd}
-            fixed = self.one("CandidatesFixed", self.take_node(tree, nd, "CandidatesFixed"), **w)
-            want = ref.top2([votes[p][j] for p in voters], self.num_features, self.tie_break, tree, nd)
-            if fixed is None:
-                self.fail("CandidatesFixed", want, "none", **w)
-            got = (int(fixed.args["first"]), int(fixed.args["second"]))
-            if got != want:
-                self.fail("candidates (top-2 of the votes)", want, got, **w)
-            cands[nd] = want
-            self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], cand0=want[0], cand1=want[1])
+        votes, cands, deadline = found
         # histograms and endorsements
         hists: dict[str, list[ref.NodeHistograms]] = {}
-        deadline = int(closed.args["deadline"])
         for ev in self.take_level(tree, level, "HistogramsSubmitted"):
             party = _addr(ev.args["party"])
             w = {**where, "party": party}
@@ -558,6 +513,91 @@ class _Auditor:
             self.pending = f"{progress}, nodes {unresolved} unresolved"
             return None
         return nxt
+
+    def _voted(
+        self, tree: int, level: int, open_nodes: list[int], started: Event, where: dict[str, Any], progress: str
+    ) -> tuple[dict[str, list[int]], dict[int, tuple[int, int]], int] | None:
+        """The vote round of a level with voted candidates: every ballot, the close, the top-2. Returns the ballots,
+        the candidates and the histogram step's deadline, or None while voting is open."""
+        k = len(open_nodes)
+        step = self.cfg["stepBlocks"]
+        votes: dict[str, list[int]] = {}
+        for ev in self.take_level(tree, level, "VotesSubmitted"):
+            party = _addr(ev.args["party"])
+            w = {**where, "party": party}
+            if party not in self.party_set:
+                self.fail("voter is an approved party", "approved party", party, **w)
+            if party in votes:
+                self.fail("one vote set per party", 1, 2, **w)
+            if self.active is not None and party not in self.active:
+                self.fail("voter took part in the previous step (continuity)", "a party taking part", party, **w)
+            vs = [int(v) for v in ev.args["votes"]]
+            if len(vs) != k:
+                self.fail("number of votes", k, len(vs), **w)
+            for j, v in enumerate(vs):
+                if v != ref.ABSTAIN and not 0 <= v < self.num_features:
+                    self.fail("vote is a feature or -1", f"[-1, {self.num_features})", v, node=open_nodes[j], **w)
+            if ev.block_number > int(started.args["deadline"]):
+                self.fail("vote before the step deadline", f"block <= {started.args['deadline']}", ev.block_number, **w)
+            votes[party] = vs
+            self.counts.vote_sets += 1
+        closed = self.one("VotingClosed", self.take_level(tree, level, "VotingClosed"), **where)
+        if closed is None:
+            self.pending = f"{progress}, voting open"
+            return None
+        if int(closed.args["voters"]) != len(votes):
+            self.fail("VotingClosed voters", len(votes), int(closed.args["voters"]), **where)
+        taking_part = len(self.parties) if self.active is None else len(self.active)
+        if len(votes) < taking_part and closed.block_number <= int(started.args["deadline"]):
+            self.fail(
+                "voting closed after its deadline or with every vote", "later block", closed.block_number, **where
+            )
+        if int(closed.args["deadline"]) != closed.block_number + step:
+            self.fail(
+                "histogram deadline (block + stepBlocks)", closed.block_number + step, closed.args["deadline"], **where
+            )
+        voters = [p for p in self.parties if p in votes]
+        # top-2
+        cands: dict[int, tuple[int, int]] = {}
+        for j, nd in enumerate(open_nodes):
+            w = {**where, "node": nd}
+            fixed = self.one("CandidatesFixed", self.take_node(tree, nd, "CandidatesFixed"), **w)
+            want = ref.top2([votes[p][j] for p in voters], self.num_features, self.tie_break, tree, nd)
+            if fixed is None:
+                self.fail("CandidatesFixed", want, "none", **w)
+            got = (int(fixed.args["first"]), int(fixed.args["second"]))
+            if got != want:
+                self.fail("candidates (top-2 of the votes)", want, got, **w)
+            cands[nd] = want
+            self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], cand0=want[0], cand1=want[1])
+        return votes, cands, int(closed.args["deadline"])
+
+    def _drawn(
+        self, tree: int, level: int, open_nodes: list[int], started: Event, where: dict[str, Any]
+    ) -> tuple[dict[str, list[int]], dict[int, tuple[int, int]], int]:
+        """A level with drawn candidates: no vote round (a vote or a close is a mismatch), each node's candidates
+        fixed as the level opened to ``reference.drawn_candidates``. The parties taking part count as voters of empty
+        ballots (no voting contribution), and the level's first deadline is its histogram deadline."""
+        for name in ("VotesSubmitted", "VotingClosed"):
+            if self.take_level(tree, level, name):
+                self.fail("no vote round with drawn candidates", "none", name, **where)
+        taking_part = self.parties if self.active is None else [p for p in self.parties if p in self.active]
+        votes = {p: [ref.ABSTAIN] * len(open_nodes) for p in taking_part}
+        cands: dict[int, tuple[int, int]] = {}
+        for nd in open_nodes:
+            w = {**where, "node": nd}
+            fixed = self.one("CandidatesFixed", self.take_node(tree, nd, "CandidatesFixed"), **w)
+            want = ref.drawn_candidates(self.num_features, tree, nd)
+            if fixed is None:
+                self.fail("CandidatesFixed", want, "none", **w)
+            if fixed.block_number != started.block_number:
+                self.fail("drawn candidates fixed as the level opens", started.block_number, fixed.block_number, **w)
+            got = (int(fixed.args["first"]), int(fixed.args["second"]))
+            if got != want:
+                self.fail("candidates (drawn from the public seed)", want, got, **w)
+            cands[nd] = want
+            self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], cand0=want[0], cand1=want[1])
+        return votes, cands, int(started.args["deadline"])
 
     def _histograms(
         self,

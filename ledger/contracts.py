@@ -63,6 +63,7 @@ class TaskConfig:
     bins: int = 16
     hessian_mode: int = 0
     tie_break: int = 1
+    candidate_rule: int = 0
     objective: int = 0
     endorse_rule: int = 0
     quorum_num: int = 2

@@ -74,18 +74,26 @@ def run_level(
     tree, level, open_nodes = st.tree, st.level, st.open_nodes()
     cfg = task.config(task_id)
     out = LevelOutcome(tree, level, open_nodes, {}, [], [], {}, {})
-    for p in parties:
-        if p.address in silent_votes:
-            continue
-        out.txs.append(task.submit_votes(p, task_id, tree, level, votes[p.address]))
-        out.voters.append(p.address)
-        out.votes[p.address] = list(votes[p.address])
-    if len(out.voters) < len(parties):
-        _mine_past(task, task_id)
-    closed = task.close_voting(resolver, task_id)
-    out.txs.append(closed)
-    for ev in closed.events_named("CandidatesFixed"):
-        out.candidates[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
+    if cfg.candidate_rule == ref.CANDIDATES_DRAWN:  # no vote round: the level opened with its candidates fixed
+        # every party taking part is counted as the voter of an empty ballot, which is what the reference sees
+        out.voters = [p.address for p in parties]
+        out.votes = {p.address: [ref.ABSTAIN] * len(open_nodes) for p in parties}
+        for nd in open_nodes:
+            rec = task.node(task_id, tree, nd)
+            out.candidates[nd] = (rec.cand0, rec.cand1)
+    else:
+        for p in parties:
+            if p.address in silent_votes:
+                continue
+            out.txs.append(task.submit_votes(p, task_id, tree, level, votes[p.address]))
+            out.voters.append(p.address)
+            out.votes[p.address] = list(votes[p.address])
+        if len(out.voters) < len(parties):
+            _mine_past(task, task_id)
+        closed = task.close_voting(resolver, task_id)
+        out.txs.append(closed)
+        for ev in closed.events_named("CandidatesFixed"):
+            out.candidates[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
     approved = task.parties(task_id)
     need = quorum(len(approved), cfg.quorum_num, cfg.quorum_den)
     accounts: dict[str, LocalAccount] = {str(p.address): p for p in (endorsers or parties)}

@@ -52,6 +52,14 @@ TIE_HASHED: int = 1
 TieRuleName = Literal["hashed", "index"]
 TIE_RULES: dict[TieRuleName, int] = {"hashed": TIE_HASHED, "index": TIE_LOWER_INDEX}
 TIE_RULE_NAMES: dict[int, TieRuleName] = {code: name for name, code in TIE_RULES.items()}
+# how each node's two candidates are chosen (``Config.candidateRule``): the parties' votes (the paper's FV-tree), or
+# drawn from a public seed when the level opens, the top-2 of empty ballots under the hashed tie key (no vote round,
+# no voting contribution; ``node.fvtree``'s ``drawn`` explains why)
+CANDIDATES_VOTED: int = 0
+CANDIDATES_DRAWN: int = 1
+CandidateRuleName = Literal["voted", "drawn"]
+CANDIDATE_RULES: dict[CandidateRuleName, int] = {"voted": CANDIDATES_VOTED, "drawn": CANDIDATES_DRAWN}
+CANDIDATE_RULE_NAMES: dict[int, CandidateRuleName] = {code: name for name, code in CANDIDATE_RULES.items()}
 # loss functions (``Config.objective``): the exact bounds of per-bin sums (``ledger.histogram_rules``)
 OBJECTIVE_BINARY: int = 0
 OBJECTIVE_SQUARED: int = 1
@@ -212,6 +220,13 @@ class NodeHistograms:
     g: tuple[tuple[int, ...], ...]
     h: tuple[tuple[int, ...], ...]
     n: tuple[tuple[int, ...], ...]
+
+
+def drawn_candidates(num_features: int, tree: int, node: int) -> tuple[int, int]:
+    """A node's candidates under ``CANDIDATES_DRAWN``: the top-2 of empty ballots, so the two features with the
+    lowest hashed tie keys of (``tree``, ``node``): fixed by public values alone, as the contract fixes them when the
+    node's level opens."""
+    return top2([], num_features, TIE_HASHED, tree, node)
 
 
 def aggregate(parts: Sequence[NodeHistograms]) -> NodeHistograms:

@@ -34,6 +34,8 @@ class TaskParameters:
     bins: int = 16
     hessian: ref.HessianModeName = "hessian"
     tie_break: ref.TieRuleName = "hashed"
+    candidates: ref.CandidateRuleName = "voted"
+    """How each node's two candidates are chosen: the parties' votes, or drawn from a public seed (no vote round)."""
     objective: ref.ObjectiveName = "binary"
     endorse: ref.EndorseRuleName = "statistical"
     quorum_num: int = 2
@@ -60,6 +62,7 @@ class TaskParameters:
             bins=self.bins,
             hessian_mode=ref.HESSIAN_MODES[self.hessian],
             tie_break=ref.TIE_RULES[self.tie_break],
+            candidate_rule=ref.CANDIDATE_RULES[self.candidates],
             objective=ref.OBJECTIVES[self.objective],
             endorse_rule=ref.ENDORSE_RULES[self.endorse],
             quorum_num=self.quorum_num,
@@ -92,6 +95,7 @@ class TaskParameters:
             bins=cfg.bins,
             hessian=ref.HESSIAN_MODE_NAMES[cfg.hessian_mode],
             tie_break=ref.TIE_RULE_NAMES[cfg.tie_break],
+            candidates=ref.CANDIDATE_RULE_NAMES[cfg.candidate_rule],
             objective=ref.OBJECTIVE_NAMES[cfg.objective],
             endorse=ref.ENDORSE_RULE_NAMES[cfg.endorse_rule],
             quorum_num=cfg.quorum_num,

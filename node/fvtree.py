@@ -53,6 +53,10 @@ from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures", "drawn")
 VOTING = ("fvtree", "pvtree")
 """The algorithms whose parties vote for the candidates (a vote round on chain, voting contributions)."""
+CANDIDATE_RULE: dict[str, ref.CandidateRuleName] = {"fvtree": "voted", "drawn": "drawn"}
+"""The algorithms a task on chain runs, by the contract's ``candidateRule`` (``pvtree`` and ``allfeatures`` are
+``simulate``'s comparisons: which histograms a party votes on, or pooled float histograms, no contract can check)."""
+ALGORITHM_OF_RULE: dict[ref.CandidateRuleName, str] = {rule: algo for algo, rule in CANDIDATE_RULE.items()}
 HESSIAN_MODES = ref.HESSIAN_MODES
 # top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" is NOTES 6 as
 # written (the lower index wins), which on single-feature ballots systematically favours low-index features

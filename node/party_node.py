@@ -196,6 +196,8 @@ class PartyNode:
         self.index = -1
         self.W = np.zeros((0, 0))
         self.estimators: list[PartyEstimator] = []
+        self.drawn = self.cfg.candidate_rule == ref.CANDIDATES_DRAWN
+        """The task draws every node's candidates (no vote round: each level opens in its histogram step)."""
         self.excluded = False
         """This party no longer takes part (refused, declined or silent once): it only verifies and resolves."""
         self._fixed: FixedRows | None = None
@@ -393,8 +395,9 @@ class PartyNode:
             return ctx
 
     def candidates(self, ctx: LevelContext) -> list[tuple[int, int]]:
-        """The level's candidates as fixed by ``closeVoting``: from its ``CandidatesFixed`` events (one log query),
-        else from the node records (a node that does not serve the level's logs yet)."""
+        """The level's candidates as fixed by ``closeVoting`` (drawn candidates: as the level opened): from its
+        ``CandidatesFixed`` events (one log query), else from the node records (a node that does not serve the level's
+        logs yet)."""
         if not ctx.candidates:
             with self.timed("chain reads"):
                 found: dict[int, tuple[int, int]] = {}
@@ -517,7 +520,7 @@ class PartyNode:
                 self._last_attempt = now
                 self._try("closeVoting", self.task.close_voting)
         elif st.phase == Phase.HISTOGRAMS:
-            voted = self._has(["VotesSubmitted"], st.tree, st.level)
+            voted = (self.drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
             done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
             if voted and not done:
                 self._send_histograms(ctx, st.step_deadline)
@@ -614,6 +617,10 @@ class PartyNode:
                 self.log(f"tree {ctx.tree} level {ctx.level}: the contract refuses the histograms ({exc}); declining")
                 self._decline(ctx)
                 return
+            if exc.name == "Excluded":  # drawn candidates: the first sign that this party is out of the task
+                self.excluded = True
+                self.log(f"tree {ctx.tree} level {ctx.level}: out of the task; verifying and resolving only")
+                return
             if exc.name in ("AlreadySubmitted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
                 return
@@ -628,7 +635,7 @@ class PartyNode:
             with self.timed("transactions"):
                 self.task.decline_histograms(self.account, self.task_id, ctx.tree, ctx.level)
         except ContractRevert as exc:
-            if exc.name not in ("AlreadySubmitted", "WrongPhase", "WrongStep", "StepDeadlinePassed"):
+            if exc.name not in ("AlreadySubmitted", "WrongPhase", "WrongStep", "StepDeadlinePassed", "Excluded"):
                 raise
             return
         self._try("closeHistograms", self.task.close_histograms)

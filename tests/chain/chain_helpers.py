@@ -117,8 +117,11 @@ def assert_level_matches(fed: Federation, replay: Replay, out: LevelOutcome) -> 
     """The contract's node records and contribution events equal the reference's results, bit for bit."""
     task = fed.task
     for j, node in enumerate(out.open_nodes):
-        ballots = [out.votes[v][j] for v in out.voters]
-        assert out.candidates[node] == ref.top2(ballots, fed.num_features, fed.cfg.tie_break, out.tree, node)
+        if fed.cfg.candidate_rule == ref.CANDIDATES_DRAWN:
+            assert out.candidates[node] == ref.drawn_candidates(fed.num_features, out.tree, node)
+        else:
+            ballots = [out.votes[v][j] for v in out.voters]
+            assert out.candidates[node] == ref.top2(ballots, fed.num_features, fed.cfg.tie_break, out.tree, node)
         want = replay.results[(out.tree, node)]
         rec = task.node(fed.task_id, out.tree, node)
         ev = out.node_event(node, "ContributionsAdded").args

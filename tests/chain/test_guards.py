@@ -87,6 +87,40 @@ def test_invalid_config(chain: ChainClient, task_contract: TaskContract) -> None
     assert e.args_ == (b"depth".ljust(32, b"\x00"),)
     e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(tie_break=2), [0], [ONE])
     assert e.args_ == (b"tieBreak".ljust(32, b"\x00"),)
+    e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(candidate_rule=2), [0], [ONE])
+    assert e.args_ == (b"candidateRule".ljust(32, b"\x00"),)
+
+
+def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: TaskContract) -> None:
+    """With drawn candidates the level opens in its histogram step with the candidates fixed: votes and closing a
+    vote revert ``WrongPhase``; the histogram step closes early once every party taking part sent or declined; a
+    party out of the task (silent once) is refused with ``Excluded``, not ``DidNotVote``."""
+    cfg = TaskConfig(trees=1, depth=2, bins=3, candidate_rule=ref.CANDIDATES_DRAWN, min_parties=3, max_parties=3)
+    fed = open_task(chain, task_contract, cfg, 3)
+    t, tid = fed.task, fed.task_id
+    st = t.state(tid)
+    assert (st.phase, st.tree, st.level) == (Phase.HISTOGRAMS, 0, 0)
+    rec = t.node(tid, 0, 1)
+    assert (rec.cand0, rec.cand1) == ref.drawn_candidates(fed.num_features, 0, 1)
+    reverts("WrongPhase", t.submit_votes, fed.parties[0], tid, 0, 0, [0])
+    reverts("WrongPhase", t.close_voting, fed.resolver, tid)
+    reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
+    rows = RowSource(random.Random(3), [p.address for p in fed.parties], 40, fed.num_features, cfg.bins + 1)
+    rows.start_tree(0)
+    out = run_level(t, tid, fed.parties, {}, rows, fed.resolver, silent_hists={fed.parties[2].address}, resolve_batch=1)
+    assert out.submitters == [p.address for p in fed.parties[:2]]
+    st = t.state(tid)
+    assert st.level == 1 and st.phase == Phase.HISTOGRAMS
+    for nd in st.open_nodes():
+        rec = t.node(tid, 0, nd)
+        assert (rec.cand0, rec.cand1) == ref.drawn_candidates(fed.num_features, 0, nd)
+    reverts("Excluded", t.submit_histograms, fed.parties[2], tid, 0, 1, [], [])
+    reverts("Excluded", t.decline_histograms, fed.parties[2], tid, 0, 1)
+    t.decline_histograms(fed.parties[0], tid, 0, 1)
+    reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
+    t.decline_histograms(fed.parties[1], tid, 0, 1)
+    t.close_histograms(fed.resolver, tid)  # both parties taking part have answered: no wait for the deadline
+    assert t.state(tid).phase == Phase.RESOLVING
 
 
 def test_vote_guards(fed: Federation) -> None:

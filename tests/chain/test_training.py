@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
-from chain_helpers import EDGES, Replay, RowSource, assert_level_matches, open_task, params_of, random_votes
+from chain_helpers import EDGES, Federation, Replay, RowSource, assert_level_matches, open_task, params_of, random_votes
 
+from fgbdt_chain.ledger.audit import audit_events, read_task
 from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
@@ -104,10 +106,10 @@ def _train(
     silent: dict,
     resolve_batch: int = 1,
     rows_per_party: int = 60,
-) -> list[int]:
-    """Train a whole task with random votes and the histograms of random rows, checking every level and the payouts
-    against the reference; returns the number of open nodes of each level. A party silent once takes no further
-    part (continuity), but still endorses the others."""
+) -> tuple[list[int], Federation]:
+    """Train a whole task with random votes and the histograms of random rows, checking every level, the payouts
+    and the audit's replay against the reference; returns the number of open nodes of each level, and the task. A
+    party silent once takes no further part (continuity), but still endorses the others."""
     fed = open_task(chain, task, cfg, m, num_features=5, reward=3 * 10**18)
     rng = random.Random(seed)
     replay = Replay(params_of(cfg), cfg.depth)
@@ -152,7 +154,9 @@ def _train(
         want = 3 * 10**18 * c // total_pos if total_pos else 0
         assert owed[p.address] == want
     assert sum(owed.values()) + fed.task.owed(fed.task_id, fed.requester.address) == 3 * 10**18
-    return widths
+    audit = audit_events(read_task(chain, task.address, fed.task_id))
+    assert audit.ok and audit.completed, audit.first_mismatch
+    return widths, fed
 
 
 def test_training_matches_reference(chain: ChainClient, task_contract: TaskContract) -> None:
@@ -187,6 +191,37 @@ def test_deep_tree_wide_levels(anvil_client: ChainClient) -> None:
     resolved three per ``resolveNodes`` (a level's last batch is shorter)."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
     cfg = TaskConfig(trees=1, depth=5, bins=5, min_parties=3, max_parties=3, min_rows=4, lam=ONE // 2)
-    widths = _train(anvil_client, task, cfg, 3, seed=23, silent={}, resolve_batch=3, rows_per_party=200)
+    widths, _ = _train(anvil_client, task, cfg, 3, seed=23, silent={}, resolve_batch=3, rows_per_party=200)
     assert len(widths) == 5 and max(widths) > 8
     assert any(w & (w - 1) for w in widths), widths  # some level needs zero-leaf padding
+
+
+def test_drawn_candidates_match_reference(chain: ChainClient, task_contract: TaskContract) -> None:
+    """``candidateRule`` drawn: no vote round (the level opens in its histogram step, its candidates fixed to the
+    reference's ``drawn_candidates``), no voting contribution even at alpha 1, a silent sender out for good, and
+    every level, contribution and payout equal to the reference's."""
+    embedded = getattr(chain.w3.provider, "ethereum_tester", None) is not None
+    trees, depth = (1, 2) if embedded else (2, 3)
+    cfg = TaskConfig(
+        trees=trees,
+        depth=depth,
+        bins=4,
+        candidate_rule=1,
+        min_parties=3,
+        max_parties=3,
+        lam=ONE,
+        min_rows=3,
+        alpha=ONE,
+        step_blocks=5,
+    )
+    _, fed = _train(chain, task_contract, cfg, 3, seed=5, silent={1: ((), (2,))})
+    record = read_task(chain, task_contract.address, fed.task_id)
+    assert not [e for e in record.events if e.name in ("VotesSubmitted", "VotingClosed")]
+    assert all(int(x) == 0 for e in record.events if e.name == "ContributionsAdded" for x in e.args["kappa"])
+    # a candidate other than the draw is a mismatch the audit names
+    events = list(record.events)
+    i = next(i for i, e in enumerate(events) if e.name == "CandidatesFixed")
+    ev = events[i]
+    events[i] = dataclasses.replace(ev, args={**ev.args, "second": (int(ev.args["second"]) + 1) % fed.num_features})
+    m = audit_events(dataclasses.replace(record, events=events)).mismatch
+    assert m is not None and m.field == "candidates (drawn from the public seed)", m

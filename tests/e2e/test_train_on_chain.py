@@ -41,16 +41,18 @@ def _setup(url: str, contract: str, workdir: Path, **kw: Any) -> ChainSetup:
     return ChainSetup(rpc=url, contract=contract, requester=requester, workdir=workdir, **kw)
 
 
-@pytest.mark.parametrize("epsilon", [math.inf, 2.0], ids=["public", "private"])
+@pytest.mark.parametrize(
+    ("epsilon", "algo"), [(math.inf, "fvtree"), (2.0, "fvtree"), (math.inf, "drawn")], ids=["public", "private", "drawn"]
+)
 def test_chain_model_equals_simulate(
-    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, epsilon: float
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, epsilon: float, algo: str
 ) -> None:
     """The chain trains the simulator's model bit for bit, with the same votes and contributions; with differential
     privacy too, where the party processes draw the seeded noise the simulator draws (``node.privacy.noise_rng``)
-    and the audit reports the guarantee."""
+    and the audit reports the guarantee; and with drawn candidates, where no party votes."""
     prep = _prep(toy_csv, dataclasses.replace(CONFIG, epsilon=epsilon))
-    report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
-    sim_report, sim_model, sim = run(prep, "fvtree", keep_levels=True)
+    report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path, algo=algo))
+    sim_report, sim_model, sim = run(prep, algo, keep_levels=True)
     assert sim_model is not None and sim is not None
     chain = model_from_chain(TaskContract.at(ChainClient.connect(anvil_node.url), e2e_contract), report["task"])
     assert chain.edges == sim_model.edges
@@ -72,7 +74,10 @@ def test_chain_model_equals_simulate(
     }
     for rec in sim.levels:
         for i in range(CONFIG.parties):
-            assert chain_votes[(rec.tree, rec.level, i)] == rec.votes[i]
+            if algo == "drawn":  # nobody votes on chain; the simulator's parties abstain
+                assert (rec.tree, rec.level, i) not in chain_votes and set(rec.votes[i]) == {-1}
+            else:
+                assert chain_votes[(rec.tree, rec.level, i)] == rec.votes[i]
     audit = audit_events(read_task(task.client, e2e_contract, report["task"]))
     assert audit.ok, audit.first_mismatch
     assert (audit.privacy is None) == math.isinf(epsilon)
