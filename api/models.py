@@ -13,8 +13,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from fgbdt_chain.ledger.reference import ONE, CandidateRuleName, from_fixed, to_fixed
-from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, ONE, from_fixed, to_fixed
+from fgbdt_chain.ledger.task_params import (
+    DEFAULT_DELTA,
+    DEFAULT_OVERLAP_THRESHOLD,
+    DEFAULT_REFUSAL_RATE,
+    DEFAULT_VOTED_TREES,
+)
 
 __all__ = ["ONE", "from_fixed", "to_fixed"]
 
@@ -91,10 +96,13 @@ class TaskParameters(BaseModel):
         default="hashed",
         description="Top-2 vote ties: `hashed` = a per-node pseudo-random feature order, `index` = lower index first.",
     )
-    candidates: CandidateRuleName = Field(
-        default="voted",
-        description="Each node's two candidate features: `voted` = top-2 of the parties' votes (the paper's FV-tree), "
-        "`drawn` = fixed from a public seed as the level opens (no vote round, no voting contribution).",
+    voted_trees: int = Field(
+        default=DEFAULT_VOTED_TREES,
+        ge=0,
+        le=ALL_TREES_VOTED,
+        description="Trees whose two candidate features per node are the top-2 of the parties' votes (the paper's "
+        "FV-tree); later trees draw them from a public seed as each level opens (no vote round, no voting "
+        f"contribution). 0: every tree draws; {ALL_TREES_VOTED}: every tree votes.",
     )
     quorum_num: int = Field(default=2, ge=0, le=65_535)
     quorum_den: int = Field(default=3, ge=1, le=65_535)
@@ -285,7 +293,7 @@ class ParametersOut(BaseModel):
     bins: int
     hessian: Literal["hessian", "count"]
     tie_break: Literal["hashed", "index"]
-    candidates: CandidateRuleName
+    voted_trees: int
     quorum_num: int
     quorum_den: int
     min_parties: int

@@ -27,6 +27,7 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.binning import exact_edges
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run
@@ -101,7 +102,9 @@ def main() -> int:
         doc = json.loads(Path(args.from_json).read_text())
         print(markdown(doc["rows"], doc["command"], args.from_json))
         return 0
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, learning_rate=0.1, lam=0.1)
+    params = TrainParams(
+        trees=args.trees, depth=args.depth, bins=args.bins, learning_rate=0.1, lam=0.1, voted_trees=ALL_TREES_VOTED
+    )
     tasks = [
         (name, seed, params, args.parties, args.theta, args.binning_epsilon, args.threads)
         for name in args.datasets.split(",")

@@ -29,8 +29,9 @@ from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_
 from fgbdt_chain.ledger.anvil import start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskContract
+from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import CANDIDATE_RULE, TrainParams
+from fgbdt_chain.node.fvtree import ON_CHAIN, TrainParams
 from fgbdt_chain.node.histogram import warm_up
 from fgbdt_chain.node.model import Model
 
@@ -47,13 +48,14 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=6)
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--algo", choices=tuple(CANDIDATE_RULE), default="fvtree", help="voted or drawn candidates")
+    ap.add_argument("--algo", choices=ON_CHAIN, default="fvtree", help="fvtree (votes, then drawn) or drawn")
+    ap.add_argument("--voted-trees", type=int, default=DEFAULT_VOTED_TREES, help="fvtree: trees that vote")
     ap.add_argument("--tick", type=float, default=0.25)
     ap.add_argument("--budget", type=float, default=None, help="stop after this many seconds (partial run)")
     ap.add_argument("--out", default="bench/results/chain.json")
     args = ap.parse_args()
     train, test = load(args.data, args.seed)
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins)
+    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=args.voted_trees)
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed))
     warm_up()
     sim_report, sim_model, _ = run(prep, args.algo)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from fgbdt_chain.ledger.reference import endorsement_quorum
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, endorsement_quorum
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.messages import SIGNATURE, WORD, level_traffic
@@ -44,7 +44,7 @@ def main() -> int:
             print_table(json.load(f))
         return 0
     train, test = load(args.data, args.seed)
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins)
+    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=ALL_TREES_VOTED)
     rows = []
     for frac in map(float, args.fractions.split(",")):
         keep = np.sort(np.random.default_rng(args.seed).permutation(train.n_rows)[: round(frac * train.n_rows)])

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import quorum
@@ -187,14 +188,14 @@ class Observer:
         }
 
 
-def one_config(task: tuple[str, int, float, int, int, int, float, float, int | None, str]) -> dict[str, Any]:
+def one_config(task: tuple[str, int, float, int, int, int, float, float, int | None, str, int]) -> dict[str, Any]:
     """Every measurement of one (data set, M, theta, seed); ``attack_from`` None skips the attack runs; ``algo`` is
     ``fvtree`` or ``drawn`` (the candidates drawn from a public seed, not voted)."""
-    name, parties, theta, seed, trees, depth, alpha, stress_skew, attack_from, algo = task
+    name, parties, theta, seed, trees, depth, alpha, stress_skew, attack_from, algo, voted_trees = task
     start = time.perf_counter()
     train, test = load(name, seed)
     objective = "binary" if set(np.unique(train.y).tolist()) <= {0.0, 1.0} else "regression"
-    params = TrainParams(trees=trees, depth=depth, objective=objective)  # type: ignore[arg-type]
+    params = TrainParams(trees=trees, depth=depth, objective=objective, voted_trees=voted_trees)  # type: ignore[arg-type]
     config = PrepConfig(
         parties=parties,
         theta=theta,
@@ -404,6 +405,12 @@ def main() -> int:
     ap.add_argument("--start-tree", type=int, help="first tree the greedy party attacks (default: trees // 2)")
     ap.add_argument("--jobs", type=int, default=1, help="configurations run in parallel processes")
     ap.add_argument("--algo", choices=("fvtree", "drawn"), default="fvtree", help="voted or drawn candidates")
+    ap.add_argument(
+        "--voted-trees",
+        type=int,
+        default=ALL_TREES_VOTED,
+        help="fvtree: trees that vote before the candidates are drawn (default: all, the paper's FV-tree)",
+    )
     ap.add_argument("--out", default="bench/results/endorse.json")
     ap.add_argument(
         "--update",
@@ -423,6 +430,7 @@ def main() -> int:
             args.stress_feature_skew,
             None if args.no_attack_runs else (args.trees // 2 if args.start_tree is None else args.start_tree),
             args.algo,
+            args.voted_trees,
         )
         for d in args.datasets.split(",")
         for m in args.parties.split(",")

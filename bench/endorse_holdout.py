@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.binning import fixed_round
 from fgbdt_chain.node.endorsement import estimators_for
@@ -53,7 +54,7 @@ def split(parts: list[np.ndarray], seed: int) -> tuple[list[np.ndarray], list[np
 def holdout(name: str, theta: float, trees: int, seed: int = 0) -> dict[str, Any]:
     data, test = load(name, seed)
     train_parts, held = split(partition(data, PrepConfig(parties=PARTIES, theta=theta, seed=seed)), seed)
-    params = TrainParams(trees=trees)
+    params = TrainParams(trees=trees, voted_trees=ALL_TREES_VOTED)  # the votes' drift is what it measures
     config = PrepConfig(parties=PARTIES, theta=theta, seed=seed, refusal_rate=1e-15)
     prep = prepare(data, test, params, config, parts=train_parts)
     # the PSDs exactly as Prepared.weights builds them (same rows, ranges and seeds), to weight the held-out rows

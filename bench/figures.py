@@ -39,6 +39,7 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
@@ -76,7 +77,7 @@ def convergence(task: tuple[str, int, int, int]) -> dict[str, Any]:
     name, seed, trees, depth = task
     start = time.perf_counter()
     train, test = load(name, seed)
-    params = TrainParams(trees=trees, depth=depth)
+    params = TrainParams(trees=trees, depth=depth, voted_trees=ALL_TREES_VOTED)  # the paper's FV-tree
     prep = prepare(train, test, params, PrepConfig(parties=PARTIES, theta=THETA, seed=seed))
     checkpoints = [k for k in CHECKPOINTS if k <= trees]
     curves: dict[str, list[float]] = {}
@@ -123,7 +124,10 @@ def sweep_point(task: tuple[str, str, int, float, int, int]) -> dict[str, Any]:
     knob = SWEEPS[part][0]
     parties, theta = (2, float(value)) if knob == "theta" else (int(value), THETA)
     prep = prepare(
-        train, test, TrainParams(trees=trees, depth=depth), PrepConfig(parties=parties, theta=theta, seed=seed)
+        train,
+        test,
+        TrainParams(trees=trees, depth=depth, voted_trees=ALL_TREES_VOTED),
+        PrepConfig(parties=parties, theta=theta, seed=seed),
     )
     errors: dict[str, float] = {}
     refused = 0

@@ -45,6 +45,7 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run, standalone_errors
 from fgbdt_chain.node.fvtree import TrainParams
@@ -97,7 +98,7 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
     part, name, trees, bins, seed = task
     start = time.perf_counter()
     train, test = load(name, seed)
-    params = TrainParams(trees=trees, depth=PARTS[part].get("depth", DEPTH), bins=bins)
+    params = TrainParams(trees=trees, depth=PARTS[part].get("depth", DEPTH), bins=bins, voted_trees=ALL_TREES_VOTED)
     row: dict[str, Any] = {"dataset": name, "seed": seed, "trees": trees, "bins": bins, "runs": {}}
     for eps in PARTS[part]["epsilons"]:
         prep = prepare(train, test, params, PrepConfig(parties=PARTIES, theta=THETA, seed=seed, epsilon=eps))
@@ -108,7 +109,7 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
             "accounted_epsilon": report["privacy"]["accounted_epsilon"],
             "lambda": report["params"]["lam"],
         }
-    ref_params = TrainParams() if part.startswith("figure9") else params
+    ref_params = TrainParams(voted_trees=ALL_TREES_VOTED) if part.startswith("figure9") else params
     booster = baselines.train_own_bins(train.X, train.y, ref_params, threads=1, seed=seed)
     row["lightgbm"] = evaluate(ref_params, test.y, np.asarray(booster.predict(test.X), dtype=np.float64))
     if part.startswith("figure9"):

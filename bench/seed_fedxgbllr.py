@@ -21,6 +21,7 @@ import numpy as np
 
 from bench import datasets
 from bench.stats import mean_se
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node import baselines, experiment
 from fgbdt_chain.node.fedxgbllr import train_fedxgbllr
 from fgbdt_chain.node.fvtree import TrainParams
@@ -33,7 +34,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def one_run(clients: int, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """One seed's FedXGBllr and LightGBM accuracies (percent) on a9a."""
     train, test = datasets.load("a9a", seed)
-    params = TrainParams(trees=args.trees, depth=8, bins=64, learning_rate=0.1)
+    params = TrainParams(trees=args.trees, depth=8, bins=64, learning_rate=0.1, voted_trees=ALL_TREES_VOTED)
     prep = experiment.prepare(train, test, params, experiment.PrepConfig(parties=clients, theta=0.5, seed=seed))
     inputs = SeedInputs(
         [prep.train.X[i] for i in prep.parts],

@@ -35,6 +35,7 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run, seed_inputs, standalone_errors
 from fgbdt_chain.node.fedxgbllr import train_fedxgbllr
 from fgbdt_chain.node.fvtree import TrainParams
@@ -116,7 +117,7 @@ def one_task(task: tuple[str, str, int, int]) -> dict[str, Any]:
     spec = PARTS[part]
     start = time.perf_counter()
     train, test = load(name, seed)
-    params = TrainParams(**spec["params"])
+    params = TrainParams(**{"voted_trees": ALL_TREES_VOTED, **spec["params"]})  # the paper's FV-tree
     prep = prepare(train, test, params, PrepConfig(parties=parties, theta=spec["theta"], seed=seed))
     row: dict[str, Any] = {"dataset": name, "parties": parties, "seed": seed, "results": {}, "comm": {}}
     for algo in spec["algos"]:

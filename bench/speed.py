@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from bench.datasets import load
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.histogram import warm_up
@@ -28,7 +29,7 @@ def rss_mb() -> float:
 
 def one(args: argparse.Namespace) -> dict[str, Any]:
     train, test = load(args.data, args.seed)
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins)
+    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=ALL_TREES_VOTED)
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed))
     if args.one == "fvtree":
         prep.weights()  # PSDs and w*, once per task: reported apart from training

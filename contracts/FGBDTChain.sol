@@ -7,9 +7,10 @@ import {FGBDTRulesLib} from "./FGBDTRules.sol";
 
 /// @title FGBDTChain
 /// @notice Federated gradient-boosted trees with on-chain fairness. A requester opens a task with a reward, approves
-///         the parties that ask to join, and the parties build the model level by level: they vote for features, the
-///         contract fixes two candidates per node, each party commits its endorsed candidate histograms, and anyone
-///         resolves the nodes by replaying the histograms in calldata. Splits, leaves, split Shapley values and voting
+///         the parties that ask to join, and the parties build the model level by level: they vote for features (in
+///         the first `votedTrees` trees; later trees draw them from a public seed), the contract fixes two candidates
+///         per node, each party commits its endorsed candidate histograms, and anyone resolves the nodes by
+///         replaying the histograms in calldata. Splits, leaves, split Shapley values and voting
 ///         contributions follow `ledger/reference.py` bit for bit; rewards are paid pro rata to the clipped totals.
 /// @dev Histograms never touch storage: a party stores one Merkle root over its per-node histogram hashes per level
 ///      and emits the data; resolvers pass the data again with Merkle proofs. Node ids form a heap (root 1, children
@@ -47,13 +48,16 @@ contract FGBDTChain is ERC2771Context {
     ///         `delta` are every party's differential-privacy budget for all it releases (`node/privacy.py`:
     ///         sketch, PSD, votes, histograms); `epsilon` 0 is a task without privacy noise, whose histograms keep the
     ///         per-bin bounds of the loss exactly. A private task trains binary logistic loss (bounded gradients).
+    ///         Trees before `votedTrees` fix each node's candidates by the parties' votes (the paper's FV-tree); later
+    ///         trees draw them from a public seed when each level opens, with no vote round (0: every tree draws;
+    ///         `trees` or more: every tree votes).
     struct Config {
         uint16 trees;
         uint8 depth;
         uint16 bins;
         uint8 hessianMode;
         uint8 tieBreak;
-        uint8 candidateRule;
+        uint16 votedTrees;
         uint8 objective;
         uint8 endorseRule;
         uint16 quorumNum;
@@ -167,13 +171,6 @@ contract FGBDTChain is ERC2771Context {
     /// @notice `Config.endorseRule`: verifiers compare the paper's equation 11 with `overlapThreshold`; credits
     ///         are neutral.
     uint8 private constant ENDORSE_OVERLAP = 1;
-    /// @notice `Config.candidateRule`: the parties vote and each node's candidates are the top-2 of the votes
-    ///         (the paper's FV-tree; a voting contribution rewards the voters of the chosen feature).
-    uint8 private constant CANDIDATES_VOTED = 0;
-    /// @notice `Config.candidateRule`: no vote round; each node's candidates are fixed when its level opens, the
-    ///         top-2 of empty ballots under the hashed tie key of (tree, node, feature). No party's rows choose them,
-    ///         so the model fits no party's rows better than another's, which the endorsement test assumes.
-    uint8 private constant CANDIDATES_DRAWN = 1;
     uint256 private constant SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
 
     // ------------------------------------------------------------------ storage
@@ -320,7 +317,6 @@ contract FGBDTChain is ERC2771Context {
         if (cfg.bins == 0) revert InvalidConfig("bins");
         if (cfg.hessianMode > 1) revert InvalidConfig("hessianMode");
         if (cfg.tieBreak > FGBDTMathLib.TIE_HASHED) revert InvalidConfig("tieBreak");
-        if (cfg.candidateRule > CANDIDATES_DRAWN) revert InvalidConfig("candidateRule");
         if (cfg.objective > FGBDTRulesLib.OBJECTIVE_SQUARED) revert InvalidConfig("objective");
         if (cfg.endorseRule > ENDORSE_OVERLAP) revert InvalidConfig("endorseRule");
         if (cfg.refusalRate <= 0 || cfg.refusalRate >= ONE) revert InvalidConfig("refusalRate");
@@ -552,7 +548,7 @@ contract FGBDTChain is ERC2771Context {
         Task storage t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
         if (t.phase != Phase.Histograms) revert WrongPhase(taskId, t.phase);
-        uint256 expected = t.cfg.candidateRule == CANDIDATES_DRAWN ? t.activeCount : t.voteCount;
+        uint256 expected = _drawn(t) ? t.activeCount : t.voteCount;
         if (t.histCount + t.declineCount < expected && block.number <= t.stepDeadline) {
             revert StepStillOpen(taskId, t.stepDeadline);
         }
@@ -774,10 +770,17 @@ contract FGBDTChain is ERC2771Context {
         return t.step == 1 || m.histStep == t.step - 1;
     }
 
+    /// @dev Whether the current tree draws its candidates instead of voting: trees from `Config.votedTrees` on.
+    ///      Each vote pulls the model towards the voter's own rows, so an honest party's sums drift away from what
+    ///      its verifiers expect as voted trees accumulate; drawn candidates, fixed by a public seed, add no pull.
+    function _drawn(Task storage t) private view returns (bool) {
+        return t.tree >= t.cfg.votedTrees;
+    }
+
     /// @dev Who may send histograms: a voter of the step, or with drawn candidates (no vote round) every party
     ///      taking part in it.
     function _checkTakesPart(uint256 taskId, Task storage t, Member storage m) private view {
-        if (t.cfg.candidateRule == CANDIDATES_DRAWN) {
+        if (_drawn(t)) {
             if (!_active(t, m)) revert Excluded(taskId, _msgSender());
         } else if (m.votedStep != t.step) {
             revert DidNotVote(taskId, _msgSender());
@@ -1117,7 +1120,7 @@ contract FGBDTChain is ERC2771Context {
         int256[] memory kappa = new int256[](s);
         int256[] memory contrib = new int256[](s);
         int256 alpha = t.cfg.alpha;
-        bool voted = t.cfg.candidateRule == CANDIDATES_VOTED;
+        bool voted = !_drawn(t);
         for (uint256 p = 0; p < s; ++p) {
             Member storage m = _members[r.taskId][r.subs[p]];
             if (voted) {
@@ -1204,7 +1207,7 @@ contract FGBDTChain is ERC2771Context {
         t.activeCount = uint16(active);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
         emit LevelStarted(taskId, t.tree, t.level, mask, t.stepDeadline);
-        if (t.cfg.candidateRule == CANDIDATES_DRAWN) _fixCandidates(taskId, t, new bytes[](0), FGBDTMathLib.TIE_HASHED);
+        if (_drawn(t)) _fixCandidates(taskId, t, new bytes[](0), FGBDTMathLib.TIE_HASHED);
     }
 
     /// @dev Fix and record every open node's two candidates: the top-2 of the level's ballots under `rule` (with

@@ -16,7 +16,12 @@ from rich.table import Table
 
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.task_params import (
+    DEFAULT_DELTA,
+    DEFAULT_OVERLAP_THRESHOLD,
+    DEFAULT_REFUSAL_RATE,
+    DEFAULT_VOTED_TREES,
+)
 from fgbdt_chain.node.attacks import ATTACK_KINDS, Attack
 from fgbdt_chain.node.binning import BINNING_METHODS
 from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
@@ -50,6 +55,13 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         choices=tuple(TIE_BREAKS),
         default="hashed",
         help="top-2 ties: a per-node pseudo-random feature order, or NOTES 6's lower index (see README)",
+    )
+    parser.add_argument(
+        "--voted-trees",
+        type=int,
+        default=DEFAULT_VOTED_TREES,
+        help="trees whose candidates the parties vote for; later trees draw them from a public seed, which keeps an "
+        f"honest party's sums where its verifiers expect them (README, Endorsement; {ref.ALL_TREES_VOTED}: the paper)",
     )
     parser.add_argument("--binning", choices=BINNING_METHODS, default="dp", help="how the common bin edges are made")
     parser.add_argument(
@@ -221,13 +233,14 @@ def training_params(args: argparse.Namespace, objective: ref.ObjectiveName) -> T
             hessian=args.hessian,
             objective=objective,
             tie_break=args.tie_break,
+            voted_trees=args.voted_trees,
         )
     except ValueError as exc:
         raise UserError(str(exc)) from exc
 
 
 def prep_config(args: argparse.Namespace) -> PrepConfig:
-    check_party_count(args.parties, getattr(args, "algo", "fvtree"))  # `train` has no --algo: it is federated
+    check_party_count(args.parties, getattr(args, "algo", "fvtree"))
     if not 0.0 <= args.theta <= 1.0:
         raise UserError(f"--theta must be in [0, 1], got {args.theta}")
     if not 0.0 < args.refusal_rate < 1.0:

@@ -29,7 +29,7 @@ from fgbdt_chain.deploy.requester import ChainSetup, run_task
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.node.experiment import prepare
-from fgbdt_chain.node.fvtree import CANDIDATE_RULE, TrainParams
+from fgbdt_chain.node.fvtree import ON_CHAIN, TrainParams
 from fgbdt_chain.node.model import Model
 
 TRAIN_TREES = 20
@@ -45,10 +45,10 @@ def register(sub: Any) -> None:
     add_chain_arguments(p)
     p.add_argument(
         "--algo",
-        choices=tuple(CANDIDATE_RULE),
+        choices=ON_CHAIN,
         default="fvtree",
-        help="fvtree: the parties vote for each node's candidates (the paper); drawn: the contract draws them from a "
-        "public seed, one round less per level (simulate --algo drawn trains the same model)",
+        help="fvtree: the parties vote for each node's candidates in the first --voted-trees trees, the contract draws "
+        "them from a public seed afterwards; drawn: every tree draws. simulate --algo X trains the same model",
     )
     p.add_argument("--key", help="requester's private key file (default: a fresh key funded by the devnet)")
     p.add_argument("--reward", type=float, default=1.0, help="reward deposited with the task, in ETH")

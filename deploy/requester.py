@@ -11,6 +11,7 @@ On a local devnet nothing mines blocks while every party waits, so a block clock
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -37,7 +38,7 @@ from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import edges_from_sketch
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import Prepared, evaluate
-from fgbdt_chain.node.fvtree import CANDIDATE_RULE
+from fgbdt_chain.node.fvtree import task_voted_trees
 from fgbdt_chain.node.publish import decode_join
 
 Progress = Callable[[dict[str, Any]], None]
@@ -52,7 +53,7 @@ class ChainSetup:
     requester: LocalAccount
     workdir: Path
     algo: str = "fvtree"
-    """What the parties run: ``fvtree`` (voted candidates) or ``drawn`` (``node.fvtree.CANDIDATE_RULE``)."""
+    """What the parties run: ``fvtree`` (votes for ``voted_trees`` trees, then drawn candidates) or ``drawn``."""
     reward_wei: int = 10**18
     step_blocks: int = 120
     tick_seconds: float = 0.25
@@ -78,8 +79,8 @@ def write_shard(path: Path, data: Dataset) -> None:
 def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
     """The task parameters as the contract takes them (fixed point where real)."""
     m = prep.config.parties
-    return prep.params.task(
-        candidates=CANDIDATE_RULE[setup.algo],
+    params = dataclasses.replace(prep.params, voted_trees=task_voted_trees(setup.algo, prep.params))
+    return params.task(
         endorse=setup.endorse,
         quorum_num=2,
         quorum_den=3,
@@ -327,7 +328,7 @@ class Requester:
             self.task_id,
             self.start_block,
         )
-        drawn = self.task.config(self.task_id).candidate_rule == ref.CANDIDATES_DRAWN
+        voted_trees = self.task.config(self.task_id).voted_trees
         expected: set[tuple[int, int, str]] = set()
         sent: set[tuple[int, int, str]] = set()
         taking_part = set(parties)
@@ -340,7 +341,7 @@ class Requester:
                     phi[order[str(who)]] += int(ph)
                     kappa[order[str(who)]] += int(ka)
             elif ev.name == "LevelStarted":
-                if drawn:  # no votes: every party that sent at the previous step owes this one (the contract's rule)
+                if ref.draws(key[0], voted_trees):  # no votes: who sent at the previous step owes this one
                     if key != (0, 0):
                         taking_part = {p for t, lv, p in sent if (t, lv) == previous}
                     expected |= {(*key, p) for p in taking_part}

@@ -452,7 +452,7 @@ class _Auditor:
             want = started.block_number + step
             self.fail("first step's deadline (block + stepBlocks)", want, started.args["deadline"], **where)
         found: tuple[dict[str, list[int]], dict[int, tuple[int, int]], int] | None
-        if self.cfg.get("candidateRule", ref.CANDIDATES_VOTED) == ref.CANDIDATES_DRAWN:
+        if ref.draws(tree, self.cfg.get("votedTrees", ref.ALL_TREES_VOTED)):
             found = self._drawn(tree, level, open_nodes, started, where)
         else:
             found = self._voted(tree, level, open_nodes, started, where, progress)

@@ -46,9 +46,10 @@ def model_from_chain(
             sides = [int(v) for v in a["sides"]]  # gL, hL, nL, gR, hR, nR
             child_rows[(t, 2 * node)], child_rows[(t, 2 * node + 1)] = sides[2], sides[5]
             tree.nodes[node] = Node.split(int(a["feature"]), int(a["threshold"]), int(a["gain"]), sides[2] + sides[5])
+        elif node == 1:  # a root leaf has no parent split to count its rows: the contract keeps the root's totals
+            tree.nodes[node] = Node.leaf(int(a["value"]), task.node(task_id, t, 1).n)
         else:
-            # a root leaf has no parent split to count its rows: 0
-            tree.nodes[node] = Node.leaf(int(a["value"]), child_rows.get((t, node), 0))
+            tree.nodes[node] = Node.leaf(int(a["value"]), child_rows[(t, node)])
     ordered = [trees[t] for t in sorted(trees)]
     if complete_trees_only:
         ordered = [t for t in ordered if _complete(t)]

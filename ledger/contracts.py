@@ -24,7 +24,7 @@ from fgbdt_chain.ledger.encoding import (
     node_hash,
     sign_endorsement,
 )
-from fgbdt_chain.ledger.reference import MAX_PARTIES, NEUTRAL, ONE, Credit, NodeHistograms, Split
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, MAX_PARTIES, NEUTRAL, ONE, Credit, NodeHistograms, Split
 
 
 class Status(IntEnum):
@@ -63,7 +63,7 @@ class TaskConfig:
     bins: int = 16
     hessian_mode: int = 0
     tie_break: int = 1
-    candidate_rule: int = 0
+    voted_trees: int = ALL_TREES_VOTED
     objective: int = 0
     endorse_rule: int = 0
     quorum_num: int = 2

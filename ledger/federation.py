@@ -74,7 +74,7 @@ def run_level(
     tree, level, open_nodes = st.tree, st.level, st.open_nodes()
     cfg = task.config(task_id)
     out = LevelOutcome(tree, level, open_nodes, {}, [], [], {}, {})
-    if cfg.candidate_rule == ref.CANDIDATES_DRAWN:  # no vote round: the level opened with its candidates fixed
+    if ref.draws(tree, cfg.voted_trees):  # no vote round: the level opened with its candidates fixed
         # every party taking part is counted as the voter of an empty ballot, which is what the reference sees
         out.voters = [p.address for p in parties]
         out.votes = {p.address: [ref.ABSTAIN] * len(open_nodes) for p in parties}

@@ -52,14 +52,11 @@ TIE_HASHED: int = 1
 TieRuleName = Literal["hashed", "index"]
 TIE_RULES: dict[TieRuleName, int] = {"hashed": TIE_HASHED, "index": TIE_LOWER_INDEX}
 TIE_RULE_NAMES: dict[int, TieRuleName] = {code: name for name, code in TIE_RULES.items()}
-# how each node's two candidates are chosen (``Config.candidateRule``): the parties' votes (the paper's FV-tree), or
-# drawn from a public seed when the level opens, the top-2 of empty ballots under the hashed tie key (no vote round,
-# no voting contribution; ``node.fvtree``'s ``drawn`` explains why)
-CANDIDATES_VOTED: int = 0
-CANDIDATES_DRAWN: int = 1
-CandidateRuleName = Literal["voted", "drawn"]
-CANDIDATE_RULES: dict[CandidateRuleName, int] = {"voted": CANDIDATES_VOTED, "drawn": CANDIDATES_DRAWN}
-CANDIDATE_RULE_NAMES: dict[int, CandidateRuleName] = {code: name for name, code in CANDIDATE_RULES.items()}
+# how each node's two candidates are chosen (``Config.votedTrees``): the trees before it by the parties' votes (the
+# paper's FV-tree), later trees drawn from a public seed when each level opens, the top-2 of empty ballots under the
+# hashed tie key (no vote round, no voting contribution; ``node.fvtree`` explains why)
+ALL_TREES_VOTED: int = 2**16 - 1
+"""The largest ``votedTrees`` (uint16): every tree of any task votes, the paper's FV-tree."""
 # loss functions (``Config.objective``): the exact bounds of per-bin sums (``ledger.histogram_rules``)
 OBJECTIVE_BINARY: int = 0
 OBJECTIVE_SQUARED: int = 1
@@ -222,8 +219,13 @@ class NodeHistograms:
     n: tuple[tuple[int, ...], ...]
 
 
+def draws(tree: int, voted_trees: int) -> bool:
+    """Whether tree ``tree`` (from 0) draws its candidates instead of voting (the contract's ``_drawn``)."""
+    return tree >= voted_trees
+
+
 def drawn_candidates(num_features: int, tree: int, node: int) -> tuple[int, int]:
-    """A node's candidates under ``CANDIDATES_DRAWN``: the top-2 of empty ballots, so the two features with the
+    """A node's candidates in a tree that draws them: the top-2 of empty ballots, so the two features with the
     lowest hashed tie keys of (``tree``, ``node``): fixed by public values alone, as the contract fixes them when the
     node's level opens."""
     return top2([], num_features, TIE_HASHED, tree, node)

@@ -102,6 +102,7 @@ PARAMS: tuple[Param, ...] = (
     Param("alpha", "train", "alpha", float, help="weight of the voting contribution, in (0, 1] (not LightGBM's)"),
     Param("hessian", "train", "hessian", str, choices=tuple(HESSIAN_MODES)),
     Param("tie_break", "train", "tie_break", str, choices=tuple(TIE_BREAKS)),
+    Param("voted_trees", "train", "voted_trees", int, help="trees whose candidates are voted; later trees draw them"),
     Param("seed", "prep", "seed", int, ("random_seed", "random_state"), help="bin sketches, PSD noise, estimators"),
     Param("binning", "prep", "binning", str, choices=BINNING_METHODS),
     Param("binning_epsilon", "prep", "binning_epsilon", float),
@@ -122,7 +123,14 @@ PARAMS: tuple[Param, ...] = (
         help="each party's differential-privacy budget for all it releases (inf: none; node.privacy)",
     ),
     Param("dp_delta", "prep", "dp_delta", float, help="with epsilon: the budget's delta"),
-    Param("algo", "run", "algo", str, choices=ALGORITHMS, help="fvtree (the protocol), pvtree, allfeatures or drawn"),
+    Param(
+        "algo",
+        "run",
+        "algo",
+        str,
+        choices=ALGORITHMS,
+        help="fvtree (the protocol: votes, then drawn candidates after voted_trees), drawn, pvtree or allfeatures",
+    ),
 )
 """Every key ``train`` accepts, once; defaults are ``TrainParams``'s and ``PrepConfig``'s (those of ``fgbdt
 simulate``) and the algorithm ``fvtree``."""

@@ -474,7 +474,7 @@ def run(
         report["contributions"] = contributions_report(result)
         report["endorsement"] = endorsement_report(result, attacks)
         setup = list(prep.sketch_bytes or [0] * c.parties)
-        if algo == "fvtree" and prep.psd_bytes is not None:
+        if prep.psd_bytes is not None and (algo == "fvtree" or fed.endorsement is not None):  # PSDs published
             setup = [s + b for s, b in zip(setup, prep.psd_bytes, strict=True)]
         report["comm_bytes_per_party"] = [int(x) for x in result.comm_bytes]
         report["comm_bytes_per_party_per_tree"] = [float(x) for x in result.comm_bytes_per_tree]

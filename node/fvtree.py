@@ -8,15 +8,19 @@ level by ``node.resolve``, whose results equal ``reference.resolve_node``'s node
 is therefore the model the chain produces from the same messages.
 
 Algorithms:
-``fvtree``      votes on refitted histograms (gradients weighted by the PSD distribution weights w*);
-``pvtree``      votes on the raw local histograms (PV-tree, no refit);
+``fvtree``      votes on refitted histograms (gradients weighted by the PSD distribution weights w*) for the first
+                ``TrainParams.voted_trees`` trees, then draws the candidates as ``drawn`` does (below; the default
+                switch is ``ledger.task_params.DEFAULT_VOTED_TREES``, all trees vote from ``ref.ALL_TREES_VOTED``);
+``pvtree``      votes on the raw local histograms (PV-tree, no refit), with the same switch;
 ``allfeatures`` no voting: the candidates are the two best features of the aggregated float histograms of all
                 features, so its difference to ``fvtree`` is the cost of voting.
 ``drawn``       no voting: each node's two candidates are drawn from a public seed (the contract's ``top2`` of
                 empty votes, ranked by the hashed tie key of (tree, node, feature)), so no party's rows choose them.
                 Votes make the model fit each party's own rows better than others' rows of the same label, which
                 breaks the endorsement test's premise in long tasks (``bench.endorse_drift``); drawn candidates
-                keep the model blind to the parties at the same histogram traffic, without the vote round.
+                keep the model blind to the parties at the same histogram traffic, without the vote round. They
+                learn slower (a random pair of features per node), so ``fvtree`` votes first and draws later: the
+                drift then stops where the votes stop.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import numpy as np
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
-from fgbdt_chain.ledger.task_params import TaskParameters
+from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES, TaskParameters
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
@@ -52,11 +56,20 @@ from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures", "drawn")
 VOTING = ("fvtree", "pvtree")
-"""The algorithms whose parties vote for the candidates (a vote round on chain, voting contributions)."""
-CANDIDATE_RULE: dict[str, ref.CandidateRuleName] = {"fvtree": "voted", "drawn": "drawn"}
-"""The algorithms a task on chain runs, by the contract's ``candidateRule`` (``pvtree`` and ``allfeatures`` are
-``simulate``'s comparisons: which histograms a party votes on, or pooled float histograms, no contract can check)."""
-ALGORITHM_OF_RULE: dict[ref.CandidateRuleName, str] = {rule: algo for algo, rule in CANDIDATE_RULE.items()}
+"""The algorithms whose parties vote for the candidates of the first ``voted_trees`` trees (a vote round on chain,
+voting contributions)."""
+ON_CHAIN = ("fvtree", "drawn")
+"""The algorithms a task on chain runs (``pvtree`` and ``allfeatures`` are ``simulate``'s comparisons: which histograms
+a party votes on, or pooled float histograms, no contract can check)."""
+
+
+def task_voted_trees(algo: str, params: TrainParams) -> int:
+    """The task's ``votedTrees`` for ``algo`` on chain: ``drawn`` votes on no tree."""
+    if algo not in ON_CHAIN:
+        raise ValueError(f"{algo} does not run on chain; choose one of {', '.join(ON_CHAIN)}")
+    return 0 if algo == "drawn" else min(params.voted_trees, ref.ALL_TREES_VOTED)
+
+
 HESSIAN_MODES = ref.HESSIAN_MODES
 # top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" is NOTES 6 as
 # written (the lower index wins), which on single-feature ballots systematically favours low-index features
@@ -78,6 +91,8 @@ class TrainParams:
     hessian: ref.HessianModeName = "hessian"
     objective: ref.ObjectiveName = "binary"
     tie_break: ref.TieRuleName = "hashed"
+    voted_trees: int = DEFAULT_VOTED_TREES
+    """Trees whose candidates are voted (``fvtree``, ``pvtree``); later trees draw them (``DEFAULT_VOTED_TREES``)."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -92,6 +107,7 @@ class TrainParams:
             (self.hessian in HESSIAN_MODES, f"hessian must be one of {', '.join(HESSIAN_MODES)}"),
             (self.objective in ref.OBJECTIVES, f"objective must be one of {', '.join(ref.OBJECTIVES)}"),
             (self.tie_break in TIE_BREAKS, f"tie_break must be one of {', '.join(TIE_BREAKS)}"),
+            (0 <= self.voted_trees <= ref.ALL_TREES_VOTED, f"voted_trees must be in [0, {ref.ALL_TREES_VOTED}]"),
         ]
         for ok, message in checks:
             if not ok:
@@ -117,6 +133,7 @@ class TrainParams:
             hessian=task.hessian,
             objective=task.objective,
             tie_break=task.tie_break,
+            voted_trees=task.voted_trees,
         )
 
     def task(self, **protocol: Any) -> TaskParameters:
@@ -127,6 +144,7 @@ class TrainParams:
             bins=self.bins,
             hessian=self.hessian,
             tie_break=self.tie_break,
+            voted_trees=self.voted_trees,
             objective=self.objective,
             lam=self.lam,
             learning_rate=self.learning_rate,
@@ -621,7 +639,7 @@ class Federation:
             clock = self._tick("party: gradients, routing, applying splits", clock)
             if self.algo == "allfeatures":
                 votes, cands = self._allfeatures_candidates(k_of_rows, k, grads)
-            elif self.algo == "drawn":
+            elif self.algo == "drawn" or (self.algo in VOTING and ref.draws(t, p.voted_trees)):
                 votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
                 cands = top2_level(votes, self.n_features, ref.TIE_HASHED, t, open_nodes)
             else:
@@ -707,7 +725,7 @@ class Federation:
                         if self.parties[i].attacks(t) is not None or self.privacy.private:
                             next_sides[i][nid] = _sides_of(sums[i], j, s.rank, s.threshold)
             sides = next_sides
-            voting = self.algo in VOTING
+            voting = self.algo in VOTING and not ref.draws(t, p.voted_trees)
             ncand = self.n_features if self.algo == "allfeatures" else 2
             level_bytes = level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
             for i in taking_part:

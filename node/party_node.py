@@ -196,8 +196,6 @@ class PartyNode:
         self.index = -1
         self.W = np.zeros((0, 0))
         self.estimators: list[PartyEstimator] = []
-        self.drawn = self.cfg.candidate_rule == ref.CANDIDATES_DRAWN
-        """The task draws every node's candidates (no vote round: each level opens in its histogram step)."""
         self.excluded = False
         """This party no longer takes part (refused, declined or silent once): it only verifies and resolves."""
         self._fixed: FixedRows | None = None
@@ -520,7 +518,8 @@ class PartyNode:
                 self._last_attempt = now
                 self._try("closeVoting", self.task.close_voting)
         elif st.phase == Phase.HISTOGRAMS:
-            voted = (self.drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
+            drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
+            voted = (drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
             done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
             if voted and not done:
                 self._send_histograms(ctx, st.step_deadline)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,16 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.reference import endorsement_quorum
 from fgbdt_chain.node import fvtree
 from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.fvtree import TIE_BREAKS, Federation, LevelView, TrainParams, TrainResult, open_positions, route
+from fgbdt_chain.node.fvtree import (
+    TIE_BREAKS,
+    Federation,
+    LevelView,
+    TrainParams,
+    TrainResult,
+    open_positions,
+    route,
+    task_voted_trees,
+)
 from fgbdt_chain.node.messages import level_traffic
 
 
@@ -117,6 +128,30 @@ def test_drawn_candidates_are_the_public_draw_and_blind_to_the_parties() -> None
     drawn, voted = roots
     assert drawn[0] == drawn[1]  # the same rows split otherwise among the parties: the same candidates
     assert voted[0] != voted[1]  # with votes, which party holds a row changes what is voted
+
+
+def test_voted_trees_switch_from_votes_to_the_draw() -> None:
+    """``voted_trees`` 2: trees 0-1 vote exactly as the paper's FV-tree does (the same votes, candidates and splits
+    as a run where every tree votes), trees from 2 on are drawn trees (no votes, no voting contribution, the public
+    draw), and ``task_voted_trees`` carries the switch to the chain (``drawn``: 0)."""
+    base = TrainParams(trees=5, depth=3, bins=8, min_rows=5)
+    _, every = _train(params=dataclasses.replace(base, voted_trees=ref.ALL_TREES_VOTED))
+    fed, switched = _train(params=dataclasses.replace(base, voted_trees=2))
+    assert switched.trees[:2] == every.trees[:2] and switched.trees[2:] != every.trees[2:]
+    for rec in switched.levels:
+        votes = [v for ballot in rec.votes for v in ballot]
+        if rec.tree < 2:
+            assert any(v != ref.ABSTAIN for v in votes)
+        else:
+            assert all(v == ref.ABSTAIN for v in votes)
+            for j, node in enumerate(rec.nodes):
+                assert tuple(rec.candidates[j]) == ref.drawn_candidates(fed.n_features, rec.tree, node)
+    assert task_voted_trees("fvtree", dataclasses.replace(base, voted_trees=2)) == 2
+    assert task_voted_trees("drawn", base) == 0
+    with pytest.raises(ValueError, match="does not run on chain"):
+        task_voted_trees("pvtree", base)
+    with pytest.raises(ValueError, match="voted_trees"):
+        TrainParams(voted_trees=-1)
 
 
 def test_drawn_traffic_has_no_votes() -> None:

@@ -32,6 +32,8 @@ def test_the_api_and_the_command_line_give_identical_configs() -> None:
         TaskParameters(),
         TaskParameters(hessian="count", tie_break="index", objective="regression", endorse="overlap", lam=0.0),
         TaskParameters(epsilon=0.7, delta=1e-6),
+        TaskParameters(voted_trees=0),
+        TaskParameters(voted_trees=ref.ALL_TREES_VOTED),
     ],
 )
 def test_parameters_round_trip_through_the_config(task: TaskParameters) -> None:
@@ -41,7 +43,9 @@ def test_parameters_round_trip_through_the_config(task: TaskParameters) -> None:
 
 
 def test_a_party_reads_the_gbdt_parameters_the_requester_wrote() -> None:
-    params = TrainParams(trees=3, depth=5, learning_rate=0.3, lam=0.7, hessian="count", tie_break="index")
+    params = TrainParams(
+        trees=3, depth=5, learning_rate=0.3, lam=0.7, hessian="count", tie_break="index", voted_trees=2
+    )
     read = TrainParams.of_task(TaskParameters.of(params.task().config()), delta=params.delta)
     assert read == params
     assert read.contract_params() == params.contract_params()

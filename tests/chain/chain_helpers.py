@@ -117,7 +117,7 @@ def assert_level_matches(fed: Federation, replay: Replay, out: LevelOutcome) -> 
     """The contract's node records and contribution events equal the reference's results, bit for bit."""
     task = fed.task
     for j, node in enumerate(out.open_nodes):
-        if fed.cfg.candidate_rule == ref.CANDIDATES_DRAWN:
+        if ref.draws(out.tree, fed.cfg.voted_trees):
             assert out.candidates[node] == ref.drawn_candidates(fed.num_features, out.tree, node)
         else:
             ballots = [out.votes[v][j] for v in out.voters]

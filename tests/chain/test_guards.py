@@ -87,15 +87,13 @@ def test_invalid_config(chain: ChainClient, task_contract: TaskContract) -> None
     assert e.args_ == (b"depth".ljust(32, b"\x00"),)
     e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(tie_break=2), [0], [ONE])
     assert e.args_ == (b"tieBreak".ljust(32, b"\x00"),)
-    e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(candidate_rule=2), [0], [ONE])
-    assert e.args_ == (b"candidateRule".ljust(32, b"\x00"),)
 
 
 def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: TaskContract) -> None:
     """With drawn candidates the level opens in its histogram step with the candidates fixed: votes and closing a
     vote revert ``WrongPhase``; the histogram step closes early once every party taking part sent or declined; a
     party out of the task (silent once) is refused with ``Excluded``, not ``DidNotVote``."""
-    cfg = TaskConfig(trees=1, depth=2, bins=3, candidate_rule=ref.CANDIDATES_DRAWN, min_parties=3, max_parties=3)
+    cfg = TaskConfig(trees=1, depth=2, bins=3, voted_trees=0, min_parties=3, max_parties=3)
     fed = open_task(chain, task_contract, cfg, 3)
     t, tid = fed.task, fed.task_id
     st = t.state(tid)

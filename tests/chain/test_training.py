@@ -197,16 +197,16 @@ def test_deep_tree_wide_levels(anvil_client: ChainClient) -> None:
 
 
 def test_drawn_candidates_match_reference(chain: ChainClient, task_contract: TaskContract) -> None:
-    """``candidateRule`` drawn: no vote round (the level opens in its histogram step, its candidates fixed to the
-    reference's ``drawn_candidates``), no voting contribution even at alpha 1, a silent sender out for good, and
-    every level, contribution and payout equal to the reference's."""
+    """``votedTrees`` 1: the first tree votes, the second draws, with no vote round (its levels open in their
+    histogram step, candidates fixed to the reference's ``drawn_candidates``) and no voting contribution even at alpha
+    1; a silent sender is out for good; every level, contribution and payout equals the reference's."""
     embedded = getattr(chain.w3.provider, "ethereum_tester", None) is not None
-    trees, depth = (1, 2) if embedded else (2, 3)
+    trees, depth = (2, 2) if embedded else (2, 3)
     cfg = TaskConfig(
         trees=trees,
         depth=depth,
         bins=4,
-        candidate_rule=1,
+        voted_trees=1,
         min_parties=3,
         max_parties=3,
         lam=ONE,
@@ -216,11 +216,18 @@ def test_drawn_candidates_match_reference(chain: ChainClient, task_contract: Tas
     )
     _, fed = _train(chain, task_contract, cfg, 3, seed=5, silent={1: ((), (2,))})
     record = read_task(chain, task_contract.address, fed.task_id)
-    assert not [e for e in record.events if e.name in ("VotesSubmitted", "VotingClosed")]
-    assert all(int(x) == 0 for e in record.events if e.name == "ContributionsAdded" for x in e.args["kappa"])
+    votes = [e for e in record.events if e.name in ("VotesSubmitted", "VotingClosed")]
+    assert votes and {int(e.args["tree"]) for e in votes} == {0}
+    kappa = [int(x) for e in record.events if e.name == "ContributionsAdded" for x in e.args["kappa"]]
+    assert any(kappa) and all(
+        int(x) == 0
+        for e in record.events
+        if e.name == "ContributionsAdded" and int(e.args["tree"]) == 1
+        for x in e.args["kappa"]
+    )
     # a candidate other than the draw is a mismatch the audit names
     events = list(record.events)
-    i = next(i for i, e in enumerate(events) if e.name == "CandidatesFixed")
+    i = next(i for i, e in enumerate(events) if e.name == "CandidatesFixed" and int(e.args["tree"]) == 1)
     ev = events[i]
     events[i] = dataclasses.replace(ev, args={**ev.args, "second": (int(ev.args["second"]) + 1) % fed.num_features})
     m = audit_events(dataclasses.replace(record, events=events)).mismatch

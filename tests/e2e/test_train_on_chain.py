@@ -42,17 +42,21 @@ def _setup(url: str, contract: str, workdir: Path, **kw: Any) -> ChainSetup:
 
 
 @pytest.mark.parametrize(
-    ("epsilon", "algo"), [(math.inf, "fvtree"), (2.0, "fvtree"), (math.inf, "drawn")], ids=["public", "private", "drawn"]
+    ("epsilon", "voted_trees"),
+    [(math.inf, PARAMS.trees), (2.0, PARAMS.trees), (math.inf, 1)],
+    ids=["public", "private", "switch"],
 )
 def test_chain_model_equals_simulate(
-    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, epsilon: float, algo: str
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, epsilon: float, voted_trees: int
 ) -> None:
     """The chain trains the simulator's model bit for bit, with the same votes and contributions; with differential
     privacy too, where the party processes draw the seeded noise the simulator draws (``node.privacy.noise_rng``)
-    and the audit reports the guarantee; and with drawn candidates, where no party votes."""
+    and the audit reports the guarantee; and with the candidate switch, where the first tree votes and the later
+    trees draw their candidates with no vote round."""
     prep = _prep(toy_csv, dataclasses.replace(CONFIG, epsilon=epsilon))
-    report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path, algo=algo))
-    sim_report, sim_model, sim = run(prep, algo, keep_levels=True)
+    prep = dataclasses.replace(prep, params=dataclasses.replace(prep.params, voted_trees=voted_trees))
+    report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
+    sim_report, sim_model, sim = run(prep, "fvtree", keep_levels=True)
     assert sim_model is not None and sim is not None
     chain = model_from_chain(TaskContract.at(ChainClient.connect(anvil_node.url), e2e_contract), report["task"])
     assert chain.edges == sim_model.edges
@@ -60,6 +64,7 @@ def test_chain_model_equals_simulate(
         got = {k: (v.feature, v.threshold, v.gain_fixed, v.value_fixed) for k, v in a.nodes.items()}
         want = {k: (v.feature, v.threshold, v.gain_fixed, v.value_fixed) for k, v in b.nodes.items()}
         assert got == want, f"tree {t} differs"
+    assert chain.trees == sim_model.trees  # row counts too, a root leaf's included
     assert [c["total_fixed"] for c in report["contributions"]] == [str(t) for t in sim.total]
     assert report["test_error"] == sim_report["test_error"]
     assert report["rejected_histograms"] == [0, 0, 0]
@@ -74,7 +79,7 @@ def test_chain_model_equals_simulate(
     }
     for rec in sim.levels:
         for i in range(CONFIG.parties):
-            if algo == "drawn":  # nobody votes on chain; the simulator's parties abstain
+            if rec.tree >= voted_trees:  # nobody votes on chain; the simulator's parties abstain
                 assert (rec.tree, rec.level, i) not in chain_votes and set(rec.votes[i]) == {-1}
             else:
                 assert chain_votes[(rec.tree, rec.level, i)] == rec.votes[i]
