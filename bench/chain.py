@@ -106,7 +106,8 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
-        f"| {args.data} M={args.parties} theta={args.theta}, {args.trees} trees depth {args.depth}, {args.algo} "
+        f"| {args.data} M={args.parties} theta={args.theta}, {args.trees} trees depth {args.depth}, {args.algo}"
+        f"{f' (votes on {args.voted_trees} trees)' if args.algo == 'fvtree' else ''} "
         f"| {wall:.0f} | {sim_report['train_seconds'] + sim_report['prep_seconds']:.1f} | {result['ratio']:.0f}x "
         f"| {report['tx_count']} | {report['blocks']} | {report['gas_used'] / 1e9:.2f}G "
         f"| {report['calldata_bytes'] / 1e6:.1f} | {(report['max_tx_bytes'] or 0) / 1024:.0f} "
