@@ -13,7 +13,7 @@ assumes they are alike. ``allfeatures`` (the same federation with the candidates
 of every feature, no votes) keeps the statistics at their premise.
 
     python -m bench.endorse_drift                 # every tree votes (the paper), allfeatures and drawn
-    python -m bench.endorse_drift --part switch   # votes for the first 25 trees, then drawn (the default)
+    python -m bench.endorse_drift --part switch   # votes for the first 50 trees (the default) or 25, then drawn
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ PARTS = {
         ("a9a", 2, 0.8, 200, "fvtree", ALL),
     ),
     "switch": tuple(
-        (name, 2, theta, trees, "fvtree", DEFAULT_VOTED_TREES)
+        (name, 2, theta, trees, "fvtree", voted)
+        for voted in (DEFAULT_VOTED_TREES, 25)
         for name, theta, trees in (("higgs", 0.8, 150), ("higgs", 0.5, 150), ("susy", 0.8, 300), ("a9a", 0.8, 200))
     ),
 }

@@ -208,6 +208,7 @@ class PartyNode:
         self._seen: set[tuple[str, int, int]] = set()
         self._resolve_failures: dict[int, int] = {}
         self._histogram_lag_since: dict[tuple[int, int], float] = {}
+        self._leaf_lag_since: dict[int, float] = {}
         self._level_scan = 0
         self._http = httpx.Client(timeout=settings.endorse_timeout)
         self._last_attempt = 0.0
@@ -347,7 +348,14 @@ class PartyNode:
                 leaves = self.trees.leaves.get(t, {})
                 missing = set(np.unique(ids).tolist()) - set(leaves)
             if missing:
-                raise NodeError(f"tree {t} is finished on chain but nodes {sorted(missing)[:5]} have no leaf value")
+                # the state may be ahead of the logs the node serves (the race TreeLog rescans for): without a vote
+                # round the next level starts in the very block that finished the tree, so give the node time
+                since = self._leaf_lag_since.setdefault(t, time.monotonic())
+                if time.monotonic() - since > self.settings.chain_outage_seconds:
+                    raise NodeError(f"tree {t} is finished on chain but nodes {sorted(missing)[:5]} have no leaf value")
+                raise ChainLag(
+                    f"tree {t} is finished on chain but the leaves of nodes {sorted(missing)[:5]} are not served yet"
+                )
             values = np.zeros(1 << (self.params.depth + 1))
             for nid, v in leaves.items():
                 values[nid] = v / ref.ONE
