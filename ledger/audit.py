@@ -558,18 +558,16 @@ class _Auditor:
             )
         voters = [p for p in self.parties if p in votes]
         # top-2
-        cands: dict[int, tuple[int, int]] = {}
-        for j, nd in enumerate(open_nodes):
-            w = {**where, "node": nd}
-            fixed = self.one("CandidatesFixed", self.take_node(tree, nd, "CandidatesFixed"), **w)
-            want = ref.top2([votes[p][j] for p in voters], self.num_features, self.tie_break, tree, nd)
-            if fixed is None:
-                self.fail("CandidatesFixed", want, "none", **w)
-            got = (int(fixed.args["first"]), int(fixed.args["second"]))
-            if got != want:
-                self.fail("candidates (top-2 of the votes)", want, got, **w)
-            cands[nd] = want
-            self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], cand0=want[0], cand1=want[1])
+        cands = {
+            nd: self._candidates(
+                tree,
+                nd,
+                ref.top2([votes[p][j] for p in voters], self.num_features, self.tie_break, tree, nd),
+                "candidates (top-2 of the votes)",
+                where,
+            )
+            for j, nd in enumerate(open_nodes)
+        }
         return votes, cands, int(closed.args["deadline"])
 
     def _drawn(
@@ -583,21 +581,41 @@ class _Auditor:
                 self.fail("no vote round with drawn candidates", "none", name, **where)
         taking_part = self.parties if self.active is None else [p for p in self.parties if p in self.active]
         votes = {p: [ref.ABSTAIN] * len(open_nodes) for p in taking_part}
-        cands: dict[int, tuple[int, int]] = {}
-        for nd in open_nodes:
-            w = {**where, "node": nd}
-            fixed = self.one("CandidatesFixed", self.take_node(tree, nd, "CandidatesFixed"), **w)
-            want = ref.drawn_candidates(self.num_features, tree, nd)
-            if fixed is None:
-                self.fail("CandidatesFixed", want, "none", **w)
-            if fixed.block_number != started.block_number:
-                self.fail("drawn candidates fixed as the level opens", started.block_number, fixed.block_number, **w)
-            got = (int(fixed.args["first"]), int(fixed.args["second"]))
-            if got != want:
-                self.fail("candidates (drawn from the public seed)", want, got, **w)
-            cands[nd] = want
-            self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], cand0=want[0], cand1=want[1])
+        cands = {
+            nd: self._candidates(
+                tree,
+                nd,
+                ref.drawn_candidates(self.num_features, tree, nd),
+                "candidates (drawn from the public seed)",
+                where,
+                opened=started.block_number,
+            )
+            for nd in open_nodes
+        }
         return votes, cands, int(started.args["deadline"])
+
+    def _candidates(
+        self,
+        tree: int,
+        nd: int,
+        want: tuple[int, int],
+        what: str,
+        where: dict[str, Any],
+        opened: int | None = None,
+    ) -> tuple[int, int]:
+        """The node's one ``CandidatesFixed`` against the candidates it must fix (``what`` names the rule); with
+        ``opened``, also fixed in the block that opened the level (drawn candidates). Records them on the node."""
+        w = {**where, "node": nd}
+        fixed = self.one("CandidatesFixed", self.take_node(tree, nd, "CandidatesFixed"), **w)
+        if fixed is None:
+            self.fail("CandidatesFixed", want, "none", **w)
+        if opened is not None and fixed.block_number != opened:
+            self.fail("drawn candidates fixed as the level opens", opened, fixed.block_number, **w)
+        got = (int(fixed.args["first"]), int(fixed.args["second"]))
+        if got != want:
+            self.fail(what, want, got, **w)
+        self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], cand0=want[0], cand1=want[1])
+        return want
 
     def _histograms(
         self,
