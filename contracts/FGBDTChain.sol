@@ -11,7 +11,8 @@ import {FGBDTRulesLib} from "./FGBDTRules.sol";
 ///         the first `votedTrees` trees; later trees draw them from a public seed), the contract fixes two candidates
 ///         per node, each party commits its endorsed candidate histograms, and anyone resolves the nodes by
 ///         replaying the histograms in calldata. Splits, leaves, split Shapley values and voting
-///         contributions follow `ledger/reference.py` bit for bit; rewards are paid pro rata to the clipped totals.
+///         contributions follow `ledger/reference.py` bit for bit; rewards are paid pro rata to the clipped totals, to the
+///         parties that took part to the last step (`RewardForfeited`).
 /// @dev Histograms never touch storage: a party stores one Merkle root over its per-node histogram hashes per level
 ///      and emits the data; resolvers pass the data again with Merkle proofs. Node ids form a heap (root 1, children
 ///      2i and 2i+1); level l holds nodes 2^l .. 2^(l+1)-1, tracked as a bitmask (depth is at most 8).
@@ -278,6 +279,9 @@ contract FGBDTChain is ERC2771Context {
     );
     event TaskCompleted(uint256 indexed taskId, int256 positiveTotal);
     event RewardAssigned(uint256 indexed taskId, address indexed account, uint256 amount);
+    /// @notice A party that left the task before its last step (refused, declined or silent once) is not paid: its
+    ///         pro-rata amount goes back to the requester, so that getting oneself refused never pays.
+    event RewardForfeited(uint256 indexed taskId, address indexed party, uint256 amount);
     event Withdrawn(uint256 indexed taskId, address indexed account, uint256 amount);
 
     // ------------------------------------------------------------------ modifiers
@@ -1256,10 +1260,16 @@ contract FGBDTChain is ERC2771Context {
             uint256 denominator = uint256(positive) >> shift;
             for (uint256 p = 0; p < mCount; ++p) {
                 address a = t.parties[p];
-                int256 cp = _members[taskId][a].contribution;
+                Member storage m = _members[taskId][a];
+                int256 cp = m.contribution;
                 if (cp <= 0) continue;
                 uint256 amount = (reward * (uint256(cp) >> shift)) / denominator;
                 if (amount == 0) continue;
+                // paid on completion only: a party whose histograms the last step did not accept left the task
+                if (m.histStep != t.step) {
+                    emit RewardForfeited(taskId, a, amount);
+                    continue;
+                }
                 owed[taskId][a] += amount;
                 paid += amount;
                 emit RewardAssigned(taskId, a, amount);

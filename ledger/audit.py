@@ -233,31 +233,17 @@ def block_histograms(block: Sequence[int], features: tuple[int, int], nbins: int
 
 
 def expected_payouts(
-    parties: Sequence[str], totals: dict[str, int], reward: int, requester: str
-) -> tuple[int, list[tuple[str, int]]]:
-    """(positive total, ``RewardAssigned`` list in emission order) exactly as the contract's ``_complete``:
-    ``reward * c / positive`` truncated for each positive total (both shifted right together above 2^128, zero
-    amounts skipped), in party order, then the remainder to the requester."""
-    positive = sum(max(totals.get(p, 0), 0) for p in parties)
-    out: list[tuple[str, int]] = []
-    paid = 0
-    if positive > 0:
-        shift = 0
-        while (positive >> shift) >= 1 << 128:
-            shift += 1
-        den = positive >> shift
-        for p in parties:
-            cp = totals.get(p, 0)
-            if cp <= 0:
-                continue
-            amount = reward * (cp >> shift) // den
-            if amount == 0:
-                continue
-            out.append((p, amount))
-            paid += amount
-    if reward > paid:
-        out.append((requester, reward - paid))
-    return positive, out
+    parties: Sequence[str], totals: dict[str, int], finished: set[str], reward: int, requester: str
+) -> tuple[int, list[tuple[str, int]], list[tuple[str, int]]]:
+    """(positive total, ``RewardAssigned`` list and ``RewardForfeited`` list, each in emission order) exactly as the
+    contract's ``_complete`` (``reference.payouts``): non-zero amounts in party order, a party's own when it took part
+    to the last step (``finished``) and forfeited otherwise, then the remainder to the requester."""
+    due = ref.payouts([totals.get(p, 0) for p in parties], [p in finished for p in parties], reward)
+    paid = [(p, a) for p, a in zip(parties, due.paid, strict=True) if a > 0]
+    forfeited = [(p, a) for p, a in zip(parties, due.forfeited, strict=True) if a > 0]
+    if due.requester > 0:
+        paid.append((requester, due.requester))
+    return due.positive, paid, forfeited
 
 
 class _Auditor:
@@ -821,25 +807,34 @@ class _Auditor:
 
     def _check_totals_and_payouts(self) -> None:
         completed = self.by_name.get("TaskCompleted", [])
-        assigned = self.by_name.get("RewardAssigned", [])
+        assigned = self.by_name.get("RewardAssigned", []) + self.by_name.get("RewardForfeited", [])
         if not self.completed:
             if completed or assigned:
-                self.fail("payouts only after the last level", "no TaskCompleted/RewardAssigned", "present")
+                self.fail(
+                    "payouts only after the last level", "no TaskCompleted/RewardAssigned/RewardForfeited", "present"
+                )
             return
         done = self.one("TaskCompleted", completed)
         if done is None:
             self.fail("TaskCompleted after the last level", "TaskCompleted", "none")
-        positive, want = expected_payouts(self.parties, self.totals, self.reward, self.requester)
+        finished = set(self.parties) if self.active is None else self.active
+        positive, want, want_forfeited = expected_payouts(
+            self.parties, self.totals, finished, self.reward, self.requester
+        )
         if int(done.args["positiveTotal"]) != positive:
             self.fail("positive contribution total", positive, int(done.args["positiveTotal"]))
-        got = [(_addr(e.args["account"]), int(e.args["amount"])) for e in assigned]
-        for i in range(max(len(want), len(got))):
-            w = want[i] if i < len(want) else None
-            g = got[i] if i < len(got) else None
-            if w != g:
-                party = (w or g or ("?", 0))[0]
-                self.fail(f"RewardAssigned #{i} (account, amount)", w, g, party=party)
-            self.counts.payouts += 1
+        for name, key, expected in (
+            ("RewardAssigned", "account", want),
+            ("RewardForfeited", "party", want_forfeited),
+        ):
+            got = [(_addr(e.args[key]), int(e.args["amount"])) for e in self.by_name.get(name, [])]
+            for i in range(max(len(expected), len(got))):
+                w = expected[i] if i < len(expected) else None
+                g = got[i] if i < len(got) else None
+                if w != g:
+                    party = (w or g or ("?", 0))[0]
+                    self.fail(f"{name} #{i} ({key}, amount)", w, g, party=party)
+                self.counts.payouts += 1
 
     def _check_state(self, st: ChainState) -> None:
         """Storage (through the views) against the replay: what the contract keeps and pays from must be what its

@@ -569,3 +569,54 @@ def resolve_node(
         left_leaf = leaf_value(left.g, hessian_of(left.h, left.n, hm), params.lam, params.learning_rate)
         right_leaf = leaf_value(right.g, hessian_of(right.h, right.n, hm), params.lam, params.learning_rate)
     return NodeResult(split, None, left, right, left_leaf, right_leaf, tuple(phi), kappa, contrib, credited_gain)
+
+
+@dataclass(frozen=True)
+class Payouts:
+    """The contract's ``_complete``: what each party is owed, what it forfeits, and the requester's remainder."""
+
+    positive: int
+    """Sum of the positive totals, finished or not: the denominator, so nobody's amount grows when another leaves."""
+    paid: tuple[int, ...]
+    forfeited: tuple[int, ...]
+    requester: int
+    """The rounding remainder plus every forfeited amount (everything when no total is positive)."""
+
+
+def payouts(totals: Sequence[int], finished: Sequence[bool], reward: int) -> Payouts:
+    """Party p's amount is ``reward * c_p / positive`` (truncated; both shifted right together while ``positive`` is
+    2^128 or more, so the product fits) for a positive total ``c_p``; it is paid only when p took part to the last
+    step, and otherwise forfeited to the requester.
+
+    Why a party that left earns nothing: a party's split Shapley values can be negative (the utility of equation 7
+    is not monotone: a party whose rows sit on the other side of the pooled model's residuals lowers the coalition's
+    gain), and then getting itself refused, by stretching its histograms until the rules or the verifiers stop it,
+    freezes its total before the losses; measured on credit at M = 2 that paid +5 to +8 points of share. Paid on
+    completion only, a refusal never raises what a party earns."""
+    if len(finished) != len(totals):
+        raise ValueError(f"{len(totals)} totals but {len(finished)} finished flags")
+    positive = sum(max(t, 0) for t in totals)
+    paid = [0] * len(totals)
+    forfeited = [0] * len(totals)
+    if positive > 0:
+        shift = 0
+        while (positive >> shift) >= 1 << 128:
+            shift += 1
+        den = positive >> shift
+        for p, cp in enumerate(totals):
+            if cp > 0:
+                amount = reward * (cp >> shift) // den
+                if finished[p]:
+                    paid[p] = amount
+                else:
+                    forfeited[p] = amount
+    return Payouts(positive, tuple(paid), tuple(forfeited), reward - sum(paid))
+
+
+def reward_shares(totals: Sequence[int], finished: Sequence[bool]) -> list[float]:
+    """Each party's share of the reward before rounding: its positive total over every positive total if it took
+    part to the last step, else 0 (:func:`payouts`)."""
+    if len(finished) != len(totals):
+        raise ValueError(f"{len(totals)} totals but {len(finished)} finished flags")
+    positive = sum(max(t, 0) for t in totals)
+    return [max(t, 0) / positive if positive and done else 0.0 for t, done in zip(totals, finished, strict=True)]

@@ -339,3 +339,30 @@ def test_aggregate_rejects_mismatched_candidates() -> None:
     with pytest.raises(ValueError, match="candidate features differ"):
         ref.aggregate([a, b])
     assert ref.aggregate([a, a]).g == ((2, 4), (6, 8))
+
+
+def test_payouts_pay_finishers_pro_rata_and_forfeit_to_the_requester() -> None:
+    due = ref.payouts([5, -3, 2], [True, True, False], 70)
+    assert due.positive == 7 and due.paid == (50, 0, 0) and due.forfeited == (0, 0, 20) and due.requester == 20
+    # nobody's amount grows when another party leaves: the denominator keeps every positive total
+    assert ref.payouts([5, -3, 2], [True, True, True], 70).paid == (50, 0, 20)
+    assert ref.reward_shares([5, -3, 2], [True, True, False]) == [5 / 7, 0.0, 0.0]
+    nothing = ref.payouts([-1, 0], [True, True], 9)
+    assert nothing.positive == 0 and nothing.paid == (0, 0) and nothing.requester == 9
+    with pytest.raises(ValueError, match="2 totals but 1 finished"):
+        ref.payouts([1, 2], [True], 1)
+
+
+@given(
+    st.lists(st.integers(-(2**200), 2**200), min_size=1, max_size=6),
+    st.integers(0, 2**128 - 1),
+    st.data(),
+)
+def test_payouts_never_pay_more_than_the_reward_and_leaving_never_pays(totals: list[int], reward: int, data) -> None:  # type: ignore[no-untyped-def]
+    finished = data.draw(st.lists(st.booleans(), min_size=len(totals), max_size=len(totals)))
+    due = ref.payouts(totals, finished, reward)
+    assert sum(due.paid) + due.requester == reward and due.requester >= sum(due.forfeited) >= 0
+    everyone = ref.payouts(totals, [True] * len(totals), reward)
+    for p, done in enumerate(finished):
+        assert due.paid[p] + due.forfeited[p] == everyone.paid[p]
+        assert due.paid[p] == (everyone.paid[p] if done else 0)

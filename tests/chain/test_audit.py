@@ -173,7 +173,8 @@ def test_honest_task_is_ok(trained: Trained, record: AuditInput, capsys: pytest.
     submissions = [e for e in record.events if e.name == "HistogramsSubmitted"]
     assert c.histograms == len(submissions) and c.signatures == len(submissions) * quorum(4)
     assert c.vote_sets == len([e for e in record.events if e.name == "VotesSubmitted"])
-    assert c.payouts == len([e for e in record.events if e.name == "RewardAssigned"]) >= 2
+    paid = [e for e in record.events if e.name in ("RewardAssigned", "RewardForfeited")]
+    assert c.payouts == len(paid) >= 2
     assert c.nodes >= 2 * 3  # every tree resolves its root and at least the leaves below it
     fed = trained.fed
     # the silent parties are really absent from the record the audit accepted
@@ -477,6 +478,34 @@ def test_tampered_payout(copy: AuditInput) -> None:
     m = audit_events(copy).mismatch
     assert m is not None and m.field == "RewardAssigned #0 (account, amount)"
     assert m.party == to_checksum_address(ev.args["account"])
+
+
+def test_parties_that_left_are_not_paid(record: AuditInput, trained: Trained) -> None:
+    """The silent parties (1 and 2) left before the last step: no payout reaches them, and what a positive total of
+    theirs would have earned is forfeited (``RewardForfeited``) to the requester, as ``reference.payouts`` says."""
+    fed = trained.fed
+    left = {fed.parties[1].address, fed.parties[2].address}
+    assigned = {to_checksum_address(e.args["account"]) for e in record.events if e.name == "RewardAssigned"}
+    assert not assigned & left and to_checksum_address(fed.requester.address) in assigned
+    totals = [fed.task.contribution(fed.task_id, p.address) for p in fed.parties]
+    funded = sum(int(e.args["amount"]) for e in record.events if e.name == "TaskFunded")
+    due = ref.payouts(totals, [p.address not in left for p in fed.parties], REWARD + funded)
+    forfeited = [
+        (to_checksum_address(e.args["party"]), int(e.args["amount"]))
+        for e in record.events
+        if e.name == "RewardForfeited"
+    ]
+    assert forfeited and forfeited == [(p.address, a) for p, a in zip(fed.parties, due.forfeited, strict=True) if a > 0]
+
+
+def test_forged_forfeit(copy: AuditInput, trained: Trained) -> None:
+    """A ``RewardForfeited`` the payout rule does not produce (here: one for a party that finished) is a mismatch."""
+    template = next(e for e in copy.events if e.name == "RewardAssigned")
+    finisher = trained.fed.parties[0].address
+    args = {"taskId": template.args["taskId"], "party": finisher, "amount": 1}
+    copy.events.append(dataclasses.replace(template, name="RewardForfeited", args=args))
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field.startswith("RewardForfeited #") and m.party == finisher
 
 
 def test_payout_includes_top_up(record: AuditInput) -> None:

@@ -286,6 +286,37 @@ def test_rewards_withdraw_once(chain: ChainClient, task_contract: TaskContract) 
     reverts("NothingToWithdraw", t.withdraw, acct, tid)
 
 
+def test_a_party_that_leaves_forfeits_its_reward(chain: ChainClient, task_contract: TaskContract) -> None:
+    """Paid on completion only: the party with the largest positive total after the first level stays silent at the
+    second; it is owed nothing, ``RewardForfeited`` carries its pro-rata amount, the requester gets it back, and
+    every amount is ``reference.payouts`` of the stored totals."""
+    cfg = TaskConfig(trees=1, depth=2, bins=3, min_parties=3, max_parties=3, min_rows=1, lam=0)
+    reward = 6 * 10**18
+    fed = open_task(chain, task_contract, cfg, 3, reward=reward)
+    rows = RowSource(random.Random(5), [p.address for p in fed.parties], 40, fed.num_features, cfg.bins + 1)
+    rows.start_tree(0)
+    t, tid = fed.task, fed.task_id
+    nodes = t.state(tid).open_nodes()
+    zero_votes = {p.address: [0] * len(nodes) for p in fed.parties}
+    rows.follow(run_level(t, tid, fed.parties, zero_votes, rows, fed.resolver))
+    leaver = max(fed.parties, key=lambda p: t.contribution(tid, p.address))
+    assert t.contribution(tid, leaver.address) > 0 and t.state(tid).status == Status.TRAINING
+    nodes = t.state(tid).open_nodes()
+    votes = {p.address: [0] * len(nodes) for p in fed.parties}
+    run_level(t, tid, fed.parties, votes, rows, fed.resolver, silent_hists={leaver.address})
+    assert t.state(tid).status == Status.COMPLETED
+    totals = [t.contribution(tid, p.address) for p in fed.parties]
+    due = ref.payouts(totals, [p.address != leaver.address for p in fed.parties], reward)
+    [forfeit] = chain.logs(t.contract, ["RewardForfeited"], tid)
+    assert forfeit.args["party"] == leaver.address and forfeit.args["amount"] > 0
+    assert forfeit.args["amount"] == due.forfeited[fed.parties.index(leaver)]
+    assert t.owed(tid, leaver.address) == 0
+    assert [t.owed(tid, p.address) for p in fed.parties] == list(due.paid)
+    assert t.owed(tid, fed.requester.address) == due.requester >= forfeit.args["amount"]
+    assert sum(due.paid) + due.requester == reward
+    reverts("NothingToWithdraw", t.withdraw, leaver, tid)
+
+
 def test_cancel_reclaim_and_reentrancy(chain: ChainClient, task_contract: TaskContract) -> None:
     attacker_owner = chain.new_account(10**20)
     attacker = chain.deploy("ReentrantRequester", attacker_owner, task_contract.address)

@@ -8,6 +8,7 @@ import random
 import pytest
 from chain_helpers import EDGES, Federation, Replay, RowSource, assert_level_matches, open_task, params_of, random_votes
 
+from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.audit import audit_events, read_task
 from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
@@ -143,17 +144,13 @@ def _train(
         step += 1
     assert step >= 2
     _check_chain_model(fed.task, fed.task_id, cfg)
-    total_pos = 0
     for p in fed.parties:
-        c = fed.task.contribution(fed.task_id, p.address)
-        assert c == replay.contributions.get(p.address, 0)
-        total_pos += max(c, 0)
-    owed = {p.address: fed.task.owed(fed.task_id, p.address) for p in fed.parties}
-    for p in fed.parties:
-        c = max(replay.contributions.get(p.address, 0), 0)
-        want = 3 * 10**18 * c // total_pos if total_pos else 0
-        assert owed[p.address] == want
-    assert sum(owed.values()) + fed.task.owed(fed.task_id, fed.requester.address) == 3 * 10**18
+        assert fed.task.contribution(fed.task_id, p.address) == replay.contributions.get(p.address, 0)
+    # paid on completion: the parties of the last step are paid, a party silent once forfeits to the requester
+    finished = [p.address in out.submitters for p in fed.parties]
+    due = ref.payouts([replay.contributions.get(p.address, 0) for p in fed.parties], finished, 3 * 10**18)
+    assert [fed.task.owed(fed.task_id, p.address) for p in fed.parties] == list(due.paid)
+    assert fed.task.owed(fed.task_id, fed.requester.address) == due.requester
     audit = audit_events(read_task(chain, task.address, fed.task_id))
     assert audit.ok and audit.completed, audit.first_mismatch
     return widths, fed
