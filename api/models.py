@@ -359,8 +359,15 @@ class PartyContribution(BaseModel):
     total: int = Field(description="Contribution total, fixed point.")
     total_float: float
     per_tree: list[int] = Field(description="Contribution per tree (fixed point), index = tree.")
-    share: float = Field(description="Share of the positive (clipped) contributions; the reward is paid pro rata.")
+    share: float = Field(
+        description="Share of the reward: of the positive (clipped) contributions, paid pro rata to the parties that "
+        "take part to the last step; 0 for a party whose amount was forfeited (known once the task completes)."
+    )
     reward_assigned_wei: int
+    reward_forfeited_wei: int = Field(
+        description="Left the task before its last step (refused, declined or silent): this amount went back to the "
+        "requester (RewardForfeited)."
+    )
     reward_due_wei: int = Field(description="Still withdrawable.")
     withdrawn_wei: int
 

@@ -23,6 +23,7 @@ from web3 import Web3
 
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError, ChainUnavailable
+from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient, Event, TxResult
 from fgbdt_chain.ledger.compile import Artifact
 from fgbdt_chain.ledger.contracts import Membership, Status, TaskConfig, TaskContract, TaskState, level_nodes
@@ -242,30 +243,35 @@ class Backend:
         parties = task.parties(task_id)
         per_tree: dict[str, list[int]] = {p: [0] * cfg.trees for p in parties}
         assigned: dict[str, int] = {}
+        forfeited: dict[str, int] = {}
         withdrawn: dict[str, int] = {}
-        for ev in self.logs(task_id, ["ContributionsAdded", "RewardAssigned", "Withdrawn"]):
+        for ev in self.logs(task_id, ["ContributionsAdded", "RewardAssigned", "RewardForfeited", "Withdrawn"]):
             a = ev.args
             if ev.name == "ContributionsAdded":
                 for party, c in zip(a["parties"], a["contribution"], strict=True):
                     per_tree.setdefault(str(party), [0] * cfg.trees)[int(a["tree"])] += int(c)
             elif ev.name == "RewardAssigned":
                 assigned[str(a["account"])] = assigned.get(str(a["account"]), 0) + int(a["amount"])
+            elif ev.name == "RewardForfeited":
+                forfeited[str(a["party"])] = int(a["amount"])
             else:
                 withdrawn[str(a["account"])] = withdrawn.get(str(a["account"]), 0) + int(a["amount"])
         totals = {p: task.contribution(task_id, p) for p in parties}
         positive = sum(c for c in totals.values() if c > 0)
+        shares = ref.reward_shares([totals[p] for p in parties], [p not in forfeited for p in parties])
         rows = [
             m.PartyContribution(
                 party=p,
                 total=totals[p],
                 total_float=m.from_fixed(totals[p]),
                 per_tree=per_tree[p],
-                share=(max(totals[p], 0) / positive) if positive > 0 else 0.0,
+                share=share,
                 reward_assigned_wei=assigned.get(p, 0),
+                reward_forfeited_wei=forfeited.get(p, 0),
                 reward_due_wei=task.owed(task_id, p),
                 withdrawn_wei=withdrawn.get(p, 0),
             )
-            for p in parties
+            for p, share in zip(parties, shares, strict=True)
         ]
         return m.ContributionsResponse(
             task_id=task_id,

@@ -352,7 +352,8 @@ class Requester:
                 sent.add((*key, str(a["party"])))
         rejected = [sum(1 for k in expected - sent if k[2] == p) for p in parties]
         totals = [self.task.contribution(self.task_id, p) for p in parties]
-        positive = sum(max(t, 0) for t in totals)
+        finished = [(*previous, p) in sent for p in parties]  # took part in the last step: paid (RewardForfeited)
+        shares = ref.reward_shares(totals, finished)
         self.usage.scan(self.client, self.client.block_number)
         return {
             "task": self.task_id,
@@ -374,7 +375,8 @@ class Requester:
                     "phi": ref.from_fixed(phi[i]),
                     "kappa": ref.from_fixed(kappa[i]),
                     "total": ref.from_fixed(totals[i]),
-                    "share": max(totals[i], 0) / positive if positive else 0.0,
+                    "share": shares[i],
+                    "finished": finished[i],
                     "total_fixed": str(totals[i]),
                     "owed_wei": str(self.task.owed(self.task_id, p)),
                 }

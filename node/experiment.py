@@ -321,6 +321,7 @@ def contributions_report(result: TrainResult) -> list[dict[str, Any]]:
             "kappa": ref.from_fixed(result.kappa[i]),
             "total": ref.from_fixed(result.total[i]),
             "share": shares[i],
+            "finished": result.finished[i] if result.finished else True,
             "phi_fixed": str(result.phi[i]),
             "kappa_fixed": str(result.kappa[i]),
             "total_fixed": str(result.total[i]),

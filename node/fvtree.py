@@ -228,12 +228,13 @@ class TrainResult:
     """Parties that stopped taking part, in the order it happened (none when everyone stays honest)."""
     credits: list[list[ref.Credit]] = field(default_factory=list)
     """Per tree, every party's credit multipliers (``NEUTRAL`` for parties out of the tree)."""
+    finished: list[bool] = field(default_factory=list)
+    """Whether each party still takes part after the last tree grown (empty: everyone)."""
 
     def shares(self) -> list[float]:
-        """Each party's share of the positive contributions (negative totals earn nothing)."""
-        pos = [max(t, 0) for t in self.total]
-        s = sum(pos)
-        return [p / s if s else 0.0 for p in pos]
+        """Each party's share of the reward (``reference.reward_shares``): of the positive contributions, and 0 for a
+        party that left the task (its amount goes back to the requester)."""
+        return ref.reward_shares(self.total, self.finished or [True] * len(self.total))
 
 
 def join_limbs(hi: np.ndarray, lo: np.ndarray) -> list[Any]:
@@ -532,6 +533,7 @@ class Federation:
             dict(self.seconds),
             list(self.refusals),
             list(rec.credits),
+            list(self.active),
         )
 
     def _exclude(self, party: int, tree: int, level: int, reason: str) -> None:

@@ -64,6 +64,8 @@ def test_attackers_are_refused_and_out_of_the_task(attack: Attack, reason: str) 
     assert (refusal.party, refusal.tree, refusal.level) == (1, attack.start_tree, 0)
     assert reason in refusal.reason
     assert greedy.total[1] < honest.total[1]
+    # paid on completion only: a refused party forfeits its reward, whatever its total
+    assert greedy.finished == [True, False, True] and greedy.shares()[1] == 0.0 < honest.shares()[1]
     # out for good: it takes part in no later level
     later = [rec for rec in greedy.levels if (rec.tree, rec.level) > (refusal.tree, refusal.level)]
     assert later and all(1 not in rec.submitters for rec in later)

@@ -250,6 +250,7 @@ def test_model_predictions_contributions(
     for q in c["parties"]:
         assert q["total"] == task.contribution(tid, q["party"]) == sum(q["per_tree"]) and len(q["per_tree"]) == 2
         assert q["reward_due_wei"] == task.owed(tid, q["party"]) == q["reward_assigned_wei"]
+        assert q["reward_forfeited_wei"] == 0  # every party took part to the last step
     assert abs(sum(q["share"] for q in c["parties"]) - 1.0) < 1e-9 or c["positive_total"] == 0
     assigned = sum(q["reward_assigned_wei"] for q in c["parties"]) + c["requester_due_wei"]
     assert assigned == c["reward_wei"] == 10**18

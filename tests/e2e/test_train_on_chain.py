@@ -125,6 +125,10 @@ def test_greedy_party_is_refused_and_earns_nothing_extra(
     contributions = [int(c["total_fixed"]) for c in greedy["contributions"]]
     assert contributions[1] < honest.total[1]  # stretching did not pay
     assert contributions == sim.total  # the simulator plays the same attack and refusal
+    # paid on completion: the refused party forfeits, on chain as in simulate
+    assert [c["finished"] for c in greedy["contributions"]] == sim.finished == [True, False, True]
+    assert [c["share"] for c in greedy["contributions"]] == sim.shares() and sim.shares()[1] == 0.0
+    assert int(greedy["contributions"][1]["owed_wei"]) == 0
     assert [(r.party, r.tree, r.level) for r in sim.refusals] == [(1, attack.start_tree, 0)]
     assert greedy["test_error"] == sim_report["test_error"] < 0.2  # the others trained a useful model without it
     log = (tmp_path / "party-1.log").read_text()
