@@ -19,8 +19,9 @@ scale):
 * **share change**: one party (party 0) really attacks from tree ``--start-tree`` on (default: half way, when the
   model is established and the bounds of the loss looser than early on), every kind (and ``targeted``, which breaks
   the identities) at every factor, continuing a copy of the honest federation from that tree; its share of the
-  positive contributions, against the same party's share when everyone stays honest, and the tree and level where
-  it was refused.
+  reward (``reference.reward_shares``: of the positive contributions, and nothing once refused, since a party that
+  leaves before the last step forfeits its amount), against the same party's share when everyone stays honest, and
+  the tree and level where it was refused.
 
     python -m bench.endorse --datasets a9a,higgs,susy,credit,abalone,cpusmall,stress --parties 2,4,8 \\
         --thetas 0.5,0.8 --seeds 0,1,2,3,4 --trees 50 --depth 8 --jobs 2
@@ -60,6 +61,8 @@ PLAYED = (*OBSERVED, "targeted")
 """Attacks played in runs of their own, for the share change."""
 FACTORS = (1.1, 1.25, 1.5, 2.0, 4.0)
 GREEDY = 0
+PAYOUT_RULE = "completion"
+"""Recorded with every run: shares under ``reference.payouts`` (a party that leaves before the last step forfeits)."""
 START_TREE = 1
 """First tree of the observed stretches (the first tree's exact identities refuse any stretch)."""
 
@@ -228,6 +231,7 @@ def one_config(task: tuple[str, int, float, int, int, int, float, float, int | N
             metric: honest_report[metric],
         },
         "attacks": {},
+        "payout": PAYOUT_RULE,
     }
     if attack_from is not None:
         out["attack_from_tree"] = attack_from
@@ -417,7 +421,19 @@ def main() -> int:
         action="store_true",
         help="keep the other configurations' runs already in --out (rerun only these) and summarise them all",
     )
+    ap.add_argument(
+        "--rescore",
+        action="store_true",
+        help="train nothing: apply the payout rule to the runs recorded in --out (runs made before it paid refused "
+        "parties) and summarise them again",
+    )
     args = ap.parse_args()
+    if args.rescore:
+        with open(args.out) as f:
+            previous = json.load(f)
+        results = [paid_on_completion(r) for r in previous["runs"]]
+        command = f"{previous['command']}; then python -m bench.endorse --rescore --out {args.out}"
+        return _finish(args.out, command, results)
     tasks = [
         (
             d,
@@ -457,10 +473,30 @@ def main() -> int:
                 flush=True,
             )
             _write(args.out, command, results)
+    return _finish(args.out, command, results)
+
+
+def paid_on_completion(run: dict[str, Any]) -> dict[str, Any]:
+    """A run recorded before the payout rule paid only the parties that finish (``reference.payouts``), scored under
+    it: a refused greedy party's share is 0. Exact, not an estimate: the rule is a function of the totals and of who
+    finished, the honest runs refused nobody, and the denominator keeps every positive total, so the share of a party
+    that finished is what was recorded."""
+    if run.get("payout") == PAYOUT_RULE:
+        return run
+    if any(r for r in run["honest"]["refusals"]):
+        raise ValueError(f"{run['dataset']} seed {run['seed']}: the honest run refused a party, rerun it instead")
+    attacks = {}
+    for name, a in run["attacks"].items():
+        share = 0.0 if a["refused_at"] is not None else a["share"]
+        attacks[name] = {**a, "share": share, "share_change": share - run["honest"]["shares"][GREEDY]}
+    return {**run, "attacks": attacks, "payout": PAYOUT_RULE}
+
+
+def _finish(out: str, command: str, results: list[dict[str, Any]]) -> int:
     rows = summarise(results)
-    _write(args.out, command, results, rows)
+    _write(out, command, results, rows)
     text = markdown(rows, results, command)
-    with open(args.out.removesuffix(".json") + ".md", "w") as f:
+    with open(out.removesuffix(".json") + ".md", "w") as f:
         f.write(text)
     print(text)
     return 0
