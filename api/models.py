@@ -361,7 +361,8 @@ class PartyContribution(BaseModel):
     per_tree: list[int] = Field(description="Contribution per tree (fixed point), index = tree.")
     share: float = Field(
         description="Share of the reward: of the positive (clipped) contributions, paid pro rata to the parties that "
-        "take part to the last step; 0 for a party whose amount was forfeited (known once the task completes)."
+        "take part to the last step; 0 for a party that left the task (refused, declined or silent once), whose "
+        "amount is forfeited to the requester."
     )
     reward_assigned_wei: int
     reward_forfeited_wei: int = Field(

@@ -235,6 +235,20 @@ class Backend:
             gas=self._gas(events),
         )
 
+    def taking_part(self, task_id: int, status: Status) -> set[str]:
+        """The parties the contract counts as taking part (its ``_active``): whoever sent histograms at the step
+        before the current one (every party at the first step), and once the task completed, at its last step, the
+        parties it pays (``reference.payouts``). Only the last two steps' histogram events are read."""
+        starts = self.logs(task_id, ["LevelStarted"])
+        if status not in (Status.TRAINING, Status.COMPLETED) or not starts:
+            return set(self.task().parties(task_id))
+        step = starts[-1] if status == Status.COMPLETED else (starts[-2] if len(starts) > 1 else None)
+        if step is None:
+            return set(self.task().parties(task_id))
+        key = (int(step.args["tree"]), int(step.args["level"]))
+        sent = self.logs(task_id, ["HistogramsSubmitted"], from_block=step.block_number)
+        return {str(e.args["party"]) for e in sent if (int(e.args["tree"]), int(e.args["level"])) == key}
+
     def contributions(self, task_id: int, st: TaskState | None = None) -> m.ContributionsResponse:
         """Totals, per tree, shares and rewards of every approved party (``st``: the task's state, if read)."""
         st = st if st is not None else self.state(task_id)
@@ -258,7 +272,8 @@ class Backend:
                 withdrawn[str(a["account"])] = withdrawn.get(str(a["account"]), 0) + int(a["amount"])
         totals = {p: task.contribution(task_id, p) for p in parties}
         positive = sum(c for c in totals.values() if c > 0)
-        shares = ref.reward_shares([totals[p] for p in parties], [p not in forfeited for p in parties])
+        staying = self.taking_part(task_id, st.status)
+        shares = ref.reward_shares([totals[p] for p in parties], [p in staying for p in parties])
         rows = [
             m.PartyContribution(
                 party=p,

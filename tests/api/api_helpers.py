@@ -45,9 +45,12 @@ CREATE = {
 }
 
 
-def trained_task(chain: ChainClient, task: TaskContract, seed: int = 0, reward: int = 10**18) -> tuple[int, list[Any]]:
+def trained_task(
+    chain: ChainClient, task: TaskContract, seed: int = 0, reward: int = 10**18, leave: bool = False
+) -> tuple[int, list[Any]]:
     """A completed 2-party, 2-tree, depth-2 task driven directly through the contract with the histograms of
-    synthetic rows."""
+    synthetic rows; with ``leave`` the party with the larger total after the first level sends nothing at the second
+    (so it takes no further part, and forfeits)."""
     rng = random.Random(seed)
     cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=2, max_parties=2, lam=ONE, step_blocks=5)
     requester = chain.new_account(10**21)
@@ -59,12 +62,20 @@ def trained_task(chain: ChainClient, task: TaskContract, seed: int = 0, reward: 
         task.approve(requester, tid, p.address)
     task.start(requester, tid, EDGES)
     rows = RowSource(rng, [p.address for p in parties], 50, 3, cfg.bins + 1)
+    taking_part = list(parties)
+    step = 0
     while task.state(tid).status == 2:
         st = task.state(tid)
         if st.level == 0:
             rows.start_tree(st.tree)
-        votes = {p.address: [rng.randint(0, 2) for _ in st.open_nodes()] for p in parties}
-        rows.follow(run_level(task, tid, parties, votes, rows, resolver))
+        votes = {p.address: [rng.randint(0, 2) for _ in st.open_nodes()] for p in taking_part}
+        silent = set()
+        if leave and step == 1:
+            silent = {max(parties, key=lambda p: task.contribution(tid, p.address)).address}
+        out = run_level(task, tid, taking_part, votes, rows, resolver, silent_hists=silent, endorsers=parties)
+        rows.follow(out)
+        taking_part = [p for p in parties if p.address in out.submitters]
+        step += 1
     return tid, [requester, *parties]
 
 

@@ -18,6 +18,7 @@ from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.routers import results
 from fgbdt_chain.api.service import Backend, Settings, config_of, parameters_of, request_parameters
 from fgbdt_chain.deploy.requester import ChainSetup, task_config
+from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.anvil import free_port, start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskContract
@@ -254,6 +255,22 @@ def test_model_predictions_contributions(
     assert abs(sum(q["share"] for q in c["parties"]) - 1.0) < 1e-9 or c["positive_total"] == 0
     assigned = sum(q["reward_assigned_wei"] for q in c["parties"]) + c["requester_due_wei"]
     assert assigned == c["reward_wei"] == 10**18
+
+
+def test_contributions_show_a_forfeit(api: TestClient, chain: ChainClient, task: TaskContract) -> None:
+    """A party that stopped sending histograms is not paid: share 0, its amount shown as forfeited, and the
+    requester owed the rest (the API follows the contract's payout, ``reference.payouts``)."""
+    tid, _ = trained_task(chain, task, seed=3, leave=True)
+    c = api.get(f"/v1/tasks/{tid}/contributions").json()
+    assert c["status"] == "completed"
+    [left] = [q for q in c["parties"] if q["reward_forfeited_wei"] > 0]
+    [stayed] = [q for q in c["parties"] if q is not left]
+    assert left["share"] == 0.0 and left["reward_assigned_wei"] == left["reward_due_wei"] == 0 and left["total"] > 0
+    totals = [q["total"] for q in c["parties"]]
+    due = ref.payouts(totals, [q is stayed for q in c["parties"]], 10**18)
+    assert [q["reward_forfeited_wei"] for q in c["parties"]] == list(due.forfeited)
+    assert stayed["share"] == max(stayed["total"], 0) / c["positive_total"] and stayed["reward_due_wei"] > 0
+    assert c["requester_due_wei"] == due.requester >= left["reward_forfeited_wei"]
 
 
 def test_model_of_unstarted_task_is_409(api: TestClient, chain: ChainClient, signer: Signer) -> None:
