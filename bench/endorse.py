@@ -459,7 +459,11 @@ def main() -> int:
         with open(args.out) as f:
             previous = json.load(f)
         rerun = {(d, m, t, s) for d, m, t, s, *_ in tasks}
-        results = [r for r in previous["runs"] if (r["dataset"], r["parties"], r["theta"], r["seed"]) not in rerun]
+        results = [
+            paid_on_completion(r)
+            for r in previous["runs"]
+            if (r["dataset"], r["parties"], r["theta"], r["seed"]) not in rerun
+        ]
         command = f"{previous['command']}; then {command}"
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for res in pool.map(one_config, tasks):
@@ -483,7 +487,7 @@ def paid_on_completion(run: dict[str, Any]) -> dict[str, Any]:
     that finished is what was recorded."""
     if run.get("payout") == PAYOUT_RULE:
         return run
-    if any(r for r in run["honest"]["refusals"]):
+    if run["honest"]["refusals"]:
         raise ValueError(f"{run['dataset']} seed {run['seed']}: the honest run refused a party, rerun it instead")
     attacks = {}
     for name, a in run["attacks"].items():

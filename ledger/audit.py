@@ -234,16 +234,19 @@ def block_histograms(block: Sequence[int], features: tuple[int, int], nbins: int
 
 def expected_payouts(
     parties: Sequence[str], totals: dict[str, int], finished: set[str], reward: int, requester: str
-) -> tuple[int, list[tuple[str, int]], list[tuple[str, int]]]:
-    """(positive total, ``RewardAssigned`` list and ``RewardForfeited`` list, each in emission order) exactly as the
-    contract's ``_complete`` (``reference.payouts``): non-zero amounts in party order, a party's own when it took part
-    to the last step (``finished``) and forfeited otherwise, then the remainder to the requester."""
+) -> tuple[int, list[tuple[str, str, int]]]:
+    """(positive total, the payout events ``(name, account, amount)`` in emission order) exactly as the contract's
+    ``_complete`` (``reference.payouts``): in party order, each non-zero amount as ``RewardAssigned`` to a party that
+    took part to the last step (``finished``) or ``RewardForfeited`` otherwise, then the remainder to the requester."""
     due = ref.payouts([totals.get(p, 0) for p in parties], [p in finished for p in parties], reward)
-    paid = [(p, a) for p, a in zip(parties, due.paid, strict=True) if a > 0]
-    forfeited = [(p, a) for p, a in zip(parties, due.forfeited, strict=True) if a > 0]
+    events = [
+        ("RewardAssigned", p, paid) if paid else ("RewardForfeited", p, lost)
+        for p, paid, lost in zip(parties, due.paid, due.forfeited, strict=True)
+        if paid or lost
+    ]
     if due.requester > 0:
-        paid.append((requester, due.requester))
-    return due.positive, paid, forfeited
+        events.append(("RewardAssigned", requester, due.requester))
+    return due.positive, events
 
 
 class _Auditor:
@@ -818,23 +821,18 @@ class _Auditor:
         if done is None:
             self.fail("TaskCompleted after the last level", "TaskCompleted", "none")
         finished = set(self.parties) if self.active is None else self.active
-        positive, want, want_forfeited = expected_payouts(
-            self.parties, self.totals, finished, self.reward, self.requester
-        )
+        positive, want = expected_payouts(self.parties, self.totals, finished, self.reward, self.requester)
         if int(done.args["positiveTotal"]) != positive:
             self.fail("positive contribution total", positive, int(done.args["positiveTotal"]))
-        for name, key, expected in (
-            ("RewardAssigned", "account", want),
-            ("RewardForfeited", "party", want_forfeited),
-        ):
-            got = [(_addr(e.args[key]), int(e.args["amount"])) for e in self.by_name.get(name, [])]
-            for i in range(max(len(expected), len(got))):
-                w = expected[i] if i < len(expected) else None
-                g = got[i] if i < len(got) else None
-                if w != g:
-                    party = (w or g or ("?", 0))[0]
-                    self.fail(f"{name} #{i} ({key}, amount)", w, g, party=party)
-                self.counts.payouts += 1
+        emitted = sorted(assigned, key=lambda e: (e.block_number, e.log_index))
+        got = [(e.name, _addr(e.args.get("account", e.args.get("party"))), int(e.args["amount"])) for e in emitted]
+        for i in range(max(len(want), len(got))):
+            w = want[i] if i < len(want) else None
+            g = got[i] if i < len(got) else None
+            if w != g:
+                party = (w or g or ("?", "?", 0))[1]
+                self.fail(f"payout #{i} (event, account, amount)", w, g, party=party)
+            self.counts.payouts += 1
 
     def _check_state(self, st: ChainState) -> None:
         """Storage (through the views) against the replay: what the contract keeps and pays from must be what its

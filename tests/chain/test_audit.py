@@ -476,8 +476,8 @@ def test_tampered_histogram_data(copy: AuditInput) -> None:
 def test_tampered_payout(copy: AuditInput) -> None:
     ev = _replace_event(copy, lambda e: e.name == "RewardAssigned", lambda a: a.update(amount=a["amount"] + 1))
     m = audit_events(copy).mismatch
-    assert m is not None and m.field == "RewardAssigned #0 (account, amount)"
-    assert m.party == to_checksum_address(ev.args["account"])
+    assert m is not None and m.field == "payout #0 (event, account, amount)"
+    assert m.party == to_checksum_address(ev.args["account"]) and m.recorded[2] == m.expected[2] + 1
 
 
 def test_parties_that_left_are_not_paid(record: AuditInput, trained: Trained) -> None:
@@ -503,9 +503,10 @@ def test_forged_forfeit(copy: AuditInput, trained: Trained) -> None:
     template = next(e for e in copy.events if e.name == "RewardAssigned")
     finisher = trained.fed.parties[0].address
     args = {"taskId": template.args["taskId"], "party": finisher, "amount": 1}
-    copy.events.append(dataclasses.replace(template, name="RewardForfeited", args=args))
+    copy.events.append(dataclasses.replace(template, name="RewardForfeited", args=args, log_index=10**6))
     m = audit_events(copy).mismatch
-    assert m is not None and m.field.startswith("RewardForfeited #") and m.party == finisher
+    assert m is not None and m.field.startswith("payout #") and m.party == finisher
+    assert m.expected is None and m.recorded == ("RewardForfeited", finisher, 1)
 
 
 def test_payout_includes_top_up(record: AuditInput) -> None:
