@@ -11,8 +11,8 @@ import {FGBDTRulesLib} from "./FGBDTRules.sol";
 ///         the first `votedTrees` trees; later trees draw them from a public seed), the contract fixes two candidates
 ///         per node, each party commits its endorsed candidate histograms, and anyone resolves the nodes by
 ///         replaying the histograms in calldata. Splits, leaves, split Shapley values and voting
-///         contributions follow `ledger/reference.py` bit for bit; rewards are paid pro rata to the clipped totals, to the
-///         parties that took part to the last step (`RewardForfeited`).
+///         contributions follow `ledger/reference.py` bit for bit; rewards are paid pro rata to the clipped totals,
+///         to the parties that took part to the last step (`RewardForfeited`).
 /// @dev Histograms never touch storage: a party stores one Merkle root over its per-node histogram hashes per level
 ///      and emits the data; resolvers pass the data again with Merkle proofs. Node ids form a heap (root 1, children
 ///      2i and 2i+1); level l holds nodes 2^l .. 2^(l+1)-1, tracked as a bitmask (depth is at most 8).
