@@ -7,11 +7,13 @@ import random
 
 import pytest
 from chain_helpers import EDGES, Federation, Replay, RowSource, assert_level_matches, open_task, params_of, random_votes
+from web3 import Web3
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.audit import audit_events, read_task
 from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.compile import Artifact
 from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.edges import decode_edges
 from fgbdt_chain.ledger.federation import run_level
@@ -156,9 +158,23 @@ def _train(
     return widths, fed
 
 
-def test_training_matches_reference(chain: ChainClient, task_contract: TaskContract) -> None:
+@pytest.fixture
+def training_chain(
+    chain: ChainClient, task_contract: TaskContract, artifacts: dict[str, Artifact]
+) -> tuple[ChainClient, TaskContract]:
+    """The chain to train a whole task on: anvil's session chain, or a fresh embedded chain. eth-tester's
+    ``get_logs`` reads every block from the first, so on the session's long embedded chain reading one task's events
+    back took minutes (measured: 210 s in the full suite against 28 s on a chain of its own)."""
+    if getattr(chain.w3.provider, "ethereum_tester", None) is None:
+        return chain, task_contract
+    client = ChainClient(Web3(ChainClient.embedded().w3.provider), artifacts)
+    return client, TaskContract.deploy(client, client.new_account(10**23))
+
+
+def test_training_matches_reference(training_chain: tuple[ChainClient, TaskContract]) -> None:
     """Four parties, second-order hessians, a silent voter and a silent sender on the way. Two trees of depth 3 on
     anvil; one tree of depth 2 on the embedded chain, which is an order of magnitude slower per transaction."""
+    chain, task_contract = training_chain
     embedded = getattr(chain.w3.provider, "ethereum_tester", None) is not None
     trees, depth = (1, 2) if embedded else (2, 3)
     cfg = TaskConfig(trees=trees, depth=depth, bins=4, min_parties=4, max_parties=4, lam=ONE, min_rows=3, step_blocks=5)
@@ -193,10 +209,11 @@ def test_deep_tree_wide_levels(anvil_client: ChainClient) -> None:
     assert any(w & (w - 1) for w in widths), widths  # some level needs zero-leaf padding
 
 
-def test_drawn_candidates_match_reference(chain: ChainClient, task_contract: TaskContract) -> None:
+def test_drawn_candidates_match_reference(training_chain: tuple[ChainClient, TaskContract]) -> None:
     """``votedTrees`` 1: the first tree votes, the second draws, with no vote round (its levels open in their
     histogram step, candidates fixed to the reference's ``drawn_candidates``) and no voting contribution even at alpha
     1; a silent sender is out for good; every level, contribution and payout equals the reference's."""
+    chain, task_contract = training_chain
     embedded = getattr(chain.w3.provider, "ethereum_tester", None) is not None
     trees, depth = (2, 2) if embedded else (2, 3)
     cfg = TaskConfig(
