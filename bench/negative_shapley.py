@@ -15,12 +15,10 @@ with it, an approximation) next to its share at the end.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
+from bench import honest_sweep
 from bench.datasets import load
 from bench.stats import mean_se
 from fgbdt_chain.ledger import reference as ref
@@ -96,30 +94,11 @@ def markdown(runs: list[dict[str, Any]], command: str) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--datasets", default="credit,a9a,higgs,susy")
-    ap.add_argument("--parties", default="2,4")
-    ap.add_argument("--thetas", default="0.8")
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--trees", type=int, default=100)
-    ap.add_argument("--depth", type=int, default=8)
-    ap.add_argument("--out", default="bench/results/negative_shapley.json")
+    ap = honest_sweep.parser(__doc__, "bench/results/negative_shapley.json")
     args = ap.parse_args()
     if args.trees <= DEFAULT_VOTED_TREES:
         ap.error(f"--trees must exceed the {DEFAULT_VOTED_TREES} voted trees, so that some trees draw")
-    command = "python -m bench.negative_shapley " + " ".join(sys.argv[1:])
-    runs = []
-    for d in args.datasets.split(","):
-        for m in args.parties.split(","):
-            for theta in args.thetas.split(","):
-                for s in args.seeds.split(","):
-                    runs.append(measure(d, int(m), float(theta), int(s), args.trees, args.depth))
-                    print(f"{d} M={m} theta={theta} seed={s}", flush=True)
-    text = markdown(runs, command)
-    Path(args.out).write_text(json.dumps({"command": command, "runs": runs}, indent=1))
-    Path(args.out.removesuffix(".json") + ".md").write_text(text)
-    print(text)
-    return 0
+    return honest_sweep.run("bench.negative_shapley", args, measure, markdown)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+"""The command line and loop of the benchmarks that train honest federations over a grid (data set, M, theta, seed)
+and write ``runs`` as JSON with a markdown table beside it (``bench.negative_shapley``, ``bench.shapley_utility``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Measure = Callable[[str, int, float, int, int, int], dict[str, Any]]
+"""(data set, parties, theta, seed, trees, depth) -> one run's record."""
+Markdown = Callable[[list[dict[str, Any]], str], str]
+"""(runs, command) -> the markdown summary."""
+
+
+def parser(doc: str | None, out: str) -> argparse.ArgumentParser:
+    """The grid's options, with ``--out`` defaulting to ``out``."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default="credit,a9a,higgs,susy")
+    ap.add_argument("--parties", default="2,4")
+    ap.add_argument("--thetas", default="0.8")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--trees", type=int, default=100)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--out", default=out)
+    return ap
+
+
+def run(module: str, args: argparse.Namespace, measure: Measure, markdown: Markdown) -> int:
+    """Every grid point in order, then the JSON (``command``, ``runs``) and the markdown next to it."""
+    command = f"python -m {module} " + " ".join(sys.argv[1:])
+    runs = []
+    for d in args.datasets.split(","):
+        for m in args.parties.split(","):
+            for theta in args.thetas.split(","):
+                for s in args.seeds.split(","):
+                    runs.append(measure(d, int(m), float(theta), int(s), args.trees, args.depth))
+                    print(f"{d} M={m} theta={theta} seed={s}", flush=True)
+    text = markdown(runs, command)
+    Path(args.out).write_text(json.dumps({"command": command, "runs": runs}, indent=1))
+    Path(args.out.removesuffix(".json") + ".md").write_text(text)
+    print(text)
+    return 0
