@@ -235,16 +235,15 @@ class Backend:
             gas=self._gas(events),
         )
 
-    def taking_part(self, task_id: int, status: Status) -> set[str]:
-        """The parties the contract counts as taking part (its ``_active``): whoever sent histograms at the step
+    def taking_part(self, task_id: int, status: Status, parties: Sequence[str]) -> set[str]:
+        """The ``parties`` the contract counts as taking part (its ``_active``): whoever sent histograms at the step
         before the current one (every party at the first step), and once the task completed, at its last step, the
         parties it pays (``reference.payouts``). Only the last two steps' histogram events are read."""
-        starts = self.logs(task_id, ["LevelStarted"])
-        if status not in (Status.TRAINING, Status.COMPLETED) or not starts:
-            return set(self.task().parties(task_id))
-        step = starts[-1] if status == Status.COMPLETED else (starts[-2] if len(starts) > 1 else None)
-        if step is None:
-            return set(self.task().parties(task_id))
+        starts = self.logs(task_id, ["LevelStarted"]) if status in (Status.TRAINING, Status.COMPLETED) else []
+        last = 1 if status == Status.COMPLETED else 2
+        if len(starts) < last:
+            return set(parties)
+        step = starts[-last]
         key = (int(step.args["tree"]), int(step.args["level"]))
         sent = self.logs(task_id, ["HistogramsSubmitted"], from_block=step.block_number)
         return {str(e.args["party"]) for e in sent if (int(e.args["tree"]), int(e.args["level"])) == key}
@@ -272,7 +271,7 @@ class Backend:
                 withdrawn[str(a["account"])] = withdrawn.get(str(a["account"]), 0) + int(a["amount"])
         totals = {p: task.contribution(task_id, p) for p in parties}
         positive = sum(c for c in totals.values() if c > 0)
-        staying = self.taking_part(task_id, st.status)
+        staying = self.taking_part(task_id, st.status, parties)
         shares = ref.reward_shares([totals[p] for p in parties], [p in staying for p in parties])
         rows = [
             m.PartyContribution(

@@ -10,10 +10,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.datasets import load
+from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES
+from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare
+from fgbdt_chain.node.fvtree import TrainParams
+
 Measure = Callable[[str, int, float, int, int, int], dict[str, Any]]
 """(data set, parties, theta, seed, trees, depth) -> one run's record."""
 Markdown = Callable[[list[dict[str, Any]], str], str]
 """(runs, command) -> the markdown summary."""
+
+
+def prepared(name: str, parties: int, theta: float, seed: int, trees: int, depth: int) -> Prepared:
+    """One grid point's parties: the data set's seeded split, the default protocol (votes for the first
+    ``DEFAULT_VOTED_TREES`` trees, then drawn candidates) at ``trees`` and ``depth``."""
+    train, test = load(name, seed)
+    params = TrainParams(trees=trees, depth=depth, voted_trees=DEFAULT_VOTED_TREES)
+    return prepare(train, test, params, PrepConfig(parties=parties, theta=theta, seed=seed))
 
 
 def parser(doc: str | None, out: str) -> argparse.ArgumentParser:

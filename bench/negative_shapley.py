@@ -19,23 +19,19 @@ import sys
 from typing import Any
 
 from bench import honest_sweep
-from bench.datasets import load
 from bench.stats import mean_se
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES
-from fgbdt_chain.node.experiment import PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.experiment import federation
 
 
 def measure(name: str, parties: int, theta: float, seed: int, trees: int, depth: int) -> dict[str, Any]:
     """One honest federation's per-tree contributions, split at the default's last voted tree."""
-    train, test = load(name, seed)
-    params = TrainParams(trees=trees, depth=depth, voted_trees=DEFAULT_VOTED_TREES)
-    prep = prepare(train, test, params, PrepConfig(parties=parties, theta=theta, seed=seed))
-    result = federation(prep, "fvtree").train()
+    result = federation(honest_sweep.prepared(name, parties, theta, seed, trees, depth), "fvtree").train()
     switch = min(DEFAULT_VOTED_TREES, trees)
     per_tree = [[ref.from_fixed(t[i]) for t in result.per_tree_total] for i in range(parties)]
     at_switch = [sum(result.per_tree_total[t][i] for t in range(switch)) for i in range(parties)]
+    shares = result.shares()
     out = []
     for i in range(parties):
         voted, drawn = per_tree[i][:switch], per_tree[i][switch:]
@@ -45,7 +41,7 @@ def measure(name: str, parties: int, theta: float, seed: int, trees: int, depth:
                 "mean_per_tree_voted": sum(voted) / len(voted),
                 "mean_per_tree_drawn": sum(drawn) / len(drawn) if drawn else None,
                 "negative_trees_drawn": sum(x < 0 for x in drawn) / len(drawn) if drawn else None,
-                "share_at_end": result.shares()[i],
+                "share_at_end": shares[i],
                 "share_leaving_after_voted_trees": _leaving_share(result.total, at_switch[i], i),
             }
         )
@@ -54,10 +50,10 @@ def measure(name: str, parties: int, theta: float, seed: int, trees: int, depth:
 
 def _leaving_share(totals: list[int], frozen: int, party: int) -> float:
     """The old payout's share of ``party`` had its total stopped at ``frozen``, the others' totals as trained with it
-    (an approximation: without it the model, and so their totals, would differ)."""
-    mine = max(frozen, 0)
-    positive = mine + sum(max(t, 0) for j, t in enumerate(totals) if j != party)
-    return mine / positive if positive else 0.0
+    (an approximation: without it the model, and so their totals, would differ): ``reference.reward_shares`` with
+    everyone paid, as before paying on completion."""
+    stopped = [frozen if j == party else t for j, t in enumerate(totals)]
+    return ref.reward_shares(stopped, [True] * len(totals))[party]
 
 
 def markdown(runs: list[dict[str, Any]], command: str) -> str:

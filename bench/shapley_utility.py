@@ -24,12 +24,10 @@ from typing import Any
 import numpy as np
 
 from bench import honest_sweep
-from bench.datasets import load
 from bench.stats import mean_se
-from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES
 from fgbdt_chain.node import baselines
-from fgbdt_chain.node.experiment import PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import LevelView, TrainParams
+from fgbdt_chain.node.experiment import federation
+from fgbdt_chain.node.fvtree import LevelView
 
 UTILITIES = ("equation 7", "improvement")
 
@@ -78,9 +76,8 @@ def _shapley_of(values: dict[tuple[int, ...], float], m: int) -> np.ndarray:
 
 
 def measure(name: str, parties: int, theta: float, seed: int, trees: int, depth: int) -> dict[str, Any]:
-    train, test = load(name, seed)
-    params = TrainParams(trees=trees, depth=depth, voted_trees=DEFAULT_VOTED_TREES)
-    prep = prepare(train, test, params, PrepConfig(parties=parties, theta=theta, seed=seed))
+    prep = honest_sweep.prepared(name, parties, theta, seed, trees, depth)
+    params = prep.params
     views: dict[tuple[int, int], LevelView] = {}
 
     def keep(view: LevelView) -> None:
