@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, Totals
 from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import quorum
@@ -96,6 +96,17 @@ def bins_break(claims: Claims, fg: float, fh: float, fn: float, first_tree: bool
     return False
 
 
+def carry_breaks(view: LevelView, party: int, fg: float, fh: float, fn: float) -> bool:
+    """Whether the party's root totals, stretched, break what its previous tree allows (``ledger.tree_carry``,
+    checked by every verifier). The stretched totals are the exact ones times the factors, rounded to units (a
+    stretch of whole rows rounds row by row: within the carry's per-row slack)."""
+    carry = view.carries[party] if view.carries else None
+    if carry is None:
+        return False
+    t = view.roots[party]
+    return not carry.allows(Totals(round(t.g * fg), round(t.h * fh), round(t.n * fn)))
+
+
 LEVEL_STATS = ("g", "h", "n", "-gflip")
 """The honest statistics recorded per level: each stretch score, and the flip score negated (large = refused)."""
 
@@ -120,6 +131,7 @@ class Observer:
         self.roots = 0
         self.caught: dict[tuple[str, float], int] = {}
         self.first_tree: dict[tuple[str, float], list[int]] = {}
+        self.by_carry: dict[tuple[str, float], int] = {}  # stretched roots the carry alone refuses
 
     def __call__(self, view: LevelView) -> None:
         z = limit(self.alpha)
@@ -148,17 +160,20 @@ class Observer:
                 self.roots += 1
             for kind in OBSERVED:
                 for factor in FACTORS:
-                    refused = self._refused(view, measured, view.claims[m], kind, factor)
+                    refused = self._refused(view, m, measured, view.claims[m], kind, factor)
                     if view.tree >= START_TREE:
                         self.caught[(kind, factor)] = self.caught.get((kind, factor), 0) + refused
                     else:
                         self.first_tree.setdefault((kind, factor), []).append(refused)
 
     def _refused(
-        self, view: LevelView, measured: dict[int, Measurement], claims: Claims, kind: str, factor: float
+        self, view: LevelView, m: int, measured: dict[int, Measurement], claims: Claims, kind: str, factor: float
     ) -> bool:
         fg, fh, fn = stretch(kind, factor)
         if bins_break(claims, fg, fh, fn, view.tree == 0, self.binary):
+            return True
+        if carry_breaks(view, m, fg, fh, fn):
+            self.by_carry[(kind, factor)] = self.by_carry.get((kind, factor), 0) + 1
             return True
         signers = sum(judge(mm.scaled(fg, fh, fn), self.alpha).sign for mm in measured.values())
         return signers < self.need
@@ -182,6 +197,11 @@ class Observer:
             "honest_statistics_by_level": levels,
             "detection": {
                 f"{kind} x{factor}": self.caught.get((kind, factor), 0) / max(self.roots, 1)
+                for kind in OBSERVED
+                for factor in FACTORS
+            },
+            "detection_by_carry": {
+                f"{kind} x{factor}": self.by_carry.get((kind, factor), 0) / max(self.roots, 1)
                 for kind in OBSERVED
                 for factor in FACTORS
             },

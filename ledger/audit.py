@@ -34,7 +34,8 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.abi_codec import canonical_type
 from fgbdt_chain.ledger.client import ChainClient, Event
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, words
-from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_level
+from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, leaf_sums, next_score_bound
 
 SECP256K1_HALF_N: int = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
 """The contract rejects high-s signatures (malleability); the audit applies the same rule."""
@@ -270,6 +271,10 @@ class _Auditor:
         self.active: set[str] | None = None
         self.sides: dict[str, dict[int, Sides]] = {}
         self.credits: dict[str, ref.Credit] = {}
+        # the verifiers' carry rule: each party's histograms of the current and the previous tree, level by level,
+        # and the bound on every score after each finished tree
+        self.tree_hists: dict[int, dict[str, list[dict[int, ref.NodeHistograms]]]] = {}
+        self.score_bounds: dict[int, int] = {0: 0}
 
     # ----------------------------------------------------------------- helpers
 
@@ -461,6 +466,11 @@ class _Auditor:
                 self.fail("histograms before the step deadline", f"block <= {deadline}", ev.block_number, **w)
             hists[party] = self._histograms(ev, tree, level, open_nodes, cands, party)
             self._rules(hists[party], tree, level, open_nodes, party)
+            if level == 0:
+                self._carry(hists[party][0], tree, party)
+            self.tree_hists.setdefault(tree, {}).setdefault(party, []).append(
+                dict(zip(open_nodes, hists[party], strict=True))
+            )
             self.counts.histograms += 1
         declined: set[str] = set()
         for ev in self.take_level(tree, level, "HistogramsDeclined"):
@@ -671,6 +681,50 @@ class _Auditor:
                 level=level,
                 party=party,
             )
+
+    def _carry(self, root: ref.NodeHistograms, tree: int, party: str) -> None:
+        """The verifiers' carry rule (``ledger.tree_carry``): an endorsed root within what the party's previous tree
+        allows. Its inputs are all on chain, so a root a quorum endorsed against it is named here."""
+        self.tree_hists.pop(tree - 2, None)
+        if self.cfg.get("endorseRule", ref.ENDORSE_STATISTICAL) != ref.ENDORSE_STATISTICAL or not applies(
+            self.objective, self.cfg.get("epsilon", 0) > 0, tree
+        ):
+            return
+        levels = self.tree_hists.get(tree - 1, {}).get(party, [])
+        if not levels:
+            return  # it did not take part in the previous tree: continuity refuses it (checked with the rules)
+        splits, leaves = self._tree_nodes(tree - 1)
+        previous = candidate_totals(levels[0][1], 0)
+        carry = Carry.of(self.objective, previous, leaf_sums(levels, splits, leaves), self.score_bound(tree))
+        try:
+            carry.check(candidate_totals(root, 0))
+        except CarryError as exc:
+            self.fail(
+                "root totals within what the party's previous tree allows (its verifiers must refuse them)",
+                "within",
+                str(exc),
+                tree=tree,
+                level=0,
+                party=party,
+            )
+
+    def _tree_nodes(self, tree: int) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
+        """A replayed tree's splits (node -> feature, threshold) and leaf values (node -> value)."""
+        splits: dict[int, tuple[int, int]] = {}
+        leaves: dict[int, int] = {}
+        for nd in range(1, 2 << self.depth):
+            s = self.nodes.get((tree, nd))
+            if s is not None and s.kind == KIND_SPLIT:
+                splits[nd] = (s.feature, s.threshold)
+            elif s is not None and s.kind == KIND_LEAF:
+                leaves[nd] = s.value
+        return splits, leaves
+
+    def score_bound(self, tree: int) -> int:
+        """The bound on every score after the trees before ``tree`` (``tree_carry.next_score_bound``)."""
+        for t in range(max(self.score_bounds), tree):
+            self.score_bounds[t + 1] = next_score_bound(self.score_bounds[t], self._tree_nodes(t)[1].values())
+        return self.score_bounds[tree]
 
     def _endorsements(
         self, call: SubmitCall, root: bytes, tree: int, level: int, party: str, recorded: int, where: dict[str, Any]

@@ -137,8 +137,9 @@ class RowSource:
 
     Why rows rather than random histograms: the contract refuses histograms that break an exact rule (equal
     candidate totals, children's totals equal to the parent's side sums, the logistic bounds, the first tree's
-    score-0 identities), and only sums of real rows, routed along the splits the chain made, keep them all. At the
-    first tree every probability is 1/2 (score 0); later trees draw each row's probability at random.
+    score-0 identities), and only sums of real rows, routed along the splits the chain made, keep them all. Every
+    row's score starts at 0 and moves by the leaf values the chain set (its ``LeafSet`` events), so that each root is
+    what the party's previous tree allows (``ledger.tree_carry``, the verifiers' carry rule).
     """
 
     def __init__(self, rng: random.Random, parties: Sequence[str], rows: int, features: int, nbins: int) -> None:
@@ -149,6 +150,8 @@ class RowSource:
         # labels that follow the first two features, so that splits have gains to find
         self.y = {a: (s[:, 0] + s[:, 1] + gen.normal(0, nbins / 3, rows)) > nbins for a, s in self.slots.items()}
         self.tree = -1
+        self.score = {a: np.zeros(s.shape[0]) for a, s in self.slots.items()}
+        self.leaves: dict[int, int] = {}
         self.node: dict[str, np.ndarray] = {}
         self.g: dict[str, list[int]] = {}
         self.h: dict[str, list[int]] = {}
@@ -157,11 +160,13 @@ class RowSource:
         """Every row at the root, with the tree's (g, h) quantised once per row."""
         self.tree = tree
         for a, y in self.y.items():
-            rows = y.shape[0]
-            p: np.ndarray = np.full(rows, 0.5) if tree == 0 else self.gen.uniform(0.02, 0.98, size=(rows,))
+            if a in self.node:  # the finished tree's leaf values, each row by the leaf it reached
+                self.score[a] = self.score[a] + np.array([self.leaves.get(int(nd), 0) for nd in self.node[a]]) / ref.ONE
+            p: np.ndarray = 1.0 / (1.0 + np.exp(-self.score[a]))
             self.g[a] = [ref.to_fixed(float(v)) for v in p - y]
             self.h[a] = [ref.to_fixed(float(v)) for v in p * (1 - p)]
             self.node[a] = np.ones(y.shape[0], dtype=np.int64)
+        self.leaves = {}
 
     def __call__(self, party: str, node: int, features: tuple[int, int]) -> NodeHistograms:
         nb = self.nbins
@@ -181,6 +186,12 @@ class RowSource:
         for res in {id(r): r for r in out.resolutions.values()}.values():
             for ev in res.events_named("NodeSplit"):
                 self.split(int(ev.args["node"]), int(ev.args["feature"]), int(ev.args["threshold"]))
+            for ev in res.events_named("LeafSet"):
+                self.set_leaf(int(ev.args["node"]), int(ev.args["value"]))
+
+    def set_leaf(self, node: int, value: int) -> None:
+        """Record a leaf value of the current tree: its rows' scores move by it when the next tree starts."""
+        self.leaves[node] = value
 
     def split(self, node: int, feature: int, threshold: int) -> None:
         """Route the rows of ``node`` to its children (slots up to the threshold go left)."""

@@ -36,6 +36,7 @@ import numpy as np
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES, TaskParameters
+from fgbdt_chain.ledger.tree_carry import Carry, CarryError, next_score_bound
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
@@ -198,6 +199,10 @@ class LevelView:
     """Per party, each verifier's statistics of its level (statistical rule, at a tree's root or with
     ``Federation.measure_every_level``): what the benchmark derives the verdicts on stretched histograms from
     (``Measurement.scaled``)."""
+    roots: list[ref.Totals] = field(default_factory=list)
+    """At a tree's root, every party's exact totals as sent (empty below the root or when no carry applies)."""
+    carries: list[Carry | None] = field(default_factory=list)
+    """At a tree's root, what every party's previous tree allows of them (``ledger.tree_carry``)."""
 
 
 @dataclass(frozen=True)
@@ -475,6 +480,11 @@ class Federation:
         self.seconds: dict[str, float] = {}
         self.level_observer: Callable[[LevelView], None] | None = None
         self.measure_every_level = False
+        self.carries: list[Carry | None] = [None] * self.m
+        """Per party, what its previous tree allows of its next root (``ledger.tree_carry``; None before the second
+        tree, in a private task, or once the party left)."""
+        self.score_bound = 0
+        """Bound on every row's |score| so far, in fixed-point units (``tree_carry.next_score_bound``)."""
         """Whether observers also get the verifiers' statistics below a tree's root, where no verdict rests on them
         (``node.endorsement.decide``): the benchmark's view of why."""
 
@@ -582,6 +592,13 @@ class Federation:
                 except HistogramRuleError as exc:
                     self._exclude(i, t, level, f"the contract refuses the histograms: {exc}")
                     continue
+                carry = self.carries[i]
+                if level == 0 and carry is not None and rule.rule == ref.ENDORSE_STATISTICAL:
+                    try:
+                        carry.check(_root_totals(sums[i]))
+                    except CarryError as exc:
+                        self._exclude(i, t, level, f"the verifiers refuse the histograms: {exc}")
+                        continue
             assert self.estimators is not None
             for j in range(self.m):
                 if j == i:
@@ -634,6 +651,9 @@ class Federation:
         records: list[LevelRecord] = []
         traffic = [0] * self.m
         sides: dict[int, dict[int, Sides]] = {}
+        carrying = self._carrying()
+        roots: list[ref.Totals] = []
+        leaf_sums: list[list[tuple[int, ref.Totals]]] = [[] for _ in range(self.m)]
         for level in range(p.depth):
             if not open_nodes:
                 break
@@ -672,6 +692,8 @@ class Federation:
             if level == 0:
                 for i in accepted:
                     tree_credit[i] = credit.get(i, ref.NEUTRAL)
+                if carrying:
+                    roots = [_root_totals(s) for s in sums]
             if self.level_observer is not None:
                 positions = [kr.copy() for kr in k_of_rows]  # the observer may keep them; the splits update ours
                 active = [i in taking_part for i in range(self.m)]
@@ -687,6 +709,8 @@ class Federation:
                         active,
                         verdicts,
                         measured,
+                        roots if level == 0 else [],
+                        list(self.carries) if level == 0 else [],
                     )
                 )
             last = level == p.depth - 1
@@ -727,6 +751,8 @@ class Federation:
                         if self.parties[i].attacks(t) is not None or self.privacy.private:
                             next_sides[i][nid] = _sides_of(sums[i], j, s.rank, s.threshold)
             sides = next_sides
+            if carrying:
+                self._leaf_sums(leaf_sums, results, sums, accepted, last)
             voting = self.algo in VOTING and not ref.draws(t, p.voted_trees)
             ncand = self.n_features if self.algo == "allfeatures" else 2
             level_bytes = level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
@@ -744,8 +770,52 @@ class Federation:
             open_nodes = next_open
         for party, ids in zip(self.parties, node_ids, strict=True):
             party.score += leaf_value[ids]
+        if carrying:
+            values = [v for res in (r for rec in records for r in rec.results) for v in _leaf_values(res)]
+            self.score_bound = next_score_bound(self.score_bound, values)
+            objective = ref.OBJECTIVES[p.objective]
+            self.carries = [
+                Carry.of(objective, roots[i], leaf_sums[i], self.score_bound) if self.active[i] else None
+                for i in range(self.m)
+            ]
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic, tree_credit
+
+    def _carrying(self) -> bool:
+        """Whether the verifiers tie each root to the party's previous tree (``ledger.tree_carry``): under the
+        statistical rule, in a task without differential privacy."""
+        rule = self.endorsement
+        return rule is not None and rule.rule == ref.ENDORSE_STATISTICAL and not self.privacy.private
+
+    def _leaf_sums(
+        self,
+        out: list[list[tuple[int, ref.Totals]]],
+        results: Sequence[ref.NodeResult],
+        sums: Sequence[FixedSums],
+        accepted: Sequence[int],
+        last: bool,
+    ) -> None:
+        """Adds each accepted party's (leaf value, totals) at the level's leaves to ``out``: its node totals where a
+        node became a leaf, its side sums where a split of the last level made two (``tree_carry.leaf_sums``, which
+        the chain's verifiers and the audit compute from the submitted histograms)."""
+        stops = [j for j, res in enumerate(results) if res.split is None]
+        cuts = [j for j, res in enumerate(results) if res.split is not None] if last else []
+        for i in accepted:
+            if stops:
+                _, whole = _cut_sums(sums[i], stops, [0] * len(stops), [-1] * len(stops))
+                for j, t in zip(stops, whole, strict=True):
+                    leaf = results[j].leaf
+                    assert leaf is not None
+                    out[i].append((leaf, t))
+            if cuts:
+                splits = [results[j].split for j in cuts]
+                left, whole = _cut_sums(
+                    sums[i], cuts, [s.rank for s in splits if s], [s.threshold for s in splits if s]
+                )
+                for j, lt, t in zip(cuts, left, whole, strict=True):
+                    res = results[j]
+                    assert res.left_leaf is not None and res.right_leaf is not None
+                    out[i] += [(res.left_leaf, lt), (res.right_leaf, ref.Totals(t.g - lt.g, t.h - lt.h, t.n - lt.n))]
 
     def _resolve(
         self,
@@ -809,6 +879,39 @@ def _released_totals(
         t = side.left if nid % 2 == 0 else side.right
         out.append((t.g, t.h, t.n))
     return out
+
+
+def _cut_sums(
+    sums: FixedSums, nodes: Sequence[int], ranks: Sequence[int], thresholds: Sequence[int]
+) -> tuple[list[ref.Totals], list[ref.Totals]]:
+    """A party's exact (g, h, n) sums of bins up to ``threshold`` of candidate ``rank``, and of all its bins, at
+    each of the level's ``nodes`` (threshold -1: the whole histogram as the first part too)."""
+    js = np.asarray(nodes, dtype=np.int64)
+    rs = np.asarray(ranks, dtype=np.int64)
+    cut = np.asarray(thresholds, dtype=np.int64)
+    at = np.arange(len(js))
+    parts = []
+    for hi, lo in ((sums.g_hi, sums.g_lo), (sums.h_hi, sums.h_lo), (sums.n, None)):
+        c_hi = np.cumsum(hi[js, rs], axis=1)
+        c_lo = np.cumsum(lo[js, rs], axis=1) if lo is not None else np.zeros_like(c_hi)
+        parts.append((c_hi[at, cut], c_lo[at, cut], c_hi[:, -1], c_lo[:, -1]))
+    firsts, wholes = [], []
+    for k in range(len(js)):
+        g, h, n = ((int(a[k]) << 32) + int(b[k]) if q < 2 else int(a[k]) for q, (a, b, _, _) in enumerate(parts))
+        firsts.append(ref.Totals(g, h, n))
+        g, h, n = ((int(c[k]) << 32) + int(d[k]) if q < 2 else int(c[k]) for q, (_, _, c, d) in enumerate(parts))
+        wholes.append(ref.Totals(g, h, n))
+    return firsts, wholes
+
+
+def _root_totals(sums: FixedSums) -> ref.Totals:
+    """A party's exact totals at a tree's root (candidate 0 of its only node)."""
+    return _cut_sums(sums, [0], [0], [-1])[1][0]
+
+
+def _leaf_values(res: ref.NodeResult) -> list[int]:
+    """The leaf values a node's resolution sets: its own, or its two children's at the last level."""
+    return [v for v in (res.leaf, res.left_leaf, res.right_leaf) if v is not None]
 
 
 def _sides_of(sums: FixedSums, node: int, rank: int, threshold: int) -> Sides:

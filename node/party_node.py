@@ -30,8 +30,9 @@ from fgbdt_chain.ledger.client import Event
 from fgbdt_chain.ledger.contracts import Endorsement, Membership, Phase, Status, TaskContract
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_node
+from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
+from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, leaf_sums, next_score_bound
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
@@ -213,6 +214,8 @@ class PartyNode:
         self._http = httpx.Client(timeout=settings.endorse_timeout)
         self._last_attempt = 0.0
         self._resolving_since: dict[tuple[int, int], float] = {}
+        self._carries: dict[tuple[str, int], Carry] = {}
+        self._score_bounds: dict[int, int] = {0: 0}
         self.seconds: dict[str, float] = {}
         """Where this node's time went (for the chain benchmark): compute, chain reads, transactions, endorsements."""
 
@@ -806,6 +809,16 @@ class PartyNode:
                 check_node(hist, node, bounds_of(self.cfg.objective, self.cfg.epsilon), tree == 0)
         except (HistogramRuleError, ref.FixedPointOverflow) as exc:
             return 422, {"detail": f"the contract refuses these histograms: {exc}"}
+        if level == 0:
+            try:
+                carry = self.carry_of(party, tree)
+            except ChainLag as exc:
+                return 409, {"detail": str(exc)}
+            try:
+                if carry is not None:
+                    carry.check(candidate_totals(hists[0], 0))
+            except CarryError as exc:
+                return 422, {"detail": f"the verifiers refuse these histograms: {exc}"}
         assert self.party is not None
         with self.lock:
             verdict, _ = decide(
@@ -830,6 +843,60 @@ class PartyNode:
             "credit": {"g": str(verdict.credit.g), "h": str(verdict.credit.h), "n": str(verdict.credit.n)},
             "z": verdict.z,
         }
+
+    def carry_of(self, party: str, tree: int) -> Carry | None:
+        """What ``party``'s tree ``tree - 1`` allows of its root at ``tree`` (``ledger.tree_carry``), from the chain's
+        records: its submitted histograms of every level of that tree, the tree's splits and leaf values. None where
+        the rule does not apply (the first tree, a private task, the overlap rule); cached per party and tree."""
+        private = self.cfg.epsilon > 0
+        if self.rule.rule != ref.ENDORSE_STATISTICAL or not applies(self.cfg.objective, private, tree):
+            return None
+        key = (party, tree)
+        if key in self._carries:
+            return self._carries[key]
+        prev, nb = tree - 1, self.params.nbins
+        with self.timed("chain reads"):
+            self.trees.refresh()
+            words: dict[int, list[int]] = {}
+            for ev in self.task.client.logs(
+                self.task.contract, ["HistogramsSubmitted"], self.task_id, self._level_block(prev, 0)
+            ):
+                a = ev.args
+                if int(a["tree"]) == prev and str(a["party"]) == party:
+                    words[int(a["level"])] = [int(v) for v in a["data"]]
+            splits = self.trees.splits.get(prev, {})
+            leaves = self.trees.leaves.get(prev, {})
+            levels: list[dict[int, ref.NodeHistograms]] = []
+            open_nodes = [1]
+            for level in range(self.params.depth):
+                if not open_nodes:
+                    break
+                if level not in words or any(n not in splits and n not in leaves for n in open_nodes):
+                    raise ChainLag(f"tree {prev} level {level}: {party}'s histograms or the splits are not served yet")
+                cands = self._tree_candidates(prev, open_nodes)
+                levels.append(dict(zip(open_nodes, _unblock(words[level], cands, nb), strict=True)))
+                last = level + 1 == self.params.depth
+                open_nodes = [] if last else sorted(c for n in open_nodes if n in splits for c in (2 * n, 2 * n + 1))
+            carry = Carry.of(
+                self.cfg.objective,
+                candidate_totals(levels[0][1], 0),
+                leaf_sums(levels, splits, leaves),
+                self._score_bound(tree),
+            )
+        self._carries = {k: v for k, v in self._carries.items() if k[1] >= tree}
+        self._carries[key] = carry
+        return carry
+
+    def _tree_candidates(self, tree: int, nodes: Sequence[int]) -> list[tuple[int, int]]:
+        """The candidates of some of a tree's nodes, as the contract records them."""
+        recs = self.task.client.call_many(self.task.contract, "getNode", [(self.task_id, tree, n) for n in nodes])
+        return [(int(r[1]), int(r[2])) for r in recs]
+
+    def _score_bound(self, tree: int) -> int:
+        """The bound on every score after the trees before ``tree`` (``tree_carry.next_score_bound``)."""
+        for t in range(max(self._score_bounds), tree):
+            self._score_bounds[t + 1] = next_score_bound(self._score_bounds[t], self.trees.leaves.get(t, {}).values())
+        return self._score_bounds[tree]
 
 
 def _fewer_histograms_than_chain(exc: ContractRevert) -> bool:

@@ -72,13 +72,14 @@ def test_attackers_are_refused_and_out_of_the_task(attack: Attack, reason: str) 
 
 
 def test_a_flip_is_refused_at_the_root_and_earns_its_sender_less() -> None:
-    """A flip keeps the loss's bounds, but its gradient sums point against every verifier's estimate at the root."""
+    """A flip from the first tree keeps the loss's bounds (it is a flip of the labels: ``n/2 - G`` stays a count)
+    and no earlier tree ties it, but its gradient sums point against every verifier's estimate at the root."""
     prep = _prep()
     _, _, honest = run(prep, "fvtree")
-    _, _, flipped = run(prep, "fvtree", attacks={1: Attack("sign-flip", 1.0, start_tree=1)})
+    _, _, flipped = run(prep, "fvtree", attacks={1: Attack("sign-flip", 1.0)})
     assert honest is not None and flipped is not None
     [refusal] = flipped.refusals
-    assert (refusal.party, refusal.tree, refusal.level) == (1, 1, 0) and "point against" in refusal.reason
+    assert (refusal.party, refusal.tree, refusal.level) == (1, 0, 0) and "point against" in refusal.reason
     assert flipped.total[1] < honest.total[1]
 
 

@@ -101,6 +101,10 @@ class Replay:
             self.results[(out.tree, node)] = res
             if rows is not None and res.split is not None:
                 rows.split(node, res.split.feature, res.split.threshold)
+            if rows is not None:
+                for leaf, value in ((node, res.leaf), (2 * node, res.left_leaf), (2 * node + 1, res.right_leaf)):
+                    if value is not None:
+                        rows.set_leaf(leaf, value)
             if res.left is not None and res.right is not None:
                 self.totals[(out.tree, 2 * node)] = res.left
                 self.totals[(out.tree, 2 * node + 1)] = res.right

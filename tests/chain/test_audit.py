@@ -610,18 +610,50 @@ def test_histograms_breaking_a_rule_are_caught_even_when_endorsed(copy: AuditInp
     second = next(b for b in range(nbins) if data[5 * nbins + b] > 0)
     data[width + first] -= 1
     data[width + nbins + second] -= 1
+    party = _reendorse(copy, trained, ev, key, data)
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "exact histogram rules (the contract would revert)"
+    assert m.party == party and "FirstTreeLabels" in str(m.recorded)
+
+
+def _reendorse(copy: AuditInput, trained: Trained, ev: Event, key: str, data: list[int]) -> str:
+    """Replaces a submission's data, re-committed and re-endorsed by the same number of other parties (a colluding
+    quorum); returns the submitter."""
+    call = copy.calls[key][0]
+    nbins = trained.cfg.bins + 1
     blocks = [data[i : i + 6 * nbins] for i in range(0, len(data), 6 * nbins)]
     root = merkle_root([keccak(words(b)) for b in blocks])
     party = to_checksum_address(ev.args["party"])
+    tree, level = int(ev.args["tree"]), int(ev.args["level"])
     keys = {p.address: p.key for p in trained.fed.parties}
     signers = [p for p in trained.fed.parties if p.address != party][: len(call.signatures)]
     digest = [
-        endorsement_digest(copy.chain_id, copy.contract, copy.task_id, 0, 0, party, root, credit)
+        endorsement_digest(copy.chain_id, copy.contract, copy.task_id, tree, level, party, root, credit)
         for credit in call.credits
     ]
     sigs = tuple(sign_endorsement(keys[s.address], d) for s, d in zip(signers, digest, strict=True))
     copy.calls[key] = [dataclasses.replace(call, data=tuple(data), signatures=sigs)]
     _replace_event(copy, lambda e: e is ev, lambda a: a.update(data=data, root=root))
+    return party
+
+
+def test_a_root_its_previous_tree_does_not_allow_is_caught_even_when_endorsed(
+    copy: AuditInput, trained: Trained
+) -> None:
+    """The verifiers' carry rule (``ledger.tree_carry``) replayed: a second tree's root with one phantom row in a
+    bin of both candidates keeps every exact rule of the contract, but not the count the first tree left."""
+    ev = next(
+        e
+        for e in copy.events
+        if e.name == "HistogramsSubmitted" and (int(e.args["tree"]), int(e.args["level"])) == (1, 0)
+    )
+    key = _txkey(ev.tx_hash)
+    nbins = trained.cfg.bins + 1
+    data = [int(x) for x in copy.calls[key][0].data]
+    data[4 * nbins] += 1
+    data[5 * nbins] += 1
+    party = _reendorse(copy, trained, ev, key, data)
     m = audit_events(copy).mismatch
-    assert m is not None and m.field == "exact histogram rules (the contract would revert)"
-    assert m.party == party and "FirstTreeLabels" in str(m.recorded)
+    assert m is not None and m.party == party and (m.tree, m.level) == (1, 0)
+    assert m.field.startswith("root totals within what the party's previous tree allows")
+    assert "CarriedCountMismatch" in str(m.recorded)

@@ -107,10 +107,10 @@ def test_chain_model_equals_simulate(
     ("attack", "refusal"),
     [
         (Attack("gradients", 4.0), "the contract refuses these histograms"),  # the first tree's exact rules
-        # phantom rows keep every bound past the first tree: the verifiers' test sees them
-        (Attack("counts", 2.0, start_tree=1), "rows"),
+        # phantom rows keep every bound past the first tree: the verifiers' carry rule sees them, read from the chain
+        (Attack("counts", 2.0, start_tree=1), "the verifiers refuse these histograms: CarriedCountMismatch"),
     ],
-    ids=["exact-rules", "verifiers"],
+    ids=["exact-rules", "verifiers-carry"],
 )
 def test_greedy_party_is_refused_and_earns_nothing_extra(
     anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, attack: Attack, refusal: str
