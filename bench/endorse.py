@@ -330,6 +330,9 @@ def summarise(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for factor in FACTORS:
                 name = f"{kind} x{factor}"
                 row[f"detect {name}"] = mean_se(r["honest"]["detection"][name] for r in runs)
+                row[f"carry {name}"] = mean_se(
+                    r["honest"].get("detection_by_carry", {}).get(name, math.nan) for r in runs
+                )
         played = [r for r in runs if r["attacks"]]
         if played:
             worst: tuple[str, float, float] | None = None
@@ -358,13 +361,15 @@ def markdown(rows: list[dict[str, Any]], results: list[dict[str, Any]], command:
         "",
         "Honest acceptance (submissions reaching the quorum, all levels), honest root checks refused by one "
         "verifier, the largest honest root statistic over its limit, the share of roots (from the second tree) "
-        "where histograms stretched by F would have been refused (mean over seeds), the greedy party's largest "
+        "where histograms stretched by F would have been refused (mean over seeds; 'by the carry': by the carry rule "
+        "alone, ledger.tree_carry), the greedy party's largest "
         "share change over every attack and factor (mean ± SE over seeds, in points of share) and the share of "
         "seeds where a persistent gradients x1.5 was refused within 5 trees of its start.",
         "",
         "| data | M | theta | seeds | honest accepted | root checks refused | max z/limit | g x1.25 | g x1.5 | "
-        "g x2 | g,h x2 | counts x1.5 | counts x2 | flip x1.1 | largest share change | g x1.5 caught in 5 trees |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "g x2 | g x2 by the carry | g,h x2 | counts x1.5 | counts x2 | flip x1.1 | largest share change | "
+        "g x1.5 caught in 5 trees |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         accepted = 1 - r["honest_refused"] / max(r["honest_submissions"], 1)
@@ -376,7 +381,8 @@ def markdown(rows: list[dict[str, Any]], results: list[dict[str, Any]], command:
             f"{100 * accepted:.2f}% ({r['honest_submissions'] - r['honest_refused']}/{r['honest_submissions']}) | "
             f"{r['root_check_refusals']}/{r['root_checks']} | {r['honest_max_statistic_over_limit']:.2f} | "
             f"{pct(r['detect gradients x1.25'])} | {pct(r['detect gradients x1.5'])} | "
-            f"{pct(r['detect gradients x2.0'])} | {pct(r['detect gradients-hessians x2.0'])} | "
+            f"{pct(r['detect gradients x2.0'])} | {pct(r['carry gradients x2.0'])} | "
+            f"{pct(r['detect gradients-hessians x2.0'])} | "
             f"{pct(r['detect counts x1.5'])} | {pct(r['detect counts x2.0'])} | {pct(r['detect sign-flip x1.1'])} | "
             f"{change} | {'-' if caught is None else f'{100 * caught:.0f}%'} |"
         )
