@@ -12,9 +12,10 @@ scale):
 * **detection**: for every party's root submission of that honest run, what the verifiers would have said had it
   sent its histograms stretched (gradients, gradients and hessians, counts, a sign flip, each times F; the exact
   inherited-totals rule makes a stretch of whole rows start at a root): the verifiers' statistics of stretched
-  claims follow exactly from the honest ones (``node.verify.Measurement.scaled``), and the exact bin rules are
-  checked on the stretched sums. A submission is refused when a rule breaks or fewer than the quorum of verifiers
-  sign. Counted from the second tree (an attacker waits for it: at the first tree every score is 0 and the
+  claims follow exactly from the honest ones (``node.verify.Measurement.scaled``), the exact bin rules are
+  checked on the stretched sums, and the verifiers' carry rule (``ledger.tree_carry``) on the stretched root totals
+  against what the party's previous tree allows. A submission is refused when a rule breaks or fewer than the quorum
+  of verifiers sign. Counted from the second tree (an attacker waits for it: at the first tree every score is 0 and the
   ``FirstTreeLabels`` identities refuse any stretch outright);
 * **share change**: one party (party 0) really attacks from tree ``--start-tree`` on (default: half way, when the
   model is established and the bounds of the loss looser than early on), every kind (and ``targeted``, which breaks
