@@ -109,17 +109,19 @@ class Carry:
         if objective not in GRADIENT_LIMIT:
             raise ValueError(f"unknown objective {objective}")
         row = 1 + FLOAT_REL * (score_bound + GRADIENT_LIMIT[objective])  # units, per row and value
-        g = Fraction(root.g)
-        g_slack = Fraction(0)
-        h_slack = Fraction(0)
+        # integer sums first, one exact fraction each after: the leaves of a deep tree are hundreds
+        v_h = v_n = n_v2 = n_abs_v = rows = 0
         for v, t in leaves:
-            if objective == OBJECTIVE_SQUARED:
-                g += v * t.n
-                g_slack += 2 * row * t.n
-            else:
-                g += Fraction(v * t.h, ONE)
-                g_slack += t.n * (Fraction(v * v, ONE) * SIGMOID2_MAX / 2 + row * (2 + Fraction(abs(v), ONE)))
-                h_slack += t.n * (abs(v) * SIGMOID2_MAX + 2 * row)
+            v_h += v * t.h
+            v_n += v * t.n
+            n_v2 += t.n * v * v
+            n_abs_v += t.n * abs(v)
+            rows += t.n
+        if objective == OBJECTIVE_SQUARED:
+            return cls(root, Fraction(root.g + v_n), 2 * row * rows, Fraction(0))
+        g = Fraction(root.g * ONE + v_h, ONE)
+        g_slack = Fraction(n_v2, ONE) * SIGMOID2_MAX / 2 + row * (2 * rows + Fraction(n_abs_v, ONE))
+        h_slack = n_abs_v * SIGMOID2_MAX + 2 * row * rows
         return cls(root, g, g_slack, h_slack)
 
     def check(self, totals: Totals) -> None:
