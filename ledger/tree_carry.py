@@ -26,6 +26,10 @@ unit plus a few float roundings of magnitudes no larger than the score bound ``S
 their largest leaf value) plus the loss's gradient bound ``L`` (1 for the logistic loss; the fixed-point range for
 squared error); ``FLOAT_REL`` times that magnitude is 64 roundings' worth per row.
 
+What it trusts: the previous tree's per-leaf sums, which below the root only the exact rules check. A party that
+moves rows between its bins at the splits of the previous tree (keeping every total) moves its leaf sums and so the
+root the carry allows: a fabrication planned a tree ahead, which docs/protocol.md ("The carry") discusses.
+
 Why the verifiers and not the contract: the check needs each party's per-leaf sums of the previous tree, which the
 contract holds only as hashes (``_sides``), and ``FGBDTChain`` has no code space left under EIP-170 to accumulate
 them. A quorum of colluding verifiers could endorse a root that breaks the carry; the audit names it.

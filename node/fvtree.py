@@ -480,13 +480,13 @@ class Federation:
         self.seconds: dict[str, float] = {}
         self.level_observer: Callable[[LevelView], None] | None = None
         self.measure_every_level = False
-        self.carries: list[Carry | None] = [None] * self.m
-        """Per party, what its previous tree allows of its next root (``ledger.tree_carry``; None before the second
-        tree, in a private task, or once the party left)."""
-        self.score_bound = 0
-        """Bound on every row's |score| so far, in fixed-point units (``tree_carry.next_score_bound``)."""
         """Whether observers also get the verifiers' statistics below a tree's root, where no verdict rests on them
         (``node.endorsement.decide``): the benchmark's view of why."""
+        self.carries: list[Carry | None] = [None] * self.m
+        """Per party, what its previous tree allows of its next root (``ledger.tree_carry``; None before the second
+        tree, in a private task, under the overlap rule, or once the party left)."""
+        self.score_bound = 0
+        """Bound on every row's |score| so far, in fixed-point units (``tree_carry.next_score_bound``)."""
 
     @property
     def score(self) -> np.ndarray:
@@ -783,13 +783,11 @@ class Federation:
 
     def _carrying(self) -> bool:
         """Whether the verifiers' carry rule (``ledger.tree_carry``) is played: under the statistical rule, in a task
-        without differential privacy, where a party attacks or an observer looks. An honest party keeps the rule by
-        construction (its bounds hold for any rows; tests check them on every kind of data), so, as with the exact
-        rules, only an attacker's roots need checking, and the 20-40 ms per tree of the leaf sums are spared."""
+        without differential privacy. Every tree keeps every party's carry up to date, also while everyone is
+        honest, so that a federation copied part-way and continued with an attacker (``train``) checks the first
+        attacked root as the chain would."""
         rule = self.endorsement
-        if rule is None or rule.rule != ref.ENDORSE_STATISTICAL or self.privacy.private:
-            return False
-        return self.level_observer is not None or any(p.attack is not None for p in self.parties)
+        return rule is not None and rule.rule == ref.ENDORSE_STATISTICAL and not self.privacy.private
 
     def _leaf_sums(
         self,

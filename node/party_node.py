@@ -852,8 +852,14 @@ class PartyNode:
         if self.rule.rule != ref.ENDORSE_STATISTICAL or not applies(self.cfg.objective, private, tree):
             return None
         key = (party, tree)
-        if key in self._carries:
+        with self.lock:  # the main loop iterates the tree records this refreshes
+            if key not in self._carries:
+                self._carries = {k: v for k, v in self._carries.items() if k[1] >= tree}
+                self._carries[key] = self._read_carry(party, tree)
             return self._carries[key]
+
+    def _read_carry(self, party: str, tree: int) -> Carry:
+        """``carry_of`` from the chain's records (the caller holds the lock)."""
         prev, nb = tree - 1, self.params.nbins
         with self.timed("chain reads"):
             self.trees.refresh()
@@ -883,8 +889,6 @@ class PartyNode:
                 leaf_sums(levels, splits, leaves),
                 self._score_bound(tree),
             )
-        self._carries = {k: v for k, v in self._carries.items() if k[1] >= tree}
-        self._carries[key] = carry
         return carry
 
     def _tree_candidates(self, tree: int, nodes: Sequence[int]) -> list[tuple[int, int]]:

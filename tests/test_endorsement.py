@@ -51,7 +51,7 @@ def test_endorsement_changes_no_honest_model() -> None:
     [
         (Attack("gradients", 4.0), "the contract refuses"),
         (Attack("gradients", 2.0, start_tree=1), ""),
-        (Attack("counts", 2.0, start_tree=1), "rows"),
+        (Attack("counts", 2.0, start_tree=1), "the verifiers refuse the histograms: CarriedCountMismatch"),
         (Attack("targeted", 2.0, start_tree=1), "CandidateTotalsMismatch"),
     ],
 )
@@ -81,6 +81,30 @@ def test_a_flip_is_refused_at_the_root_and_earns_its_sender_less() -> None:
     [refusal] = flipped.refusals
     assert (refusal.party, refusal.tree, refusal.level) == (1, 0, 0) and "point against" in refusal.reason
     assert flipped.total[1] < honest.total[1]
+
+
+@pytest.mark.parametrize(
+    ("attack", "at_tree", "reason"),
+    [
+        (Attack("counts", 2.0, start_tree=1), 1, "row counts"),
+        (Attack("gradients", 2.0, start_tree=1), 1, "gradient sums"),
+        (Attack("sign-flip", 1.0, start_tree=1), 2, "point against"),
+    ],
+)
+def test_a_private_task_refuses_stretches_by_the_statistical_test(attack: Attack, at_tree: int, reason: str) -> None:
+    """Where the carry rule does not apply (a private task's totals carry noise), the verifiers' statistical test
+    with the public noise variance refuses what the exact rules let through after the first tree."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(4000, 5))
+    y = (X[:, 0] - X[:, 1] + 0.4 * rng.normal(size=4000) > 0).astype(float)
+    config = PrepConfig(parties=3, theta=0.8, seed=0, psd_max_rows=40, epsilon=4.0)
+    prep = prepare(Dataset(X[:3000], y[:3000]), Dataset(X[3000:], y[3000:]), PARAMS, config)
+    _, _, honest = run(prep, "fvtree")
+    _, _, greedy = run(prep, "fvtree", attacks={1: attack})
+    assert honest is not None and greedy is not None and honest.refusals == []
+    [refusal] = greedy.refusals
+    assert (refusal.party, refusal.tree, refusal.level) == (1, at_tree, 0)
+    assert "endorsements needed" in refusal.reason and reason in refusal.reason
 
 
 def test_overlap_rule_is_the_papers_reading() -> None:
@@ -121,7 +145,8 @@ def test_crediting_undoes_a_stretch() -> None:
 
 def test_squared_error_honest_parties_pass_and_stretches_are_refused() -> None:
     """Under squared error the gradient depends on a real label; the PSD resolves it into ``bins`` intervals
-    (``node.psd.label_levels_for``), so label-skewed honest parties pass and a gradient stretch is still refused."""
+    (``node.psd.label_levels_for``), so label-skewed honest parties pass the statistical test; stretches after the
+    first tree are refused (by the carry rule: ``tests/test_tree_carry.py``)."""
     rng = np.random.default_rng(11)
     X = rng.normal(size=(4000, 5))
     X[:, 3] = np.exp(2 * X[:, 3])
