@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.reference import ONE, Totals
 from fgbdt_chain.ledger.histogram_rules import candidate_totals
+from fgbdt_chain.ledger.reference import ONE, Totals
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, leaf_sums, next_score_bound
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.data import Dataset
