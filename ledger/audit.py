@@ -35,7 +35,7 @@ from fgbdt_chain.ledger.abi_codec import canonical_type
 from fgbdt_chain.ledger.client import ChainClient, Event
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, words
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_level
-from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, leaf_sums, next_score_bound
+from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
 
 SECP256K1_HALF_N: int = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
 """The contract rejects high-s signatures (malleability); the audit applies the same rule."""
@@ -272,9 +272,10 @@ class _Auditor:
         self.sides: dict[str, dict[int, Sides]] = {}
         self.credits: dict[str, ref.Credit] = {}
         # the verifiers' carry rule: each party's histograms of the current and the previous tree, level by level,
-        # and the bound on every score after each finished tree
+        # the previous tree's splits and leaves, and the bound on every score after each finished tree
         self.tree_hists: dict[int, dict[str, list[dict[int, ref.NodeHistograms]]]] = {}
-        self.score_bounds: dict[int, int] = {0: 0}
+        self.tree_nodes: dict[int, tuple[dict[int, tuple[int, int]], dict[int, int]]] = {}
+        self.score_bounds = ScoreBounds(lambda t: self._tree_nodes(t)[1].values())
 
     # ----------------------------------------------------------------- helpers
 
@@ -686,16 +687,16 @@ class _Auditor:
         """The verifiers' carry rule (``ledger.tree_carry``): an endorsed root within what the party's previous tree
         allows. Its inputs are all on chain, so a root a quorum endorsed against it is named here."""
         self.tree_hists.pop(tree - 2, None)
-        if self.cfg.get("endorseRule", ref.ENDORSE_STATISTICAL) != ref.ENDORSE_STATISTICAL or not applies(
-            self.objective, self.cfg.get("epsilon", 0) > 0, tree
-        ):
+        self.tree_nodes.pop(tree - 2, None)
+        rule = self.cfg.get("endorseRule", ref.ENDORSE_STATISTICAL)
+        if tree == 0 or not applies(rule, self.objective, self.cfg.get("epsilon", 0) > 0):
             return
         levels = self.tree_hists.get(tree - 1, {}).get(party, [])
         if not levels:
             return  # it did not take part in the previous tree: continuity refuses it (checked with the rules)
         splits, leaves = self._tree_nodes(tree - 1)
         previous = candidate_totals(levels[0][1], 0)
-        carry = Carry.of(self.objective, previous, leaf_sums(levels, splits, leaves), self.score_bound(tree))
+        carry = Carry.of(self.objective, previous, leaf_sums(levels, splits, leaves), self.score_bounds.before(tree))
         try:
             carry.check(candidate_totals(root, 0))
         except CarryError as exc:
@@ -709,7 +710,10 @@ class _Auditor:
             )
 
     def _tree_nodes(self, tree: int) -> tuple[dict[int, tuple[int, int]], dict[int, int]]:
-        """A replayed tree's splits (node -> feature, threshold) and leaf values (node -> value)."""
+        """A finished replayed tree's splits (node -> feature, threshold) and leaf values (node -> value), read once
+        for all its parties."""
+        if tree in self.tree_nodes:
+            return self.tree_nodes[tree]
         splits: dict[int, tuple[int, int]] = {}
         leaves: dict[int, int] = {}
         for nd in range(1, 2 << self.depth):
@@ -718,13 +722,8 @@ class _Auditor:
                 splits[nd] = (s.feature, s.threshold)
             elif s is not None and s.kind == KIND_LEAF:
                 leaves[nd] = s.value
+        self.tree_nodes[tree] = (splits, leaves)
         return splits, leaves
-
-    def score_bound(self, tree: int) -> int:
-        """The bound on every score after the trees before ``tree`` (``tree_carry.next_score_bound``)."""
-        for t in range(max(self.score_bounds), tree):
-            self.score_bounds[t + 1] = next_score_bound(self.score_bounds[t], self._tree_nodes(t)[1].values())
-        return self.score_bounds[tree]
 
     def _endorsements(
         self, call: SubmitCall, root: bytes, tree: int, level: int, party: str, recorded: int, where: dict[str, Any]

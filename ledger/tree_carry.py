@@ -39,12 +39,19 @@ apply (``applies``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from fgbdt_chain.ledger.histogram_rules import Sides, candidate_totals
-from fgbdt_chain.ledger.reference import OBJECTIVE_BINARY, OBJECTIVE_SQUARED, ONE, NodeHistograms, Totals
+from fgbdt_chain.ledger.reference import (
+    ENDORSE_STATISTICAL,
+    OBJECTIVE_BINARY,
+    OBJECTIVE_SQUARED,
+    ONE,
+    NodeHistograms,
+    Totals,
+)
 
 SIGMOID2_MAX = Fraction(96225045, 10**9)
 """``sup |sigmoid''| = 1/(6 sqrt 3) = 0.0962250448...``, rounded up: the bound of a row's hessian change per unit of
@@ -65,15 +72,31 @@ class CarryError(ValueError):
         self.name = name
 
 
-def applies(objective: int, private: bool, tree: int) -> bool:
-    """Whether a root submission is checked against the previous tree: from the second tree on, in a task without
+def applies(endorse_rule: int, objective: int, private: bool) -> bool:
+    """Whether a task's verifiers check each root from the second tree on against the previous tree: under the
+    statistical endorsement rule (the overlap rule is the paper's reading, kept as it was), in a task without
     differential privacy (whose noisy totals keep no exact bound)."""
-    return tree > 0 and not private and objective in GRADIENT_LIMIT
+    return endorse_rule == ENDORSE_STATISTICAL and not private and objective in GRADIENT_LIMIT
 
 
 def next_score_bound(bound: int, leaf_values: Iterable[int]) -> int:
     """The bound on every row's |score| after a tree: the bound before it plus its largest |leaf value|."""
     return bound + max((abs(v) for v in leaf_values), default=0)
+
+
+class ScoreBounds:
+    """``next_score_bound`` over a task's finished trees, each tree's leaf values read once (``leaf_values``)."""
+
+    def __init__(self, leaf_values: Callable[[int], Iterable[int]]) -> None:
+        self.leaf_values = leaf_values
+        self.bounds = [0]
+
+    def before(self, tree: int) -> int:
+        """The bound on every score after the trees before ``tree``."""
+        while len(self.bounds) <= tree:
+            t = len(self.bounds) - 1
+            self.bounds.append(next_score_bound(self.bounds[t], self.leaf_values(t)))
+        return self.bounds[tree]
 
 
 def leaf_sums(

@@ -36,7 +36,7 @@ import numpy as np
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES, TaskParameters
-from fgbdt_chain.ledger.tree_carry import Carry, CarryError, next_score_bound
+from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, next_score_bound
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
@@ -592,10 +592,10 @@ class Federation:
                 except HistogramRuleError as exc:
                     self._exclude(i, t, level, f"the contract refuses the histograms: {exc}")
                     continue
-                carry = self.carries[i]
-                if level == 0 and carry is not None and rule.rule == ref.ENDORSE_STATISTICAL:
+                carry = self.carries[i]  # None unless the rule applies (``_carrying``) and from the second tree
+                if level == 0 and carry is not None:
                     try:
-                        carry.check(_root_totals(sums[i]))
+                        carry.check(_node_totals(sums[i], [0])[0])
                     except CarryError as exc:
                         self._exclude(i, t, level, f"the verifiers refuse the histograms: {exc}")
                         continue
@@ -693,7 +693,7 @@ class Federation:
                 for i in accepted:
                     tree_credit[i] = credit.get(i, ref.NEUTRAL)
                 if carrying:
-                    roots = [_root_totals(s) for s in sums]
+                    roots = [_node_totals(s, [0])[0] for s in sums]
             if self.level_observer is not None:
                 positions = [kr.copy() for kr in k_of_rows]  # the observer may keep them; the splits update ours
                 active = [i in taking_part for i in range(self.m)]
@@ -749,7 +749,7 @@ class Federation:
                     for i in accepted:
                         # kept where a rule can break (an attacker) or a private party projects onto them
                         if self.parties[i].attacks(t) is not None or self.privacy.private:
-                            next_sides[i][nid] = _sides_of(sums[i], j, s.rank, s.threshold)
+                            next_sides[i][nid] = _sides(sums[i], [j], [s.rank], [s.threshold])[0]
             sides = next_sides
             if carrying:
                 self._leaf_sums(leaf_sums, results, sums, accepted, last)
@@ -787,7 +787,8 @@ class Federation:
         honest, so that a federation copied part-way and continued with an attacker (``train``) checks the first
         attacked root as the chain would."""
         rule = self.endorsement
-        return rule is not None and rule.rule == ref.ENDORSE_STATISTICAL and not self.privacy.private
+        objective = ref.OBJECTIVES[self.params.objective]
+        return rule is not None and applies(rule.rule, objective, self.privacy.private)
 
     def _leaf_sums(
         self,
@@ -800,24 +801,18 @@ class Federation:
         """Adds each accepted party's (leaf value, totals) at the level's leaves to ``out``: its node totals where a
         node became a leaf, its side sums where a split of the last level made two (``tree_carry.leaf_sums``, which
         the chain's verifiers and the audit compute from the submitted histograms)."""
-        stops = [j for j, res in enumerate(results) if res.split is None]
-        cuts = [j for j, res in enumerate(results) if res.split is not None] if last else []
+        stops = [(j, res.leaf) for j, res in enumerate(results) if res.leaf is not None]
+        cuts = [(j, res) for j, res in enumerate(results) if res.split is not None] if last else []
+        splits = [res.split for _, res in cuts if res.split is not None]
         for i in accepted:
             if stops:
-                _, whole = _cut_sums(sums[i], stops, [0] * len(stops), [-1] * len(stops))
-                for j, t in zip(stops, whole, strict=True):
-                    leaf = results[j].leaf
-                    assert leaf is not None
-                    out[i].append((leaf, t))
+                totals = _node_totals(sums[i], [j for j, _ in stops])
+                out[i] += [(leaf, t) for (_, leaf), t in zip(stops, totals, strict=True)]
             if cuts:
-                splits = [results[j].split for j in cuts]
-                left, whole = _cut_sums(
-                    sums[i], cuts, [s.rank for s in splits if s], [s.threshold for s in splits if s]
-                )
-                for j, lt, t in zip(cuts, left, whole, strict=True):
-                    res = results[j]
+                sides = _sides(sums[i], [j for j, _ in cuts], [s.rank for s in splits], [s.threshold for s in splits])
+                for (_, res), side in zip(cuts, sides, strict=True):
                     assert res.left_leaf is not None and res.right_leaf is not None
-                    out[i] += [(res.left_leaf, lt), (res.right_leaf, ref.Totals(t.g - lt.g, t.h - lt.h, t.n - lt.n))]
+                    out[i] += [(res.left_leaf, side.left), (res.right_leaf, side.right)]
 
     def _resolve(
         self,
@@ -883,48 +878,38 @@ def _released_totals(
     return out
 
 
-def _cut_sums(
-    sums: FixedSums, nodes: Sequence[int], ranks: Sequence[int], thresholds: Sequence[int]
-) -> tuple[list[ref.Totals], list[ref.Totals]]:
-    """A party's exact (g, h, n) sums of bins up to ``threshold`` of candidate ``rank``, and of all its bins, at
-    each of the level's ``nodes`` (threshold -1: the whole histogram as the first part too)."""
+def _sides(sums: FixedSums, nodes: Sequence[int], ranks: Sequence[int], thresholds: Sequence[int]) -> list[Sides]:
+    """A party's exact (g, h, n) sums left and right of a cut of candidate ``rank`` after bin ``threshold``, at each
+    of the level's ``nodes`` (its children's totals if the node splits there). Cut after the last bin, the left side
+    is the node's totals. In compiled cumulative sums of the limbs (each bin's low limb is below 2^32, so no sum
+    overflows), joined into Python integers once per side."""
     js = np.asarray(nodes, dtype=np.int64)
     rs = np.asarray(ranks, dtype=np.int64)
-    cut = np.asarray(thresholds, dtype=np.int64)
     at = np.arange(len(js))
-    parts = []
+    cut = np.asarray(thresholds, dtype=np.int64)
+    left, whole = [], []
     for hi, lo in ((sums.g_hi, sums.g_lo), (sums.h_hi, sums.h_lo), (sums.n, None)):
         c_hi = np.cumsum(hi[js, rs], axis=1)
         c_lo = np.cumsum(lo[js, rs], axis=1) if lo is not None else np.zeros_like(c_hi)
-        parts.append((c_hi[at, cut], c_lo[at, cut], c_hi[:, -1], c_lo[:, -1]))
-    firsts, wholes = [], []
+        left.append((c_hi[at, cut].tolist(), c_lo[at, cut].tolist()))
+        whole.append((c_hi[:, -1].tolist(), c_lo[:, -1].tolist()))
+    out = []
     for k in range(len(js)):
-        g, h, n = ((int(a[k]) << 32) + int(b[k]) if q < 2 else int(a[k]) for q, (a, b, _, _) in enumerate(parts))
-        firsts.append(ref.Totals(g, h, n))
-        g, h, n = ((int(c[k]) << 32) + int(d[k]) if q < 2 else int(c[k]) for q, (_, _, c, d) in enumerate(parts))
-        wholes.append(ref.Totals(g, h, n))
-    return firsts, wholes
+        lt = ref.Totals(*((hi[k] << 32) + lo[k] if q < 2 else hi[k] for q, (hi, lo) in enumerate(left)))
+        t = ref.Totals(*((hi[k] << 32) + lo[k] if q < 2 else hi[k] for q, (hi, lo) in enumerate(whole)))
+        out.append(Sides(lt, ref.Totals(t.g - lt.g, t.h - lt.h, t.n - lt.n)))
+    return out
 
 
-def _root_totals(sums: FixedSums) -> ref.Totals:
-    """A party's exact totals at a tree's root (candidate 0 of its only node)."""
-    return _cut_sums(sums, [0], [0], [-1])[1][0]
+def _node_totals(sums: FixedSums, nodes: Sequence[int]) -> list[ref.Totals]:
+    """A party's exact totals at each of the level's ``nodes`` (its candidate 0's bins, all of them)."""
+    last = sums.n.shape[2] - 1
+    return [s.left for s in _sides(sums, nodes, [0] * len(nodes), [last] * len(nodes))]
 
 
 def _leaf_values(res: ref.NodeResult) -> list[int]:
     """The leaf values a node's resolution sets: its own, or its two children's at the last level."""
     return [v for v in (res.leaf, res.left_leaf, res.right_leaf) if v is not None]
-
-
-def _sides_of(sums: FixedSums, node: int, rank: int, threshold: int) -> Sides:
-    """A party's raw (g, h, n) sums left and right of a split of one of its level's nodes: its children's totals."""
-    g = join_limbs(sums.g_hi[node, rank], sums.g_lo[node, rank])
-    h = join_limbs(sums.h_hi[node, rank], sums.h_lo[node, rank])
-    n = sums.n[node, rank].tolist()
-    cut = threshold + 1
-    return Sides(
-        ref.Totals(sum(g[:cut]), sum(h[:cut]), sum(n[:cut])), ref.Totals(sum(g[cut:]), sum(h[cut:]), sum(n[cut:]))
-    )
 
 
 def params_dict(params: TrainParams) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_bl
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
-from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, leaf_sums, next_score_bound
+from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
@@ -215,7 +215,12 @@ class PartyNode:
         self._last_attempt = 0.0
         self._resolving_since: dict[tuple[int, int], float] = {}
         self._carries: dict[tuple[str, int], Carry] = {}
-        self._score_bounds: dict[int, int] = {0: 0}
+        self._submitted: dict[int, dict[tuple[str, int], list[int]]] = {}
+        """Per finished tree, every party's submitted histogram words by (party, level): one event read serves the
+        carries of all the parties this node endorses."""
+        self._candidates: dict[int, dict[int, tuple[int, int]]] = {}
+        """Per finished tree, its nodes' candidates as the contract records them, read once for every party."""
+        self._score_bounds = ScoreBounds(lambda t: self.trees.leaves.get(t, {}).values())
         self.seconds: dict[str, float] = {}
         """Where this node's time went (for the chain benchmark): compute, chain reads, transactions, endorsements."""
 
@@ -848,8 +853,7 @@ class PartyNode:
         """What ``party``'s tree ``tree - 1`` allows of its root at ``tree`` (``ledger.tree_carry``), from the chain's
         records: its submitted histograms of every level of that tree, the tree's splits and leaf values. None where
         the rule does not apply (the first tree, a private task, the overlap rule); cached per party and tree."""
-        private = self.cfg.epsilon > 0
-        if self.rule.rule != ref.ENDORSE_STATISTICAL or not applies(self.cfg.objective, private, tree):
+        if tree == 0 or not applies(self.rule.rule, self.cfg.objective, self.cfg.epsilon > 0):
             return None
         key = (party, tree)
         with self.lock:  # the main loop iterates the tree records this refreshes
@@ -863,13 +867,7 @@ class PartyNode:
         prev, nb = tree - 1, self.params.nbins
         with self.timed("chain reads"):
             self.trees.refresh()
-            words: dict[int, list[int]] = {}
-            for ev in self.task.client.logs(
-                self.task.contract, ["HistogramsSubmitted"], self.task_id, self._level_block(prev, 0)
-            ):
-                a = ev.args
-                if int(a["tree"]) == prev and str(a["party"]) == party:
-                    words[int(a["level"])] = [int(v) for v in a["data"]]
+            words = self._submitted_words(prev, party)
             splits = self.trees.splits.get(prev, {})
             leaves = self.trees.leaves.get(prev, {})
             levels: list[dict[int, ref.NodeHistograms]] = []
@@ -878,6 +876,7 @@ class PartyNode:
                 if not open_nodes:
                     break
                 if level not in words or any(n not in splits and n not in leaves for n in open_nodes):
+                    self._submitted.pop(prev, None)  # read the events again next time
                     raise ChainLag(f"tree {prev} level {level}: {party}'s histograms or the splits are not served yet")
                 cands = self._tree_candidates(prev, open_nodes)
                 levels.append(dict(zip(open_nodes, _unblock(words[level], cands, nb), strict=True)))
@@ -887,20 +886,33 @@ class PartyNode:
                 self.cfg.objective,
                 candidate_totals(levels[0][1], 0),
                 leaf_sums(levels, splits, leaves),
-                self._score_bound(tree),
+                self._score_bounds.before(tree),
             )
         return carry
 
-    def _tree_candidates(self, tree: int, nodes: Sequence[int]) -> list[tuple[int, int]]:
-        """The candidates of some of a tree's nodes, as the contract records them."""
-        recs = self.task.client.call_many(self.task.contract, "getNode", [(self.task_id, tree, n) for n in nodes])
-        return [(int(r[1]), int(r[2])) for r in recs]
+    def _submitted_words(self, tree: int, party: str) -> dict[int, list[int]]:
+        """``party``'s histogram words of a finished tree by level, from the ``HistogramsSubmitted`` events, read
+        once per tree for every party (again when a party's are not all served yet)."""
+        known = self._submitted.get(tree)
+        if known is None or not any(p == party for p, _ in known):
+            known = {}
+            start = self._level_block(tree, 0)
+            for ev in self.task.client.logs(self.task.contract, ["HistogramsSubmitted"], self.task_id, start):
+                a = ev.args
+                if int(a["tree"]) == tree:
+                    known[(str(a["party"]), int(a["level"]))] = [int(v) for v in a["data"]]
+            self._submitted = {tree: known}
+        return {level: w for (p, level), w in known.items() if p == party}
 
-    def _score_bound(self, tree: int) -> int:
-        """The bound on every score after the trees before ``tree`` (``tree_carry.next_score_bound``)."""
-        for t in range(max(self._score_bounds), tree):
-            self._score_bounds[t + 1] = next_score_bound(self._score_bounds[t], self.trees.leaves.get(t, {}).values())
-        return self._score_bounds[tree]
+    def _tree_candidates(self, tree: int, nodes: Sequence[int]) -> list[tuple[int, int]]:
+        """The candidates of some of a finished tree's nodes, as the contract records them (read once per node)."""
+        known = self._candidates.setdefault(tree, {})
+        self._candidates = {tree: known}
+        missing = [n for n in nodes if n not in known]
+        if missing:
+            recs = self.task.client.call_many(self.task.contract, "getNode", [(self.task_id, tree, n) for n in missing])
+            known.update((n, (int(r[1]), int(r[2]))) for n, r in zip(missing, recs, strict=True))
+        return [known[n] for n in nodes]
 
 
 def _fewer_histograms_than_chain(exc: ContractRevert) -> bool:
