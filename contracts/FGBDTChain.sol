@@ -3,6 +3,9 @@ pragma solidity ^0.8.24;
 
 import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
 import {FGBDTMathLib} from "./FGBDTMath.sol";
+import {FGBDTCommitLib} from "./FGBDTCommit.sol";
+import {FGBDTConfigLib} from "./FGBDTConfig.sol";
+import {FGBDTEndorseLib} from "./FGBDTEndorse.sol";
 import {FGBDTRulesLib} from "./FGBDTRules.sol";
 
 /// @title FGBDTChain
@@ -45,47 +48,6 @@ contract FGBDTChain is ERC2771Context {
         Refused
     }
 
-    /// @notice Task parameters fixed at creation. Real values are int256 fixed point (1e18 = 1.0). `epsilon` and
-    ///         `delta` are every party's differential-privacy budget for all it releases (`node/privacy.py`:
-    ///         sketch, PSD, votes, histograms); `epsilon` 0 is a task without privacy noise, whose histograms keep the
-    ///         per-bin bounds of the loss exactly. A private task trains binary logistic loss (bounded gradients).
-    ///         Trees before `votedTrees` fix each node's candidates by the parties' votes (the paper's FV-tree); later
-    ///         trees draw them from a public seed when each level opens, with no vote round (0: every tree draws;
-    ///         `trees` or more: every tree votes).
-    struct Config {
-        uint16 trees;
-        uint8 depth;
-        uint16 bins;
-        uint8 hessianMode;
-        uint8 tieBreak;
-        uint16 votedTrees;
-        uint8 objective;
-        uint8 endorseRule;
-        uint16 quorumNum;
-        uint16 quorumDen;
-        uint16 minParties;
-        uint16 maxParties;
-        uint64 joinBlocks;
-        uint64 stepBlocks;
-        int256 lambda;
-        int256 learningRate;
-        int256 minRows;
-        int256 alpha;
-        int256 refusalRate;
-        int256 overlapThreshold;
-        int256 epsilon;
-        int256 delta;
-    }
-
-    /// @notice One verifier's endorsement of a party's level: its signature over `endorsementDigest`, which binds
-    ///         the credit multipliers it attests (fixed point, 1e18 = credited as sent; see `Member.creditG`).
-    struct Endorsement {
-        bytes signature;
-        uint256 creditG;
-        uint256 creditH;
-        uint256 creditN;
-    }
-
     /// @notice Mutable state of a task.
     struct Task {
         address requester;
@@ -107,7 +69,7 @@ contract FGBDTChain is ERC2771Context {
         uint256 reward;
         bytes32 schemaHash;
         bytes32 binEdgesHash;
-        Config cfg;
+        FGBDTConfigLib.Config cfg;
         address[] parties;
     }
 
@@ -124,6 +86,8 @@ contract FGBDTChain is ERC2771Context {
         uint80 creditG;
         uint80 creditH;
         uint80 creditN;
+        uint32 partStep;
+        uint16 partNodes;
         bytes32 psdHash;
         bytes32 histRoot;
         int256 contribution;
@@ -151,7 +115,6 @@ contract FGBDTChain is ERC2771Context {
         uint256 nbins;
         uint256 width;
         uint256 rank;
-        uint256 proofLen;
         address[] subs;
         int256[] aggG;
         int256[] aggH;
@@ -161,18 +124,10 @@ contract FGBDTChain is ERC2771Context {
     // ------------------------------------------------------------------ constants
 
     /// @notice Upper bound on approved parties (exact Shapley cost is M * 2^M).
-    uint256 public constant MAX_PARTIES = 16;
+    uint256 public constant MAX_PARTIES = FGBDTConfigLib.MAX_PARTIES;
     /// @notice Upper bound on tree depth (a level's open nodes fit one 256-bit mask).
-    uint256 public constant MAX_DEPTH = 8;
-    /// @notice Domain tag of the endorsement digest.
-    bytes32 public constant ENDORSEMENT_TAG = keccak256("FGBDTChain.Endorsement.v2");
+    uint256 public constant MAX_DEPTH = FGBDTConfigLib.MAX_DEPTH;
     int256 private constant ONE = 1e18;
-    /// @notice `Config.endorseRule`: verifiers run the statistical test of `node/verify.py` at `refusalRate`.
-    uint8 private constant ENDORSE_STATISTICAL = 0;
-    /// @notice `Config.endorseRule`: verifiers compare the paper's equation 11 with `overlapThreshold`; credits
-    ///         are neutral.
-    uint8 private constant ENDORSE_OVERLAP = 1;
-    uint256 private constant SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
 
     // ------------------------------------------------------------------ storage
 
@@ -184,13 +139,15 @@ contract FGBDTChain is ERC2771Context {
     /// @dev task => node => party index => keccak of (step, its gL, hL, nL, gR, hR, nR) at the node's split: what its
     ///      totals at the children must hash to in the next step (overwritten tree after tree).
     mapping(uint256 => mapping(uint256 => mapping(uint256 => bytes32))) private _sides;
+    /// @dev Node hashes of the parts committed by `commitHistograms`, by task, party and open-node rank; valid for
+    ///      the member's `partStep` only (overwritten, never cleared).
+    mapping(uint256 => mapping(address => mapping(uint256 => bytes32))) private _committed;
     /// @notice Wei each address can withdraw from each task.
     mapping(uint256 => mapping(address => uint256)) public owed;
     uint256 private _lock = 1;
 
     // ------------------------------------------------------------------ errors
 
-    error InvalidConfig(bytes32 field);
     error UnknownTask(uint256 taskId);
     error NotRequester(uint256 taskId, address caller);
     error WrongStatus(uint256 taskId, Status actual);
@@ -210,19 +167,16 @@ contract FGBDTChain is ERC2771Context {
     error InvalidVote(uint256 index, int256 vote);
     error StepDeadlinePassed(uint256 taskId, uint64 deadline);
     error StepStillOpen(uint256 taskId, uint64 deadline);
-    error InvalidSignature(uint256 index);
     error EndorserNotMember(address signer);
     error SelfEndorsement(address signer);
     error DuplicateEndorsement(address signer);
     error InsufficientEndorsements(uint256 valid, uint256 required);
     error NodeNotOpen(uint256 taskId, uint256 node);
-    error HistogramMismatch(uint256 taskId, address party);
     error NothingToWithdraw(uint256 taskId, address account);
     error TransferFailed(address to, uint256 amount);
     error Reentrancy();
     error BinEdgesMismatch(uint256 taskId, bytes32 expected, bytes32 got);
     error Excluded(uint256 taskId, address party);
-    error CreditOutOfRange(uint256 index);
 
     // ------------------------------------------------------------------ events
 
@@ -230,7 +184,7 @@ contract FGBDTChain is ERC2771Context {
         uint256 indexed taskId,
         address indexed requester,
         uint256 reward,
-        Config cfg,
+        FGBDTConfigLib.Config cfg,
         int256[] featureMin,
         int256[] featureMax,
         bytes32 binEdgesHash
@@ -254,6 +208,14 @@ contract FGBDTChain is ERC2771Context {
         bytes32 root,
         uint256 endorsements,
         uint256[3] credit,
+        int256[] data
+    );
+    event HistogramsCommitted(
+        uint256 indexed taskId,
+        uint256 tree,
+        uint256 level,
+        address indexed party,
+        uint256 first,
         int256[] data
     );
     event HistogramsDeclined(uint256 indexed taskId, uint256 tree, uint256 level, address indexed party);
@@ -308,39 +270,18 @@ contract FGBDTChain is ERC2771Context {
     /// @param binEdgesHash Hash of the bin edges every party must use, or zero to fix them at `start`.
     /// @return taskId The new task's id.
     function createTask(
-        Config calldata cfg,
+        FGBDTConfigLib.Config calldata cfg,
         int256[] calldata featureMin,
         int256[] calldata featureMax,
         bytes32 binEdgesHash
     ) external payable returns (uint256 taskId) {
-        uint256 f = featureMin.length;
-        if (f == 0 || f != featureMax.length || f > type(uint16).max - 1) revert InvalidConfig("features");
-        for (uint256 i = 0; i < f; ++i) if (featureMin[i] > featureMax[i]) revert InvalidConfig("min>max");
-        if (cfg.trees == 0) revert InvalidConfig("trees");
-        if (cfg.depth == 0 || cfg.depth > MAX_DEPTH) revert InvalidConfig("depth");
-        if (cfg.bins == 0) revert InvalidConfig("bins");
-        if (cfg.hessianMode > 1) revert InvalidConfig("hessianMode");
-        if (cfg.tieBreak > FGBDTMathLib.TIE_HASHED) revert InvalidConfig("tieBreak");
-        if (cfg.objective > FGBDTRulesLib.OBJECTIVE_SQUARED) revert InvalidConfig("objective");
-        if (cfg.endorseRule > ENDORSE_OVERLAP) revert InvalidConfig("endorseRule");
-        if (cfg.refusalRate <= 0 || cfg.refusalRate >= ONE) revert InvalidConfig("refusalRate");
-        if (cfg.overlapThreshold < 0) revert InvalidConfig("overlapThreshold");
-        if (cfg.quorumDen == 0 || cfg.quorumNum > cfg.quorumDen) revert InvalidConfig("quorum");
-        if (cfg.minParties == 0 || cfg.minParties > cfg.maxParties || cfg.maxParties > MAX_PARTIES) {
-            revert InvalidConfig("parties");
-        }
-        if (cfg.stepBlocks == 0) revert InvalidConfig("stepBlocks");
-        if (cfg.lambda < 0 || cfg.learningRate <= 0 || cfg.minRows < 1) revert InvalidConfig("gbdt");
-        if (cfg.alpha <= 0 || cfg.alpha > ONE) revert InvalidConfig("alpha");
-        if (cfg.epsilon < 0 || (cfg.epsilon > 0 && (cfg.objective != 0 || cfg.delta <= 0 || cfg.delta >= ONE))) {
-            revert InvalidConfig("privacy");
-        }
-        if (msg.value >= 1 << 128) revert InvalidConfig("reward");
+        FGBDTConfigLib.check(cfg, featureMin, featureMax);
+        if (msg.value >= 1 << 128) revert FGBDTConfigLib.InvalidConfig("reward");
         taskId = ++taskCount;
         Task storage t = _tasks[taskId];
         t.requester = _msgSender();
         t.status = Status.Open;
-        t.numFeatures = uint16(f);
+        t.numFeatures = uint16(featureMin.length);
         t.joinDeadline = uint64(block.number) + cfg.joinBlocks;
         t.reward = msg.value;
         t.schemaHash = keccak256(abi.encode(featureMin, featureMax, binEdgesHash));
@@ -356,7 +297,7 @@ contract FGBDTChain is ERC2771Context {
         Task storage t = _task(taskId);
         if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
         uint256 reward = t.reward + msg.value;
-        if (reward >= 1 << 128) revert InvalidConfig("reward");
+        if (reward >= 1 << 128) revert FGBDTConfigLib.InvalidConfig("reward");
         t.reward = reward;
         emit TaskFunded(taskId, _msgSender(), msg.value, reward);
     }
@@ -487,18 +428,36 @@ contract FGBDTChain is ERC2771Context {
         emit VotingClosed(taskId, t.tree, t.level, nb, t.stepDeadline);
     }
 
-    /// @notice Commit this level's candidate histograms with endorsements of other approved parties.
-    /// @dev `data` holds, per open node in increasing id, g[2*nbins] | h[2*nbins] | n[2*nbins] (nbins = bins + 1).
-    ///      First the exact rules (`FGBDTRulesLib`): every node's candidate totals and bin bounds, then, below a
-    ///      tree's root, every pair of siblings' totals against this party's own side sums at their parent. The
-    ///      node hash is keccak256 of a node block; the commitment is the Merkle root of the node hashes (padded to a
-    ///      power of two with zero leaves). Each endorsement's signature is 65-byte (r, s, v) over the EIP-191 hash
-    ///      of `endorsementDigest(taskId, tree, level, party, root, credits)`; at a tree's root the smallest credits
-    ///      attested become the party's credit for the tree.
+    /// @notice Commit the next node blocks of this level's histograms ahead of `submitHistograms`, so that no
+    ///         transaction outgrows what a network relays (a geth pool takes 128 KiB at most): the exact rules are
+    ///         checked on the part and its node hashes are stored; `submitHistograms` then carries the remaining
+    ///         nodes and the endorsements of the whole level's commitment. A part never separates two siblings.
     /// @param taskId The task.
     /// @param tree Current tree.
     /// @param level Current level.
-    /// @param data The histograms, emitted but not stored.
+    /// @param data Node blocks of the open nodes that follow those already committed (increasing id), emitted.
+    function commitHistograms(uint256 taskId, uint256 tree, uint256 level, int256[] calldata data) external {
+        (Task storage t, Member storage m) = _histogramStep(taskId, tree, level);
+        (bytes32[] memory part, uint256 first) = _part(taskId, t, m, data, false);
+        mapping(uint256 => bytes32) storage stored = _committed[taskId][_msgSender()];
+        for (uint256 i = 0; i < part.length; ++i) stored[first + i] = part[i];
+        m.partStep = t.step;
+        m.partNodes = uint16(first + part.length);
+        emit HistogramsCommitted(taskId, tree, level, _msgSender(), first, data);
+    }
+
+    /// @notice Commit this level's candidate histograms with endorsements of other approved parties.
+    /// @dev `data` holds, per open node in increasing id, g[2*nbins] | h[2*nbins] | n[2*nbins] (nbins = bins + 1),
+    ///      from the first node not committed by `commitHistograms` at this step. First the exact rules
+    ///      (`FGBDTRulesLib`): every node's candidate totals and bin bounds, then, below a tree's root, every pair of
+    ///      siblings' totals against this party's own side sums at their parent. The commitment is
+    ///      `FGBDTCommitLib.root` over every open node's hash. Each endorsement's signature is 65-byte (r, s, v)
+    ///      over the EIP-191 hash of `endorsementDigest(taskId, tree, level, party, root, credits)`; at a tree's
+    ///      root the smallest credits attested become the party's credit for the tree.
+    /// @param taskId The task.
+    /// @param tree Current tree.
+    /// @param level Current level.
+    /// @param data The histograms (the level's last part), emitted but not stored.
     /// @param endorsements Signatures with the credits they attest; all must be valid, distinct, from other
     ///        approved parties.
     function submitHistograms(
@@ -506,20 +465,15 @@ contract FGBDTChain is ERC2771Context {
         uint256 tree,
         uint256 level,
         int256[] calldata data,
-        Endorsement[] calldata endorsements
+        FGBDTEndorseLib.Endorsement[] calldata endorsements
     ) external {
-        Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
-        Member storage m = _approved(taskId);
-        _checkTakesPart(taskId, t, m);
-        if (m.histStep == t.step || m.declinedStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
-        if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
-        uint256 k = _popcount(t.openMask);
-        uint256 block_ = 6 * (uint256(t.cfg.bins) + 1);
-        if (data.length != k * block_) revert LengthMismatch(k * block_, data.length);
-        _checkRules(taskId, t, m.index, data, block_);
-        bytes32[] memory leaves = new bytes32[](k);
-        for (uint256 i = 0; i < k; ++i) leaves[i] = _hashCalldata(data, i * block_, block_);
-        bytes32 root = _merkleRoot(leaves);
+        (Task storage t, Member storage m) = _histogramStep(taskId, tree, level);
+        (bytes32[] memory part, uint256 first) = _part(taskId, t, m, data, true);
+        bytes32[] memory leaves = new bytes32[](first + part.length);
+        mapping(uint256 => bytes32) storage stored = _committed[taskId][_msgSender()];
+        for (uint256 i = 0; i < first; ++i) leaves[i] = stored[i];
+        for (uint256 i = 0; i < part.length; ++i) leaves[first + i] = part[i];
+        bytes32 root = FGBDTCommitLib.root(leaves);
         (uint256 valid, uint256[3] memory credit) = _checkEndorsements(taskId, t, tree, level, root, endorsements);
         m.histRoot = root;
         m.histStep = t.step;
@@ -535,11 +489,7 @@ contract FGBDTChain is ERC2771Context {
     /// @param tree Current tree.
     /// @param level Current level.
     function declineHistograms(uint256 taskId, uint256 tree, uint256 level) external {
-        Task storage t = _trainingTask(taskId, tree, level, Phase.Histograms);
-        Member storage m = _approved(taskId);
-        _checkTakesPart(taskId, t, m);
-        if (m.histStep == t.step || m.declinedStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
-        if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
+        (Task storage t, Member storage m) = _histogramStep(taskId, tree, level);
         m.declinedStep = t.step;
         t.declineCount += 1;
         emit HistogramsDeclined(taskId, tree, level, _msgSender());
@@ -582,15 +532,19 @@ contract FGBDTChain is ERC2771Context {
         if (t.resolvedMask == t.openMask) _advance(taskId, t);
     }
 
-    /// @notice Resolve several open nodes of the current level in one transaction, each exactly as `resolveNode`
-    ///         would: one transaction per party per level instead of one per node, the level's dominant cost on a
-    ///         chain with short blocks. Block gas limits bound how many nodes fit; callers split larger batches.
+    /// @notice Resolve open nodes of the current level (anyone may call): for each node, replay the submitting
+    ///         parties' histograms, check them against their commitments, then split or make a leaf and credit
+    ///         contributions exactly as `reference.resolve_node`. All or nothing; the last resolution of a level
+    ///         advances the task. Block gas and transaction size bound how many nodes fit; callers cut larger
+    ///         batches (`ledger/tx_size.py`).
     /// @param taskId The task.
     /// @param nodes Heap ids of the nodes, any order, each open and unresolved.
-    /// @param g Per node in `nodes` order, that node's `resolveNode` gradient sums, concatenated.
+    /// @param g Per node in `nodes` order, its gradient sums, party-major over the submitting parties in party
+    ///        order, 2*nbins each; concatenated.
     /// @param h Hessian sums, same layout.
     /// @param n Row counts, same layout.
-    /// @param proofs Per node in `nodes` order, that node's `resolveNode` proofs, concatenated.
+    /// @param proofs Per node in `nodes` order, its Merkle proofs, party-major, ceil(log2(open nodes)) hashes each;
+    ///        concatenated.
     function resolveNodes(
         uint256 taskId,
         uint256[] calldata nodes,
@@ -651,28 +605,13 @@ contract FGBDTChain is ERC2771Context {
         bytes32 root,
         uint256[3] memory credit
     ) public view returns (bytes32) {
-        return
-            keccak256(
-                abi.encode(
-                    ENDORSEMENT_TAG,
-                    block.chainid,
-                    address(this),
-                    taskId,
-                    tree,
-                    level,
-                    party,
-                    root,
-                    credit[0],
-                    credit[1],
-                    credit[2]
-                )
-            );
+        return FGBDTEndorseLib.digest(taskId, tree, level, party, root, credit);
     }
 
     /// @notice A task's parameters.
     /// @param taskId The task.
     /// @return The configuration fixed at creation.
-    function getConfig(uint256 taskId) external view returns (Config memory) {
+    function getConfig(uint256 taskId) external view returns (FGBDTConfigLib.Config memory) {
         return _task(taskId).cfg;
     }
 
@@ -818,8 +757,6 @@ contract FGBDTChain is ERC2771Context {
             if (t.openMask & bit == 0 || t.resolvedMask & bit != 0) revert NodeNotOpen(taskId, node);
             t.resolvedMask |= bit;
             r.rank = _popcount(t.openMask & (bit - 1));
-            uint256 k = _popcount(t.openMask);
-            while ((1 << r.proofLen) < k) ++r.proofLen;
         }
         r.nbins = uint256(t.cfg.bins) + 1;
         r.width = 2 * r.nbins;
@@ -828,8 +765,12 @@ contract FGBDTChain is ERC2771Context {
         if (g.length != s * r.width) revert LengthMismatch(s * r.width, g.length);
         if (h.length != s * r.width) revert LengthMismatch(s * r.width, h.length);
         if (n.length != s * r.width) revert LengthMismatch(s * r.width, n.length);
-        if (proofs.length != s * r.proofLen) revert LengthMismatch(s * r.proofLen, proofs.length);
-        _verifyAndAggregate(r, g, h, n, proofs);
+        uint256 proofLen;
+        while ((1 << proofLen) < _popcount(t.openMask)) ++proofLen;
+        if (proofs.length != s * proofLen) revert LengthMismatch(s * proofLen, proofs.length);
+        bytes32[] memory roots = new bytes32[](s);
+        for (uint256 p = 0; p < s; ++p) roots[p] = _members[taskId][r.subs[p]].histRoot;
+        (r.aggG, r.aggH, r.aggN) = FGBDTCommitLib.verifyAndAggregate(taskId, r.subs, roots, r.width, r.rank, g, h, n, proofs);
         _resolve(t, r, g, h, n);
     }
 
@@ -840,24 +781,44 @@ contract FGBDTChain is ERC2771Context {
         }
     }
 
-    function _hashCalldata(int256[] calldata a, uint256 from, uint256 len) private pure returns (bytes32 hsh) {
-        assembly ("memory-safe") {
-            let ptr := mload(0x40)
-            calldatacopy(ptr, add(a.offset, mul(from, 32)), mul(len, 32))
-            hsh := keccak256(ptr, mul(len, 32))
-        }
+    /// @dev The task and the caller's membership at a histogram step the caller may still send to (or decline).
+    function _histogramStep(uint256 taskId, uint256 tree, uint256 level)
+        private
+        view
+        returns (Task storage t, Member storage m)
+    {
+        t = _trainingTask(taskId, tree, level, Phase.Histograms);
+        m = _approved(taskId);
+        _checkTakesPart(taskId, t, m);
+        if (m.histStep == t.step || m.declinedStep == t.step) revert AlreadySubmitted(taskId, _msgSender());
+        if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
     }
 
-    function _merkleRoot(bytes32[] memory leaves) private pure returns (bytes32) {
-        uint256 size = 1;
-        while (size < leaves.length) size <<= 1;
-        bytes32[] memory layer = new bytes32[](size);
-        for (uint256 i = 0; i < leaves.length; ++i) layer[i] = leaves[i];
-        while (size > 1) {
-            size >>= 1;
-            for (uint256 i = 0; i < size; ++i) layer[i] = keccak256(abi.encodePacked(layer[2 * i], layer[2 * i + 1]));
+    /// @dev Checks the caller's next part of its level histograms (open nodes from rank `first`, the count already
+    ///      committed at this step) and returns its node hashes. `last`: the part must end the level; otherwise it
+    ///      must end on a sibling boundary below the root.
+    function _part(uint256 taskId, Task storage t, Member storage m, int256[] calldata data, bool last)
+        private
+        view
+        returns (bytes32[] memory, uint256 first)
+    {
+        uint256 block_ = 6 * (uint256(t.cfg.bins) + 1);
+        uint256 k = _popcount(t.openMask);
+        if (m.partStep == t.step) first = m.partNodes;
+        uint256 end = first + data.length / block_;
+        if (last ? end != k : (end <= first || end > k || (t.level > 0 && end % 2 == 1))) {
+            revert LengthMismatch((k - first) * block_, data.length);
         }
-        return layer[0];
+        if (data.length % block_ != 0) revert LengthMismatch(end * block_, data.length);
+        uint256 mask;
+        uint256 rank;
+        for (uint256 b = 0; rank < end; ++b) {
+            if ((t.openMask >> b) & 1 == 0) continue;
+            if (rank >= first) mask |= 1 << b;
+            ++rank;
+        }
+        _checkRules(taskId, t, m.index, data, block_, mask);
+        return (FGBDTCommitLib.leaves(data, block_), first);
     }
 
     function _checkEndorsements(
@@ -866,55 +827,23 @@ contract FGBDTChain is ERC2771Context {
         uint256 tree,
         uint256 level,
         bytes32 root,
-        Endorsement[] calldata endorsements
+        FGBDTEndorseLib.Endorsement[] calldata endorsements
     ) private view returns (uint256 valid, uint256[3] memory credit) {
-        credit = [uint256(ONE), uint256(ONE), uint256(ONE)];
+        address[] memory signers;
+        (signers, credit) = FGBDTEndorseLib.signers(taskId, tree, level, _msgSender(), root, endorsements);
         uint256 seen;
-        for (uint256 i = 0; i < endorsements.length; ++i) {
-            Endorsement calldata e = endorsements[i];
-            uint256 maxCredit = type(uint80).max;
-            if (e.creditG > maxCredit || e.creditH > maxCredit || e.creditN > maxCredit) revert CreditOutOfRange(i);
-            address signer = _recover(taskId, tree, level, root, e, i);
+        for (; valid < signers.length; ++valid) {
+            address signer = signers[valid];
             Member storage em = _members[taskId][signer];
             if (em.status != Membership.Approved) revert EndorserNotMember(signer);
             if (signer == _msgSender()) revert SelfEndorsement(signer);
             uint256 bit = 1 << em.index;
             if (seen & bit != 0) revert DuplicateEndorsement(signer);
             seen |= bit;
-            ++valid;
-            if (i == 0 || e.creditG < credit[0]) credit[0] = e.creditG;
-            if (i == 0 || e.creditH < credit[1]) credit[1] = e.creditH;
-            if (i == 0 || e.creditN < credit[2]) credit[2] = e.creditN;
         }
         uint256 others = t.parties.length - 1;
         uint256 need = (uint256(t.cfg.quorumNum) * others + t.cfg.quorumDen - 1) / t.cfg.quorumDen;
         if (valid < need) revert InsufficientEndorsements(valid, need);
-    }
-
-    /// @dev The signer of one endorsement (low-s, v in {27, 28}), or a revert naming the bad signature.
-    function _recover(
-        uint256 taskId,
-        uint256 tree,
-        uint256 level,
-        bytes32 root,
-        Endorsement calldata e,
-        uint256 index
-    ) private view returns (address signer) {
-        bytes32 digest = keccak256(
-            abi.encodePacked(
-                "\x19Ethereum Signed Message:\n32",
-                endorsementDigest(taskId, tree, level, _msgSender(), root, [e.creditG, e.creditH, e.creditN])
-            )
-        );
-        bytes calldata sig = e.signature;
-        if (sig.length != 65) revert InvalidSignature(index);
-        bytes32 rr = bytes32(sig[0:32]);
-        bytes32 ss = bytes32(sig[32:64]);
-        uint8 v = uint8(sig[64]);
-        if (v < 27) v += 27;
-        if ((v != 27 && v != 28) || uint256(ss) > SECP256K1_HALF_N) revert InvalidSignature(index);
-        signer = ecrecover(digest, v, rr, ss);
-        if (signer == address(0)) revert InvalidSignature(index);
     }
 
     /// @dev The exact rules of a submission (reference `histogram_rules.check_level`): each open node's candidate
@@ -925,10 +854,10 @@ contract FGBDTChain is ERC2771Context {
         Task storage t,
         uint256 partyIndex,
         int256[] calldata data,
-        uint256 block_
+        uint256 block_,
+        uint256 mask
     ) private view {
         uint256 base = 1 << t.level;
-        uint256 mask = t.openMask;
         int256[] memory totals = FGBDTRulesLib.checkLevel(
             data,
             block_ / 6,
@@ -969,68 +898,6 @@ contract FGBDTChain is ERC2771Context {
         }
     }
 
-    function _verifyAndAggregate(
-        Resolution memory r,
-        int256[] calldata g,
-        int256[] calldata h,
-        int256[] calldata n,
-        bytes32[] calldata proofs
-    ) private view {
-        uint256 w = r.width;
-        r.aggG = new int256[](w);
-        r.aggH = new int256[](w);
-        r.aggN = new int256[](w);
-        for (uint256 p = 0; p < r.subs.length; ++p) {
-            uint256 off = p * w;
-            bytes32 leaf;
-            assembly ("memory-safe") {
-                let ptr := mload(0x40)
-                let len := mul(w, 32)
-                let src := mul(off, 32)
-                calldatacopy(ptr, add(g.offset, src), len)
-                calldatacopy(add(ptr, len), add(h.offset, src), len)
-                calldatacopy(add(ptr, mul(len, 2)), add(n.offset, src), len)
-                leaf := keccak256(ptr, mul(len, 3))
-            }
-            uint256 idx = r.rank;
-            for (uint256 j = 0; j < r.proofLen; ++j) {
-                bytes32 sib = proofs[p * r.proofLen + j];
-                leaf = idx & 1 == 1 ? keccak256(abi.encodePacked(sib, leaf)) : keccak256(abi.encodePacked(leaf, sib));
-                idx >>= 1;
-            }
-            if (leaf != _members[r.taskId][r.subs[p]].histRoot) revert HistogramMismatch(r.taskId, r.subs[p]);
-            int256[] memory aG = r.aggG;
-            int256[] memory aH = r.aggH;
-            int256[] memory aN = r.aggN;
-            // Bin-wise sums, the hot loop of a resolution: assembly with Solidity's checked-add semantics (panic
-            // 0x11 on signed overflow). The calldata reads are in bounds: the lengths were checked by the caller.
-            assembly ("memory-safe") {
-                function addc(x, y) -> z {
-                    z := add(x, y)
-                    if and(eq(slt(x, 0), slt(y, 0)), iszero(eq(slt(z, 0), slt(x, 0)))) {
-                        mstore(0, shl(224, 0x4e487b71))
-                        mstore(4, 0x11)
-                        revert(0, 0x24)
-                    }
-                }
-                let src := shl(5, off)
-                for {
-                    let b := 0
-                } lt(b, w) {
-                    b := add(b, 1)
-                } {
-                    let o := shl(5, b)
-                    let dst := add(add(aG, 0x20), o)
-                    mstore(dst, addc(mload(dst), calldataload(add(g.offset, add(src, o)))))
-                    dst := add(add(aH, 0x20), o)
-                    mstore(dst, addc(mload(dst), calldataload(add(h.offset, add(src, o)))))
-                    dst := add(add(aN, 0x20), o)
-                    mstore(dst, addc(mload(dst), calldataload(add(n.offset, add(src, o)))))
-                }
-            }
-        }
-    }
-
     function _resolve(
         Task storage t,
         Resolution memory r,
@@ -1038,7 +905,7 @@ contract FGBDTChain is ERC2771Context {
         int256[] calldata h,
         int256[] calldata n
     ) private {
-        Config storage c = t.cfg;
+        FGBDTConfigLib.Config storage c = t.cfg;
         uint256 tree = t.tree;
         Node storage nd = _nodes[r.taskId][tree][r.node];
         uint256 s = r.subs.length;
@@ -1158,7 +1025,7 @@ contract FGBDTChain is ERC2771Context {
     }
 
     function _children(Task storage t, Resolution memory r, FGBDTMathLib.Split memory sp) private {
-        Config storage c = t.cfg;
+        FGBDTConfigLib.Config storage c = t.cfg;
         uint256 tree = t.tree;
         Node storage left = _nodes[r.taskId][tree][2 * r.node];
         Node storage right = _nodes[r.taskId][tree][2 * r.node + 1];

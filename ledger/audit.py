@@ -366,7 +366,14 @@ class _Auditor:
 
     def _index_events(self) -> None:
         self.level_ev: dict[tuple[int, int, str], list[Event]] = {}
-        for name in ("VotesSubmitted", "VotingClosed", "HistogramsSubmitted", "HistogramsDeclined", "HistogramsClosed"):
+        for name in (
+            "VotesSubmitted",
+            "VotingClosed",
+            "HistogramsCommitted",
+            "HistogramsSubmitted",
+            "HistogramsDeclined",
+            "HistogramsClosed",
+        ):
             for ev in self.by_name.get(name, []):
                 key = (int(ev.args["tree"]), int(ev.args["level"]), name)
                 self.level_ev.setdefault(key, []).append(ev)
@@ -456,6 +463,9 @@ class _Auditor:
         votes, cands, deadline = found
         # histograms and endorsements
         hists: dict[str, list[ref.NodeHistograms]] = {}
+        committed: dict[str, list[Event]] = {}
+        for ev in self.take_level(tree, level, "HistogramsCommitted"):
+            committed.setdefault(_addr(ev.args["party"]), []).append(ev)
         for ev in self.take_level(tree, level, "HistogramsSubmitted"):
             party = _addr(ev.args["party"])
             w = {**where, "party": party}
@@ -465,7 +475,8 @@ class _Auditor:
                 self.fail("one histogram submission per party", 1, 2, **w)
             if ev.block_number > deadline:
                 self.fail("histograms before the step deadline", f"block <= {deadline}", ev.block_number, **w)
-            hists[party] = self._histograms(ev, tree, level, open_nodes, cands, party)
+            prefix = self._committed(committed.get(party, []), ev, deadline, w)
+            hists[party] = self._histograms(ev, prefix, tree, level, open_nodes, cands, party)
             self._rules(hists[party], tree, level, open_nodes, party)
             if level == 0:
                 self._carry(hists[party][0], tree, party)
@@ -617,25 +628,42 @@ class _Auditor:
         self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], cand0=want[0], cand1=want[1])
         return want
 
+    def _committed(self, parts: list[Event], submitted: Event, deadline: int, where: dict[str, Any]) -> list[int]:
+        """The words a party committed in ``commitHistograms`` parts before its submission, checked as the contract
+        takes them: in order, each from the node after the last, before the submission and the deadline."""
+        words_: list[int] = []
+        for ev in parts:
+            if int(ev.args["first"]) != len(words_) // (6 * self.nbins):
+                self.fail("committed part's first node", len(words_) // (6 * self.nbins), ev.args["first"], **where)
+            if (ev.block_number, ev.log_index) > (submitted.block_number, submitted.log_index):
+                self.fail("histogram parts before the submission", submitted.block_number, ev.block_number, **where)
+            if ev.block_number > deadline:
+                self.fail("histogram parts before the step deadline", f"block <= {deadline}", ev.block_number, **where)
+            words_.extend(int(x) for x in ev.args["data"])
+        return words_
+
     def _histograms(
         self,
         ev: Event,
+        prefix: list[int],
         tree: int,
         level: int,
         open_nodes: list[int],
         cands: dict[int, tuple[int, int]],
         party: str,
     ) -> list[ref.NodeHistograms]:
-        """Commitment (data vs root) and endorsements (signatures from the transaction input) of one submission."""
+        """Commitment (data vs root) and endorsements (signatures from the transaction input) of one submission,
+        whose level starts with the ``prefix`` words committed in parts."""
         where: dict[str, Any] = {"tree": tree, "level": level, "party": party}
-        data = [int(x) for x in ev.args["data"]]
+        final = [int(x) for x in ev.args["data"]]
+        data = prefix + final
         blocks = split_level_data(data, len(open_nodes), self.nbins)
         if blocks is None:
             self.fail("histogram data length", len(open_nodes) * 6 * self.nbins, len(data), **where)
         root = merkle_root([keccak(words(b)) for b in blocks])
         if bytes(ev.args["root"]) != root:
             self.fail("histogram commitment (Merkle root of the data)", root, bytes(ev.args["root"]), **where)
-        candidates = self._find_calls(ev, tree, level, data)
+        candidates = self._find_calls(ev, tree, level, final)
         if not candidates:
             self.fail(
                 "submitHistograms call in the transaction input", f"tx {ev.tx_hash} carrying this data", "none", **where

@@ -66,6 +66,9 @@ class TxResult:
     block_number: int
     gas_used: int
     events: list[Event] = field(default_factory=list)
+    parts: list[TxResult] = field(default_factory=list)
+    """Transactions sent before this one as parts of the same call (``commitHistograms`` before a wide level's
+    ``submitHistograms``)."""
 
     def event(self, name: str) -> Event:
         """The first event called ``name`` (raises KeyError when absent)."""

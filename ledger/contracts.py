@@ -7,7 +7,7 @@ live in :mod:`ledger.encoding` and here only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass
 from enum import IntEnum
 from typing import Any
@@ -25,6 +25,7 @@ from fgbdt_chain.ledger.encoding import (
     sign_endorsement,
 )
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, MAX_PARTIES, NEUTRAL, ONE, Credit, NodeHistograms, Split
+from fgbdt_chain.ledger.tx_size import CALLDATA_LIMIT, histogram_parts
 
 
 class Status(IntEnum):
@@ -143,9 +144,11 @@ class Endorsement:
 class MathContract:
     """``FGBDTMath``: the stateless contract math."""
 
-    def __init__(self, client: ChainClient, contract: Contract) -> None:
+    def __init__(self, client: ChainClient, contract: Contract, calldata_limit: int = CALLDATA_LIMIT) -> None:
         self.client = client
         self.contract = contract
+        self.calldata_limit = calldata_limit
+        """The most calldata one histogram transaction may carry (``tx_size.CALLDATA_LIMIT``; lower in tests)."""
 
     @classmethod
     def deploy(cls, client: ChainClient, sender: LocalAccount) -> MathContract:
@@ -214,9 +217,11 @@ class MathContract:
 class TaskContract:
     """``FGBDTChain``: tasks, membership, training steps, rewards."""
 
-    def __init__(self, client: ChainClient, contract: Contract) -> None:
+    def __init__(self, client: ChainClient, contract: Contract, calldata_limit: int = CALLDATA_LIMIT) -> None:
         self.client = client
         self.contract = contract
+        self.calldata_limit = calldata_limit
+        """The most calldata one histogram transaction may carry (``tx_size.CALLDATA_LIMIT``; lower in tests)."""
 
     @classmethod
     def deploy(cls, client: ChainClient, sender: LocalAccount, forwarder: str | None = None) -> TaskContract:
@@ -312,11 +317,31 @@ class TaskContract:
         hists: Sequence[NodeHistograms],
         endorsements: Sequence[Endorsement],
     ) -> TxResult:
-        """``submitHistograms``: one ``NodeHistograms`` per open node (increasing id), endorsed by others."""
-        data = [x for h in hists for x in node_block(h)]
-        return self._tx(
+        """``submitHistograms``: one ``NodeHistograms`` per open node (increasing id), endorsed by others. A level
+        too wide for one transaction a network relays goes as ``commitHistograms`` parts first
+        (``tx_size.histogram_parts``); the result is the ``submitHistograms`` transaction's, with the parts' in
+        its ``parts``."""
+        nbins = len(hists[0].g[0]) if hists else 1
+        sizes = histogram_parts(len(hists), nbins, level, len(endorsements), self.calldata_limit)
+        sent: list[TxResult] = []
+        start = 0
+        for size in sizes[:-1]:
+            part = [x for h in hists[start : start + size] for x in node_block(h)]
+            sent.append(self._tx("commitHistograms", task_id, tree, level, part, sender=sender))
+            start += size
+        data = [x for h in hists[start:] for x in node_block(h)]
+        res = self._tx(
             "submitHistograms", task_id, tree, level, data, [e.as_tuple() for e in endorsements], sender=sender
         )
+        res.parts = sent
+        return res
+
+    def commit_histograms(
+        self, sender: LocalAccount, task_id: int, tree: int, level: int, hists: Sequence[NodeHistograms]
+    ) -> TxResult:
+        """``commitHistograms``: the next open nodes' histograms ahead of the level's ``submitHistograms``."""
+        data = [x for h in hists for x in node_block(h)]
+        return self._tx("commitHistograms", task_id, tree, level, data, sender=sender)
 
     def decline_histograms(self, sender: LocalAccount, task_id: int, tree: int, level: int) -> TxResult:
         """``declineHistograms``: a voter steps aside for this level's histograms (refused endorsement)."""
@@ -451,3 +476,25 @@ def resolution_calldata(
                     dst.extend(row)
             proofs.extend(merkle_proof(leaves, idx))
     return g, h, n, proofs
+
+
+HISTOGRAM_EVENTS = ("HistogramsCommitted", "HistogramsSubmitted")
+"""The events that carry a party's level histograms: its ``commitHistograms`` parts, then its submission."""
+
+
+def submitted_words(events: Iterable[Any]) -> dict[tuple[str, int, int], list[int]]:
+    """Each submitting party's whole level of histogram words, keyed (party, tree, level), from
+    ``HISTOGRAM_EVENTS`` in log order: the parts it committed (by their first node) followed by its submission's
+    data. Parts of a level the party never submitted (it declined, or its deadline passed) are left out, as the
+    contract leaves them out of everything."""
+    parts: dict[tuple[str, int, int], dict[int, list[int]]] = {}
+    out: dict[tuple[str, int, int], list[int]] = {}
+    for ev in events:
+        a = ev.args
+        key = (str(a["party"]), int(a["tree"]), int(a["level"]))
+        if ev.name == "HistogramsCommitted":
+            parts.setdefault(key, {})[int(a["first"])] = [int(v) for v in a["data"]]
+        elif ev.name == "HistogramsSubmitted":
+            before = parts.pop(key, {})
+            out[key] = [v for first in sorted(before) for v in before[first]] + [int(v) for v in a["data"]]
+    return out

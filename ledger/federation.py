@@ -106,7 +106,8 @@ def run_level(
             task.endorse(q, task_id, tree, level, p.address, hists, credit(q.address, p.address) if credit else NEUTRAL)
             for q in endorsers
         ]
-        out.txs.append(task.submit_histograms(p, task_id, tree, level, hists, endorsements))
+        sent = task.submit_histograms(p, task_id, tree, level, hists, endorsements)
+        out.txs.extend([*sent.parts, sent])
         out.submitters.append(p.address)
         out.hists[p.address] = hists
     if task.state(task_id).phase == Phase.HISTOGRAMS:

@@ -15,11 +15,7 @@ from hexbytes import HexBytes
 from web3.exceptions import MethodUnavailable, TransactionNotFound, Web3RPCError
 
 from fgbdt_chain.ledger.client import ChainClient
-
-POOL_TX_LIMIT = 128 * 1024
-"""geth's transaction pool limit (``txMaxSize``, 4 slots of 32 KiB): the largest transaction a geth network relays."""
-BLOCK_GAS_LIMIT = 30_000_000
-"""A public-network-sized block, the gas every single transaction must fit in."""
+from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, POOL_TX_LIMIT
 
 
 @dataclass

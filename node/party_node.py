@@ -27,12 +27,21 @@ from eth_account.signers.local import LocalAccount
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.chain_model import ModelNotReady, task_edges
 from fgbdt_chain.ledger.client import Event
-from fgbdt_chain.ledger.contracts import Endorsement, Membership, Phase, Status, TaskContract
+from fgbdt_chain.ledger.contracts import (
+    HISTOGRAM_EVENTS,
+    Endorsement,
+    Membership,
+    Phase,
+    Status,
+    TaskContract,
+    submitted_words,
+)
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
+from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, resolution_batches
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
@@ -208,6 +217,8 @@ class PartyNode:
         self._level_blocks: dict[tuple[int, int], int] = {}
         self._seen: set[tuple[str, int, int]] = set()
         self._resolve_failures: dict[int, int] = {}
+        self._node_gas = BLOCK_GAS_LIMIT
+        """The most gas one node of a resolveNodes call cost this party (a block, until it resolved one)."""
         self._histogram_lag_since: dict[tuple[int, int], float] = {}
         self._leaf_lag_since: dict[int, float] = {}
         self._level_scan = 0
@@ -728,12 +739,22 @@ class PartyNode:
             return
         with self.timed("chain reads"):
             level_hists = self._submitted_histograms(ctx)
-        batch = max(1, self.settings.resolve_batch)
+        batch = resolution_batches(
+            len(todo),
+            len(level_hists),
+            self.params.nbins,
+            len(ctx.open_nodes),
+            self._node_gas,
+            max(1, self.settings.resolve_batch),
+        )
         for i in range(0, len(todo), batch):
             nodes = todo[i : i + batch]
             try:
                 with self.timed("transactions"):
-                    self.task.resolve_nodes(self.account, self.task_id, nodes, ctx.open_nodes, level_hists)
+                    res = self.task.resolve_nodes(self.account, self.task_id, nodes, ctx.open_nodes, level_hists)
+                # the costliest node seen so far sizes later batches (a level-closing call costs the most)
+                known = self._node_gas if self._node_gas < BLOCK_GAS_LIMIT else 0
+                self._node_gas = max(known, res.gas_used // len(nodes))
             except ContractRevert as exc:
                 if _fewer_histograms_than_chain(exc):
                     # The chain counts a submission whose event its node does not serve yet (its log index lags
@@ -763,13 +784,12 @@ class PartyNode:
         """Every submitting party's level histograms, in party order, from the HistogramsSubmitted events."""
         cands = self.candidates(ctx)
         nb = self.params.nbins
-        by_party: dict[str, list[int]] = {}
-        for ev in self.task.client.logs(
-            self.task.contract, ["HistogramsSubmitted"], self.task_id, self._level_block(ctx.tree, ctx.level)
-        ):
-            a = ev.args
-            if int(a["tree"]) == ctx.tree and int(a["level"]) == ctx.level:
-                by_party[str(a["party"])] = [int(v) for v in a["data"]]
+        events = self.task.client.logs(
+            self.task.contract, list(HISTOGRAM_EVENTS), self.task_id, self._level_block(ctx.tree, ctx.level)
+        )
+        by_party = {
+            p: w for (p, tree, level), w in submitted_words(events).items() if (tree, level) == (ctx.tree, ctx.level)
+        }
         out = []
         for p in self.parties:
             if p in by_party:
@@ -897,10 +917,10 @@ class PartyNode:
         if known is None or not any(p == party for p, _ in known):
             known = {}
             start = self._level_block(tree, 0)
-            for ev in self.task.client.logs(self.task.contract, ["HistogramsSubmitted"], self.task_id, start):
-                a = ev.args
-                if int(a["tree"]) == tree:
-                    known[(str(a["party"]), int(a["level"]))] = [int(v) for v in a["data"]]
+            events = self.task.client.logs(self.task.contract, list(HISTOGRAM_EVENTS), self.task_id, start)
+            for (p, t, level), w in submitted_words(events).items():
+                if t == tree:
+                    known[(p, level)] = w
             self._submitted = {tree: known}
         return {level: w for (p, level), w in known.items() if p == party}
 

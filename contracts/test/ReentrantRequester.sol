@@ -2,6 +2,7 @@
 pragma solidity ^0.8.24;
 
 import {FGBDTChain} from "../FGBDTChain.sol";
+import {FGBDTConfigLib} from "../FGBDTConfig.sol";
 
 /// @title ReentrantRequester
 /// @notice Test-only attacker: opens and cancels a task, then withdraws the refund and tries to withdraw again from
@@ -19,7 +20,7 @@ contract ReentrantRequester {
 
     /// @notice Open a minimal task with `msg.value` as reward and cancel it, so the refund is owed to this contract.
     /// @param cfg The task configuration.
-    function openAndCancel(FGBDTChain.Config calldata cfg) external payable {
+    function openAndCancel(FGBDTConfigLib.Config calldata cfg) external payable {
         int256[] memory lo = new int256[](1);
         int256[] memory hi = new int256[](1);
         hi[0] = 1e18;

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {FGBDTMathLib} from "./FGBDTMath.sol";
+import {FGBDTRulesLib} from "./FGBDTRules.sol";
+
+/// @title FGBDTConfigLib
+/// @notice A task's parameters and the rules they must keep, checked once when the task is created. Mirrored by
+///         `ledger/contracts.py` (`TaskConfig`, field for field) and `ledger/task_params.py` (the mapping from the
+///         command line and the API).
+/// @dev `check` is public: the library is deployed once and linked, which keeps `FGBDTChain` under EIP-170's 24 KB.
+library FGBDTConfigLib {
+    /// @notice Task parameters fixed at creation. Real values are int256 fixed point (1e18 = 1.0). `epsilon` and
+    ///         `delta` are every party's differential-privacy budget for all it releases (`node/privacy.py`:
+    ///         sketch, PSD, votes, histograms); `epsilon` 0 is a task without privacy noise, whose histograms keep the
+    ///         per-bin bounds of the loss exactly. A private task trains binary logistic loss (bounded gradients).
+    ///         Trees before `votedTrees` fix each node's candidates by the parties' votes (the paper's FV-tree); later
+    ///         trees draw them from a public seed when each level opens, with no vote round (0: every tree draws;
+    ///         `trees` or more: every tree votes).
+    struct Config {
+        uint16 trees;
+        uint8 depth;
+        uint16 bins;
+        uint8 hessianMode;
+        uint8 tieBreak;
+        uint16 votedTrees;
+        uint8 objective;
+        uint8 endorseRule;
+        uint16 quorumNum;
+        uint16 quorumDen;
+        uint16 minParties;
+        uint16 maxParties;
+        uint64 joinBlocks;
+        uint64 stepBlocks;
+        int256 lambda;
+        int256 learningRate;
+        int256 minRows;
+        int256 alpha;
+        int256 refusalRate;
+        int256 overlapThreshold;
+        int256 epsilon;
+        int256 delta;
+    }
+
+    /// @notice The most parties a task may have (exact Shapley costs M * 2^M; see `FGBDTMathLib.splitShapley`).
+    uint256 internal constant MAX_PARTIES = 16;
+    /// @notice The deepest tree (a level's open nodes fit one 256-bit mask).
+    uint256 internal constant MAX_DEPTH = 8;
+    int256 private constant ONE = 1e18;
+    /// @notice `Config.endorseRule`: verifiers run the statistical test of `node/verify.py` at `refusalRate`.
+    uint8 internal constant ENDORSE_STATISTICAL = 0;
+    /// @notice `Config.endorseRule`: verifiers compare the paper's equation 11 with `overlapThreshold`; credits
+    ///         are neutral.
+    uint8 internal constant ENDORSE_OVERLAP = 1;
+
+    /// @notice A task parameter (or the schema) breaks its rule; `field` names it.
+    error InvalidConfig(bytes32 field);
+
+    /// @notice Reverts with `InvalidConfig` naming the first parameter out of its range.
+    /// @param cfg The parameters.
+    /// @param featureMin Each feature's smallest value in the schema.
+    /// @param featureMax Each feature's largest value in the schema.
+    function check(Config calldata cfg, int256[] calldata featureMin, int256[] calldata featureMax) public pure {
+        uint256 f = featureMin.length;
+        if (f == 0 || f != featureMax.length || f > type(uint16).max - 1) revert InvalidConfig("features");
+        for (uint256 i = 0; i < f; ++i) if (featureMin[i] > featureMax[i]) revert InvalidConfig("min>max");
+        if (cfg.trees == 0) revert InvalidConfig("trees");
+        if (cfg.depth == 0 || cfg.depth > MAX_DEPTH) revert InvalidConfig("depth");
+        if (cfg.bins == 0) revert InvalidConfig("bins");
+        if (cfg.hessianMode > 1) revert InvalidConfig("hessianMode");
+        if (cfg.tieBreak > FGBDTMathLib.TIE_HASHED) revert InvalidConfig("tieBreak");
+        if (cfg.objective > FGBDTRulesLib.OBJECTIVE_SQUARED) revert InvalidConfig("objective");
+        if (cfg.endorseRule > ENDORSE_OVERLAP) revert InvalidConfig("endorseRule");
+        if (cfg.refusalRate <= 0 || cfg.refusalRate >= ONE) revert InvalidConfig("refusalRate");
+        if (cfg.overlapThreshold < 0) revert InvalidConfig("overlapThreshold");
+        if (cfg.quorumDen == 0 || cfg.quorumNum > cfg.quorumDen) revert InvalidConfig("quorum");
+        if (cfg.minParties == 0 || cfg.minParties > cfg.maxParties || cfg.maxParties > MAX_PARTIES) {
+            revert InvalidConfig("parties");
+        }
+        if (cfg.stepBlocks == 0) revert InvalidConfig("stepBlocks");
+        if (cfg.lambda < 0 || cfg.learningRate <= 0 || cfg.minRows < 1) revert InvalidConfig("gbdt");
+        if (cfg.alpha <= 0 || cfg.alpha > ONE) revert InvalidConfig("alpha");
+        if (cfg.epsilon < 0 || (cfg.epsilon > 0 && (cfg.objective != 0 || cfg.delta <= 0 || cfg.delta >= ONE))) {
+            revert InvalidConfig("privacy");
+        }
+    }
+}

@@ -1,0 +1,105 @@
+"""The cuts that keep every transaction under what a geth network relays, checked against the real ABI coding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from eth_abi import encode
+from eth_utils import keccak
+
+from fgbdt_chain.ledger.abi_codec import canonical_type
+from fgbdt_chain.ledger.compile import load_artifacts
+from fgbdt_chain.ledger.tx_size import (
+    CALLDATA_LIMIT,
+    POOL_TX_LIMIT,
+    TooWideForTransaction,
+    histogram_parts,
+    resolution_batches,
+    submit_overhead,
+)
+
+SIGNATURE = bytes(range(65))
+
+
+def _calldata(name: str, *args: Any) -> bytes:
+    abi = load_artifacts()["FGBDTChain"].abi
+    fn = next(i for i in abi if i.get("type") == "function" and i["name"] == name)
+    types = [canonical_type(i) for i in fn["inputs"]]
+    return keccak(text=f"{name}({','.join(types)})")[:4] + encode(types, list(args))
+
+
+def _endorsements(k: int) -> list[tuple[bytes, int, int, int]]:
+    return [(SIGNATURE, 2**80 - 1, 2**80 - 1, 2**80 - 1) for _ in range(k)]
+
+
+@pytest.mark.parametrize("endorsements", [0, 1, 15])
+def test_submit_overhead_is_the_abi_coding(endorsements: int) -> None:
+    words = 6 * 17 * 3
+    got = len(_calldata("submitHistograms", 1, 2, 3, [-(2**200)] * words, _endorsements(endorsements)))
+    assert got == submit_overhead(endorsements) + words * 32
+
+
+@pytest.mark.parametrize(
+    ("open_nodes", "bins", "level", "endorsements"),
+    [
+        (1, 16, 0, 3),
+        (2, 16, 1, 3),
+        (128, 16, 7, 3),
+        (128, 16, 7, 15),
+        (128, 64, 7, 15),
+        (64, 255, 6, 1),
+        (98, 32, 7, 7),
+    ],
+)
+def test_every_part_fits_and_none_separates_siblings(open_nodes: int, bins: int, level: int, endorsements: int) -> None:
+    nbins = bins + 1
+    parts = histogram_parts(open_nodes, nbins, level, endorsements)
+    assert sum(parts) == open_nodes
+    if level > 0:
+        assert all(p % 2 == 0 for p in parts)
+    block = [2**255 - 1] * (6 * nbins)
+    for p in parts[:-1]:
+        assert p > 0
+        assert len(_calldata("commitHistograms", 1, 2, level, block * p)) <= CALLDATA_LIMIT
+    last = _calldata("submitHistograms", 1, 2, level, block * parts[-1], _endorsements(endorsements))
+    assert len(last) <= CALLDATA_LIMIT < POOL_TX_LIMIT
+    if 6 * nbins * 32 * open_nodes + submit_overhead(endorsements) <= CALLDATA_LIMIT:
+        assert parts == [open_nodes]  # a level that fits goes in one transaction, as before
+
+
+def test_the_depth_8_level_that_was_417_kb_goes_in_four_parts() -> None:
+    assert histogram_parts(128, 17, 7, 3) == [38, 38, 38, 14]
+
+
+def test_a_node_too_wide_for_any_transaction_is_refused_before_sending() -> None:
+    with pytest.raises(TooWideForTransaction, match="use fewer bins"):
+        histogram_parts(2, 400, 1, 3)
+    assert histogram_parts(1, 400, 0, 3) == [1]  # at the root one node is the unit
+
+
+@pytest.mark.parametrize(("submitters", "nodes"), [(2, 64), (4, 128), (8, 128), (16, 128)])
+def test_resolution_batches_fit_the_calldata_limit(submitters: int, nodes: int) -> None:
+    nbins, open_nodes = 17, nodes
+    batch = resolution_batches(nodes, submitters, nbins, open_nodes, per_node_gas=1, batch=1000)
+    proof = (open_nodes - 1).bit_length()
+    width = 2 * nbins
+    args = (
+        1,
+        list(range(batch)),
+        [2**255 - 1] * (batch * submitters * width),
+        [2**255 - 1] * (batch * submitters * width),
+        [2**255 - 1] * (batch * submitters * width),
+        [b"\x01" * 32] * (batch * submitters * proof),
+    )
+    assert len(_calldata("resolveNodes", *args)) <= CALLDATA_LIMIT
+    more = (1, list(range(batch + 1)), *(a + a[: len(a) // batch] for a in args[2:]))
+    if batch < nodes:
+        assert len(_calldata("resolveNodes", *more)) > CALLDATA_LIMIT  # and it is the most that fits
+
+
+def test_resolution_batches_fit_a_block_of_gas() -> None:
+    assert resolution_batches(128, 4, 17, 128, per_node_gas=30_000_000, batch=16) == 1  # unknown cost: one node
+    assert resolution_batches(128, 2, 5, 128, per_node_gas=2_000_000, batch=16) == 12  # 24M of a 30M block
+    assert resolution_batches(128, 4, 17, 128, per_node_gas=2_000_000, batch=16) == 9  # 9 nodes: 126 KB
+    assert resolution_batches(3, 4, 17, 128, per_node_gas=10, batch=16) == 3
