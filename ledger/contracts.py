@@ -316,15 +316,17 @@ class TaskContract:
         level: int,
         hists: Sequence[NodeHistograms],
         endorsements: Sequence[Endorsement],
+        committed: int = 0,
     ) -> TxResult:
         """``submitHistograms``: one ``NodeHistograms`` per open node (increasing id), endorsed by others. A level
         too wide for one transaction a network relays goes as ``commitHistograms`` parts first
         (``tx_size.histogram_parts``); the result is the ``submitHistograms`` transaction's, with the parts' in
-        its ``parts``."""
+        its ``parts``. ``committed``: the open nodes whose parts are already on chain at this step (a sender that
+        restarted half-way, see :meth:`committed_nodes`), which are not sent again."""
         nbins = len(hists[0].g[0]) if hists else 1
-        sizes = histogram_parts(len(hists), nbins, level, len(endorsements), self.calldata_limit)
+        sizes = histogram_parts(len(hists) - committed, nbins, level, len(endorsements), self.calldata_limit)
         sent: list[TxResult] = []
-        start = 0
+        start = committed
         for size in sizes[:-1]:
             part = [x for h in hists[start : start + size] for x in node_block(h)]
             sent.append(self._tx("commitHistograms", task_id, tree, level, part, sender=sender))
@@ -335,6 +337,20 @@ class TaskContract:
         )
         res.parts = sent
         return res
+
+    def committed_nodes(self, task_id: int, tree: int, level: int, party: str, from_block: int) -> int:
+        """How many of the level's open nodes ``party`` has committed in ``commitHistograms`` parts (from its
+        ``HistogramsCommitted`` events since ``from_block``, the level's start)."""
+        done = 0
+        for ev in self.client.logs(self.contract, ["HistogramsCommitted"], task_id, from_block):
+            a = ev.args
+            if (int(a["tree"]), int(a["level"]), str(a["party"])) == (tree, level, party):
+                width = len(a["data"])
+                done = max(done, int(a["first"]) + (width // self._block_words(task_id) if width else 0))
+        return done
+
+    def _block_words(self, task_id: int) -> int:
+        return 6 * (self.config(task_id).bins + 1)
 
     def commit_histograms(
         self, sender: LocalAccount, task_id: int, tree: int, level: int, hists: Sequence[NodeHistograms]

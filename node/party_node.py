@@ -41,7 +41,7 @@ from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
-from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, resolution_batches
+from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, histogram_parts, resolution_batches
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
@@ -631,9 +631,16 @@ class PartyNode:
             )
             self._decline(ctx)
             return
+        committed = 0
+        if len(histogram_parts(len(hists), self.params.nbins, ctx.level, len(endorsements))) > 1:
+            with self.timed("chain reads"):  # a restart half-way through a wide level resumes after its parts
+                start = self._level_block(ctx.tree, ctx.level)
+                committed = self.task.committed_nodes(self.task_id, ctx.tree, ctx.level, self.address, start)
         try:
             with self.timed("transactions"):
-                res = self.task.submit_histograms(self.account, self.task_id, ctx.tree, ctx.level, hists, endorsements)
+                res = self.task.submit_histograms(
+                    self.account, self.task_id, ctx.tree, ctx.level, hists, endorsements, committed
+                )
             self.log(
                 f"tree {ctx.tree} level {ctx.level}: histograms submitted with {need} endorsements (gas {res.gas_used})"
             )
