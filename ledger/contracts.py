@@ -144,11 +144,9 @@ class Endorsement:
 class MathContract:
     """``FGBDTMath``: the stateless contract math."""
 
-    def __init__(self, client: ChainClient, contract: Contract, calldata_limit: int = CALLDATA_LIMIT) -> None:
+    def __init__(self, client: ChainClient, contract: Contract) -> None:
         self.client = client
         self.contract = contract
-        self.calldata_limit = calldata_limit
-        """The most calldata one histogram transaction may carry (``tx_size.CALLDATA_LIMIT``; lower in tests)."""
 
     @classmethod
     def deploy(cls, client: ChainClient, sender: LocalAccount) -> MathContract:
@@ -338,19 +336,15 @@ class TaskContract:
         res.parts = sent
         return res
 
-    def committed_nodes(self, task_id: int, tree: int, level: int, party: str, from_block: int) -> int:
+    def committed_nodes(self, task_id: int, tree: int, level: int, party: str, nbins: int, from_block: int) -> int:
         """How many of the level's open nodes ``party`` has committed in ``commitHistograms`` parts (from its
-        ``HistogramsCommitted`` events since ``from_block``, the level's start)."""
+        ``HistogramsCommitted`` events since ``from_block``, the level's start; ``nbins`` slots per candidate)."""
         done = 0
         for ev in self.client.logs(self.contract, ["HistogramsCommitted"], task_id, from_block):
             a = ev.args
             if (int(a["tree"]), int(a["level"]), str(a["party"])) == (tree, level, party):
-                width = len(a["data"])
-                done = max(done, int(a["first"]) + (width // self._block_words(task_id) if width else 0))
+                done = max(done, int(a["first"]) + len(a["data"]) // (6 * nbins))
         return done
-
-    def _block_words(self, task_id: int) -> int:
-        return 6 * (self.config(task_id).bins + 1)
 
     def commit_histograms(
         self, sender: LocalAccount, task_id: int, tree: int, level: int, hists: Sequence[NodeHistograms]

@@ -61,9 +61,10 @@ def resolution_batches(
 ) -> int:
     """How many nodes one ``resolveNodes`` call may carry: at most ``batch``, as many as fit the calldata limit
     (every submitter's three arrays of ``2 * nbins`` words and its Merkle proof per node), and as many as fit a
-    block's gas at ``per_node_gas`` each (the most a node was seen to cost, with a quarter's margin)."""
+    block's gas at ``per_node_gas`` each (the most a node was seen to cost, with a fifth of the block spare; 0: no
+    cost seen yet, one node)."""
     proof = max(0, (open_nodes - 1).bit_length())
     node_bytes = submitters * (3 * 2 * nbins + proof) * WORD + WORD
     by_bytes = (limit - (4 + 6 * WORD + 5 * WORD)) // node_bytes
-    by_gas = BLOCK_GAS_LIMIT * 4 // 5 // max(1, per_node_gas)
+    by_gas = BLOCK_GAS_LIMIT * 4 // 5 // per_node_gas if per_node_gas > 0 else 1
     return max(1, min(nodes, batch, by_bytes, by_gas))

@@ -41,7 +41,7 @@ from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
-from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, histogram_parts, resolution_batches
+from fgbdt_chain.ledger.tx_size import histogram_parts, resolution_batches
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
@@ -217,8 +217,8 @@ class PartyNode:
         self._level_blocks: dict[tuple[int, int], int] = {}
         self._seen: set[tuple[str, int, int]] = set()
         self._resolve_failures: dict[int, int] = {}
-        self._node_gas = BLOCK_GAS_LIMIT
-        """The most gas one node of a resolveNodes call cost this party (a block, until it resolved one)."""
+        self._node_gas = 0
+        """The most gas one node of a resolveNodes call cost this party (0 until it resolved one)."""
         self._histogram_lag_since: dict[tuple[int, int], float] = {}
         self._leaf_lag_since: dict[int, float] = {}
         self._level_scan = 0
@@ -635,7 +635,9 @@ class PartyNode:
         if len(histogram_parts(len(hists), self.params.nbins, ctx.level, len(endorsements))) > 1:
             with self.timed("chain reads"):  # a restart half-way through a wide level resumes after its parts
                 start = self._level_block(ctx.tree, ctx.level)
-                committed = self.task.committed_nodes(self.task_id, ctx.tree, ctx.level, self.address, start)
+                committed = self.task.committed_nodes(
+                    self.task_id, ctx.tree, ctx.level, self.address, self.params.nbins, start
+                )
         try:
             with self.timed("transactions"):
                 res = self.task.submit_histograms(
@@ -760,8 +762,7 @@ class PartyNode:
                 with self.timed("transactions"):
                     res = self.task.resolve_nodes(self.account, self.task_id, nodes, ctx.open_nodes, level_hists)
                 # the costliest node seen so far sizes later batches (a level-closing call costs the most)
-                known = self._node_gas if self._node_gas < BLOCK_GAS_LIMIT else 0
-                self._node_gas = max(known, res.gas_used // len(nodes))
+                self._node_gas = max(self._node_gas, res.gas_used // len(nodes))
             except ContractRevert as exc:
                 if _fewer_histograms_than_chain(exc):
                     # The chain counts a submission whose event its node does not serve yet (its log index lags

@@ -99,7 +99,8 @@ def test_resolution_batches_fit_the_calldata_limit(submitters: int, nodes: int) 
 
 
 def test_resolution_batches_fit_a_block_of_gas() -> None:
-    assert resolution_batches(128, 4, 17, 128, per_node_gas=30_000_000, batch=16) == 1  # unknown cost: one node
+    assert resolution_batches(128, 4, 17, 128, per_node_gas=0, batch=16) == 1  # no cost seen yet: one node
+    assert resolution_batches(128, 4, 17, 128, per_node_gas=30_000_000, batch=16) == 1  # a node fills a block
     assert resolution_batches(128, 2, 5, 128, per_node_gas=2_000_000, batch=16) == 12  # 24M of a 30M block
     assert resolution_batches(128, 4, 17, 128, per_node_gas=2_000_000, batch=16) == 9  # 9 nodes: 126 KB
     assert resolution_batches(3, 4, 17, 128, per_node_gas=10, batch=16) == 3

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import pytest
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.edges import encode_edges
+from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.federation import LevelOutcome, RowSource
 
 __all__ = ["RowSource"]
@@ -51,6 +54,14 @@ def open_task(
     if start:
         task.start(requester, task_id, EDGES)
     return Federation(task, task_id, cfg, requester, parties, resolver, num_features)
+
+
+def reverts(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ContractRevert:
+    """Call ``fn`` and check it reverts with the custom error ``name``."""
+    with pytest.raises(ContractRevert) as exc:
+        fn(*args, **kwargs)
+    assert exc.value.name == name, exc.value
+    return exc.value
 
 
 EDGES = encode_edges([[0.25, 0.5, 0.75]] * 5)

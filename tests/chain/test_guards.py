@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from typing import Any
 
 import pytest
-from chain_helpers import EDGES, Federation, RowSource, open_task, random_hist
+from chain_helpers import EDGES, Federation, RowSource, open_task, random_hist, reverts
 from eth_account import Account
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
-from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.federation import run_level
 from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 
 pytestmark = pytest.mark.chain
 
 CFG = TaskConfig(trees=1, depth=1, bins=3, min_parties=3, max_parties=4, step_blocks=20, join_blocks=30)
-
-
-def reverts(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ContractRevert:
-    """Call ``fn`` and check it reverts with the custom error ``name``."""
-    with pytest.raises(ContractRevert) as exc:
-        fn(*args, **kwargs)
-    assert exc.value.name == name, exc.value
-    return exc.value
 
 
 @pytest.fixture

@@ -9,13 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from chain_helpers import Federation, RowSource, open_task
+from chain_helpers import Federation, RowSource, open_task, reverts
 
 from fgbdt_chain.ledger.audit import AuditInput, audit_events, read_task
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import merkle_root, node_block, node_hash
-from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.federation import LevelOutcome, run_level
 from fgbdt_chain.ledger.tx_size import CALLDATA_LIMIT, submit_overhead
 
@@ -96,9 +95,9 @@ def test_part_guards(chain: ChainClient, task_contract: TaskContract) -> None:
     p = fed.parties[0]
     nodes = st.open_nodes()
     hists = [source(p.address, nd, (t.node(tid, 0, nd).cand0, t.node(tid, 0, nd).cand1)) for nd in nodes]
-    _reverts("LengthMismatch", t.commit_histograms, p, tid, 0, 2, hists[:1])  # splits a pair of siblings
-    _reverts("LengthMismatch", t.commit_histograms, p, tid, 0, 2, [*hists, *hists[:2]])  # past the level
-    _reverts("InheritedTotalsMismatch", t.commit_histograms, p, tid, 0, 2, hists[2:])  # nodes 6, 7 sent as 4, 5
+    reverts("LengthMismatch", t.commit_histograms, p, tid, 0, 2, hists[:1])  # splits a pair of siblings
+    reverts("LengthMismatch", t.commit_histograms, p, tid, 0, 2, [*hists, *hists[:2]])  # past the level
+    reverts("InheritedTotalsMismatch", t.commit_histograms, p, tid, 0, 2, hists[2:])  # nodes 6, 7 sent as 4, 5
     res = t.commit_histograms(p, tid, 0, 2, hists[:2])
     assert (
         int(res.event("HistogramsCommitted").args["first"]),
@@ -110,21 +109,15 @@ def test_part_guards(chain: ChainClient, task_contract: TaskContract) -> None:
     signed = [t.endorse(q, tid, 0, 2, p.address, hists) for q in fed.parties[1:]]
     endorsements = [e.as_tuple() for e in signed]
     whole = [x for h in hists for x in node_block(h)]
-    _reverts("LengthMismatch", t._tx, "submitHistograms", tid, 0, 2, whole, endorsements, sender=p)
+    reverts("LengthMismatch", t._tx, "submitHistograms", tid, 0, 2, whole, endorsements, sender=p)
     # a sender that restarted here finds its part on chain and sends the rest only
-    committed = t.committed_nodes(tid, 0, 2, p.address, res.block_number - 1)
+    committed = t.committed_nodes(tid, 0, 2, p.address, CFG.bins + 1, res.block_number - 1)
     assert committed == 2
     done = t.submit_histograms(p, tid, 0, 2, hists, signed, committed=committed)
     assert not done.parts and len(done.event("HistogramsSubmitted").args["data"]) == 2 * NODE_BYTES // 32
     assert bytes(done.event("HistogramsSubmitted").args["root"]) == merkle_root([node_hash(h) for h in hists])
-    _reverts("AlreadySubmitted", t.commit_histograms, p, tid, 0, 2, hists[:2])
-    _reverts("AlreadySubmitted", t._tx, "submitHistograms", tid, 0, 2, [], endorsements, sender=p)
-
-
-def _reverts(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    with pytest.raises(ContractRevert) as exc:
-        fn(*args, **kwargs)
-    assert exc.value.name == name, exc.value
+    reverts("AlreadySubmitted", t.commit_histograms, p, tid, 0, 2, hists[:2])
+    reverts("AlreadySubmitted", t._tx, "submitHistograms", tid, 0, 2, [], endorsements, sender=p)
 
 
 @pytest.fixture(scope="module")
