@@ -380,7 +380,8 @@ contract FGBDTChain is ERC2771Context {
 
     // ------------------------------------------------------------------ training
 
-    /// @notice Submit one vote per open node of the current level, in increasing node id (-1 abstains).
+    /// @notice Submit one vote per open node of the current level, in increasing node id (-1 abstains). The vote
+    ///         that completes the step's ballots also closes it (`VotingClosed`, the candidates fixed).
     /// @param taskId The task.
     /// @param tree Current tree (guards against stale transactions).
     /// @param level Current level.
@@ -406,16 +407,22 @@ contract FGBDTChain is ERC2771Context {
         m.votedStep = t.step;
         t.voteCount += 1;
         emit VotesSubmitted(taskId, tree, level, _msgSender(), votes);
+        if (t.voteCount == t.activeCount) _closeVoting(taskId, t);
     }
 
-    /// @notice Close voting once every party taking part voted or the deadline passed, fixing each node's top-2.
+    /// @notice Close voting once its deadline passed, fixing each node's top-2 from the ballots cast (a step whose
+    ///         every party taking part voted closed itself).
     /// @param taskId The task.
     function closeVoting(uint256 taskId) external {
-        Task storage t = _task(taskId);
-        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
-        if (t.phase != Phase.Voting) revert WrongPhase(taskId, t.phase);
-        uint256 mCount = t.parties.length;
+        Task storage t = _taskInPhase(taskId, Phase.Voting);
         if (t.voteCount < t.activeCount && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
+        _closeVoting(taskId, t);
+    }
+
+    /// @dev Fix the top-2 of the step's ballots and open the histogram step: by `closeVoting`, or by the vote that
+    ///      completes the ballots (no separate closing transaction, no extra block, on the happy path).
+    function _closeVoting(uint256 taskId, Task storage t) private {
+        uint256 mCount = t.parties.length;
         uint256 step = t.step;
         bytes[] memory ballots = new bytes[](t.voteCount);
         uint256 nb;
@@ -446,13 +453,14 @@ contract FGBDTChain is ERC2771Context {
         emit HistogramsCommitted(taskId, tree, level, _msgSender(), first, data);
     }
 
-    /// @notice Commit this level's candidate histograms with endorsements of other approved parties.
+    /// @notice Commit this level's candidate histograms with endorsements of other approved parties. The
+    ///         submission that completes the step also closes it (`HistogramsClosed`): resolution opens.
     /// @dev `data` holds, per open node in increasing id, g[2*nbins] | h[2*nbins] | n[2*nbins] (nbins = bins + 1),
     ///      from the first node not committed by `commitHistograms` at this step. First the exact rules
     ///      (`FGBDTRulesLib`): every node's candidate totals and bin bounds, then, below a tree's root, every pair of
     ///      siblings' totals against this party's own side sums at their parent. The commitment is
     ///      `FGBDTCommitLib.root` over every open node's hash. Each endorsement's signature is 65-byte (r, s, v)
-    ///      over the EIP-191 hash of `endorsementDigest(taskId, tree, level, party, root, credits)`; at a tree's
+    ///      over the EIP-191 hash of `FGBDTEndorseLib.digest(taskId, tree, level, party, root, credits)`; at a tree's
     ///      root the smallest credits attested become the party's credit for the tree.
     /// @param taskId The task.
     /// @param tree Current tree.
@@ -480,11 +488,12 @@ contract FGBDTChain is ERC2771Context {
         if (level == 0) (m.creditG, m.creditH, m.creditN) = (uint80(credit[0]), uint80(credit[1]), uint80(credit[2]));
         t.histCount += 1;
         emit HistogramsSubmitted(taskId, tree, level, _msgSender(), root, valid, credit, data);
+        if (_histogramsComplete(t)) _closeHistograms(taskId, t);
     }
 
     /// @notice Step aside for this level's histograms (a voter whose histograms were refused endorsement), so the
-    ///         step can close as soon as every other voter submitted instead of at its deadline. The party earns
-    ///         nothing for the level's nodes, exactly as if it had stayed silent.
+    ///         step closes as soon as every other voter submitted (in the transaction that completes it) instead
+    ///         of at its deadline. The party earns nothing for the level's nodes, exactly as if it had stayed silent.
     /// @param taskId The task.
     /// @param tree Current tree.
     /// @param level Current level.
@@ -493,19 +502,24 @@ contract FGBDTChain is ERC2771Context {
         m.declinedStep = t.step;
         t.declineCount += 1;
         emit HistogramsDeclined(taskId, tree, level, _msgSender());
+        if (_histogramsComplete(t)) _closeHistograms(taskId, t);
     }
 
-    /// @notice Close the histogram step once every voter (with drawn candidates: every party taking part) submitted
-    ///         or declined, or the deadline passed; resolution opens.
+    /// @notice Close the histogram step once its deadline passed without every voter (with drawn candidates: every
+    ///         party taking part) having submitted or declined; resolution opens. A complete step closed itself.
     /// @param taskId The task.
     function closeHistograms(uint256 taskId) external {
-        Task storage t = _task(taskId);
-        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
-        if (t.phase != Phase.Histograms) revert WrongPhase(taskId, t.phase);
-        uint256 expected = _drawn(t) ? t.activeCount : t.voteCount;
-        if (t.histCount + t.declineCount < expected && block.number <= t.stepDeadline) {
-            revert StepStillOpen(taskId, t.stepDeadline);
-        }
+        Task storage t = _taskInPhase(taskId, Phase.Histograms);
+        if (!_histogramsComplete(t) && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
+        _closeHistograms(taskId, t);
+    }
+
+    /// @dev Whether every voter (with drawn candidates: every party taking part) submitted or declined.
+    function _histogramsComplete(Task storage t) private view returns (bool) {
+        return t.histCount + t.declineCount == (_drawn(t) ? t.activeCount : t.voteCount);
+    }
+
+    function _closeHistograms(uint256 taskId, Task storage t) private {
         t.phase = Phase.Resolving;
         emit HistogramsClosed(taskId, t.tree, t.level, t.histCount);
     }
@@ -527,7 +541,7 @@ contract FGBDTChain is ERC2771Context {
         int256[] calldata n,
         bytes32[] calldata proofs
     ) external {
-        Task storage t = _resolvingTask(taskId);
+        Task storage t = _taskInPhase(taskId, Phase.Resolving);
         _resolveOne(taskId, t, node, g, h, n, proofs);
         if (t.resolvedMask == t.openMask) _advance(taskId, t);
     }
@@ -553,7 +567,7 @@ contract FGBDTChain is ERC2771Context {
         int256[] calldata n,
         bytes32[] calldata proofs
     ) external {
-        Task storage t = _resolvingTask(taskId);
+        Task storage t = _taskInPhase(taskId, Phase.Resolving);
         uint256 k = nodes.length;
         if (k == 0 || g.length % k != 0 || proofs.length % k != 0) revert LengthMismatch(k, g.length);
         uint256 w = g.length / k;
@@ -588,25 +602,6 @@ contract FGBDTChain is ERC2771Context {
     }
 
     // ------------------------------------------------------------------ views
-
-    /// @notice The digest a party's endorsers sign (before the EIP-191 prefix).
-    /// @param taskId The task.
-    /// @param tree The tree.
-    /// @param level The level.
-    /// @param party The party whose histograms are endorsed.
-    /// @param root Merkle root of the party's node hashes for the level.
-    /// @param credit The credit multipliers the endorser attests (gradients, hessians, counts; fixed point).
-    /// @return The digest binding chain id, this contract, task, tree, level, party, histogram root and credits.
-    function endorsementDigest(
-        uint256 taskId,
-        uint256 tree,
-        uint256 level,
-        address party,
-        bytes32 root,
-        uint256[3] memory credit
-    ) public view returns (bytes32) {
-        return FGBDTEndorseLib.digest(taskId, tree, level, party, root, credit);
-    }
 
     /// @notice A task's parameters.
     /// @param taskId The task.
@@ -730,10 +725,11 @@ contract FGBDTChain is ERC2771Context {
         }
     }
 
-    function _resolvingTask(uint256 taskId) private view returns (Task storage t) {
+    /// @dev A training task in `phase`: what the closing and resolving calls, which anyone may send, check first.
+    function _taskInPhase(uint256 taskId, Phase phase) private view returns (Task storage t) {
         t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
-        if (t.phase != Phase.Resolving) revert WrongPhase(taskId, t.phase);
+        if (t.phase != phase) revert WrongPhase(taskId, t.phase);
     }
 
     /// @dev One node's resolution: marks it resolved first (effects before the long computation; a revert undoes

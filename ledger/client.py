@@ -371,10 +371,15 @@ class ChainClient:
         if receipt is None:
             receipt = self._wait_receipt(tx_hash, timeout=600.0)
         if int(receipt["status"]) != 1:
+            if not estimate:
+                # Once more with a fresh estimate, which names a real revert. The limit may have been short: a
+                # guess, or an estimate made before another transaction changed what this one does (the vote that
+                # now completes the step also closes it). Out of gas does not always use all the gas: inside a
+                # library call (DELEGATECALL gets 63/64 of what is left) it reverts the outer frame with gas to
+                # spare, and a replay as a call, with ample gas, then passes.
+                plain = {k: v for k, v in tx.items() if k not in ("gas", "gasPrice", "nonce", "from", "chainId")}
+                return self._send(sender, plain, function, contract, estimate=True)
             if int(receipt["gasUsed"]) >= int(tx["gas"]):
-                if guess is not None:  # the guess was short: once more with the node's estimate
-                    plain = {k: v for k, v in tx.items() if k not in ("gas", "gasPrice", "nonce", "from", "chainId")}
-                    return self._send(sender, plain, function, contract, estimate=True)
                 # the state changed between the estimate and the block (e.g. this call now also closes a level)
                 raise ContractRevert("OutOfGas", (int(tx["gas"]),), b"", function)
             self._count(function, reverted=True)

@@ -406,23 +406,6 @@ class TaskContract:
 
     # ---------------------------------------------------------------- views
 
-    def endorsement_digest(
-        self, task_id: int, tree: int, level: int, party: str, root: bytes, credit: Credit = NEUTRAL
-    ) -> bytes:
-        """``endorsementDigest`` as the contract computes it (``ledger.encoding`` computes the same off chain)."""
-        return bytes(
-            self.client.call(
-                self.contract,
-                "endorsementDigest",
-                task_id,
-                tree,
-                level,
-                party,
-                root,
-                [credit.g, credit.h, credit.n],
-            )
-        )
-
     def trusted_forwarder(self) -> str:
         """The ERC-2771 forwarder this contract trusts (``trustedForwarder``)."""
         return str(self.client.call(self.contract, "trustedForwarder"))

@@ -89,7 +89,7 @@ def endorsement_digest(
     root: bytes,
     credit: Credit = NEUTRAL,
 ) -> bytes:
-    """The digest endorsers sign (the contract's ``endorsementDigest``), before the EIP-191 prefix: it binds the
+    """The digest endorsers sign (``FGBDTEndorseLib.digest`` in the contract), before the EIP-191 prefix: it binds the
     credit multipliers the endorser attests, so a party cannot submit a signature with a better credit."""
     return keccak(
         abi_encode(

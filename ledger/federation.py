@@ -88,11 +88,10 @@ def run_level(
             out.txs.append(task.submit_votes(p, task_id, tree, level, votes[p.address]))
             out.voters.append(p.address)
             out.votes[p.address] = list(votes[p.address])
-        if len(out.voters) < len(parties):
+        if task.state(task_id).phase == Phase.VOTING:  # not closed by a last vote: some party was silent
             _mine_past(task, task_id)
-        closed = task.close_voting(resolver, task_id)
-        out.txs.append(closed)
-        for ev in closed.events_named("CandidatesFixed"):
+            out.txs.append(task.close_voting(resolver, task_id))
+        for ev in out.txs[-1].events_named("CandidatesFixed"):
             out.candidates[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
     approved = task.parties(task_id)
     need = quorum(len(approved), cfg.quorum_num, cfg.quorum_den)
@@ -110,9 +109,8 @@ def run_level(
         out.txs.extend([*sent.parts, sent])
         out.submitters.append(p.address)
         out.hists[p.address] = hists
-    if task.state(task_id).phase == Phase.HISTOGRAMS:
-        if len(out.submitters) < len(out.voters):
-            _mine_past(task, task_id)
+    if task.state(task_id).phase == Phase.HISTOGRAMS:  # not closed by a last submission: some voter was silent
+        _mine_past(task, task_id)
         out.txs.append(task.close_histograms(resolver, task_id))
     level_hists = [out.hists[a] for a in out.submitters]
     for i in range(0, len(open_nodes) if resolve_batch else 0, max(1, resolve_batch)):

@@ -144,14 +144,16 @@ class TreeLog:
         self.leaves: dict[int, dict[int, int]] = {}
         self.next_block = 0
 
-    def refresh(self) -> None:
+    def refresh(self, since: int | None = None) -> None:
+        """Read the records added since the last refresh, or again from block ``since`` (the start of a tree whose
+        records look short: bounded by one tree, where reading again from genesis grew with the chain)."""
         latest = self.task.client.block_number
-        if latest < self.next_block:
+        if since is None and latest < self.next_block:
             return
         # A node may report a new block number before it serves that block's logs (a known race of anvil and
         # geth alike), so the last few blocks are read again each time: the records are keyed, re-reading is
         # idempotent, and a missed log cannot leave a node without its split or leaf.
-        start = max(0, self.next_block - RESCAN_BLOCKS)
+        start = max(0, self.next_block - RESCAN_BLOCKS) if since is None else since
         events = self.task.client.logs(self.task.contract, ["NodeSplit", "LeafSet"], self.task_id, start, latest)
         for ev in events:
             t, node = int(ev.args["tree"]), int(ev.args["node"])
@@ -230,7 +232,7 @@ class PartyNode:
         """Per finished tree, every party's submitted histogram words by (party, level): one event read serves the
         carries of all the parties this node endorses."""
         self._candidates: dict[int, dict[int, tuple[int, int]]] = {}
-        """Per finished tree, its nodes' candidates as the contract records them, read once for every party."""
+        """Per tree (the current one and the one before), its nodes' candidates as the contract records them."""
         self._score_bounds = ScoreBounds(lambda t: self.trees.leaves.get(t, {}).values())
         self.seconds: dict[str, float] = {}
         """Where this node's time went (for the chain benchmark): compute, chain reads, transactions, endorsements."""
@@ -360,9 +362,8 @@ class PartyNode:
             ids = self._route(t, self.params.depth + 1)
             leaves = self.trees.leaves.get(t, {})
             missing = set(np.unique(ids).tolist()) - set(leaves)
-            if missing:  # read the whole task's records again before calling the chain inconsistent
-                self.trees.next_block = 0
-                self.trees.refresh()
+            if missing:  # read the tree's records again before calling the chain inconsistent
+                self.trees.refresh(since=self._level_block(t, 0))
                 ids = self._route(t, self.params.depth + 1)
                 leaves = self.trees.leaves.get(t, {})
                 missing = set(np.unique(ids).tolist()) - set(leaves)
@@ -407,8 +408,7 @@ class PartyNode:
             assert self._grads is not None
             self.trees.refresh()
             if not self._knows_level(tree, level, open_nodes):
-                self.trees.next_block = 0  # read the whole record again, then give the node time if still short
-                self.trees.refresh()
+                self.trees.refresh(since=self._level_block(tree, 0))  # the tree again; then give the node time
                 if not self._knows_level(tree, level, open_nodes):
                     raise ChainLag(f"tree {tree} level {level}: the splits that opened it are not served yet")
             ids = self._route(tree, level)
@@ -437,6 +437,9 @@ class PartyNode:
                         self.task.contract, "getNode", [(self.task_id, ctx.tree, n) for n in ctx.open_nodes]
                     )
                     ctx.candidates = [(int(r[1]), int(r[2])) for r in recs]
+            with self.lock:  # kept for the carry checks of the next tree (``_tree_candidates``)
+                self._candidates = {t: c for t, c in self._candidates.items() if t >= ctx.tree - 1}
+                self._candidates.setdefault(ctx.tree, {}).update(zip(ctx.open_nodes, ctx.candidates, strict=True))
         return ctx.candidates
 
     def my_histograms(self, ctx: LevelContext) -> list[ref.NodeHistograms]:
@@ -537,7 +540,12 @@ class PartyNode:
             self.log(f"{exc}; looking again")
             return False
         now = time.monotonic()
-        retry_due = now - self._last_attempt > 4 * self.settings.poll_seconds
+        # The vote or submission that completes a step closes it; a party closes one only past its deadline (the
+        # next block is the first where the contract allows it), when someone stayed silent.
+        retry_due = (
+            now - self._last_attempt > 4 * self.settings.poll_seconds
+            and self.task.client.block_number >= st.step_deadline
+        )
         if st.phase == Phase.VOTING:
             if not self.excluded and not self._has(["VotesSubmitted"], st.tree, st.level):
                 self._vote(ctx)
@@ -574,7 +582,9 @@ class PartyNode:
         return False
 
     def _level_block(self, tree: int, level: int) -> int:
-        """The block where (tree, level) started, so that event queries cover one level, not the whole task."""
+        """The block where (tree, level) started, so that event queries cover one level, not the whole task. While
+        its ``LevelStarted`` is not served yet (the node's log index lags its state), the start of the latest earlier
+        level known: a bound that holds, where block 0 made every such read scan the whole chain."""
         key = (tree, level)
         if key not in self._level_blocks:
             latest = self.task.client.block_number
@@ -582,7 +592,10 @@ class PartyNode:
             for ev in self.task.client.logs(self.task.contract, ["LevelStarted"], self.task_id, start, latest):
                 self._level_blocks[(int(ev.args["tree"]), int(ev.args["level"]))] = ev.block_number
             self._level_scan = latest + 1
-        return self._level_blocks.get(key, 0)
+        found = self._level_blocks.get(key)
+        if found is not None:
+            return found
+        return max((b for k, b in self._level_blocks.items() if k < key), default=0)
 
     def _try(self, what: str, fn: Callable[[LocalAccount, int], Any]) -> bool:
         try:
@@ -601,6 +614,7 @@ class PartyNode:
         try:
             with self.timed("transactions"):
                 res = self.task.submit_votes(self.account, self.task_id, ctx.tree, ctx.level, votes.tolist())
+            self._seen.add(("VotesSubmitted", ctx.tree, ctx.level))  # no log query to learn what it just did
             self.log(f"tree {ctx.tree} level {ctx.level}: voted on {len(ctx.open_nodes)} nodes (gas {res.gas_used})")
         except ContractRevert as exc:
             if exc.name == "Excluded":
@@ -614,8 +628,6 @@ class PartyNode:
                 self.log(f"tree {ctx.tree} level {ctx.level}: vote not taken ({exc.name})")
                 return
             raise
-        # The last voter closes the step at once instead of a poll later (a no-op revert for the others).
-        self._try("closeVoting", self.task.close_voting)
 
     def _send_histograms(self, ctx: LevelContext, deadline: int) -> None:
         with self.timed("computing (histograms)"):
@@ -643,6 +655,7 @@ class PartyNode:
                 res = self.task.submit_histograms(
                     self.account, self.task_id, ctx.tree, ctx.level, hists, endorsements, committed
                 )
+            self._seen.add(("HistogramsSubmitted", ctx.tree, ctx.level))
             self.log(
                 f"tree {ctx.tree} level {ctx.level}: histograms submitted with {need} endorsements (gas {res.gas_used})"
             )
@@ -660,7 +673,6 @@ class PartyNode:
                 self.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
                 return
             raise
-        self._try("closeHistograms", self.task.close_histograms)
 
     def _decline(self, ctx: LevelContext) -> None:
         """Step aside for the level's histograms so that the others need not wait for the deadline; the party is
@@ -672,8 +684,6 @@ class PartyNode:
         except ContractRevert as exc:
             if exc.name not in ("AlreadySubmitted", "WrongPhase", "WrongStep", "StepDeadlinePassed", "Excluded"):
                 raise
-            return
-        self._try("closeHistograms", self.task.close_histograms)
 
     def _collect_endorsements(
         self, ctx: LevelContext, hists: list[ref.NodeHistograms], need: int, deadline: int
@@ -766,9 +776,7 @@ class PartyNode:
             except ContractRevert as exc:
                 if _fewer_histograms_than_chain(exc):
                     # The chain counts a submission whose event its node does not serve yet (its log index lags
-                    # its state, notably just after a restart): read the level's events from the start next poll.
-                    self._level_blocks.pop((ctx.tree, ctx.level), None)
-                    self._level_scan = 0
+                    # its state, notably just after a restart): the next poll reads the level's events again.
                     lagging = self._histogram_lag_since.setdefault((ctx.tree, ctx.level), time.monotonic())
                     if time.monotonic() - lagging > HISTOGRAM_LAG_SECONDS:
                         raise NodeError(
@@ -933,9 +941,10 @@ class PartyNode:
         return {level: w for (p, level), w in known.items() if p == party}
 
     def _tree_candidates(self, tree: int, nodes: Sequence[int]) -> list[tuple[int, int]]:
-        """The candidates of some of a finished tree's nodes, as the contract records them (read once per node)."""
+        """The candidates of some of a finished tree's nodes, as the contract records them: those of the levels this
+        party took part in are known already (``candidates``), the others (after a restart) are read once per node."""
+        self._candidates = {t: c for t, c in self._candidates.items() if t >= tree}
         known = self._candidates.setdefault(tree, {})
-        self._candidates = {tree: known}
         missing = [n for n in nodes if n not in known]
         if missing:
             recs = self.task.client.call_many(self.task.contract, "getNode", [(self.task_id, tree, n) for n in missing])

@@ -52,9 +52,10 @@ def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -
             self.splits: dict[int, dict[int, tuple[int, int]]] = {0: {1: (0, 1)}}
             self.leaves: dict[int, dict[int, int]] = {0: {2: ONE}}  # node 3's leaf not served yet
             self.next_block = 5
+            self.reread: list[int | None] = []
 
-        def refresh(self) -> None:
-            pass
+        def refresh(self, since: int | None = None) -> None:
+            self.reread.append(since)
 
     node = object.__new__(PartyNode)
     node.party = SimpleNamespace(rows=SimpleNamespace(slots=np.array([[1], [2], [3]])), score=np.zeros(3), n_rows=3)
@@ -63,12 +64,35 @@ def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -
     node.settings = NodeSettings(chain_outage_seconds=0.05)
     node.applied_trees = 0
     node._leaf_lag_since = {}
+    node._level_blocks = {(0, 0): 3, (0, 1): 4}  # where tree 0 started: the re-read goes back to there, not to block 0
     with pytest.raises(ChainLag, match="not served yet"):
         node._apply_completed_trees(1)
     assert node.applied_trees == 0 and not node.party.score.any()
+    assert node.trees.reread == [None, 3]
     time.sleep(0.1)
     with pytest.raises(NodeError, match="have no leaf value"):
         node._apply_completed_trees(1)
     node.trees.leaves[0][3] = -ONE  # served at last
     node._apply_completed_trees(1)
     assert node.applied_trees == 1 and node.party.score.tolist() == [1.0, -1.0, -1.0]
+
+
+def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> None:
+    """Event reads start where their level started; while its ``LevelStarted`` is not served yet, at the latest
+    earlier level's start (a level never starts before it), where block 0 made each such read scan the whole chain."""
+    asked: list[tuple[int, int | str]] = []
+
+    def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
+        asked.append((start, latest))
+        return []
+
+    node = object.__new__(PartyNode)
+    node.task = SimpleNamespace(client=SimpleNamespace(block_number=40, logs=logs), contract=None)
+    node.task_id = 1
+    node._level_blocks = {(2, 0): 10, (2, 1): 14, (3, 0): 30}
+    node._level_scan = 38
+    assert node._level_block(2, 1) == 14 and asked == []  # known: no query
+    assert node._level_block(2, 2) == 14  # not served yet: tree 2's level 1 started before it
+    assert asked == [(30, 40)] and node._level_scan == 41  # the scan for it went over the new blocks only
+    assert node._level_block(3, 1) == 30
+    assert node._level_block(1, 4) == 0  # nothing known before it: from the start

@@ -89,8 +89,9 @@ def test_client_flow_over_http(client: ChainClient, task: TaskContract) -> None:
     # block.chainid inside the EVM is the advertised chain id: signatures and digests agree off and on chain
     party = to_checksum_address("0x" + "ab" * 20)
     root = keccak(b"root")
-    want = endorsement_digest(client.chain_id, task.address, 3, 1, 2, party, root)
-    assert task.endorsement_digest(3, 1, 2, party, root) == want
+    harness = client.deploy("EndorseDigestHarness", client.new_account(10**21))
+    want = endorsement_digest(client.chain_id, harness.address, 3, 1, 2, party, root)
+    assert bytes(client.call(harness, "digest", 3, 1, 2, party, root, [ONE, ONE, ONE])) == want
 
 
 def test_call_many_is_one_batch(client: ChainClient, node: EmbeddedChain) -> None:

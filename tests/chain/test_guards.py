@@ -30,9 +30,11 @@ def _hists(fed: Federation, seed: int = 1) -> list[NodeHistograms]:
 
 
 def _vote_all(fed: Federation) -> None:
-    for p in fed.parties:
-        fed.task.submit_votes(p, fed.task_id, 0, 0, [0])
-    fed.task.close_voting(fed.resolver, fed.task_id)
+    """Every party votes; the last vote closes the step (``VotingClosed`` in its transaction)."""
+    for i, p in enumerate(fed.parties):
+        res = fed.task.submit_votes(p, fed.task_id, 0, 0, [0])
+        assert bool(res.events_named("VotingClosed")) == (i == len(fed.parties) - 1)
+    assert fed.task.state(fed.task_id).phase == Phase.HISTOGRAMS
 
 
 def test_membership_guards(chain: ChainClient, task_contract: TaskContract) -> None:
@@ -105,9 +107,10 @@ def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: 
     reverts("Excluded", t.decline_histograms, fed.parties[2], tid, 0, 1)
     t.decline_histograms(fed.parties[0], tid, 0, 1)
     reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
-    t.decline_histograms(fed.parties[1], tid, 0, 1)
-    t.close_histograms(fed.resolver, tid)  # both parties taking part have answered: no wait for the deadline
+    # both parties taking part have answered: the last decline closes the step, no wait for the deadline
+    assert t.decline_histograms(fed.parties[1], tid, 0, 1).events_named("HistogramsClosed")
     assert t.state(tid).phase == Phase.RESOLVING
+    reverts("WrongPhase", t.close_histograms, fed.resolver, tid)
 
 
 def test_vote_guards(fed: Federation) -> None:
@@ -188,12 +191,13 @@ def test_resolution_guards(fed: Federation) -> None:
     for p in fed.parties:
         level[p.address] = _hists(fed, seed=int(p.address, 16) % 1000)
         others = [q for q in fed.parties if q.address != p.address][:2]
+        if p == fed.parties[-1]:  # not resolvable before the step closes, and the last submission closes it
+            reverts("WrongPhase", t.resolve_node, fed.resolver, tid, 1, [1], list(level.values()))
         t.submit_histograms(
             p, tid, 0, 0, level[p.address], [t.endorse(q, tid, 0, 0, p.address, level[p.address]) for q in others]
         )
     all_hists = [level[p.address] for p in fed.parties]
-    reverts("WrongPhase", t.resolve_node, fed.resolver, tid, 1, [1], all_hists)
-    t.close_histograms(fed.resolver, tid)
+    assert t.state(tid).phase == Phase.RESOLVING
     reverts("NodeNotOpen", t.resolve_node, fed.resolver, tid, 2, [2], all_hists)
     reverts("LengthMismatch", t.resolve_node, fed.resolver, tid, 1, [1], all_hists[:3])
     tampered = list(all_hists)
@@ -415,7 +419,9 @@ def test_declining_voter_lets_the_step_close_early(chain: ChainClient, fed: Fede
         [t.endorse(q, tid, 0, 0, p1.address, hists[p1.address]) for q in (p0, decliner)],
     )
     assert chain.block_number <= t.state(tid).step_deadline
-    assert t.close_histograms(fed.resolver, tid).event("HistogramsClosed").args["submitters"] == 2
+    assert t.state(tid).phase == Phase.RESOLVING  # closed by p1's submission, the last one owed
+    closed = [ev for ev in t.client.logs(t.contract, ["HistogramsClosed"], tid) if int(ev.args["tree"]) == 0]
+    assert [int(ev.args["submitters"]) for ev in closed] == [2]
     res = t.resolve_node(fed.resolver, tid, 1, [1], [hists[p0.address], hists[p1.address]])
     assert list(res.event("ContributionsAdded").args["parties"]) == [p0.address, p1.address]
     assert t.contribution(tid, decliner.address) == 0

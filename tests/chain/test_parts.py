@@ -90,7 +90,6 @@ def test_part_guards(chain: ChainClient, task_contract: TaskContract) -> None:
     assert st.level == 2
     for p in fed.parties:
         t.submit_votes(p, tid, 0, 2, [1, 1, 1, 1])
-    t.close_voting(fed.resolver, tid)
     assert t.state(tid).phase == Phase.HISTOGRAMS
     p = fed.parties[0]
     nodes = st.open_nodes()
