@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
@@ -38,6 +39,7 @@ from fgbdt_chain.ledger.contracts import (
 )
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.heads import NewHeads
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
@@ -85,6 +87,9 @@ class NodeSettings:
     attack: Attack | None = None
     """Greedy-party experiments: what this node does to the histograms it sends (``node.attacks``)."""
     poll_seconds: float = 0.05
+    subscribe: bool = True
+    """Wake on the node's new-head notifications (WebSocket ``eth_subscribe``) instead of polling for blocks; a node
+    without WebSocket is polled every ``poll_seconds`` either way."""
     endorse_timeout: float = 30.0
     endorse_patience_seconds: float = 10.0
     """How long to keep asking an unreachable verifier once a quorum of signatures is in."""
@@ -489,20 +494,35 @@ class PartyNode:
 
     def _follow(self) -> None:
         """Step whenever a new block arrives (and at least once a second) until the task completes."""
-        seen_block, stepped = -1, 0.0
-        while True:
-            # Task state changes only in new blocks: between them a poll is one eth_blockNumber, not the several
-            # reads of a step. Steps still run once a second for wall-clock waits (the resolution grace).
-            with self.timed("waiting (polling the chain)"):
-                block = self._survive(lambda: self.task.client.block_number)
-            now = time.monotonic()
-            if block != seen_block or now - stepped > 1.0:
-                seen_block, stepped = block, now
-                if self._survive(self.step):
-                    break
-                continue
-            with self.timed("waiting (polling the chain)"):
-                time.sleep(self.settings.poll_seconds)
+        url = getattr(self.task.client.w3.provider, "endpoint_uri", None)
+        heads = NewHeads(str(url)) if self.settings.subscribe and str(url).startswith("http") else None
+        try:
+            seen_block, stepped = -1, 0.0
+            while True:
+                # Task state changes only in new blocks: between them the node is asked nothing (a subscription) or
+                # one eth_blockNumber per poll, not the several reads of a step. Steps still run once a second for
+                # wall-clock waits (the resolution grace).
+                with self.timed("waiting (for a new block)"):
+                    block = self._survive(partial(self._next_block, heads, seen_block))
+                now = time.monotonic()
+                if block != seen_block or now - stepped > 1.0:
+                    seen_block, stepped = block, now
+                    if self._survive(self.step):
+                        break
+        finally:
+            if heads is not None:
+                heads.close()
+
+    def _next_block(self, heads: NewHeads | None, seen: int) -> int:
+        """The latest block once it is past ``seen``, or ``seen`` after up to a second (subscribed) or one poll."""
+        if heads is not None and heads.live and seen >= 0:
+            found = heads.wait(seen, timeout=1.0)
+            if found is not None or heads.live:
+                return seen if found is None else found
+        block = self.task.client.block_number
+        if block == seen:
+            time.sleep(self.settings.poll_seconds)
+        return block
 
     def _survive(self, action: Callable[[], Any]) -> Any:
         """Run ``action``; while the chain is unreachable, retry with backoff up to ``chain_outage_seconds``."""

@@ -1,0 +1,98 @@
+"""New blocks as the node pushes them (``eth_subscribe("newHeads")`` over WebSocket), for followers acting on each.
+
+Why: a party acts only when a block arrives (task state changes nowhere else). Polling ``eth_blockNumber`` every
+``poll_seconds`` costs a request per poll and, on average, half a poll of latency per dependent round; a subscription
+wakes the follower as soon as the node announces the block. Nodes that serve no WebSocket (the embedded chain, an
+HTTP-only gateway) leave :attr:`NewHeads.live` false and the follower polls as before; a dropped connection is
+retried in the background (a chain outage), polling meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+from websockets.exceptions import WebSocketException
+from websockets.sync.client import ClientConnection, connect
+
+NEW_HEADS = "newHeads"
+RECONNECT_SECONDS = 1.0
+"""Pause between attempts to subscribe again after the connection dropped or was refused."""
+
+
+def ws_url(http_url: str) -> str:
+    """The WebSocket URL of a JSON-RPC node served over HTTP on the same port (anvil and geth serve both)."""
+    parts = urlsplit(http_url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"not an HTTP(S) JSON-RPC URL: {http_url!r}")
+    return urlunsplit(("wss" if parts.scheme == "https" else "ws", *parts[1:]))
+
+
+class NewHeads:
+    """The latest block number the node announced; :meth:`wait` blocks until a newer one (or a timeout)."""
+
+    def __init__(self, http_url: str, connect_timeout: float = 5.0) -> None:
+        self.url = ws_url(http_url)
+        self.connect_timeout = connect_timeout
+        self.latest = -1
+        """The highest block number announced so far (-1: none yet)."""
+        self.live = False
+        """Whether the subscription is up: while false, callers poll."""
+        self.error = ""
+        """Why the last attempt to subscribe failed (for the follower's log)."""
+        self._changed = threading.Condition()
+        self._closed = threading.Event()
+        self._socket: ClientConnection | None = None
+        self._thread = threading.Thread(target=self._run, name="new-heads", daemon=True)
+        self._thread.start()
+
+    def wait(self, after: int, timeout: float) -> int | None:
+        """A block number above ``after`` once the node announced one, else None after ``timeout`` seconds (or at
+        once while the subscription is down: the caller polls then)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self.latest <= after:
+                left = deadline - time.monotonic()
+                if not self.live or left <= 0:
+                    return None
+                self._changed.wait(left)
+            return self.latest
+
+    def close(self) -> None:
+        self._closed.set()
+        sock = self._socket
+        if sock is not None:
+            sock.close()
+        self._thread.join(timeout=5.0)
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            try:
+                with connect(self.url, open_timeout=self.connect_timeout, max_size=None) as sock:
+                    self._socket = sock
+                    sock.send(
+                        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]})
+                    )
+                    answer = json.loads(sock.recv(timeout=self.connect_timeout))
+                    if "error" in answer:
+                        raise ConnectionError(f"eth_subscribe refused: {answer['error']}")
+                    self._set(live=True)
+                    for message in sock:
+                        head = json.loads(message).get("params", {}).get("result", {})
+                        if "number" in head:
+                            self._set(live=True, number=int(head["number"], 16))
+            except (OSError, WebSocketException, TimeoutError, ValueError, ConnectionError) as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
+            finally:
+                self._socket = None
+                self._set(live=False)
+            self._closed.wait(RECONNECT_SECONDS)
+
+    def _set(self, live: bool, number: int | None = None) -> None:
+        with self._changed:
+            self.live = live
+            if number is not None and number > self.latest:
+                self.latest = number
+            self._changed.notify_all()

@@ -1,0 +1,58 @@
+"""The new-block subscription (``ledger.heads``) on a real anvil, and its fallback where no WebSocket answers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fgbdt_chain.ledger.anvil import Anvil, free_port
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.heads import NewHeads, ws_url
+
+
+def _until_live(heads: NewHeads, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not heads.live:
+        assert time.monotonic() < deadline, f"no subscription: {heads.error}"
+        time.sleep(0.02)
+
+
+def test_ws_url_keeps_host_port_and_path() -> None:
+    assert ws_url("http://127.0.0.1:8545") == "ws://127.0.0.1:8545"
+    assert ws_url("https://node.example/rpc/x") == "wss://node.example/rpc/x"
+    with pytest.raises(ValueError, match="HTTP"):
+        ws_url("ipc:///tmp/geth.ipc")
+
+
+def test_anvil_pushes_every_new_block(anvil_node: Anvil, anvil_client: ChainClient) -> None:
+    heads = NewHeads(anvil_node.url)
+    try:
+        _until_live(heads)
+        start = anvil_client.block_number
+        assert heads.wait(start, timeout=0.2) is None  # nothing mined: the wait times out
+        anvil_client.mine(1)
+        assert heads.wait(start, timeout=5.0) == start + 1
+        anvil_client.mine(3)  # several blocks at once: the latest is what a follower needs
+        deadline = time.monotonic() + 5.0
+        while heads.latest < start + 4:
+            assert time.monotonic() < deadline
+            heads.wait(heads.latest, timeout=1.0)
+        assert heads.latest == anvil_client.block_number == start + 4
+        assert heads.wait(start + 2, timeout=0.0) == start + 4  # already past: no wait
+    finally:
+        heads.close()
+    assert not heads.live
+
+
+def test_no_websocket_means_polling() -> None:
+    """A port with nothing behind it: the subscription is down, and ``wait`` answers at once so the caller polls."""
+    heads = NewHeads(f"http://127.0.0.1:{free_port()}", connect_timeout=0.5)
+    try:
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert heads.wait(-1, timeout=5.0) is None
+        assert time.monotonic() - started < 1.0
+        assert not heads.live and heads.error
+    finally:
+        heads.close()
