@@ -96,12 +96,16 @@ contract FGBDTChain is ERC2771Context {
 
     /// @notice One node of a tree: candidates, totals (from its parent's split) and result.
     /// @dev kind: 0 unknown, 1 open, 2 split, 3 leaf. `value` is the gain of a split node or the value of a leaf.
+    ///      `tree` is the tree the record belongs to: records are kept for the current and the previous tree only
+    ///      (slots by tree parity, every field written when the node opens), so the state does not grow with the
+    ///      model; earlier trees are in the events (`CandidatesFixed`, `NodeSplit`, `LeafSet`).
     struct Node {
         uint8 kind;
         uint16 cand0;
         uint16 cand1;
         uint16 feature;
         uint16 threshold;
+        uint16 tree;
         int256 g;
         int256 h;
         int256 n;
@@ -135,6 +139,7 @@ contract FGBDTChain is ERC2771Context {
     uint256 public taskCount;
     mapping(uint256 => Task) private _tasks;
     mapping(uint256 => mapping(address => Member)) private _members;
+    /// @dev task => tree parity => node id => record (see `Node.tree`).
     mapping(uint256 => mapping(uint256 => mapping(uint256 => Node))) private _nodes;
     /// @dev task => node => party index => keccak of (step, its gL, hL, nL, gR, hR, nR) at the node's split: what its
     ///      totals at the children must hash to in the next step (overwritten tree after tree).
@@ -663,13 +668,20 @@ contract FGBDTChain is ERC2771Context {
         return (m.status, m.index, m.psdHash, m.contribution);
     }
 
-    /// @notice One node of a tree of the model.
+    /// @notice One node of a tree of the model, while the chain keeps it: the current and the previous tree's
+    ///         nodes (earlier trees are in the events); a record the chain no longer holds reads as unknown (zero).
     /// @param taskId The task.
     /// @param tree The tree.
     /// @param node Heap id of the node (root 1, children 2i and 2i + 1).
-    /// @return The node record.
-    function getNode(uint256 taskId, uint256 tree, uint256 node) external view returns (Node memory) {
-        return _nodes[taskId][tree][node];
+    /// @return nd The node record.
+    function getNode(uint256 taskId, uint256 tree, uint256 node) external view returns (Node memory nd) {
+        Node storage stored = _node(taskId, tree, node);
+        if (stored.tree == tree) nd = stored;
+    }
+
+    /// @dev The storage slot of a node of `tree`: shared with tree - 2 (see `Node.tree`).
+    function _node(uint256 taskId, uint256 tree, uint256 node) private view returns (Node storage) {
+        return _nodes[taskId][tree & 1][node];
     }
 
     // ------------------------------------------------------------------ internals
@@ -903,7 +915,7 @@ contract FGBDTChain is ERC2771Context {
     ) private {
         FGBDTConfigLib.Config storage c = t.cfg;
         uint256 tree = t.tree;
-        Node storage nd = _nodes[r.taskId][tree][r.node];
+        Node storage nd = _node(r.taskId, tree, r.node);
         uint256 s = r.subs.length;
         if (r.node == 1) {
             int256 gs;
@@ -1023,10 +1035,10 @@ contract FGBDTChain is ERC2771Context {
     function _children(Task storage t, Resolution memory r, FGBDTMathLib.Split memory sp) private {
         FGBDTConfigLib.Config storage c = t.cfg;
         uint256 tree = t.tree;
-        Node storage left = _nodes[r.taskId][tree][2 * r.node];
-        Node storage right = _nodes[r.taskId][tree][2 * r.node + 1];
-        (left.g, left.h, left.n) = (sp.gLeft, sp.hLeft, sp.nLeft);
-        (right.g, right.h, right.n) = (sp.gRight, sp.hRight, sp.nRight);
+        Node storage left = _node(r.taskId, tree, 2 * r.node);
+        Node storage right = _node(r.taskId, tree, 2 * r.node + 1);
+        _open(left, tree, sp.gLeft, sp.hLeft, sp.nLeft);
+        _open(right, tree, sp.gRight, sp.hRight, sp.nRight);
         if (uint256(t.level) + 1 == c.depth) {
             int256 lv = FGBDTMathLib.leafValue(
                 sp.gLeft,
@@ -1045,8 +1057,6 @@ contract FGBDTChain is ERC2771Context {
             emit LeafSet(r.taskId, tree, 2 * r.node, lv);
             emit LeafSet(r.taskId, tree, 2 * r.node + 1, rv);
         } else {
-            left.kind = 1;
-            right.kind = 1;
             uint256 childBase = 2 << t.level;
             t.nextMask |= (3 << (2 * r.node - childBase));
         }
@@ -1055,8 +1065,14 @@ contract FGBDTChain is ERC2771Context {
     function _startTree(uint256 taskId, Task storage t, uint256 tree) private {
         t.tree = uint16(tree);
         t.level = 0;
-        _nodes[taskId][tree][1].kind = 1;
+        _open(_node(taskId, tree, 1), tree, 0, 0, 0);
         _startLevel(taskId, t, 1);
+    }
+
+    /// @dev A node opens in `tree`: every field written, none left from the tree two before in the same slot.
+    function _open(Node storage nd, uint256 tree, int256 g, int256 h, int256 n) private {
+        (nd.kind, nd.cand0, nd.cand1, nd.feature, nd.threshold, nd.tree) = (1, 0, 0, 0, 0, uint16(tree));
+        (nd.g, nd.h, nd.n, nd.value) = (g, h, n, 0);
     }
 
     function _startLevel(uint256 taskId, Task storage t, uint256 mask) private {
@@ -1086,7 +1102,7 @@ contract FGBDTChain is ERC2771Context {
         for (uint256 i = 0; i < fixed_.length; ++i) {
             uint256 x = fixed_[i];
             (uint256 node, uint256 first, uint256 second) = (x >> 32, (x >> 16) & 0xFFFF, x & 0xFFFF);
-            Node storage nd = _nodes[taskId][tree][node];
+            Node storage nd = _node(taskId, tree, node);
             nd.cand0 = uint16(first);
             nd.cand1 = uint16(second);
             emit CandidatesFixed(taskId, tree, node, first, second);

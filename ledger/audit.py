@@ -74,6 +74,7 @@ class NodeState:
     cand1: int = 0
     feature: int = 0
     threshold: int = 0
+    tree: int = 0
     g: int = 0
     h: int = 0
     n: int = 0
@@ -416,7 +417,7 @@ class _Auditor:
             if level == 0:
                 self.counts.trees += 1
             for nd in open_nodes:
-                self.nodes.setdefault((tree, nd), NodeState())
+                self.nodes.setdefault((tree, nd), NodeState(tree=tree))
                 self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], kind=KIND_OPEN)
             nxt = self._level(tree, level, open_nodes, st, inherited)
             if nxt is None:  # the level is still running: nothing after it may exist
@@ -865,7 +866,9 @@ class _Auditor:
                 self.sides[p][nd] = Sides.of(hists[p][j], sp.rank, sp.threshold)
             for child, sums in ((2 * nd, res.left), (2 * nd + 1, res.right)):
                 inherited[(tree, child)] = sums
-                self.nodes[(tree, child)] = NodeState(kind=0 if last else KIND_OPEN, g=sums.g, h=sums.h, n=sums.n)
+                self.nodes[(tree, child)] = NodeState(
+                    kind=0 if last else KIND_OPEN, tree=tree, g=sums.g, h=sums.h, n=sums.n
+                )
             if last:
                 for child, value in ((2 * nd, res.left_leaf), (2 * nd + 1, res.right_leaf)):
                     w = {"tree": tree, "level": level + 1, "node": child}
@@ -1079,7 +1082,10 @@ def _read_state(contract: Any, task_id: int, events: list[Event], at: int) -> Ch
     contributions = {p: int(view("getMember", task_id, p)[3]) for p in parties}
     owed = {a: int(view("owed", task_id, a)) for a in sorted(accounts)}
     node_states = {}
+    kept = max((t for t, _ in nodes), default=0) - 1  # the chain keeps the last two trees' nodes (getNode)
     for t, nd in sorted(nodes):
+        if t < kept:
+            continue
         rec = view("getNode", task_id, t, nd)
         values = rec.values() if isinstance(rec, dict) else rec
         node_states[(t, nd)] = NodeState(*(int(x) for x in values))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fgbdt_chain.ledger.contracts import TaskContract
+from fgbdt_chain.ledger.contracts import HISTOGRAM_EVENTS, TaskContract, submitted_words
 from fgbdt_chain.ledger.edges import decode_edges
 from fgbdt_chain.node.model import Model, Node, Tree
 
@@ -46,8 +46,8 @@ def model_from_chain(
             sides = [int(v) for v in a["sides"]]  # gL, hL, nL, gR, hR, nR
             child_rows[(t, 2 * node)], child_rows[(t, 2 * node + 1)] = sides[2], sides[5]
             tree.nodes[node] = Node.split(int(a["feature"]), int(a["threshold"]), int(a["gain"]), sides[2] + sides[5])
-        elif node == 1:  # a root leaf has no parent split to count its rows: the contract keeps the root's totals
-            tree.nodes[node] = Node.leaf(int(a["value"]), task.node(task_id, t, 1).n)
+        elif node == 1:  # a root leaf has no parent split to count its rows
+            tree.nodes[node] = Node.leaf(int(a["value"]), _root_rows(task, task_id, t, cfg.bins + 1))
         else:
             tree.nodes[node] = Node.leaf(int(a["value"]), child_rows[(t, node)])
     ordered = [trees[t] for t in sorted(trees)]
@@ -79,3 +79,13 @@ def _complete(tree: Tree) -> bool:
     if 1 not in tree.nodes:
         return False
     return all(n.is_leaf or (2 * i in tree.nodes and 2 * i + 1 in tree.nodes) for i, n in tree.nodes.items())
+
+
+def _root_rows(task: TaskContract, task_id: int, tree: int, nbins: int) -> int:
+    """The rows at ``tree``'s root: the contract's root totals while it keeps the tree's nodes (the last two trees),
+    else the same sum from the accepted level-0 histograms (every submitter's counts at the first candidate)."""
+    rec = task.node(task_id, tree, 1)
+    if rec.tree == tree and rec.kind != 0:
+        return rec.n
+    words = submitted_words(task.client.logs(task.contract, list(HISTOGRAM_EVENTS), task_id))
+    return sum(sum(w[4 * nbins : 5 * nbins]) for (_, t, level), w in words.items() if (t, level) == (tree, 0))

@@ -116,13 +116,16 @@ class TaskState:
 
 @dataclass(frozen=True)
 class NodeRecord:
-    """``getNode``: kind 0 unknown, 1 open, 2 split, 3 leaf; ``value`` is the gain or the leaf value."""
+    """``getNode``: kind 0 unknown (or no longer kept), 1 open, 2 split, 3 leaf; ``value`` is the gain or the leaf
+    value."""
 
     kind: int
     cand0: int
     cand1: int
     feature: int
     threshold: int
+    tree: int
+    """The tree the record belongs to: the chain keeps the current and the previous tree's nodes only."""
     g: int
     h: int
     n: int

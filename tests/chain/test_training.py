@@ -87,12 +87,18 @@ def test_table3_through_the_contract(chain: ChainClient, task_contract: TaskCont
 
 
 def _check_chain_model(task: TaskContract, task_id: int, cfg: TaskConfig) -> None:
-    """The model rebuilt from the task's events is the one in the contract's node records."""
+    """The model rebuilt from the task's events is the one in the contract's node records, which the chain keeps for
+    the last two trees: an earlier tree's record reads as unknown once the tree two after it reopened its slot (the
+    root always), so the state does not grow with the model."""
     model = model_from_chain(task, task_id)
     assert len(model.trees) == cfg.trees and model.edges == decode_edges(EDGES)
     for t, tree in enumerate(model.trees):
         for nid, node in tree.nodes.items():
             rec = task.node(task_id, t, nid)
+            if t + 2 < cfg.trees and (nid == 1 or rec.kind == 0):
+                assert rec == type(rec)(*[0] * 10)  # not kept: no stale field of another tree shows
+                continue
+            assert rec.tree == t
             if node.is_leaf:
                 assert (rec.kind, rec.value) == (3, node.value_fixed)
             else:
@@ -246,3 +252,25 @@ def test_drawn_candidates_match_reference(training_chain: tuple[ChainClient, Tas
     events[i] = dataclasses.replace(ev, args={**ev.args, "second": (int(ev.args["second"]) + 1) % fed.num_features})
     m = audit_events(dataclasses.replace(record, events=events)).mismatch
     assert m is not None and m.field == "candidates (drawn from the public seed)", m
+
+
+def test_node_records_are_kept_for_the_last_two_trees(anvil_client: ChainClient) -> None:
+    """Four trees: the contract's node records of trees 0 and 1 give way to trees 2 and 3 (the state does not grow
+    with the model), while the model, contributions, payouts and the audit still hold (``_train`` checks them)."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    cfg = TaskConfig(trees=4, depth=2, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=3, step_blocks=5)
+    _, fed = _train(anvil_client, task, cfg, 3, seed=11, silent={})
+    assert fed.task.node(fed.task_id, 0, 1).kind == 0 and fed.task.node(fed.task_id, 1, 1).kind == 0
+    assert (fed.task.node(fed.task_id, 2, 1).tree, fed.task.node(fed.task_id, 3, 1).tree) == (2, 3)
+
+
+def test_a_root_leaf_counts_its_rows_after_its_record_is_gone(anvil_client: ChainClient) -> None:
+    """No root can split (min_rows above every party's rows together): each tree is one leaf, whose row count the
+    model takes from the contract's root record while it is kept, and from the accepted level-0 histograms after."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    cfg = TaskConfig(trees=3, depth=1, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=10**6, step_blocks=5)
+    _, fed = _train(anvil_client, task, cfg, 3, seed=12, silent={}, rows_per_party=40)
+    assert fed.task.node(fed.task_id, 0, 1).kind == 0  # tree 0's root slot was reopened by tree 2
+    model = model_from_chain(task, fed.task_id)
+    assert [sorted(t.nodes) for t in model.trees] == [[1], [1], [1]]
+    assert [t.nodes[1].count for t in model.trees] == [3 * 40] * 3
