@@ -20,10 +20,10 @@ from eth_abi.exceptions import EncodingError
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
-from web3 import Web3
+from web3 import HTTPProvider, Web3
 from web3._utils.method_formatters import receipt_formatter
 from web3.contract import Contract
-from web3.exceptions import TransactionIndexingInProgress, TransactionNotFound, Web3RPCError
+from web3.exceptions import ContractLogicError, TransactionIndexingInProgress, TransactionNotFound, Web3RPCError
 from web3.types import RPCEndpoint
 
 from fgbdt_chain.ledger.abi_codec import EventCoder, FunctionCoder, event_coders, function_coders
@@ -212,10 +212,22 @@ class ChainClient:
             params: dict[str, Any] = {"to": contract.address, "data": data}
             if sender:
                 params["from"] = sender
-            result = self.w3.eth.call(params)  # type: ignore[arg-type]
+            result = self._eth_call(params)
         except Exception as exc:
             raise self._revert(exc, function) from exc
-        return coder.decode_result(self.w3.codec, bytes(result))
+        return coder.decode_result(self.w3.codec, result)
+
+    def _eth_call(self, params: dict[str, Any]) -> bytes:
+        """``eth_call`` at the latest block, straight to an HTTP JSON-RPC node: web3's request formatters and
+        middleware were half of a state read (2.0 ms against 1.15 ms on an idle anvil, 8.9 ms per read with four
+        parties on two cores), and a party reads the task state at every block. Other providers go through web3."""
+        if not isinstance(self.w3.provider, HTTPProvider):
+            return bytes(self.w3.eth.call(params))  # type: ignore[arg-type]
+        answer = self.w3.provider.make_request(RPCEndpoint("eth_call"), [params, "latest"])
+        error = answer.get("error")
+        if error is not None:  # a revert: its data, as web3 would carry it, for the error decoder
+            raise ContractLogicError(str(error.get("message", error)), data=error.get("data"))
+        return bytes.fromhex(str(answer["result"]).removeprefix("0x"))
 
     def call_many(self, contract: Contract, function: str, arg_lists: Sequence[Sequence[Any]]) -> list[Any]:
         """Many read-only calls of one function, batched into one JSON-RPC request when the provider allows it."""
