@@ -1082,7 +1082,7 @@ def _read_state(contract: Any, task_id: int, events: list[Event], at: int) -> Ch
     contributions = {p: int(view("getMember", task_id, p)[3]) for p in parties}
     owed = {a: int(view("owed", task_id, a)) for a in sorted(accounts)}
     node_states = {}
-    kept = max((t for t, _ in nodes), default=0) - 1  # the chain keeps the last two trees' nodes (getNode)
+    kept = int(st[3]) - 1  # getState's tree: the chain keeps its nodes and the previous tree's (getNode)
     for t, nd in sorted(nodes):
         if t < kept:
             continue

@@ -87,5 +87,11 @@ def _root_rows(task: TaskContract, task_id: int, tree: int, nbins: int) -> int:
     rec = task.node(task_id, tree, 1)
     if rec.tree == tree and rec.kind != 0:
         return rec.n
-    words = submitted_words(task.client.logs(task.contract, list(HISTOGRAM_EVENTS), task_id))
+    # the histogram events are the largest: read those of the tree's first level only, between its LevelStarted
+    # and the next one
+    levels = task.client.logs(task.contract, ["LevelStarted"], task_id)
+    i = next(i for i, ev in enumerate(levels) if (int(ev.args["tree"]), int(ev.args["level"])) == (tree, 0))
+    end: int | str = levels[i + 1].block_number if i + 1 < len(levels) else "latest"
+    events = task.client.logs(task.contract, list(HISTOGRAM_EVENTS), task_id, levels[i].block_number, end)
+    words = submitted_words(events)
     return sum(sum(w[4 * nbins : 5 * nbins]) for (_, t, level), w in words.items() if (t, level) == (tree, 0))

@@ -225,8 +225,11 @@ class ChainClient:
             return bytes(self.w3.eth.call(params))  # type: ignore[arg-type]
         answer = self.w3.provider.make_request(RPCEndpoint("eth_call"), [params, "latest"])
         error = answer.get("error")
-        if error is not None:  # a revert: its data, as web3 would carry it, for the error decoder
-            raise ContractLogicError(str(error.get("message", error)), data=error.get("data"))
+        if error is not None:
+            message = str(error.get("message", error))
+            if error.get("code") == 3 or error.get("data") is not None or "revert" in message.lower():
+                raise ContractLogicError(message, data=error.get("data"))  # its data, for the error decoder
+            raise Web3RPCError(message, rpc_response=answer)  # not a revert: rate limits, unknown blocks, ...
         return bytes.fromhex(str(answer["result"]).removeprefix("0x"))
 
     def call_many(self, contract: Contract, function: str, arg_lists: Sequence[Sequence[Any]]) -> list[Any]:
@@ -389,6 +392,7 @@ class ChainClient:
                 # now completes the step also closes it). Out of gas does not always use all the gas: inside a
                 # library call (DELEGATECALL gets 63/64 of what is left) it reverts the outer frame with gas to
                 # spare, and a replay as a call, with ample gas, then passes.
+                self._count(function, reverted=True)  # a failure all the same: the function is dry-run next time
                 plain = {k: v for k, v in tx.items() if k not in ("gas", "gasPrice", "nonce", "from", "chainId")}
                 return self._send(sender, plain, function, contract, estimate=True)
             if int(receipt["gasUsed"]) >= int(tx["gas"]):

@@ -18,8 +18,9 @@ from websockets.exceptions import WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 NEW_HEADS = "newHeads"
-RECONNECT_SECONDS = 1.0
-"""Pause between attempts to subscribe again after the connection dropped or was refused."""
+RECONNECT_SECONDS = (1.0, 30.0)
+"""Pause before subscribing again after the connection dropped or was refused: the first, doubling up to the second
+while attempts keep failing (a node that serves no WebSocket is not asked every second forever)."""
 
 
 def ws_url(http_url: str) -> str:
@@ -44,6 +45,7 @@ class NewHeads:
         """Why the last attempt to subscribe failed (for the follower's log)."""
         self._changed = threading.Condition()
         self._closed = threading.Event()
+        self._socket_lock = threading.Lock()
         self._socket: ClientConnection | None = None
         self._thread = threading.Thread(target=self._run, name="new-heads", daemon=True)
         self._thread.start()
@@ -61,34 +63,41 @@ class NewHeads:
             return self.latest
 
     def close(self) -> None:
-        self._closed.set()
-        sock = self._socket
+        """Stop: the connection is closed (also one still being opened) and the thread ends."""
+        with self._socket_lock:
+            self._closed.set()
+            sock = self._socket
         if sock is not None:
             sock.close()
-        self._thread.join(timeout=5.0)
+        self._thread.join(timeout=self.connect_timeout + 5.0)
 
     def _run(self) -> None:
+        pause = RECONNECT_SECONDS[0]
         while not self._closed.is_set():
             try:
                 with connect(self.url, open_timeout=self.connect_timeout, max_size=None) as sock:
-                    self._socket = sock
-                    sock.send(
-                        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]})
-                    )
+                    with self._socket_lock:  # close() that came while connecting: stop here
+                        if self._closed.is_set():
+                            return
+                        self._socket = sock
+                    request = {"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": [NEW_HEADS]}
+                    sock.send(json.dumps(request))
                     answer = json.loads(sock.recv(timeout=self.connect_timeout))
                     if "error" in answer:
                         raise ConnectionError(f"eth_subscribe refused: {answer['error']}")
                     self._set(live=True)
+                    pause = RECONNECT_SECONDS[0]
                     for message in sock:
-                        head = json.loads(message).get("params", {}).get("result", {})
-                        if "number" in head:
-                            self._set(live=True, number=int(head["number"], 16))
+                        number = _head_number(message)
+                        if number is not None:
+                            self._set(live=True, number=number)
             except (OSError, WebSocketException, TimeoutError, ValueError, ConnectionError) as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
             finally:
                 self._socket = None
                 self._set(live=False)
-            self._closed.wait(RECONNECT_SECONDS)
+            self._closed.wait(pause)
+            pause = min(RECONNECT_SECONDS[1], 2 * pause)
 
     def _set(self, live: bool, number: int | None = None) -> None:
         with self._changed:
@@ -96,3 +105,13 @@ class NewHeads:
             if number is not None and number > self.latest:
                 self.latest = number
             self._changed.notify_all()
+
+
+def _head_number(message: str | bytes) -> int | None:
+    """The block number of a ``newHeads`` notification; None for anything else (the subscription's answer, a
+    malformed or unexpected message), which must not end the subscription."""
+    try:
+        head = json.loads(message)["params"]["result"]
+        return int(head["number"], 16)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None

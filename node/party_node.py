@@ -35,6 +35,7 @@ from fgbdt_chain.ledger.contracts import (
     Phase,
     Status,
     TaskContract,
+    TaskState,
     submitted_words,
 )
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
@@ -232,6 +233,9 @@ class PartyNode:
         self._http = httpx.Client(timeout=settings.endorse_timeout)
         self._last_attempt = 0.0
         self._resolving_since: dict[tuple[int, int], float] = {}
+        self._step_since: dict[tuple[int, int, int], float] = {}
+        """When this party first saw each (tree, level, phase): the grace before it tries closing a step early."""
+        self._closes_tried: set[tuple[int, int, int]] = set()
         self._carries: dict[tuple[str, int], Carry] = {}
         self._submitted: dict[int, dict[tuple[str, int], list[int]]] = {}
         """Per finished tree, every party's submitted histogram words by (party, level): one event read serves the
@@ -560,12 +564,7 @@ class PartyNode:
             self.log(f"{exc}; looking again")
             return False
         now = time.monotonic()
-        # The vote or submission that completes a step closes it; a party closes one only past its deadline (the
-        # next block is the first where the contract allows it), when someone stayed silent.
-        retry_due = (
-            now - self._last_attempt > 4 * self.settings.poll_seconds
-            and self.task.client.block_number >= st.step_deadline
-        )
+        retry_due = now - self._last_attempt > 4 * self.settings.poll_seconds and self._may_close(st, now)
         if st.phase == Phase.VOTING:
             if not self.excluded and not self._has(["VotesSubmitted"], st.tree, st.level):
                 self._vote(ctx)
@@ -585,6 +584,21 @@ class PartyNode:
             started = self._resolving_since.setdefault((st.tree, st.level), now)
             self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
         return False
+
+    def _may_close(self, st: TaskState, now: float) -> bool:
+        """Whether to try closing the step. The vote or submission that completes a step closes it, so a party
+        closes one past its deadline (the next block is the first where the contract allows it: someone stayed
+        silent), or once after the grace for a step no transaction completes (complete when it opened: no ballots,
+        nobody taking part). Trying at every poll, as before, cost a reverting dry run per party and poll."""
+        if self.task.client.block_number >= st.step_deadline:
+            return True
+        key = (st.tree, st.level, int(st.phase))
+        since = self._step_since.setdefault(key, now)
+        if now - since <= self.settings.resolve_grace_seconds or key in self._closes_tried:
+            return False
+        self._closes_tried = {k for k in self._closes_tried if k[0] >= st.tree - 1} | {key}
+        self._step_since = {k: v for k, v in self._step_since.items() if k[0] >= st.tree - 1}
+        return True
 
     def _has(self, names: list[str], tree: int, level: int) -> bool:
         """Whether this party's event for (tree, level) is already on chain (the restart check); once seen, the

@@ -56,3 +56,12 @@ def test_no_websocket_means_polling() -> None:
         assert not heads.live and heads.error
     finally:
         heads.close()
+
+
+def test_only_a_head_notification_moves_the_block() -> None:
+    from fgbdt_chain.ledger.heads import _head_number
+
+    note = '{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0x1","result":{"number":"0x1f"}}}'
+    assert _head_number(note) == 31
+    for other in ('{"jsonrpc":"2.0","id":1,"result":"0x1"}', '{"params": null}', "[1, 2]", "not json", b"\x00"):
+        assert _head_number(other) is None

@@ -274,3 +274,21 @@ def test_a_root_leaf_counts_its_rows_after_its_record_is_gone(anvil_client: Chai
     model = model_from_chain(task, fed.task_id)
     assert [sorted(t.nodes) for t in model.trees] == [[1], [1], [1]]
     assert [t.nodes[1].count for t in model.trees] == [3 * 40] * 3
+
+
+def test_the_audit_of_a_task_in_training_reads_the_current_trees_records(anvil_client: ChainClient) -> None:
+    """Mid-task, in the vote of tree 2's root: no event names tree 2's nodes yet, but its root already took tree 0's
+    slot. The audit compares the records of the trees the chain keeps (the current one by ``getState``, and the one
+    before), so it passes; reading which trees are kept from the events would have compared tree 0's root."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    cfg = TaskConfig(trees=4, depth=1, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=3, step_blocks=5)
+    fed = open_task(anvil_client, task, cfg, 3, num_features=5)
+    rng = random.Random(13)
+    rows = RowSource(rng, [p.address for p in fed.parties], 60, fed.num_features, cfg.bins + 1)
+    while (st := task.state(fed.task_id)).tree < 2:
+        rows.start_tree(st.tree)
+        votes = random_votes(rng, fed.parties, len(st.open_nodes()), fed.num_features)
+        rows.follow(run_level(task, fed.task_id, fed.parties, votes, rows, fed.resolver))
+    assert (st.tree, st.level) == (2, 0) and task.node(fed.task_id, 0, 1).kind == 0
+    audit = audit_events(read_task(anvil_client, task.address, fed.task_id))
+    assert audit.ok and not audit.completed, audit.first_mismatch
