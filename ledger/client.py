@@ -287,21 +287,21 @@ class ChainClient:
             topics = log["topics"]
             if not topics:
                 continue
-            key = bytes(topics[0])
+            key = _bytes(topics[0])
             contract = self._contracts.get(str(log["address"]).lower())
             if key not in self._topics or contract is None:
                 continue
             coder = self._event_coders[key]
-            args = coder.decode(self.w3.codec, [bytes(t) for t in topics], bytes(log["data"]))
+            args = coder.decode(self.w3.codec, [_bytes(t) for t in topics], _bytes(log["data"]))
             tx_hash = log.get("transactionHash")
             out.append(
                 Event(
                     coder.name,
                     args,
-                    str(log["address"]),
-                    int(log.get("blockNumber") or 0),
-                    int(log.get("logIndex") or 0),
-                    bytes(tx_hash).hex() if tx_hash is not None else "",
+                    contract.address,
+                    _int(log.get("blockNumber") or 0),
+                    _int(log.get("logIndex") or 0),
+                    _bytes(tx_hash).hex() if tx_hash is not None else "",
                 )
             )
         return out
@@ -322,8 +322,21 @@ class ChainClient:
         if task_id is not None:
             topics.append("0x" + task_id.to_bytes(32, "big").hex())
         flt["topics"] = topics
-        events = self.decode_events(self.w3.eth.get_logs(flt))  # type: ignore[arg-type]
+        events = self.decode_events(self._get_logs(flt))
         return sorted(events, key=lambda e: (e.block_number, e.log_index))
+
+    def _get_logs(self, flt: dict[str, Any]) -> list[Any]:
+        """``eth_getLogs``, straight to an HTTP JSON-RPC node as :meth:`_eth_call` (web3's log formatters build an
+        attribute dict and bytes objects per field of every log, and a level's histogram events are megabytes);
+        :meth:`decode_events` takes the node's hex fields as they come. Other providers go through web3."""
+        if not isinstance(self.w3.provider, HTTPProvider):
+            return list(self.w3.eth.get_logs(flt))  # type: ignore[arg-type]
+        wire = {k: hex(v) if isinstance(v, int) else v for k, v in flt.items()}
+        answer = self.w3.provider.make_request(RPCEndpoint("eth_getLogs"), [wire])
+        error = answer.get("error")
+        if error is not None:
+            raise Web3RPCError(str(error.get("message", error)), rpc_response=answer)
+        return list(answer["result"])
 
     def gas_by_function(self) -> dict[str, list[int]]:
         """Gas of every recorded transaction, grouped by function name."""
@@ -494,6 +507,16 @@ class ChainClient:
             except Exception as exc:
                 return self._revert(exc, function)
         return ContractRevert("Unknown", (), b"", function)
+
+
+def _bytes(value: Any) -> bytes:
+    """A log field as bytes, from web3's formatted logs (bytes) or a node's raw JSON (0x-prefixed hex)."""
+    return bytes.fromhex(value[2:]) if isinstance(value, str) else bytes(value)
+
+
+def _int(value: Any) -> int:
+    """A log's number field, from web3's formatted logs (int) or a node's raw JSON (hex quantity)."""
+    return int(value, 16) if isinstance(value, str) else int(value)
 
 
 def _hex(data: Any) -> str:
