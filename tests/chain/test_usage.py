@@ -33,3 +33,22 @@ def test_usage_counts_what_the_receipts_say(chain: ChainClient) -> None:
         assert max(r.calldata_bytes for r in records) < largest < max(r.calldata_bytes for r in records) + 200
         assert report["fits_geth_pool"] is True
     assert report["fits_30m_block"] is True
+
+
+def test_the_largest_transaction_is_found_among_equal_calldata(anvil_client: ChainClient) -> None:
+    """Two transactions with the same calldata, the second a few bytes longer signed (a gas limit that encodes
+    longer): ``max_tx_bytes`` is the longer one's, where taking the first with the most calldata was a byte short."""
+    client = anvil_client
+    sender = client.new_account(10**21)
+    usage = ChainUsage(client.block_number)
+    sizes = []
+    nonce = client.w3.eth.get_transaction_count(sender.address)
+    for i, gas in enumerate((30_000, 16_000_000)):
+        tx = {"to": sender.address, "value": 0, "data": b"\x01" * 100, "gas": gas, "chainId": client.chain_id}
+        tx |= {"gasPrice": 2 * client.w3.eth.gas_price, "nonce": nonce + i}
+        signed = sender.sign_transaction(tx)
+        sizes.append(len(signed.raw_transaction))
+        client.w3.eth.wait_for_transaction_receipt(client.w3.eth.send_raw_transaction(signed.raw_transaction))
+    usage.scan(client, client.block_number)
+    assert sizes[0] < sizes[1] and usage.max_calldata_bytes == 100
+    assert usage.report(client)["max_tx_bytes"] == sizes[1]
