@@ -33,7 +33,7 @@ from eth_utils import keccak, to_checksum_address
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.abi_codec import canonical_type
 from fgbdt_chain.ledger.client import ChainClient, Event
-from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, words
+from fgbdt_chain.ledger.encoding import block_histograms, endorsement_digest, merkle_root, words
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_level
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
 
@@ -226,12 +226,6 @@ def split_level_data(data: Sequence[int], open_nodes: int, nbins: int) -> list[l
     if len(data) != open_nodes * width:
         return None
     return [list(data[i * width : (i + 1) * width]) for i in range(open_nodes)]
-
-
-def block_histograms(block: Sequence[int], features: tuple[int, int], nbins: int) -> ref.NodeHistograms:
-    """Inverse of :func:`ledger.encoding.node_block`: one node's ``g | h | n`` words as reference histograms."""
-    rows = [tuple(block[i * nbins : (i + 1) * nbins]) for i in range(6)]
-    return ref.NodeHistograms(features, (rows[0], rows[1]), (rows[2], rows[3]), (rows[4], rows[5]))
 
 
 def expected_payouts(

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 from fgbdt_chain.ledger.contracts import HISTOGRAM_EVENTS, TaskContract, submitted_words
 from fgbdt_chain.ledger.edges import decode_edges
+from fgbdt_chain.ledger.encoding import block_histograms
+from fgbdt_chain.ledger.histogram_rules import candidate_totals
 from fgbdt_chain.node.model import Model, Node, Tree
 
 
@@ -93,5 +95,5 @@ def _root_rows(task: TaskContract, task_id: int, tree: int, nbins: int) -> int:
     i = next(i for i, ev in enumerate(levels) if (int(ev.args["tree"]), int(ev.args["level"])) == (tree, 0))
     end: int | str = levels[i + 1].block_number if i + 1 < len(levels) else "latest"
     events = task.client.logs(task.contract, list(HISTOGRAM_EVENTS), task_id, levels[i].block_number, end)
-    words = submitted_words(events)
-    return sum(sum(w[4 * nbins : 5 * nbins]) for (_, t, level), w in words.items() if (t, level) == (tree, 0))
+    roots = [w for (_, t, level), w in submitted_words(events).items() if (t, level) == (tree, 0)]
+    return sum(candidate_totals(block_histograms(w, (0, 0), nbins), 0).n for w in roots)  # no candidate in the counts

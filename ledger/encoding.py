@@ -38,6 +38,12 @@ def node_block(hist: NodeHistograms) -> list[int]:
     return out
 
 
+def block_histograms(block: Sequence[int], features: tuple[int, int], nbins: int) -> NodeHistograms:
+    """Inverse of :func:`node_block`: one node's ``g | h | n`` words as reference histograms."""
+    rows = [tuple(block[i * nbins : (i + 1) * nbins]) for i in range(6)]
+    return NodeHistograms(features, (rows[0], rows[1]), (rows[2], rows[3]), (rows[4], rows[5]))
+
+
 def words(values: Sequence[int]) -> bytes:
     """int256 words, big-endian two's complement (``abi.encodePacked`` of an int256 array)."""
     return b"".join(v.to_bytes(32, "big", signed=True) for v in values)

@@ -38,7 +38,14 @@ from fgbdt_chain.ledger.contracts import (
     TaskState,
     submitted_words,
 )
-from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
+from fgbdt_chain.ledger.encoding import (
+    block_histograms,
+    endorsement_digest,
+    merkle_root,
+    node_block,
+    node_hash,
+    sign_endorsement,
+)
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.heads import NewHeads
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
@@ -564,12 +571,10 @@ class PartyNode:
             self.log(f"{exc}; looking again")
             return False
         now = time.monotonic()
-        retry_due = now - self._last_attempt > 4 * self.settings.poll_seconds and self._may_close(st, now)
         if st.phase == Phase.VOTING:
             if not self.excluded and not self._has(["VotesSubmitted"], st.tree, st.level):
                 self._vote(ctx)
-            elif retry_due:
-                self._last_attempt = now
+            elif self._close_due(st, now):
                 self._try("closeVoting", self.task.close_voting)
         elif st.phase == Phase.HISTOGRAMS:
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
@@ -577,27 +582,29 @@ class PartyNode:
             done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
             if voted and not done:
                 self._send_histograms(ctx, st.step_deadline)
-            elif retry_due:
-                self._last_attempt = now
+            elif self._close_due(st, now):
                 self._try("closeHistograms", self.task.close_histograms)
         else:
             started = self._resolving_since.setdefault((st.tree, st.level), now)
             self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
         return False
 
-    def _may_close(self, st: TaskState, now: float) -> bool:
-        """Whether to try closing the step. The vote or submission that completes a step closes it, so a party
-        closes one past its deadline (the next block is the first where the contract allows it: someone stayed
-        silent), or once after the grace for a step no transaction completes (complete when it opened: no ballots,
-        nobody taking part). Trying at every poll, as before, cost a reverting dry run per party and poll."""
-        if self.task.client.block_number >= st.step_deadline:
-            return True
+    def _close_due(self, st: TaskState, now: float) -> bool:
+        """Whether this party, with nothing of its own to send in the step, should try closing it now (at most every
+        four polls). The vote or submission that completes a step closes it, so a party closes one past its
+        deadline (the next block is the first where the contract allows it: someone stayed silent), or once after the
+        grace for a step no transaction completes (complete when it opened: no ballots, nobody taking part). Trying
+        at every poll, as before, cost a reverting dry run per party and poll."""
+        if now - self._last_attempt <= 4 * self.settings.poll_seconds:
+            return False
         key = (st.tree, st.level, int(st.phase))
         since = self._step_since.setdefault(key, now)
-        if now - since <= self.settings.resolve_grace_seconds or key in self._closes_tried:
-            return False
-        self._closes_tried = {k for k in self._closes_tried if k[0] >= st.tree - 1} | {key}
-        self._step_since = {k: v for k, v in self._step_since.items() if k[0] >= st.tree - 1}
+        if self.task.client.block_number < st.step_deadline:
+            if now - since <= self.settings.resolve_grace_seconds or key in self._closes_tried:
+                return False
+            self._closes_tried = {k for k in self._closes_tried if k[0] >= st.tree - 1} | {key}
+            self._step_since = {k: v for k, v in self._step_since.items() if k[0] >= st.tree - 1}
+        self._last_attempt = now
         return True
 
     def _has(self, names: list[str], tree: int, level: int) -> bool:
@@ -1011,9 +1018,7 @@ def _unblock(words: Sequence[int], candidates: Sequence[tuple[int, int]], nbins:
     width = 6 * nbins
     if len(words) != width * len(candidates):
         raise ValueError(f"{len(words)} words for {len(candidates)} nodes of {width}")
-    out = []
-    for j, cand in enumerate(candidates):
-        block = words[j * width : (j + 1) * width]
-        parts = [tuple(block[i * nbins : (i + 1) * nbins]) for i in range(6)]
-        out.append(ref.NodeHistograms(tuple(cand), (parts[0], parts[1]), (parts[2], parts[3]), (parts[4], parts[5])))
-    return out
+    return [
+        block_histograms(words[j * width : (j + 1) * width], (cand[0], cand[1]), nbins)
+        for j, cand in enumerate(candidates)
+    ]
