@@ -28,6 +28,7 @@ from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.experiment import ALGORITHMS, BASELINES, PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
+from fgbdt_chain.node.random_split import TREE_FEATURES
 from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
 from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
 
@@ -135,6 +136,13 @@ def register(sub: Any) -> None:
     )
     add_training_arguments(parser)
     parser.add_argument("--algo", choices=ALGORITHMS, default="fvtree")
+    parser.add_argument(
+        "--tree-features",
+        choices=TREE_FEATURES,
+        default="auto",
+        help="randomsplit: features a tree splits on (one: they take turns; all: any node any feature; auto: one "
+        "under --epsilon, all without)",
+    )
     parser.add_argument(
         "--endorse",
         choices=("none", *ref.ENDORSE_RULES),
@@ -266,6 +274,7 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         overlap_threshold=args.overlap_threshold,
         epsilon=args.epsilon,
         dp_delta=args.dp_delta,
+        tree_features=getattr(args, "tree_features", "auto"),
     )
 
 
@@ -285,6 +294,8 @@ def simulate(args: argparse.Namespace) -> int:
     warn_if_slow(args, args.algo)
     if args.algo in SEED_ALGORITHMS and args.epsilon != math.inf:
         raise UserError(f"{args.algo} has no differential privacy for what it shares; leave --epsilon at inf")
+    if args.tree_features != "auto" and args.algo != "randomsplit":
+        raise UserError(f"--tree-features is for --algo randomsplit; {args.algo} chooses its splits' features")
     train, test = load_data(args)
     params = training_params(args, objective_of(train.y, args.task))
     why = refusal(args.algo, args.parties, train.n_features, params.trees)

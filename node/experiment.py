@@ -70,6 +70,8 @@ class PrepConfig:
     exact."""
     dp_delta: float = DEFAULT_DELTA
     """With a finite ``epsilon``: the budget's delta."""
+    tree_features: str = "auto"
+    """``randomsplit`` only: how many features a tree splits on (``node.random_split.TREE_FEATURES``)."""
 
     def privacy(self, params: TrainParams) -> PrivacyPlan:
         """The parties' mechanisms for a task of these GBDT parameters."""
@@ -436,13 +438,20 @@ def run(
         lam = p.lam if prep.lam_given is None else prep.lam_given
         start = time.perf_counter()
         rs = train_random_split(
-            prep.party_slots(), prep.party_y(), dataclasses.replace(p, lam=lam), slot_widths(prep.edges), leaf, c.seed
+            prep.party_slots(),
+            prep.party_y(),
+            dataclasses.replace(p, lam=lam),
+            slot_widths(prep.edges),
+            leaf,
+            c.seed,
+            c.tree_features,
         )
         train_seconds = time.perf_counter() - start
         model = make_model(prep, rs.trees, algo)
         if prep.test.n_rows:
             report.update(evaluate(p, prep.test.y, model.predict(prep.test.X)))
         report["params"]["lam"] = rs.lam
+        report["params"]["tree_features"] = rs.tree_features
         report["privacy"] = leaf.report()
         report["comm_bytes_per_party_per_tree"] = [rs.comm_bytes_per_party_per_tree] * c.parties
     elif algo in SEED_ALGORITHMS:

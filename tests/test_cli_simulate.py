@@ -228,6 +228,7 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
         (["--greedy", "3"], "--greedy must be a party index in [0, 3)"),
         (["--greedy", "0", "--inflate", "0"], "positive number"),
         (["--refusal-rate", "1.5"], "--refusal-rate must be in (0, 1)"),
+        (["--tree-features", "one"], "--tree-features is for --algo randomsplit"),
     ],
 )
 def test_simulate_refuses_bad_attack_and_rate_flags(

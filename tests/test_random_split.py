@@ -15,8 +15,15 @@ from fgbdt_chain.node.experiment import PrepConfig, make_model, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.metrics import auc
 from fgbdt_chain.node.model import bin_matrix, slot_widths
-from fgbdt_chain.node.privacy import LEAF_SENSITIVITY, SPLIT, leaf_plan
-from fgbdt_chain.node.random_split import draw_splits, leaf_index, party_leaf_sums, train_random_split
+from fgbdt_chain.node.privacy import LEAF_GRADIENT_SHARE, ROW_BOUNDS, SPLIT, leaf_plan
+from fgbdt_chain.node.random_split import (
+    draw_splits,
+    feature_turns,
+    leaf_index,
+    one_feature_per_tree,
+    party_leaf_sums,
+    train_random_split,
+)
 
 
 def _data(rows: int = 8_000, seed: int = 3) -> tuple[Dataset, Dataset]:
@@ -73,8 +80,12 @@ def test_the_leaf_plan_spends_the_budget_and_no_more(epsilon: float, trees: int)
         )
     )
     assert accountant.get_epsilon(1e-5) == pytest.approx(p.accounted_epsilon, rel=1e-9)
-    assert p.noise_sd("g") == pytest.approx(p.noise_multiplier * LEAF_SENSITIVITY)
-    assert p.noise_sd("h") == pytest.approx(p.noise_sd("g") / 4)
+    # one Gaussian mechanism of the plan's multiplier: a row moves (G, H) of its leaf by (1, 1/4) at most, which in
+    # units of the noise is a vector of length exactly 1 / noise_multiplier
+    moved = math.hypot(ROW_BOUNDS["g"] / p.noise_sd("g"), ROW_BOUNDS["h"] / p.noise_sd("h"))
+    assert moved == pytest.approx(1 / p.noise_multiplier)
+    assert (ROW_BOUNDS["g"] / p.noise_sd("g")) ** 2 * p.noise_multiplier**2 == pytest.approx(LEAF_GRADIENT_SHARE)
+    assert p.report()["gradient_share"] == LEAF_GRADIENT_SHARE
     assert leaf_plan(2 * epsilon, 1e-5, trees).noise_multiplier < p.noise_multiplier  # more budget, less noise
     with pytest.raises(ValueError, match="epsilon must be positive"):
         leaf_plan(0.0, 1e-5, trees)
@@ -124,3 +135,35 @@ def test_private_random_split_needs_a_binary_objective() -> None:
         train_random_split(slots, y, params, np.array([5, 5]), leaf_plan(1.0, 1e-5, 1), seed=0)
     public = train_random_split(slots, y, params, np.array([5, 5]), leaf_plan(math.inf, 1e-5, 1), seed=0)
     assert len(public.trees) == 1  # regression without privacy trains
+
+
+def test_one_feature_trees_take_turns_over_the_splittable_features() -> None:
+    widths = np.array([18, 3, 2, 10, 5])  # feature 2 has no edge
+    turns = feature_turns(widths, 11, np.random.default_rng(4))
+    assert len(turns) == 11
+    for start in (0, 4):  # every round holds each splittable feature once
+        assert sorted(turns[start : start + 4]) == [0, 1, 3, 4]
+    assert feature_turns(widths, 11, np.random.default_rng(4)) == turns  # a public draw: every party gets it
+    features, thresholds = draw_splits(widths, 3, np.random.default_rng(0), feature=3)
+    assert set(features.tolist()) == {3} and np.all((thresholds >= 1) & (thresholds <= 8))
+    with pytest.raises(ValueError, match="feature 2 has no edge"):
+        draw_splits(widths, 3, np.random.default_rng(0), feature=2)
+    assert one_feature_per_tree("auto", private=True) and not one_feature_per_tree("auto", private=False)
+    assert one_feature_per_tree("one", private=False) and not one_feature_per_tree("all", private=True)
+    with pytest.raises(ValueError, match="tree_features must be one of"):
+        one_feature_per_tree("two", private=True)
+
+
+@pytest.mark.parametrize(("epsilon", "expected"), [(1.0, "one"), (math.inf, "all")])
+def test_auto_trees_split_on_one_feature_under_privacy(epsilon: float, expected: str) -> None:
+    train, test = _data(3_000)
+    params = TrainParams(trees=8, depth=2, bins=8)
+    prep = prepare(train, test, params, PrepConfig(parties=2, theta=0.5, seed=2, epsilon=epsilon))
+    report, model, _ = run(prep, "randomsplit")
+    assert report["params"]["tree_features"] == expected and model is not None
+    per_tree = [{tree.nodes[i].feature for i in range(1, 4)} for tree in model.trees]
+    if expected == "one":
+        assert all(len(f) == 1 for f in per_tree)
+        assert sorted(f.pop() for f in per_tree[:4]) == [0, 1, 2, 3]  # feature 4 is constant: never a turn
+    else:
+        assert any(len(f) > 1 for f in per_tree)
