@@ -34,8 +34,16 @@ from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, SeedInputs, train_see
 from fgbdt_chain.node.verify import PartyEstimator
 from fgbdt_chain.node.weights import distribution_weights
 
-ALGORITHMS = (*FEDERATED, "randomsplit", *SEED_ALGORITHMS, "standalone", "centralized", "lightgbm")
-BASELINES = ("standalone", "centralized", "lightgbm")
+ALGORITHMS = (
+    *FEDERATED,
+    "randomsplit",
+    *SEED_ALGORITHMS,
+    "standalone",
+    "centralized",
+    "lightgbm",
+    "lightgbm-defaults",
+)
+BASELINES = ("standalone", "centralized", "lightgbm", "lightgbm-defaults")
 """The LightGBM baselines (``node.baselines``): a party alone and all rows on the federation's bins, and all rows
 with LightGBM's own binning of the raw values (``lightgbm``), so the cost of the private bins stays visible."""
 
@@ -433,6 +441,11 @@ def run(
         train_seconds = time.perf_counter() - start
         report.update(evaluate(p, prep.test.y, np.asarray(booster.predict(prep.test.X), dtype=np.float64)))
         report["lightgbm_params"] = baselines.own_bins_params(p, threads=threads, seed=c.seed)
+    elif algo == "lightgbm-defaults":
+        booster = baselines.train_defaults(prep.train.X, prep.train.y, p, threads=threads, seed=c.seed)
+        train_seconds = time.perf_counter() - start
+        report.update(evaluate(p, prep.test.y, np.asarray(booster.predict(prep.test.X), dtype=np.float64)))
+        report["lightgbm_params"] = baselines.defaults_params(p, threads=threads, seed=c.seed)
     elif algo == "randomsplit":
         leaf = leaf_plan(c.epsilon, c.dp_delta, p.trees)
         lam = p.lam if prep.lam_given is None else prep.lam_given

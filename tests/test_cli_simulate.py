@@ -89,6 +89,9 @@ def test_simulate_writes_report_and_model(csv_file: Path, tmp_path: Path) -> Non
     # LightGBM binning the raw values itself, next to the same-bins baseline: the private bins' cost stays visible
     assert set(report["lightgbm"]) == {"test_error", "test_auc", "train_seconds"}
     assert report["lightgbm"]["test_error"] < 0.3
+    # and LightGBM as a user runs it, none of the task's parameters matched
+    assert set(report["lightgbm_defaults"]) == {"test_error", "test_auc", "train_seconds"}
+    assert report["lightgbm_defaults"]["test_error"] < 0.3
     assert report["params"]["binning"] == "dp" and report["params"]["binning_resolution"] == 64
     assert all(0 < b < 5 * 1024 for b in report["setup_bytes_per_party"])  # 5 features' sketch and the PSD
     model = Model.load(model_path)
@@ -106,7 +109,18 @@ def test_summary_shows_both_centralized_baselines(
 
 
 @pytest.mark.parametrize(
-    "algo", ["pvtree", "allfeatures", "drawn", "randomsplit", *SEED_ALGORITHMS, "standalone", "centralized", "lightgbm"]
+    "algo",
+    [
+        "pvtree",
+        "allfeatures",
+        "drawn",
+        "randomsplit",
+        *SEED_ALGORITHMS,
+        "standalone",
+        "centralized",
+        "lightgbm",
+        "lightgbm-defaults",
+    ],
 )
 def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> None:
     out = tmp_path / "r.json"

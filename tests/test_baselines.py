@@ -1,0 +1,27 @@
+"""LightGBM baselines (``node.baselines``): what each takes from the task and what it leaves at LightGBM's own."""
+
+from __future__ import annotations
+
+import lightgbm as lgb
+import numpy as np
+
+from fgbdt_chain.node import baselines
+from fgbdt_chain.node.fvtree import TrainParams
+
+
+def test_lightgbm_defaults_is_lightgbm_as_a_user_runs_it() -> None:
+    """The ``lightgbm-defaults`` baseline takes none of the task's parameters: 100 rounds, trees of 31 leaves
+    grown leaf-wise past any depth the task sets, and its predictions are those of a plain ``lgb.train``."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3_000, 4))
+    y = (X[:, 0] * X[:, 1] + 0.5 * X[:, 2] + 0.3 * rng.normal(size=3_000) > 0).astype(float)
+    params = TrainParams(trees=7, depth=2, lam=5.0)
+    booster = baselines.train_defaults(X, y, params, seed=3)
+    assert booster.num_trees() == 100
+    leaves = [t["num_leaves"] for t in booster.dump_model()["tree_info"]]
+    assert max(leaves) == 31 > 2**params.depth
+    plain = lgb.train(
+        {"objective": "binary", "seed": 3, "deterministic": True, "verbose": -1, "num_threads": 1},
+        lgb.Dataset(X, label=y, params={"verbose": -1}),
+    )
+    np.testing.assert_array_equal(booster.predict(X), plain.predict(X))
