@@ -18,7 +18,8 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
   so fewer, fuller bins carry more signal per unit of noise.
 * **figure9-randomsplit** and **curve-randomsplit**: the same runs with ``--algo randomsplit``
   (``node.random_split``: split features and thresholds drawn from a public seed, each party's leaf sums released
-  once per tree), the design that releases T times instead of T x d.
+  once per tree), the design that releases T times instead of T x d. Under privacy each tree splits on one feature
+  (``--tree-features auto``); the ``-all`` parts run the same with trees over all features, paired by seed.
 
     python -m bench.privacy --part figure9 --seeds 0-9 --jobs 2
     python -m bench.privacy --part curve --seeds 0-9 --jobs 2
@@ -26,6 +27,7 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
     python -m bench.privacy --part figure9-randomsplit --seeds 0-9 --jobs 1   # the same with random-split trees
     python -m bench.privacy --part curve-randomsplit --seeds 0-9 --jobs 1
     python -m bench.privacy --part curve-randomsplit-depth4 --seeds 0-9 --jobs 1   # 200 trees of depth 4
+    python -m bench.privacy --part curve-randomsplit-depth4-all --seeds 0-9 --jobs 1   # all features per tree
 
 Plots (PNG, in ``docs/``) need the ``plots`` extra (matplotlib).
 """
@@ -89,6 +91,10 @@ PARTS: dict[str, dict[str, Any]] = {
         "depth": 4,
     },
 }
+# the random-split parts again with trees over all features at every epsilon (the default takes one feature per tree
+# under privacy): what the one-feature trees change, paired by seed
+for _name in ("figure9-randomsplit", "curve-randomsplit-depth4"):
+    PARTS[f"{_name}-all"] = {**PARTS[_name], "tree_features": "all"}
 ALGO_LABELS = {"fvtree": "FV-tree", "randomsplit": "random splits, private leaves"}
 PARTIES, THETA, DEPTH = 4, 0.8, 3
 
@@ -101,13 +107,17 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
     params = TrainParams(trees=trees, depth=PARTS[part].get("depth", DEPTH), bins=bins, voted_trees=ALL_TREES_VOTED)
     row: dict[str, Any] = {"dataset": name, "seed": seed, "trees": trees, "bins": bins, "runs": {}}
     for eps in PARTS[part]["epsilons"]:
-        prep = prepare(train, test, params, PrepConfig(parties=PARTIES, theta=THETA, seed=seed, epsilon=eps))
+        config = PrepConfig(
+            parties=PARTIES, theta=THETA, seed=seed, epsilon=eps, tree_features=PARTS[part].get("tree_features", "auto")
+        )
+        prep = prepare(train, test, params, config)
         report, _, _ = run(prep, PARTS[part].get("algo", "fvtree"))
         row["runs"][repr(eps)] = {
             "test_error": report["test_error"],
             "test_auc": report["test_auc"],
             "accounted_epsilon": report["privacy"]["accounted_epsilon"],
             "lambda": report["params"]["lam"],
+            "tree_features": report["params"].get("tree_features"),
         }
     ref_params = TrainParams(voted_trees=ALL_TREES_VOTED) if part.startswith("figure9") else params
     booster = baselines.train_own_bins(train.X, train.y, ref_params, threads=1, seed=seed)
@@ -137,14 +147,18 @@ def table(part: str, rows: list[dict[str, Any]]) -> str:
         algo = ALGO_LABELS[PARTS[part].get("algo", "fvtree")]
         shape = f"{algo}, {group[0]['trees']} trees of depth {PARTS[part].get('depth', DEPTH)}, {bins} bins"
         out.append(f"\n**{name}** ({shape}, {len(group)} seeds; {metric})\n")
-        out.append("| epsilon | min | mean ± SE | max | accounted epsilon (max) | lambda |")
-        out.append("|---|---|---|---|---|---|")
+        out.append("| epsilon | min | mean ± SE | max | accounted epsilon (max) | lambda | features per tree |")
+        out.append("|---|---|---|---|---|---|---|")
         for e in eps_keys:
             v = [r["runs"][e][metric] for r in group]
             mean, se = mean_se(v)
             acc = max(r["runs"][e]["accounted_epsilon"] for r in group)
             lam = group[0]["runs"][e]["lambda"]
-            out.append(f"| {label(e)} | {min(v):.4f} | {mean:.4f} ± {se:.4f} | {max(v):.4f} | {acc:g} | {lam:.3g} |")
+            features = group[0]["runs"][e].get("tree_features") or "-"
+            out.append(
+                f"| {label(e)} | {min(v):.4f} | {mean:.4f} ± {se:.4f} | {max(v):.4f} | {acc:g} | {lam:.3g} "
+                f"| {features} |"
+            )
         mean, se = mean_se([r["lightgbm"][metric] for r in group])
         out.append(f"| LightGBM, own bins, no privacy | | {mean:.4f} ± {se:.4f} | | | |")
         if part.startswith("figure9"):

@@ -37,7 +37,7 @@ from fgbdt_chain.node.privacy import LEAVES, LeafPlan, noise_rng
 
 TREE_FEATURES = ("auto", "one", "all")
 """How many features a tree splits on: ``one`` (the features take turns), ``all`` (each node draws its own), or
-``auto``: one under a privacy budget, all without (module docstring)."""
+``auto``: one under a privacy budget when every feature gets a turn, all otherwise (:func:`one_feature_per_tree`)."""
 
 SPLIT_SEED_TAG = 0x5EED
 """Mixed into the public seed of the split draws, so that they never share a stream with any party's noise."""
@@ -64,11 +64,20 @@ def splittable(widths: np.ndarray) -> np.ndarray:
     return usable
 
 
-def one_feature_per_tree(tree_features: str, private: bool) -> bool:
-    """Whether the trees split on one feature each (:data:`TREE_FEATURES`)."""
+def one_feature_per_tree(tree_features: str, private: bool, features: int, trees: int) -> bool:
+    """Whether the trees split on one feature each (:data:`TREE_FEATURES`).
+
+    ``auto`` takes one feature per tree under privacy when the task has at least as many trees as splittable
+    features, so that every feature gets a turn: an additive model of one-feature trees knows nothing of a feature
+    its trees never reach. Why: a9a has 123 binary columns and Figure 9 gives it 40 trees; with one feature per tree
+    they reached a third of the columns, each tree a stump, and the model stayed at the majority class (test error
+    0.2362 at every epsilon, against 0.2299 with trees over all features). Only public facts decide: the schema's
+    features and the task's trees."""
     if tree_features not in TREE_FEATURES:
         raise ValueError(f"tree_features must be one of {', '.join(TREE_FEATURES)}, got {tree_features!r}")
-    return tree_features == "one" or (tree_features == "auto" and private)
+    if tree_features != "auto":
+        return tree_features == "one"
+    return private and trees >= features
 
 
 def draw_splits(
@@ -136,7 +145,7 @@ def train_random_split(
 
     Every party's noise comes from its own stream (``noise_rng``, purpose ``LEAVES``); the split draws from a
     public one. A private plan needs the binary objective: its sensitivities rest on ``|g| <= 1``, ``h <= 1/4``."""
-    single = one_feature_per_tree(tree_features, plan.private)
+    single = one_feature_per_tree(tree_features, plan.private, len(splittable(widths)), params.trees)
     if len(party_slots) != len(party_y) or len(party_slots) < 1:
         raise ValueError("need one label array per party and at least one party")
     if plan.private and params.objective != "binary":

@@ -148,10 +148,12 @@ def test_one_feature_trees_take_turns_over_the_splittable_features() -> None:
     assert set(features.tolist()) == {3} and np.all((thresholds >= 1) & (thresholds <= 8))
     with pytest.raises(ValueError, match="feature 2 has no edge"):
         draw_splits(widths, 3, np.random.default_rng(0), feature=2)
-    assert one_feature_per_tree("auto", private=True) and not one_feature_per_tree("auto", private=False)
-    assert one_feature_per_tree("one", private=False) and not one_feature_per_tree("all", private=True)
+    assert one_feature_per_tree("auto", True, 4, 4) and not one_feature_per_tree("auto", False, 4, 4)
+    assert one_feature_per_tree("one", False, 4, 4) and not one_feature_per_tree("all", True, 4, 4)
+    # fewer trees than features (a9a's 123 columns, 40 trees): a one-feature model would never see most of them
+    assert not one_feature_per_tree("auto", True, 123, 40) and one_feature_per_tree("one", True, 123, 40)
     with pytest.raises(ValueError, match="tree_features must be one of"):
-        one_feature_per_tree("two", private=True)
+        one_feature_per_tree("two", True, 4, 4)
 
 
 @pytest.mark.parametrize(("epsilon", "expected"), [(1.0, "one"), (math.inf, "all")])
