@@ -573,8 +573,9 @@ def votes_from_gains(best: np.ndarray) -> np.ndarray:
 
 def warm_up() -> None:
     """Load (or compile) the kernels on tiny inputs, so that a timed run measures training, not the JIT (the
-    contract side's kernels in ``node.resolve`` too)."""
-    from fgbdt_chain.node import resolve  # late: node.resolve is the contract side, not something histograms depend on
+    contract side's kernels in ``node.resolve`` and the verifiers' in ``node.verify`` too)."""
+    # late: the contract side and the verifiers' statistics are not something histograms depend on
+    from fgbdt_chain.node import resolve, verify
 
     rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
     group = np.zeros(2, dtype=np.int64)
@@ -585,3 +586,4 @@ def warm_up() -> None:
     rows.group_candidates_fixed(groups, np.zeros((1, 1), dtype=np.int64), FixedRows.of(ones, ones))
     rows.split_groups(groups, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.ones(2, np.int64), group)
     resolve.warm_up()
+    verify.warm_up()
