@@ -573,9 +573,9 @@ def votes_from_gains(best: np.ndarray) -> np.ndarray:
 
 def warm_up() -> None:
     """Load (or compile) the kernels on tiny inputs, so that a timed run measures training, not the JIT (the
-    contract side's kernels in ``node.resolve`` and the verifiers' in ``node.verify`` too)."""
+    contract side's kernels in ``node.resolve`` and ``node.fvtree`` and the verifiers' in ``node.verify`` too)."""
     # late: the contract side and the verifiers' statistics are not something histograms depend on
-    from fgbdt_chain.node import resolve, verify
+    from fgbdt_chain.node import fvtree, resolve, verify
 
     rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
     group = np.zeros(2, dtype=np.int64)
@@ -587,3 +587,4 @@ def warm_up() -> None:
     rows.split_groups(groups, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.ones(2, np.int64), group)
     resolve.warm_up()
     verify.warm_up()
+    fvtree.warm_up()
