@@ -230,6 +230,25 @@ def _group_candidates_fixed(  # pragma: no cover - compiled
     hlo = np.zeros((num_groups, nc, nbins), dtype=np.int64)
     hn = np.zeros((num_groups, nc, nbins), dtype=np.int64)
     for k in range(num_groups):
+        if nc == 2:
+            # both candidates in one pass over the group's rows, each row's values read once (integer sums: the
+            # same in any order)
+            col0, col1 = slots_t[features[k, 0]], slots_t[features[k, 1]]
+            for i in range(start[k], start[k + 1]):
+                r = order[i]
+                s0, s1 = col0[r], col1[r]
+                a, b, c2, d, e = g_hi[r], g_lo[r], h_hi[r], h_lo[r], count[r]
+                ghi[k, 0, s0] += a
+                glo[k, 0, s0] += b
+                hhi[k, 0, s0] += c2
+                hlo[k, 0, s0] += d
+                hn[k, 0, s0] += e
+                ghi[k, 1, s1] += a
+                glo[k, 1, s1] += b
+                hhi[k, 1, s1] += c2
+                hlo[k, 1, s1] += d
+                hn[k, 1, s1] += e
+            continue
         for c in range(nc):
             column = slots_t[features[k, c]]
             for i in range(start[k], start[k + 1]):

@@ -111,7 +111,8 @@ class PartyEstimator:
         if not psd_scale >= 0:
             raise ValueError(f"the PSD noise scale must be >= 0, got {psd_scale}")
         rows = np.bincount(leaf, minlength=num_leaves).astype(np.float64)
-        return cls(np.asarray(weight, dtype=np.float64), np.asarray(leaf, dtype=np.int64), rows, psd_scale, psd_total)
+        weight = np.ascontiguousarray(weight, dtype=np.float64)  # a column of W: contiguous for the kernel
+        return cls(weight, np.ascontiguousarray(leaf, dtype=np.int64), rows, psd_scale, psd_total)
 
 
 @dataclass(frozen=True)
