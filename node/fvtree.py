@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
@@ -62,6 +63,10 @@ voting contributions)."""
 ON_CHAIN = ("fvtree", "drawn")
 """The algorithms a task on chain runs (``pvtree`` and ``allfeatures`` are ``simulate``'s comparisons: which histograms
 a party votes on, or pooled float histograms, no contract can check)."""
+
+
+_UNREAD = Claims(np.zeros(0), np.zeros(0), np.zeros(0))
+"""Stands for claims no verifier reads at a level (below a tree's root under the statistical rule)."""
 
 
 def task_voted_trees(algo: str, params: TrainParams) -> int:
@@ -564,13 +569,19 @@ class Federation:
         """Which taking-part parties' histograms the contract accepts at this level, and the credit the root's
         endorsements give each; also every party's claims and verdicts, for observers."""
         cand_arr = np.asarray(cands, dtype=np.int64)
-        claims = [Claims.from_limbs(s.g_hi, s.g_lo, s.h_hi, s.h_lo, s.n) for s in sums]
+        rule = self.endorsement
+        # the verifiers read the claims where they test them (a root under the statistical rule, every level under
+        # the overlap rule); observers get them at every level
+        read = rule is not None and (rule.rule != ref.ENDORSE_STATISTICAL or level == 0 or self.measure_every_level)
+        if read or self.level_observer is not None:
+            claims = [Claims.from_limbs(s.g_hi, s.g_lo, s.h_hi, s.h_lo, s.n) for s in sums]
+        else:
+            claims = [_UNREAD] * len(sums)
         verdicts: list[dict[int, Verdict]] = [{} for _ in range(self.m)]
         measured: list[dict[int, Measurement]] = [{} for _ in range(self.m)]
         sides_of: dict[int, VerifierLevel] = {}
         accepted: list[int] = []
         credit: dict[int, ref.Credit] = {}
-        rule = self.endorsement
         for i in range(self.m):
             if not self.active[i]:
                 continue
@@ -878,26 +889,63 @@ def _released_totals(
     return out
 
 
+@njit(cache=True, nogil=True)
+def _side_limbs(  # pragma: no cover - compiled
+    g_hi: np.ndarray,
+    g_lo: np.ndarray,
+    h_hi: np.ndarray,
+    h_lo: np.ndarray,
+    n: np.ndarray,
+    nodes: np.ndarray,
+    ranks: np.ndarray,
+    cuts: np.ndarray,
+) -> np.ndarray:
+    """The limb sums (planes g hi, g lo, h hi, h lo, n) of slots ``0..cut`` and of every slot of candidate
+    ``rank`` at each node, shape (2, 5, len(nodes)): left, then whole. Integer sums in slot order, the values numpy's
+    cumulative sums give (wrapping alike, were they to overflow)."""
+    s, b = nodes.shape[0], n.shape[2]
+    out = np.zeros((2, 5, s), dtype=np.int64)
+    for k in range(s):
+        j, r, t = nodes[k], ranks[k], cuts[k]
+        if t < 0:
+            t += b
+        a0, a1, a2, a3, a4 = 0, 0, 0, 0, 0
+        for x in range(b):
+            a0 += g_hi[j, r, x]
+            a1 += g_lo[j, r, x]
+            a2 += h_hi[j, r, x]
+            a3 += h_lo[j, r, x]
+            a4 += n[j, r, x]
+            if x == t:
+                out[0, 0, k], out[0, 1, k], out[0, 2, k], out[0, 3, k], out[0, 4, k] = a0, a1, a2, a3, a4
+        out[1, 0, k], out[1, 1, k], out[1, 2, k], out[1, 3, k], out[1, 4, k] = a0, a1, a2, a3, a4
+    return out
+
+
 def _sides(sums: FixedSums, nodes: Sequence[int], ranks: Sequence[int], thresholds: Sequence[int]) -> list[Sides]:
     """A party's exact (g, h, n) sums left and right of a cut of candidate ``rank`` after bin ``threshold``, at each
     of the level's ``nodes`` (its children's totals if the node splits there). Cut after the last bin, the left side
-    is the node's totals. In compiled cumulative sums of the limbs (each bin's low limb is below 2^32, so no sum
-    overflows), joined into Python integers once per side."""
-    js = np.asarray(nodes, dtype=np.int64)
-    rs = np.asarray(ranks, dtype=np.int64)
-    at = np.arange(len(js))
-    cut = np.asarray(thresholds, dtype=np.int64)
-    left, whole = [], []
-    for hi, lo in ((sums.g_hi, sums.g_lo), (sums.h_hi, sums.h_lo), (sums.n, None)):
-        c_hi = np.cumsum(hi[js, rs], axis=1)
-        c_lo = np.cumsum(lo[js, rs], axis=1) if lo is not None else np.zeros_like(c_hi)
-        left.append((c_hi[at, cut].tolist(), c_lo[at, cut].tolist()))
-        whole.append((c_hi[:, -1].tolist(), c_lo[:, -1].tolist()))
+    is the node's totals. In compiled sums of the limbs (each bin's low limb is below 2^32, so no sum overflows),
+    joined into Python integers once per side."""
+    g_hi, g_lo, h_hi, h_lo, n = (
+        np.ascontiguousarray(a, dtype=np.int64) for a in (sums.g_hi, sums.g_lo, sums.h_hi, sums.h_lo, sums.n)
+    )
+    limbs = _side_limbs(
+        g_hi,
+        g_lo,
+        h_hi,
+        h_lo,
+        n,
+        np.asarray(nodes, dtype=np.int64),
+        np.asarray(ranks, dtype=np.int64),
+        np.asarray(thresholds, dtype=np.int64),
+    ).tolist()
     out = []
-    for k in range(len(js)):
-        lt = ref.Totals(*((hi[k] << 32) + lo[k] if q < 2 else hi[k] for q, (hi, lo) in enumerate(left)))
-        t = ref.Totals(*((hi[k] << 32) + lo[k] if q < 2 else hi[k] for q, (hi, lo) in enumerate(whole)))
-        out.append(Sides(lt, ref.Totals(t.g - lt.g, t.h - lt.h, t.n - lt.n)))
+    for (lg_hi, lg_lo, lh_hi, lh_lo, ln), (wg_hi, wg_lo, wh_hi, wh_lo, wn) in zip(
+        zip(*limbs[0], strict=True), zip(*limbs[1], strict=True), strict=True
+    ):
+        lt = ref.Totals((lg_hi << 32) + lg_lo, (lh_hi << 32) + lh_lo, ln)
+        out.append(Sides(lt, ref.Totals((wg_hi << 32) + wg_lo - lt.g, (wh_hi << 32) + wh_lo - lt.h, wn - ln)))
     return out
 
 
@@ -915,3 +963,9 @@ def _leaf_values(res: ref.NodeResult) -> list[int]:
 def params_dict(params: TrainParams) -> dict[str, Any]:
     """The parameters as a plain dict (for JSON reports and saved models)."""
     return asdict(params)
+
+
+def warm_up() -> None:
+    """Load (or compile) this module's kernel on a tiny level, so that a timed run measures training."""
+    one = np.ones((1, 1, 2), dtype=np.int64)
+    _node_totals(FixedSums(one, one, one, one, one), [0])

@@ -230,6 +230,25 @@ def _group_candidates_fixed(  # pragma: no cover - compiled
     hlo = np.zeros((num_groups, nc, nbins), dtype=np.int64)
     hn = np.zeros((num_groups, nc, nbins), dtype=np.int64)
     for k in range(num_groups):
+        if nc == 2:
+            # both candidates in one pass over the group's rows, each row's values read once (integer sums: the
+            # same in any order)
+            col0, col1 = slots_t[features[k, 0]], slots_t[features[k, 1]]
+            for i in range(start[k], start[k + 1]):
+                r = order[i]
+                s0, s1 = col0[r], col1[r]
+                a, b, c2, d, e = g_hi[r], g_lo[r], h_hi[r], h_lo[r], count[r]
+                ghi[k, 0, s0] += a
+                glo[k, 0, s0] += b
+                hhi[k, 0, s0] += c2
+                hlo[k, 0, s0] += d
+                hn[k, 0, s0] += e
+                ghi[k, 1, s1] += a
+                glo[k, 1, s1] += b
+                hhi[k, 1, s1] += c2
+                hlo[k, 1, s1] += d
+                hn[k, 1, s1] += e
+            continue
         for c in range(nc):
             column = slots_t[features[k, c]]
             for i in range(start[k], start[k + 1]):
@@ -573,8 +592,9 @@ def votes_from_gains(best: np.ndarray) -> np.ndarray:
 
 def warm_up() -> None:
     """Load (or compile) the kernels on tiny inputs, so that a timed run measures training, not the JIT (the
-    contract side's kernels in ``node.resolve`` too)."""
-    from fgbdt_chain.node import resolve  # late: node.resolve is the contract side, not something histograms depend on
+    contract side's kernels in ``node.resolve`` and ``node.fvtree`` and the verifiers' in ``node.verify`` too)."""
+    # late: the contract side and the verifiers' statistics are not something histograms depend on
+    from fgbdt_chain.node import fvtree, resolve, verify
 
     rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
     group = np.zeros(2, dtype=np.int64)
@@ -585,3 +605,5 @@ def warm_up() -> None:
     rows.group_candidates_fixed(groups, np.zeros((1, 1), dtype=np.int64), FixedRows.of(ones, ones))
     rows.split_groups(groups, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.ones(2, np.int64), group)
     resolve.warm_up()
+    verify.warm_up()
+    fvtree.warm_up()

@@ -183,6 +183,17 @@ def top2_level(
     return [tuple(pair) for pair in top.tolist()]
 
 
+def _credited(value: int, multiplier: int) -> int:
+    """``ref.credited``: ``value * multiplier / ONE`` truncated toward zero, the reference itself (to raise its error)
+    where the product leaves int256."""
+    p = value * multiplier
+    if 0 <= p <= ref.INT256_MAX:
+        return p // ref.ONE
+    if ref.INT256_MIN <= p < 0:
+        return -(-p // ref.ONE)
+    return ref.credited(value, multiplier)
+
+
 def _join(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     """Python integers ``hi * 2**32 + lo`` of two int64 limb arrays (an object array of the same shape)."""
     return hi.astype(object) * LIMB + lo.astype(object)
@@ -304,16 +315,15 @@ def resolve_level(
                 if hm == ref.HESSIAN_COUNT:
                     hl = [ref.hessian_of(h, n, hm) for h, n in zip(hl, n_left[s], strict=True)]
                     hr = [ref.hessian_of(h, n, hm) for h, n in zip(hr, n_right[s], strict=True)]
-            else:
-                sides = [
-                    ref.credited_sides(raw, c, hm)
-                    for raw, c in zip(
-                        zip(g_left_s[s], h_left_s[s], n_left[s], g_right[s], h_right[s], n_right[s], strict=True),
-                        party_credits,
-                        strict=True,
-                    )
-                ]
-                gl, hl, gr, hr = ([x[i] for x in sides] for i in range(4))
+            else:  # ``ref.credited_sides`` of every party, its integer steps inlined
+                gl = [_credited(v, c.g) for v, c in zip(g_left_s[s], party_credits, strict=True)]
+                gr = [_credited(v, c.g) for v, c in zip(g_right[s], party_credits, strict=True)]
+                if hm == ref.HESSIAN_COUNT:
+                    hl = [_credited(n * ref.ONE, c.n) for n, c in zip(n_left[s], party_credits, strict=True)]
+                    hr = [_credited(n * ref.ONE, c.n) for n, c in zip(n_right[s], party_credits, strict=True)]
+                else:
+                    hl = [_credited(v, c.h) for v, c in zip(h_left_s[s], party_credits, strict=True)]
+                    hr = [_credited(v, c.h) for v, c in zip(h_right[s], party_credits, strict=True)]
             credited_gain, phi = ref.split_shapley_fast(gl, hl, gr, hr, lam)
             feature = split.feature
             kappa = tuple(ref.voting_contribution(v, feature, credited_gain) for v in node_votes[j])

@@ -66,7 +66,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from statistics import NormalDist
 
 import numpy as np
@@ -99,6 +99,11 @@ class PartyEstimator:
     psd_total: float
     """m's released total count."""
 
+    @cached_property
+    def inv_rows(self) -> np.ndarray:
+        """``1 / S_l`` of each row's leaf ``l`` (at least one row counted), computed once for every check."""
+        return 1.0 / np.maximum(self.leaf_rows[self.leaf], 1.0)
+
     @classmethod
     def build(cls, weight: np.ndarray, leaf: np.ndarray, num_leaves: int, psd_scale: float, psd_total: float):
         if weight.shape != leaf.shape:
@@ -106,7 +111,8 @@ class PartyEstimator:
         if not psd_scale >= 0:
             raise ValueError(f"the PSD noise scale must be >= 0, got {psd_scale}")
         rows = np.bincount(leaf, minlength=num_leaves).astype(np.float64)
-        return cls(np.asarray(weight, dtype=np.float64), np.asarray(leaf, dtype=np.int64), rows, psd_scale, psd_total)
+        weight = np.ascontiguousarray(weight, dtype=np.float64)  # a column of W: contiguous for the kernel
+        return cls(weight, np.ascontiguousarray(leaf, dtype=np.int64), rows, psd_scale, psd_total)
 
 
 @dataclass(frozen=True)
@@ -212,93 +218,112 @@ def _measure(  # pragma: no cover - compiled
     noise_var: np.ndarray,
 ) -> np.ndarray:
     """Every quantity's (a, b, var(a - b), E_claim, E_target) for rows' cells ``cells`` (2, rows), quantities
-    ``xs`` (Q, rows) and claims (Q, 2, ncell): one pass per quantity and candidate over the verifier's rows.
+    ``xs`` (Q, rows) and claims (Q, 2, ncell).
 
     Per cell: the estimate ``sum W x``, the party's own sampling variance estimated by ``sum W x^2`` and the
     verifier's, ``sum W^2 x^2`` plus the PSD noise bounded per row by ``2 b^2 x^2 / S_l``; the weight of a cell is
     its estimate over its variance floored at the median cell variance. ``var(a - b)`` sums each row once with its
     weight averaged over the two candidates, and each PSD leaf's noise on the weighted sum of its rows.
+
+    Two passes over the verifier's rows serve every quantity and candidate at once (the cells' sums, then the rows'
+    averaged weights); each sum still adds its terms in row order with the same float operations as one pass per
+    quantity and candidate would (``tests/test_verify.py`` compares the two bit for bit), so the statistics are the
+    same floats, only the independent sums are interleaved.
     """
     nq, rows = xs.shape
     out = np.zeros((nq, 6))
-    est = np.zeros(ncell)
-    vp = np.zeros(ncell)
-    vv = np.zeros(ncell)
-    w = np.zeros(ncell)
-    u = np.zeros(rows)
-    leaf_sum = np.zeros(num_leaves)
+    est = np.zeros((nq, 2, ncell))
+    vp = np.zeros((nq, 2, ncell))
+    vv = np.zeros((nq, 2, ncell))
+    w = np.zeros((nq, 2, ncell))
+    used = np.zeros((nq, 2), dtype=np.bool_)
     two_b2 = 2.0 * b * b
+    for i in range(rows):
+        wi, ir = weight[i], inv_rows[i]
+        c0, c1 = cells[0, i], cells[1, i]
+        for q in range(nq):
+            x = xs[q, i]
+            wx = wi * x
+            p = wx * x
+            v = wi * wx * x + two_b2 * x * x * ir
+            est[q, 0, c0] += wx
+            vp[q, 0, c0] += p
+            vv[q, 0, c0] += v
+            est[q, 1, c1] += wx
+            vp[q, 1, c1] += p
+            vv[q, 1, c1] += v
     for q in range(nq):
-        x = xs[q]
-        u[:] = 0.0
         a = est_sum = e_claim = e_est = k_party = k_verifier = 0.0
         dispersion = noise_d = 0.0
         for r in range(2):
-            est[:] = 0.0
-            vp[:] = 0.0
-            vv[:] = 0.0
-            for i in range(rows):
-                c = cells[r, i]
-                wx = weight[i] * x[i]
-                est[c] += wx
-                vp[c] += wx * x[i]
-                vv[c] += weight[i] * wx * x[i] + two_b2 * x[i] * x[i] * inv_rows[i]
+            e, pv, vr, wr = est[q, r], vp[q, r], vv[q, r], w[q, r]
             if noise_var[q] > 0:  # the party's public privacy noise, on every cell it sends
-                vp[:] += noise_var[q]
+                pv[:] += noise_var[q]
             nhas = 0
             for c in range(ncell):
-                if vp[c] + vv[c] > 0:
+                if pv[c] + vr[c] > 0:
                     nhas += 1
             if nhas == 0:
                 continue
-            v = vp + vv
+            used[q, r] = True
+            v = pv + vr
             floor = np.median(v[v > 0])
             # over-dispersion: the claims' scatter about their best fit ``s * est``, relative to the model's variance
             # and in units of s (so the same for claims times any F), over the cells' degrees of freedom
             cross = fit = 0.0
             for c in range(ncell):
                 if v[c] > 0:
-                    cross += claims[q, r, c] * est[c] / v[c]
-                    fit += est[c] * est[c] / v[c]
+                    cross += claims[q, r, c] * e[c] / v[c]
+                    fit += e[c] * e[c] / v[c]
             if nhas > 1 and fit > 0 and cross != 0:
                 s = cross / fit
                 resid = 0.0
                 for c in range(ncell):
                     if v[c] > 0:
-                        e = claims[q, r, c] - s * est[c]
-                        resid += e * e / v[c]
+                        d = claims[q, r, c] - s * e[c]
+                        resid += d * d / v[c]
                 dispersion += 0.5 * resid / (s * s * (nhas - 1))
             elif nhas > 1:
                 dispersion += 0.5 * np.inf
             for c in range(ncell):
                 vc = v[c]
-                w[c] = est[c] / (vc if vc > floor else floor)
+                wr[c] = e[c] / (vc if vc > floor else floor)
                 claim = claims[q, r, c]
-                a += 0.5 * w[c] * claim
-                noise_d += 0.25 * w[c] * w[c] * noise_var[q]  # each cell's own privacy noise in the claims
-                est_sum += 0.5 * w[c] * est[c]
+                a += 0.5 * wr[c] * claim
+                noise_d += 0.25 * wr[c] * wr[c] * noise_var[q]  # each cell's own privacy noise in the claims
+                est_sum += 0.5 * wr[c] * e[c]
                 if vc > 0:
                     e_claim += 0.5 * claim * claim / vc
-                    e_est += 0.5 * est[c] * est[c] / vc
-                    k_party += 0.5 * vp[c] / vc
-                    k_verifier += 0.5 * vv[c] / vc
-            for i in range(rows):
-                u[i] += 0.5 * w[cells[r, i]]
-        leaf_sum[:] = 0.0
-        var_d = 0.0
-        for i in range(rows):
-            ux = u[i] * x[i]
-            var_d += (weight[i] + weight[i] * weight[i]) * ux * ux
-            leaf_sum[leaf[i]] += ux * inv_rows[i]
-        for lf in range(num_leaves):
-            var_d += two_b2 * leaf_sum[lf] * leaf_sum[lf]
-        var_d += noise_d
+                    e_est += 0.5 * e[c] * e[c] / vc
+                    k_party += 0.5 * pv[c] / vc
+                    k_verifier += 0.5 * vr[c] / vc
         out[q, 0] = a
         out[q, 1] = est_sum
-        out[q, 2] = var_d
         out[q, 3] = e_claim
         out[q, 4] = max(e_est - k_verifier, 0.0) + k_party
         out[q, 5] = max(dispersion, 1.0)
+        out[q, 2] = noise_d  # var(a - b) without the rows' terms, added below
+    var_d = np.zeros(nq)
+    leaf_sum = np.zeros((nq, num_leaves))
+    for i in range(rows):
+        wi, ir = weight[i], inv_rows[i]
+        ww = wi + wi * wi
+        lf = leaf[i]
+        c0, c1 = cells[0, i], cells[1, i]
+        for q in range(nq):
+            u = 0.0
+            if used[q, 0]:
+                u += 0.5 * w[q, 0, c0]
+            if used[q, 1]:
+                u += 0.5 * w[q, 1, c1]
+            ux = u * xs[q, i]
+            var_d[q] += ww * ux * ux
+            leaf_sum[q, lf] += ux * ir
+    for q in range(nq):
+        d = var_d[q]
+        for lf in range(num_leaves):
+            d += two_b2 * leaf_sum[q, lf] * leaf_sum[q, lf]
+        out[q, 2] = d + out[q, 2]
     return out
 
 
@@ -381,9 +406,14 @@ class VerifierLevel:
         """``k_of_row`` places the rows among the level's open nodes (-1: elsewhere), ``candidates`` is
         (nodes, 2), ``g`` and ``h`` are the verifier's gradients and hessians."""
         nbins = rows.nbins
+        cand = np.asarray(candidates, dtype=np.int64)
+        if cand.shape[0] == 1 and k_of_row.size and int(k_of_row.min()) == 0:
+            # a tree's root (one node holding every row): each candidate's cells are its column of slots
+            idx = np.arange(k_of_row.size)
+            cells = np.stack([rows.slots_t[cand[0, r]].astype(np.int64) for r in range(2)])
+            return cls(idx, cells, np.stack([g, h, np.ones(idx.size)]), 1, nbins)
         idx = np.flatnonzero(k_of_row >= 0)
         node = k_of_row[idx]
-        cand = np.asarray(candidates, dtype=np.int64)
         cells = np.stack([node * nbins + rows.slots[idx, cand[node, r]].astype(np.int64) for r in range(2)])
         xs = np.stack([g[idx], h[idx], np.ones(idx.size)])
         return cls(idx, cells, xs, int(cand.shape[0]), nbins)
@@ -403,9 +433,10 @@ def measure(
     k, nbins = level.nodes, level.nbins
     if claims.g.shape != (k, 2, nbins):
         raise ValueError(f"claims of shape {claims.g.shape}, expected {(k, 2, nbins)}")
-    weight = estimator.weight[level.idx]
-    leaf = estimator.leaf[level.idx]
-    inv_rows = 1.0 / np.maximum(estimator.leaf_rows[leaf], 1.0)
+    if level.idx.size == estimator.weight.size:  # every row of the verifier (a tree's root): no copies
+        weight, leaf, inv_rows = estimator.weight, estimator.leaf, estimator.inv_rows
+    else:
+        weight, leaf, inv_rows = (a[level.idx] for a in (estimator.weight, estimator.leaf, estimator.inv_rows))
     num_leaves = estimator.leaf_rows.shape[0]
     b = estimator.psd_scale
     ncell = k * nbins
@@ -528,3 +559,13 @@ def estimate_histograms(
     shapes (num_nodes, C, nbins)."""
     est_g, est_n, _ = rows.candidate_histograms(k_of_row, num_nodes, candidates, g * weight, weight)
     return est_g, est_n
+
+
+def warm_up() -> None:
+    """Load (or compile) the statistics kernel on a tiny level, so that a timed run measures the checks."""
+    rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
+    ones = np.ones(2)
+    level = VerifierLevel.of(rows, np.zeros(2, dtype=np.int64), np.array([[0, 1]]), ones, ones)
+    estimator = PartyEstimator.build(ones, np.zeros(2, dtype=np.int64), 1, 1.0, 2.0)
+    claims = Claims(np.ones((1, 2, 2)), np.ones((1, 2, 2)), np.ones((1, 2, 2)))
+    measure(level, estimator, claims, root=True)

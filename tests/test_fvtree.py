@@ -284,3 +284,48 @@ def test_observers_see_each_rows_open_node() -> None:
                     party.rows.slots, ids, {nid: (int(n.feature), int(n.threshold)) for nid, n in at_level.items()}
                 )
             assert np.array_equal(positions, open_positions(ids, rec.nodes, params.depth))
+
+
+def _sides_by_cumsum(sums, nodes, ranks, thresholds):  # type: ignore[no-untyped-def]
+    """``_sides`` as first written, numpy's cumulative sums of the limbs: what the compiled sums must equal."""
+    js = np.asarray(nodes, dtype=np.int64)
+    rs = np.asarray(ranks, dtype=np.int64)
+    at = np.arange(len(js))
+    cut = np.asarray(thresholds, dtype=np.int64)
+    left, whole = [], []
+    for hi, lo in ((sums.g_hi, sums.g_lo), (sums.h_hi, sums.h_lo), (sums.n, None)):
+        c_hi = np.cumsum(hi[js, rs], axis=1)
+        c_lo = np.cumsum(lo[js, rs], axis=1) if lo is not None else np.zeros_like(c_hi)
+        left.append((c_hi[at, cut].tolist(), c_lo[at, cut].tolist()))
+        whole.append((c_hi[:, -1].tolist(), c_lo[:, -1].tolist()))
+    out = []
+    for k in range(len(js)):
+        lt = ref.Totals(*((hi[k] << 32) + lo[k] if q < 2 else hi[k] for q, (hi, lo) in enumerate(left)))
+        t = ref.Totals(*((hi[k] << 32) + lo[k] if q < 2 else hi[k] for q, (hi, lo) in enumerate(whole)))
+        out.append((lt, ref.Totals(t.g - lt.g, t.h - lt.h, t.n - lt.n)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_compiled_side_sums_equal_the_cumulative_sums(seed: int) -> None:
+    from fgbdt_chain.node.fvtree import _node_totals, _sides
+    from fgbdt_chain.node.histogram import FixedSums
+
+    rng = np.random.default_rng(seed)
+    k, c, b = int(rng.integers(1, 9)), 2, int(rng.integers(2, 20))
+    big = 2**47 if seed % 2 else 2**20
+    sums = FixedSums(
+        rng.integers(-big, big, size=(k, c, b)),
+        rng.integers(0, 2**32, size=(k, c, b)),
+        rng.integers(0, big, size=(k, c, b)),
+        rng.integers(0, 2**32, size=(k, c, b)),
+        rng.integers(0, 10_000, size=(k, c, b)),
+    )
+    s = int(rng.integers(0, 2 * k))
+    nodes = rng.integers(0, k, size=s).tolist()
+    ranks = rng.integers(0, c, size=s).tolist()
+    cuts = rng.integers(0, b, size=s).tolist()
+    got = [(x.left, x.right) for x in _sides(sums, nodes, ranks, cuts)]
+    assert got == _sides_by_cumsum(sums, nodes, ranks, cuts)
+    whole = _sides_by_cumsum(sums, range(k), [0] * k, [b - 1] * k)
+    assert _node_totals(sums, list(range(k))) == [lt for lt, _ in whole]

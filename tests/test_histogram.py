@@ -251,3 +251,30 @@ def test_kernels_are_bit_for_bit_the_sequential_loops(seed: int) -> None:
                 want_g[group[r], c, slots[r, feats[group[r], c]]] += g[r]
                 want_h[group[r], c, slots[r, feats[group[r], c]]] += h[r]
     assert sg.tobytes() == want_g.tobytes() and sh.tobytes() == want_h.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_candidate_sums_are_the_integer_sums_of_the_rows(seed: int) -> None:
+    from fgbdt_chain.node.histogram import FixedRows
+
+    rng = np.random.default_rng(seed)
+    rows, features, nbins, groups = int(rng.integers(1, 300)), 5, int(rng.integers(2, 9)), int(rng.integers(1, 6))
+    binned = BinnedRows(rng.integers(0, nbins, size=(rows, features)).astype(np.uint8), nbins)
+    fixed = FixedRows.of(rng.normal(size=rows) * 10 ** float(rng.integers(-3, 6)), rng.uniform(0, 3, size=rows))
+    group_of_row = rng.integers(-1, groups, size=rows)
+    grouped = binned.groups(group_of_row, groups)
+    q_g = [(int(a) << 32) + int(b) for a, b in zip(fixed.g_hi, fixed.g_lo, strict=True)]
+    q_h = [(int(a) << 32) + int(b) for a, b in zip(fixed.h_hi, fixed.h_lo, strict=True)]
+    for nc in (1, 2, 3):
+        cands = rng.integers(0, features, size=(groups, nc))
+        if nc == 2:
+            cands[0, 1] = cands[0, 0]  # the same feature twice
+        sums = binned.group_candidates_fixed(grouped, cands, fixed)
+        for k in range(groups):
+            for c in range(nc):
+                for s in range(nbins):
+                    at = [r for r in range(rows) if group_of_row[r] == k and binned.slots[r, cands[k, c]] == s]
+                    assert (int(sums.g_hi[k, c, s]) << 32) + int(sums.g_lo[k, c, s]) == sum(q_g[r] for r in at)
+                    assert (int(sums.h_hi[k, c, s]) << 32) + int(sums.h_lo[k, c, s]) == sum(q_h[r] for r in at)
+                    assert 0 <= sums.g_lo[k, c, s] < 2**32 and 0 <= sums.h_lo[k, c, s] < 2**32
+                    assert sums.n[k, c, s] == len(at)

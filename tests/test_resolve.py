@@ -189,3 +189,25 @@ def test_top2_level_checks_rule_and_node_ids() -> None:
         top2_level(votes, 4, ref.TIE_HASHED, 0, [1, 2])
     with pytest.raises(ValueError, match="needs the level's node ids"):
         top2_level(votes, 4, ref.TIE_HASHED, 0)
+
+
+def test_credited_values_are_the_references_on_big_and_signed_values() -> None:
+    from fgbdt_chain.node.resolve import _credited
+
+    rng = np.random.default_rng(3)
+    edges = [0, 1, -1, ONE, -ONE, ONE - 1, 2**80, -(2**80), 2**127, -(2**127), 2**175, -(2**175)]
+    values = edges + [
+        int(v) * int(w) for v, w in zip(rng.integers(-(2**62), 2**62, 200), rng.integers(1, 2**40, 200), strict=True)
+    ]
+    multipliers = [0, 1, ONE // 2, ONE, ONE + 1, ref.MAX_CREDIT] + [int(x) for x in rng.integers(0, 2**62, 50)]
+    for v in values:
+        for m in multipliers:
+            try:
+                want: int | None = ref.credited(v, m)
+            except ref.FixedPointOverflow:
+                want = None
+            if want is None:
+                with pytest.raises(ref.FixedPointOverflow):
+                    _credited(v, m)
+            else:
+                assert _credited(v, m) == want

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.node.endorsement import EndorsementRule, decide
@@ -15,6 +16,7 @@ from fgbdt_chain.node.verify import (
     Claims,
     PartyEstimator,
     VerifierLevel,
+    _measure,
     check,
     check_overlap,
     count_bound,
@@ -238,3 +240,130 @@ def test_over_dispersion_widens_the_test_and_ignores_a_stretch() -> None:
     shifted = Claims(np.roll(claims.g, 1, axis=-1), np.roll(claims.h, 1, axis=-1), np.roll(claims.n, 1, axis=-1))
     wide = measure(level, est, shifted, root=True)
     assert wide.n.dispersion > 2.0 and wide.n.dispersion > honest.n.dispersion
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The statistics kernel: its fused passes give the same floats as one pass per quantity and candidate.
+
+
+@njit(cache=True)
+def _measure_by_quantity(  # pragma: no cover - compiled
+    cells: np.ndarray,
+    ncell: int,
+    xs: np.ndarray,
+    weight: np.ndarray,
+    leaf: np.ndarray,
+    inv_rows: np.ndarray,
+    num_leaves: int,
+    b: float,
+    claims: np.ndarray,
+    noise_var: np.ndarray,
+) -> np.ndarray:
+    """The kernel as first written, one pass per quantity and candidate: what ``_measure`` must equal."""
+    nq, rows = xs.shape
+    out = np.zeros((nq, 6))
+    est = np.zeros(ncell)
+    vp = np.zeros(ncell)
+    vv = np.zeros(ncell)
+    w = np.zeros(ncell)
+    u = np.zeros(rows)
+    leaf_sum = np.zeros(num_leaves)
+    two_b2 = 2.0 * b * b
+    for q in range(nq):
+        x = xs[q]
+        u[:] = 0.0
+        a = est_sum = e_claim = e_est = k_party = k_verifier = 0.0
+        dispersion = noise_d = 0.0
+        for r in range(2):
+            est[:] = 0.0
+            vp[:] = 0.0
+            vv[:] = 0.0
+            for i in range(rows):
+                c = cells[r, i]
+                wx = weight[i] * x[i]
+                est[c] += wx
+                vp[c] += wx * x[i]
+                vv[c] += weight[i] * wx * x[i] + two_b2 * x[i] * x[i] * inv_rows[i]
+            if noise_var[q] > 0:  # the party's public privacy noise, on every cell it sends
+                vp[:] += noise_var[q]
+            nhas = 0
+            for c in range(ncell):
+                if vp[c] + vv[c] > 0:
+                    nhas += 1
+            if nhas == 0:
+                continue
+            v = vp + vv
+            floor = np.median(v[v > 0])
+            # over-dispersion: the claims' scatter about their best fit ``s * est``, relative to the model's variance
+            # and in units of s (so the same for claims times any F), over the cells' degrees of freedom
+            cross = fit = 0.0
+            for c in range(ncell):
+                if v[c] > 0:
+                    cross += claims[q, r, c] * est[c] / v[c]
+                    fit += est[c] * est[c] / v[c]
+            if nhas > 1 and fit > 0 and cross != 0:
+                s = cross / fit
+                resid = 0.0
+                for c in range(ncell):
+                    if v[c] > 0:
+                        e = claims[q, r, c] - s * est[c]
+                        resid += e * e / v[c]
+                dispersion += 0.5 * resid / (s * s * (nhas - 1))
+            elif nhas > 1:
+                dispersion += 0.5 * np.inf
+            for c in range(ncell):
+                vc = v[c]
+                w[c] = est[c] / (vc if vc > floor else floor)
+                claim = claims[q, r, c]
+                a += 0.5 * w[c] * claim
+                noise_d += 0.25 * w[c] * w[c] * noise_var[q]  # each cell's own privacy noise in the claims
+                est_sum += 0.5 * w[c] * est[c]
+                if vc > 0:
+                    e_claim += 0.5 * claim * claim / vc
+                    e_est += 0.5 * est[c] * est[c] / vc
+                    k_party += 0.5 * vp[c] / vc
+                    k_verifier += 0.5 * vv[c] / vc
+            for i in range(rows):
+                u[i] += 0.5 * w[cells[r, i]]
+        leaf_sum[:] = 0.0
+        var_d = 0.0
+        for i in range(rows):
+            ux = u[i] * x[i]
+            var_d += (weight[i] + weight[i] * weight[i]) * ux * ux
+            leaf_sum[leaf[i]] += ux * inv_rows[i]
+        for lf in range(num_leaves):
+            var_d += two_b2 * leaf_sum[lf] * leaf_sum[lf]
+        var_d += noise_d
+        out[q, 0] = a
+        out[q, 1] = est_sum
+        out[q, 2] = var_d
+        out[q, 3] = e_claim
+        out[q, 4] = max(e_est - k_verifier, 0.0) + k_party
+        out[q, 5] = max(dispersion, 1.0)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_fused_statistics_kernel_equals_one_pass_per_quantity_bit_for_bit(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(1, 400))
+    ncell = int(rng.integers(1, 40))
+    num_leaves = int(rng.integers(1, 20))
+    cells = rng.integers(0, ncell, size=(2, rows)).astype(np.int64)
+    if seed % 4 == 0:  # a candidate whose rows sit in one cell, and rows with nothing to weigh
+        cells[1] = 0
+    xs = np.stack([rng.normal(size=rows), rng.uniform(0, 0.25, size=rows), np.ones(rows)])
+    if seed % 5 == 1:
+        xs[0, : rows // 2] = 0.0  # cells without variance
+    weight = rng.exponential(size=rows) * (rng.uniform(size=rows) > 0.1)
+    if seed % 6 == 2:
+        weight[:] = 0.0  # nothing estimated: every cell skipped
+    leaf = rng.integers(0, num_leaves, size=rows).astype(np.int64)
+    inv_rows = 1.0 / np.maximum(np.bincount(leaf, minlength=num_leaves)[leaf], 1.0)
+    b = float(rng.choice([0.0, 0.5, 3.0]))
+    claims = rng.normal(size=(3, 2, ncell)) * rng.uniform(0, 50)
+    noise = np.array([0.0, 0.0, 0.0]) if seed % 3 else rng.uniform(0, 2, size=3)
+    args = (cells, ncell, xs, weight, leaf, inv_rows, num_leaves, b, claims, noise)
+    got = _measure(*args)
+    want = _measure_by_quantity(*args)
+    assert got.tobytes() == want.tobytes(), (got, want)
