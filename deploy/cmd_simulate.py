@@ -28,6 +28,9 @@ from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.experiment import ALGORITHMS, BASELINES, PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
+from fgbdt_chain.node.privacy import plan
+from fgbdt_chain.node.random_split import DEFAULT_DEPTH as RANDOM_SPLIT_DEPTH
+from fgbdt_chain.node.random_split import DEFAULT_TREES as RANDOM_SPLIT_TREES
 from fgbdt_chain.node.random_split import TREE_FEATURES
 from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
 from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
@@ -42,8 +45,15 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("auto", "binary", "regression"), default="auto")
     parser.add_argument("--parties", type=int, default=4, help="number of parties M")
     parser.add_argument("--theta", type=float, default=0.8, help="skew ratio theta (0.5 = balanced)")
-    parser.add_argument("--trees", type=int, default=500)
-    parser.add_argument("--depth", type=int, default=8, help="split levels per tree (LightGBM's max_depth)")
+    parser.add_argument(
+        "--trees", type=int, default=500, help="trees (simulate: 500, with --algo randomsplit 200; train: 20)"
+    )
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=8,
+        help="split levels per tree, LightGBM's max_depth (simulate: 8, with --algo randomsplit 4; train: 5)",
+    )
     parser.add_argument("--bins", type=int, default=16)
     parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
     parser.add_argument("--lambda", dest="lam", type=float, default=0.1, help="L2 regularisation lambda")
@@ -135,6 +145,8 @@ def register(sub: Any) -> None:
         description="Train FV-tree or a baseline on simulated parties; the same math the contracts run.",
     )
     add_training_arguments(parser)
+    # None: the algorithm's own (shape_defaults), so that --algo randomsplit does not inherit the paper's 500 x 8
+    parser.set_defaults(trees=None, depth=None)
     parser.add_argument("--algo", choices=ALGORITHMS, default="fvtree")
     parser.add_argument(
         "--tree-features",
@@ -287,11 +299,40 @@ def objective_of(y: Any, task: str = "auto") -> ref.ObjectiveName:
     return "binary" if values <= {0.0, 1.0} else "regression"
 
 
+def shape_defaults(args: argparse.Namespace) -> None:
+    """Fill the trees and depth the user left unset with the algorithm's defaults: random-split trees their own
+    (``node.random_split``), every other algorithm the paper's (``TrainParams``)."""
+    random_split = args.algo == "randomsplit"
+    if args.trees is None:
+        args.trees = RANDOM_SPLIT_TREES if random_split else TrainParams.trees
+    if args.depth is None:
+        args.depth = RANDOM_SPLIT_DEPTH if random_split else TrainParams.depth
+
+
+def note_private_releases(args: argparse.Namespace) -> None:
+    """One stderr line before a private FV-tree task: how often each party releases its histograms and the noise
+    that costs per bin, so that a user sees why the model may be poor before waiting for it."""
+    if args.algo not in FEDERATED_ALGORITHMS or not math.isfinite(args.epsilon) or args.epsilon <= 0:
+        return
+    try:
+        p = plan(args.epsilon, args.dp_delta, args.trees, args.depth)
+    except ValueError:
+        return  # prep_config says what is wrong with the budget
+    print(
+        f"fgbdt simulate: note: each party releases its histograms {p.releases} times ({args.trees} trees x "
+        f"{args.depth} levels), so at epsilon {args.epsilon:g} a bin's gradient sum carries noise of standard "
+        f"deviation {p.noise_sd('g'):.3g} per party; --algo randomsplit releases once per tree",
+        file=sys.stderr,
+    )
+
+
 def simulate(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
+    shape_defaults(args)
     # before any work: M > MAX_PARTIES would enumerate 2^M coalitions per split (M = 200 grew to 23 GB)
     check_party_count(args.parties, args.algo)
     warn_if_slow(args, args.algo)
+    note_private_releases(args)
     if args.algo in SEED_ALGORITHMS and args.epsilon != math.inf:
         raise UserError(f"{args.algo} has no differential privacy for what it shares; leave --epsilon at inf")
     if args.tree_features != "auto" and args.algo != "randomsplit":

@@ -35,6 +35,11 @@ from fgbdt_chain.node.model import Node, Tree
 from fgbdt_chain.node.objective import gradients
 from fgbdt_chain.node.privacy import LEAVES, LeafPlan, noise_rng
 
+DEFAULT_TREES, DEFAULT_DEPTH = 200, 4
+"""``simulate --algo randomsplit``'s trees and depth when the user sets none: Maddock et al.'s depth 4, and enough
+trees that every feature gets turns. FV-tree's defaults (the paper's 500 trees of depth 8) give a random tree 256
+leaves, each too small for its noise."""
+
 TREE_FEATURES = ("auto", "one", "all")
 """How many features a tree splits on: ``one`` (the features take turns), ``all`` (each node draws its own), or
 ``auto``: one under a privacy budget when every feature gets a turn, all otherwise (:func:`one_feature_per_tree`)."""

@@ -325,3 +325,38 @@ def test_task_regression_is_kept_on_0_1_labels(csv_file: Path, tmp_path: Path) -
     out = tmp_path / "r.json"
     assert main(_small(csv_file, "--task", "regression", "--json", str(out))) == 0
     assert json.loads(out.read_text())["params"]["objective"] == "regression"
+
+
+@pytest.mark.parametrize(("algo", "trees", "depth"), [("randomsplit", 200, 4), ("fvtree", 500, 8)])
+def test_trees_and_depth_left_unset_take_the_algorithms_defaults(
+    csv_file: Path, tmp_path: Path, algo: str, trees: int, depth: int
+) -> None:
+    """Random-split trees do not inherit the paper's 500 trees of depth 8 (256 leaves, each too small for its
+    noise): unset, they take their own shape; given, the user's. The FV-tree run is only parsed (its
+    defaults are the paper's, checked without training 500 trees)."""
+    from fgbdt_chain.deploy.cli import build_parser
+    from fgbdt_chain.deploy.cmd_simulate import shape_defaults
+
+    args = build_parser().parse_args(["simulate", "--data", str(csv_file), "--algo", algo])
+    shape_defaults(args)
+    assert (args.trees, args.depth) == (trees, depth)
+    given = build_parser().parse_args(["simulate", "--data", str(csv_file), "--algo", algo, "--trees", "3"])
+    shape_defaults(given)
+    assert (given.trees, given.depth) == (3, depth)
+    if algo == "randomsplit":
+        out = tmp_path / "r.json"
+        flags = ["--data", str(csv_file), "--algo", algo, "--parties", "3", "--quiet", "--no-baselines"]
+        assert main(["simulate", *flags, "--json", str(out)]) == 0
+        report = json.loads(out.read_text())
+        assert (report["trees"], report["depth"]) == (trees, depth)
+
+
+def test_a_private_fvtree_task_says_how_often_each_party_releases(
+    csv_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_small(csv_file, "--epsilon", "1")) == 0
+    err = capsys.readouterr().err
+    assert "each party releases its histograms 12 times (4 trees x 3 levels)" in err
+    assert "--algo randomsplit releases once per tree" in err
+    assert main(_small(csv_file)) == 0
+    assert "releases its histograms" not in capsys.readouterr().err  # no budget, no note
