@@ -704,7 +704,7 @@ class Federation:
                 for i in accepted:
                     tree_credit[i] = credit.get(i, ref.NEUTRAL)
                 if carrying:
-                    roots = [_node_totals(s, [0])[0] for s in sums]
+                    roots = [sides[0].left for sides in _parties_sides(sums, [0], [0], [sums[0].n.shape[2] - 1])]
             if self.level_observer is not None:
                 positions = [kr.copy() for kr in k_of_rows]  # the observer may keep them; the splits update ours
                 active = [i in taking_part for i in range(self.m)]
@@ -815,15 +815,19 @@ class Federation:
         stops = [(j, res.leaf) for j, res in enumerate(results) if res.leaf is not None]
         cuts = [(j, res) for j, res in enumerate(results) if res.split is not None] if last else []
         splits = [res.split for _, res in cuts if res.split is not None]
-        for i in accepted:
-            if stops:
-                totals = _node_totals(sums[i], [j for j, _ in stops])
-                out[i] += [(leaf, t) for (_, leaf), t in zip(stops, totals, strict=True)]
-            if cuts:
-                sides = _sides(sums[i], [j for j, _ in cuts], [s.rank for s in splits], [s.threshold for s in splits])
-                for (_, res), side in zip(cuts, sides, strict=True):
-                    assert res.left_leaf is not None and res.right_leaf is not None
-                    out[i] += [(res.left_leaf, side.left), (res.right_leaf, side.right)]
+        if not (stops or cuts) or not accepted:
+            return
+        # every accepted party's sums at the same cuts, in one call: a node's totals are its candidate 0 cut after
+        # the last slot (``_node_totals``), a split's sides its cut
+        whole = sums[accepted[0]].n.shape[2] - 1
+        nodes = [j for j, _ in stops] + [j for j, _ in cuts]
+        ranks = [0] * len(stops) + [s.rank for s in splits]
+        at = [whole] * len(stops) + [s.threshold for s in splits]
+        for i, sides in zip(accepted, _parties_sides([sums[i] for i in accepted], nodes, ranks, at), strict=True):
+            out[i] += [(leaf, side.left) for (_, leaf), side in zip(stops, sides, strict=False)]
+            for (_, res), side in zip(cuts, sides[len(stops) :], strict=True):
+                assert res.left_leaf is not None and res.right_leaf is not None
+                out[i] += [(res.left_leaf, side.left), (res.right_leaf, side.right)]
 
     def _resolve(
         self,
@@ -940,6 +944,11 @@ def _sides(sums: FixedSums, nodes: Sequence[int], ranks: Sequence[int], threshol
         np.asarray(ranks, dtype=np.int64),
         np.asarray(thresholds, dtype=np.int64),
     ).tolist()
+    return _sides_of(limbs)
+
+
+def _sides_of(limbs: list[list[list[int]]]) -> list[Sides]:
+    """The sides of ``_side_limbs``' sums (as nested lists), joined into Python integers."""
     out = []
     for (lg_hi, lg_lo, lh_hi, lh_lo, ln), (wg_hi, wg_lo, wh_hi, wh_lo, wn) in zip(
         zip(*limbs[0], strict=True), zip(*limbs[1], strict=True), strict=True
@@ -947,6 +956,45 @@ def _sides(sums: FixedSums, nodes: Sequence[int], ranks: Sequence[int], threshol
         lt = ref.Totals((lg_hi << 32) + lg_lo, (lh_hi << 32) + lh_lo, ln)
         out.append(Sides(lt, ref.Totals((wg_hi << 32) + wg_lo - lt.g, (wh_hi << 32) + wh_lo - lt.h, wn - ln)))
     return out
+
+
+@njit(cache=True, nogil=True)
+def _side_limbs_parties(  # pragma: no cover - compiled
+    g_hi: np.ndarray,
+    g_lo: np.ndarray,
+    h_hi: np.ndarray,
+    h_lo: np.ndarray,
+    n: np.ndarray,
+    nodes: np.ndarray,
+    ranks: np.ndarray,
+    cuts: np.ndarray,
+) -> np.ndarray:
+    """``_side_limbs`` of every party's sums (inputs (parties, nodes, C, nbins)), shape (parties, 2, 5, len(nodes))."""
+    out = np.zeros((n.shape[0], 2, 5, nodes.shape[0]), dtype=np.int64)
+    for p in range(n.shape[0]):
+        out[p] = _side_limbs(g_hi[p], g_lo[p], h_hi[p], h_lo[p], n[p], nodes, ranks, cuts)
+    return out
+
+
+def _parties_sides(
+    sums: Sequence[FixedSums], nodes: Sequence[int], ranks: Sequence[int], thresholds: Sequence[int]
+) -> list[list[Sides]]:
+    """``_sides`` of several parties' sums at the same cuts, in one compiled call."""
+    g_hi, g_lo, h_hi, h_lo, n = (
+        np.stack([np.asarray(getattr(s, f), dtype=np.int64) for s in sums])
+        for f in ("g_hi", "g_lo", "h_hi", "h_lo", "n")
+    )
+    limbs = _side_limbs_parties(
+        g_hi,
+        g_lo,
+        h_hi,
+        h_lo,
+        n,
+        np.asarray(nodes, dtype=np.int64),
+        np.asarray(ranks, dtype=np.int64),
+        np.asarray(thresholds, dtype=np.int64),
+    ).tolist()
+    return [_sides_of(party) for party in limbs]
 
 
 def _node_totals(sums: FixedSums, nodes: Sequence[int]) -> list[ref.Totals]:
@@ -969,3 +1017,4 @@ def warm_up() -> None:
     """Load (or compile) this module's kernel on a tiny level, so that a timed run measures training."""
     one = np.ones((1, 1, 2), dtype=np.int64)
     _node_totals(FixedSums(one, one, one, one, one), [0])
+    _parties_sides([FixedSums(one, one, one, one, one)] * 2, [0], [0], [1])

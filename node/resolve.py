@@ -17,8 +17,10 @@ would revert.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
+from typing import Any, cast
 
 import numpy as np
 from numba import njit
@@ -183,6 +185,64 @@ def top2_level(
     return [tuple(pair) for pair in top.tolist()]
 
 
+UNROLLED_PARTIES = 6
+"""Most parties whose split Shapley values run as generated straight-line code (``split_shapley``); 2^M lines."""
+
+
+@cache
+def _unrolled_shapley(m: int) -> Callable[..., tuple[int, list[int]]]:
+    """``ref.split_shapley_fast`` for M parties as straight-line code: the same coalition recurrence (each
+    coalition's sums are its rest's plus its lowest member's, the hessian sums starting from lambda, so that they
+    are the denominators), the same utility expressions and each party's accumulator as the same integer sum of
+    coefficient times utility, with no loop, list or tuple on the way (integers, so the same values exactly)."""
+    steps, coef, total = ref._shapley_plan(m)
+    lines = ["def shapley(g_left, h_left, g_right, h_right, lam):"]
+    for q, name in (("a", "g_left"), ("b", "h_left"), ("c", "g_right"), ("d", "h_right")):
+        lines.append(f"    {', '.join(f'{q}{i}' for i in range(m))}, = {name}")
+    for mask, i, rest in steps:
+        if rest == 0:
+            lines.append(f"    gl{mask} = a{i}; dl{mask} = lam + b{i}; gr{mask} = c{i}; dr{mask} = lam + d{i}")
+        else:
+            lines.append(
+                f"    gl{mask} = gl{rest} + a{i}; dl{mask} = dl{rest} + b{i}; "
+                f"gr{mask} = gr{rest} + c{i}; dr{mask} = dr{rest} + d{i}"
+            )
+        lines.append(
+            f"    u{mask} = (gl{mask} * gl{mask} // dl{mask} if dl{mask} > 0 else 0) + "
+            f"(gr{mask} * gr{mask} // dr{mask} if dr{mask} > 0 else 0)"
+        )
+    phis = []
+    for p in range(m):
+        terms = " + ".join(f"({c}) * u{mask}" for mask, c in enumerate(coef[p]) if mask and c)
+        lines.append(f"    s{p} = {terms or '0'}")
+        lines.append(f"    if not {ref.INT256_MIN} <= s{p} <= {ref.INT256_MAX}: check(s{p})")
+        lines.append(f"    phi{p} = s{p} // {total} if s{p} >= 0 else -(-s{p} // {total})")
+        phis.append(f"phi{p}")
+    lines.append(f"    return u{(1 << m) - 1}, [{', '.join(phis)}]")
+    scope: dict[str, Any] = {"check": ref.check_int256}
+    exec("\n".join(lines), scope)
+    return cast(Callable[..., tuple[int, list[int]]], scope["shapley"])
+
+
+def split_shapley(
+    g_left: Sequence[int], h_left: Sequence[int], g_right: Sequence[int], h_right: Sequence[int], lam: int
+) -> tuple[int, list[int]]:
+    """``ref.split_shapley_fast``, same results and same errors: for at most ``UNROLLED_PARTIES`` parties whose
+    magnitudes rule out every overflow check of ``ref.split_shapley`` (the condition ``split_shapley_fast`` tests),
+    as generated straight-line code; otherwise the reference's function itself."""
+    m = len(g_left)
+    if (
+        not 0 < m <= UNROLLED_PARTIES
+        or not len(h_left) == len(g_right) == len(h_right) == m
+        or sum(map(abs, g_left)) > ref._ISQRT_INT256_MAX
+        or sum(map(abs, g_right)) > ref._ISQRT_INT256_MAX
+        or sum(map(abs, h_left)) > ref.INT256_MAX
+        or sum(map(abs, h_right)) > ref.INT256_MAX
+    ):
+        return ref.split_shapley_fast(g_left, h_left, g_right, h_right, lam)
+    return _unrolled_shapley(m)(g_left, h_left, g_right, h_right, lam)
+
+
 def _credited(value: int, multiplier: int) -> int:
     """``ref.credited``: ``value * multiplier / ONE`` truncated toward zero, the reference itself (to raise its error)
     where the product leaves int256."""
@@ -324,7 +384,7 @@ def resolve_level(
                 else:
                     hl = [_credited(v, c.h) for v, c in zip(h_left_s[s], party_credits, strict=True)]
                     hr = [_credited(v, c.h) for v, c in zip(h_right[s], party_credits, strict=True)]
-            credited_gain, phi = ref.split_shapley_fast(gl, hl, gr, hr, lam)
+            credited_gain, phi = split_shapley(gl, hl, gr, hr, lam)
             feature = split.feature
             kappa = tuple(ref.voting_contribution(v, feature, credited_gain) for v in node_votes[j])
             # contribution(phi, 0, alpha) is check_int256(phi): most parties did not vote for the split feature

@@ -329,3 +329,23 @@ def test_compiled_side_sums_equal_the_cumulative_sums(seed: int) -> None:
     assert got == _sides_by_cumsum(sums, nodes, ranks, cuts)
     whole = _sides_by_cumsum(sums, range(k), [0] * k, [b - 1] * k)
     assert _node_totals(sums, list(range(k))) == [lt for lt, _ in whole]
+
+
+def test_side_sums_of_several_parties_are_each_partys_own() -> None:
+    from fgbdt_chain.node.fvtree import _parties_sides, _sides
+    from fgbdt_chain.node.histogram import FixedSums
+
+    rng = np.random.default_rng(5)
+    k, c, b = 4, 2, 9
+    parties = [
+        FixedSums(
+            rng.integers(-(2**47), 2**47, size=(k, c, b)),
+            rng.integers(0, 2**32, size=(k, c, b)),
+            rng.integers(0, 2**47, size=(k, c, b)),
+            rng.integers(0, 2**32, size=(k, c, b)),
+            rng.integers(0, 10_000, size=(k, c, b)),
+        )
+        for _ in range(3)
+    ]
+    nodes, ranks, cuts = [0, 3, 1, 1], [0, 1, 1, 0], [b - 1, 2, 0, b - 1]
+    assert _parties_sides(parties, nodes, ranks, cuts) == [_sides(s, nodes, ranks, cuts) for s in parties]

@@ -211,3 +211,33 @@ def test_credited_values_are_the_references_on_big_and_signed_values() -> None:
                     _credited(v, m)
             else:
                 assert _credited(v, m) == want
+
+
+def _shapley_or_overflow(f, *args):  # type: ignore[no-untyped-def]
+    try:
+        return f(*args)
+    except ref.FixedPointOverflow:
+        return "overflow"
+
+
+@pytest.mark.parametrize("m", range(1, 8))
+def test_unrolled_split_shapley_equals_the_reference(m: int) -> None:
+    from fgbdt_chain.node.resolve import split_shapley
+
+    rng = np.random.default_rng(m)
+    for trial in range(150):
+        bits = int(rng.choice([10, 62, 80, 126, 127, 130]))
+
+        def draw(signed: bool, scale: int = 2 ** max(bits - 62, 0)) -> list[int]:
+            return [int(rng.integers(-(2**62) if signed else 0, 2**62)) * scale for _ in range(m)]
+
+        g_l, h_l, g_r, h_r = draw(True), draw(False), draw(True), draw(False)
+        if trial % 7 == 0:
+            h_l = [-h for h in h_l]  # denominators at or below zero: utility 0
+        if trial % 11 == 0:
+            g_l = [0] * m
+        lam = int(rng.choice([0, 1, ONE // 10, ONE, 2**200]))
+        want = _shapley_or_overflow(ref.split_shapley, g_l, h_l, g_r, h_r, lam)
+        assert _shapley_or_overflow(split_shapley, g_l, h_l, g_r, h_r, lam) == want
+    with pytest.raises(ValueError, match="same length"):
+        split_shapley([1] * m, [1] * (m + 1), [1] * m, [1] * m, 1)
