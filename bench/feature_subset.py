@@ -24,7 +24,7 @@ from bench.stats import mean_se
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.experiment import PrepConfig, prepare
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 
 DATASETS = ("a9a", "higgs", "susy", "credit")
 SUBSETS = (8, 4, 2)
@@ -54,7 +54,7 @@ def errors(name: str, seed: int, params: TrainParams) -> dict[str, float]:
 
 
 def main() -> int:
-    params = TrainParams(voted_trees=ALL_TREES_VOTED)
+    params = TrainParams(trees=PAPER_TREES, depth=PAPER_DEPTH, voted_trees=ALL_TREES_VOTED)
     results = {name: [errors(name, s, params) for s in SEEDS] for name in DATASETS}
     out = Path("bench/results/feature_subset.json")
     out.write_text(json.dumps({"command": "python -m bench.feature_subset", "results": results}, indent=1))

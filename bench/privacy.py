@@ -50,7 +50,7 @@ from bench.stats import mean_se
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run, standalone_errors
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
 PARTS: dict[str, dict[str, Any]] = {
@@ -119,7 +119,8 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
             "lambda": report["params"]["lam"],
             "tree_features": report["params"].get("tree_features"),
         }
-    ref_params = TrainParams(voted_trees=ALL_TREES_VOTED) if part.startswith("figure9") else params
+    paper = TrainParams(trees=PAPER_TREES, depth=PAPER_DEPTH, voted_trees=ALL_TREES_VOTED)
+    ref_params = paper if part.startswith("figure9") else params
     booster = baselines.train_own_bins(train.X, train.y, ref_params, threads=1, seed=seed)
     row["lightgbm"] = evaluate(ref_params, test.y, np.asarray(booster.predict(test.X), dtype=np.float64))
     if part.startswith("figure9"):

@@ -38,7 +38,7 @@ from bench.stats import mean_se
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run, seed_inputs, standalone_errors
 from fgbdt_chain.node.fedxgbllr import train_fedxgbllr
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 from fgbdt_chain.node.simfl import train_simfl
 
 PARTS: dict[str, dict[str, Any]] = {
@@ -117,7 +117,8 @@ def one_task(task: tuple[str, str, int, int]) -> dict[str, Any]:
     spec = PARTS[part]
     start = time.perf_counter()
     train, test = load(name, seed)
-    params = TrainParams(**{"voted_trees": ALL_TREES_VOTED, **spec["params"]})  # the paper's FV-tree
+    paper = {"trees": PAPER_TREES, "depth": PAPER_DEPTH, "voted_trees": ALL_TREES_VOTED}
+    params = TrainParams(**{**paper, **spec["params"]})  # the paper's FV-tree
     prep = prepare(train, test, params, PrepConfig(parties=parties, theta=spec["theta"], seed=seed))
     row: dict[str, Any] = {"dataset": name, "parties": parties, "seed": seed, "results": {}, "comm": {}}
     for algo in spec["algos"]:

@@ -46,13 +46,13 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parties", type=int, default=4, help="number of parties M")
     parser.add_argument("--theta", type=float, default=0.8, help="skew ratio theta (0.5 = balanced)")
     parser.add_argument(
-        "--trees", type=int, default=500, help="trees (simulate: 500, with --algo randomsplit 200; train: 20)"
+        "--trees", type=int, default=None, help="trees (simulate: 100, with --algo randomsplit 200; train: 20)"
     )
     parser.add_argument(
         "--depth",
         type=int,
-        default=8,
-        help="split levels per tree, LightGBM's max_depth (simulate: 8, with --algo randomsplit 4; train: 5)",
+        default=None,
+        help="split levels per tree, LightGBM's max_depth (simulate: 6, with --algo randomsplit 4; train: 5)",
     )
     parser.add_argument("--bins", type=int, default=16)
     parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
@@ -145,8 +145,7 @@ def register(sub: Any) -> None:
         description="Train FV-tree or a baseline on simulated parties; the same math the contracts run.",
     )
     add_training_arguments(parser)
-    # None: the algorithm's own (shape_defaults), so that --algo randomsplit does not inherit the paper's 500 x 8
-    parser.set_defaults(trees=None, depth=None)
+    # None: the algorithm's own (shape_defaults), so that --algo randomsplit keeps its own shape
     parser.add_argument("--algo", choices=ALGORITHMS, default="fvtree")
     parser.add_argument(
         "--tree-features",
@@ -301,7 +300,7 @@ def objective_of(y: Any, task: str = "auto") -> ref.ObjectiveName:
 
 def shape_defaults(args: argparse.Namespace) -> None:
     """Fill the trees and depth the user left unset with the algorithm's defaults: random-split trees their own
-    (``node.random_split``), every other algorithm the paper's (``TrainParams``)."""
+    (``node.random_split``), every other algorithm ``TrainParams``'s (``node.fvtree.DEFAULT_TREES``)."""
     random_split = args.algo == "randomsplit"
     if args.trees is None:
         args.trees = RANDOM_SPLIT_TREES if random_split else TrainParams.trees

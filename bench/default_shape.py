@@ -1,0 +1,115 @@
+"""The default shape of a task (``node.fvtree.DEFAULT_TREES`` x ``DEFAULT_DEPTH``) against the paper's 500 x 8, next
+to LightGBM exactly as a user would run it (``lightgbm-defaults``: 100 rounds of 31 leaves, nothing matched).
+
+Every row of a data set and seed shares the partition (M = 4, theta 0.8), the private bins and the test set; only
+the trees and depth differ. The question it answers: which shape a user gets without flags, measured on every data
+set here rather than chosen on one.
+
+    python -m bench.default_shape --seeds 0,1,2 --jobs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.datasets import load
+from bench.stats import mean_se
+from fgbdt_chain.node.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.fvtree import DEFAULT_DEPTH, DEFAULT_TREES, PAPER_DEPTH, PAPER_TREES, TrainParams
+
+DATASETS = {
+    "a9a": "binary",
+    "higgs": "binary",
+    "susy": "binary",
+    "credit": "binary",
+    "stress": "binary",
+    "heavy": "binary",
+    "abalone": "regression",
+    "cpusmall": "regression",
+}
+SHAPES = {"paper": (PAPER_TREES, PAPER_DEPTH), "default": (DEFAULT_TREES, DEFAULT_DEPTH)}
+
+
+def metric_of(objective: str) -> str:
+    return "test_auc" if objective == "binary" else "test_rmse"
+
+
+def one_task(task: tuple[str, int]) -> dict[str, Any]:
+    name, seed = task
+    start = time.perf_counter()
+    objective = DATASETS[name]
+    metric = metric_of(objective)
+    train, test = load(name, seed)
+    row: dict[str, Any] = {"dataset": name, "seed": seed, "metric": metric}
+    for shape, (trees, depth) in SHAPES.items():
+        params = TrainParams(trees=trees, depth=depth, objective=objective)  # type: ignore[arg-type]
+        prep = prepare(train, test, params, PrepConfig(parties=4, theta=0.8, seed=seed))
+        report, _, _ = run(prep, "fvtree")
+        row[shape] = report[metric]
+        if shape == "default":
+            lgb, _, _ = run(prep, "lightgbm-defaults")
+            row["lightgbm_defaults"] = lgb[metric]
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], command: str) -> str:
+    out = [
+        f"Command: `{command}`",
+        "",
+        f"| data (metric) | FV-tree {PAPER_TREES} x {PAPER_DEPTH} (paper) | FV-tree {DEFAULT_TREES} x {DEFAULT_DEPTH} "
+        "(default) | LightGBM, its defaults | paper - LightGBM | default - LightGBM | seeds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in DATASETS:
+        group = [r for r in rows if r["dataset"] == name]
+        if not group:
+            continue
+
+        def fmt(values: list[float]) -> str:
+            mean, se = mean_se(values)
+            return f"{mean:.4f} ± {se:.4f}"
+
+        lgb = [r["lightgbm_defaults"] for r in group]
+        cells = [fmt([r["paper"] for r in group]), fmt([r["default"] for r in group]), fmt(lgb)]
+        cells += [fmt([r[s] - r["lightgbm_defaults"] for r in group]) for s in ("paper", "default")]
+        metric = group[0]["metric"].replace("test_", "")
+        out.append(f"| {name} ({metric}) | " + " | ".join(cells) + f" | {len(group)} |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--out", default="bench/results/default_shape.json")
+    args = ap.parse_args()
+    names = args.datasets.split(",")
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        ap.error(f"unknown data set(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
+    tasks = [(n, int(s)) for n in names for s in args.seeds.split(",")]
+    command = " ".join(["python -m bench.default_shape", *sys.argv[1:]])
+    rows: list[dict[str, Any]] = []
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for row in pool.map(one_task, tasks):
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
+    text = markdown(rows, command)
+    out.with_suffix(".md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
