@@ -30,7 +30,7 @@ from bench.datasets import load
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE, DEFAULT_VOTED_TREES
 from fgbdt_chain.node.experiment import PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import LevelView, TrainParams
+from fgbdt_chain.node.fvtree import PAPER_DEPTH, LevelView, TrainParams
 from fgbdt_chain.node.verify import limit
 
 ALL = ref.ALL_TREES_VOTED
@@ -65,7 +65,7 @@ def drift(
     prep = prepare(
         train,
         test,
-        TrainParams(trees=trees, voted_trees=voted_trees),
+        TrainParams(trees=trees, depth=PAPER_DEPTH, voted_trees=voted_trees),
         PrepConfig(parties=parties, theta=theta, seed=seed, refusal_rate=1e-15),
     )
     rows: dict[int, list[tuple[float, ...]]] = {}

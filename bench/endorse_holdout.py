@@ -27,7 +27,7 @@ from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.binning import fixed_round
 from fgbdt_chain.node.endorsement import estimators_for
 from fgbdt_chain.node.experiment import PrepConfig, federation, partition, prepare
-from fgbdt_chain.node.fvtree import LevelView, TrainParams
+from fgbdt_chain.node.fvtree import PAPER_DEPTH, LevelView, TrainParams
 from fgbdt_chain.node.histogram import BinnedRows
 from fgbdt_chain.node.model import tree_values
 from fgbdt_chain.node.psd import build_psd, psd_budget
@@ -54,7 +54,8 @@ def split(parts: list[np.ndarray], seed: int) -> tuple[list[np.ndarray], list[np
 def holdout(name: str, theta: float, trees: int, seed: int = 0) -> dict[str, Any]:
     data, test = load(name, seed)
     train_parts, held = split(partition(data, PrepConfig(parties=PARTIES, theta=theta, seed=seed)), seed)
-    params = TrainParams(trees=trees, voted_trees=ALL_TREES_VOTED)  # the votes' drift is what it measures
+    # the votes' drift is what it measures, at the paper's depth, as its figures ran
+    params = TrainParams(trees=trees, depth=PAPER_DEPTH, voted_trees=ALL_TREES_VOTED)
     config = PrepConfig(parties=PARTIES, theta=theta, seed=seed, refusal_rate=1e-15)
     prep = prepare(data, test, params, config, parts=train_parts)
     # the PSDs exactly as Prepared.weights builds them (same rows, ranges and seeds), to weight the held-out rows

@@ -45,14 +45,19 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", choices=("auto", "binary", "regression"), default="auto")
     parser.add_argument("--parties", type=int, default=4, help="number of parties M")
     parser.add_argument("--theta", type=float, default=0.8, help="skew ratio theta (0.5 = balanced)")
+    # None: the command's and algorithm's own (simulate: shape_defaults; train: its set_defaults)
     parser.add_argument(
-        "--trees", type=int, default=None, help="trees (simulate: 100, with --algo randomsplit 200; train: 20)"
+        "--trees",
+        type=int,
+        default=None,
+        help=f"trees (simulate: {TrainParams.trees}, with --algo randomsplit {RANDOM_SPLIT_TREES}; train: 20)",
     )
     parser.add_argument(
         "--depth",
         type=int,
         default=None,
-        help="split levels per tree, LightGBM's max_depth (simulate: 6, with --algo randomsplit 4; train: 5)",
+        help=f"split levels per tree, LightGBM's max_depth (simulate: {TrainParams.depth}, with --algo randomsplit "
+        f"{RANDOM_SPLIT_DEPTH}; train: 5)",
     )
     parser.add_argument("--bins", type=int, default=16)
     parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
@@ -145,7 +150,6 @@ def register(sub: Any) -> None:
         description="Train FV-tree or a baseline on simulated parties; the same math the contracts run.",
     )
     add_training_arguments(parser)
-    # None: the algorithm's own (shape_defaults), so that --algo randomsplit keeps its own shape
     parser.add_argument("--algo", choices=ALGORITHMS, default="fvtree")
     parser.add_argument(
         "--tree-features",
@@ -220,7 +224,7 @@ def check_party_count(parties: int, algo: str = "fvtree") -> None:
         raise UserError(
             f"--parties {parties}: a federated task accepts at most {ref.MAX_PARTIES} parties (the contract's "
             f"MAX_PARTIES: exact split Shapley costs M * 2^M per split); use --parties {ref.MAX_PARTIES} or fewer "
-            "(the LightGBM baselines --algo standalone/centralized/lightgbm take any M)"
+            "(the LightGBM baselines --algo standalone/centralized/lightgbm/lightgbm-defaults take any M)"
         )
 
 
@@ -327,17 +331,21 @@ def note_private_releases(args: argparse.Namespace) -> None:
 
 def simulate(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
+    given_shape = {"trees": args.trees is not None, "depth": args.depth is not None}
     shape_defaults(args)
     # before any work: M > MAX_PARTIES would enumerate 2^M coalitions per split (M = 200 grew to 23 GB)
     check_party_count(args.parties, args.algo)
     warn_if_slow(args, args.algo)
-    note_private_releases(args)
     if args.algo in SEED_ALGORITHMS and args.epsilon != math.inf:
         raise UserError(f"{args.algo} has no differential privacy for what it shares; leave --epsilon at inf")
     if args.tree_features != "auto" and args.algo != "randomsplit":
         raise UserError(f"--tree-features is for --algo randomsplit; {args.algo} chooses its splits' features")
+    if args.algo == "lightgbm-defaults" and (given_shape["trees"] or given_shape["depth"]):
+        raise UserError("--algo lightgbm-defaults trains LightGBM's own 100 rounds of 31 leaves; drop --trees/--depth")
     train, test = load_data(args)
     params = training_params(args, objective_of(train.y, args.task))
+    if params.objective == "binary":  # a private regression task is refused with its reason below
+        note_private_releases(args)
     why = refusal(args.algo, args.parties, train.n_features, params.trees)
     if why:
         raise UserError(why)
@@ -398,14 +406,15 @@ MODEL_LABELS = {
     "lightgbm": "lightgbm (own bins)",
     "lightgbm-defaults": "lightgbm (its defaults)",
 }
-"""How the summary names the baselines: the two centralized LightGBM models differ only in their bins."""
+"""How the summary names the baselines: the same-bins LightGBM, the matched one on its own bins, and the one with
+all its defaults."""
 
 
 def print_summary(console: Console, report: dict[str, Any], reports: list[dict[str, Any]]) -> None:
     metric = "test_error" if "test_error" in report else "test_rmse"
     table = Table(
         title=f"{report['dataset']}: M={report['parties']}, theta={report['theta']}, "
-        f"{report['trees']} trees, depth {report['depth']}, {report['bins']} bins, seed {report['seed']}"
+        f"{report['trees']} trees, depth {report['depth'] or '-'}, {report['bins']} bins, seed {report['seed']}"
     )
     for col in ("model", metric, "AUC", "train s", "KiB/party/tree"):
         table.add_column(col, justify="right" if col != "model" else "left")

@@ -39,8 +39,8 @@ TRAIN_DEPTH = 5
 def register(sub: Any) -> None:
     p = sub.add_parser("train", help="train on chain: requester plus one node process per party", description=__doc__)
     add_training_arguments(p)
-    # on chain every level is a round of transactions: defaults that finish in minutes (the demo's), not the
-    # paper's 500 trees of depth 8 that `simulate` defaults to
+    # on chain every level is a round of transactions: defaults that finish in minutes (the demo's), smaller than
+    # simulate's (node.fvtree.DEFAULT_TREES x DEFAULT_DEPTH)
     p.set_defaults(trees=TRAIN_TREES, depth=TRAIN_DEPTH)
     add_chain_arguments(p)
     p.add_argument(

@@ -37,8 +37,8 @@ from fgbdt_chain.node.privacy import LEAVES, LeafPlan, noise_rng
 
 DEFAULT_TREES, DEFAULT_DEPTH = 200, 4
 """``simulate --algo randomsplit``'s trees and depth when the user sets none: Maddock et al.'s depth 4, and enough
-trees that every feature gets turns. FV-tree's defaults (the paper's 500 trees of depth 8) give a random tree 256
-leaves, each too small for its noise."""
+trees that every feature gets turns. Deeper trees (the paper's depth 8: 256 leaves) cut the rows into leaves each too
+small for its noise."""
 
 TREE_FEATURES = ("auto", "one", "all")
 """How many features a tree splits on: ``one`` (the features take turns), ``all`` (each node draws its own), or
@@ -76,8 +76,9 @@ def one_feature_per_tree(tree_features: str, private: bool, features: int, trees
     features, so that every feature gets a turn: an additive model of one-feature trees knows nothing of a feature
     its trees never reach. Why: a9a has 123 binary columns and Figure 9 gives it 40 trees; with one feature per tree
     they reached a third of the columns, each tree a stump, and the model stayed at the majority class (test error
-    0.2362 at every epsilon, against 0.2299 with trees over all features). Only public facts decide: the schema's
-    features and the task's trees."""
+    0.2362 at every epsilon, against 0.2299 with trees over all features). Nothing private decides: the features
+    that have an edge (the task's bin edges, fixed from the parties' differentially private sketches) and the
+    task's trees."""
     if tree_features not in TREE_FEATURES:
         raise ValueError(f"tree_features must be one of {', '.join(TREE_FEATURES)}, got {tree_features!r}")
     if tree_features != "auto":

@@ -124,6 +124,7 @@ def test_summary_shows_both_centralized_baselines(
 )
 def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> None:
     out = tmp_path / "r.json"
+    shape = [] if algo == "lightgbm-defaults" else ["--trees", "4", "--depth", "2"]  # it takes no shape
     assert (
         main(
             [
@@ -134,10 +135,7 @@ def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> 
                 algo,
                 "--parties",
                 "2",
-                "--trees",
-                "4",
-                "--depth",
-                "2",
+                *shape,
                 "--quiet",
                 "--no-baselines",
                 "--json",
@@ -148,6 +146,8 @@ def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> 
     )
     report = json.loads(out.read_text())
     assert report["algo"] == algo and 0 <= report["test_error"] <= 1
+    if algo == "lightgbm-defaults":  # the report gives what it trained, not the task's shape
+        assert (report["trees"], report["depth"]) == (100, None)
 
 
 @pytest.mark.parametrize(
@@ -160,6 +160,7 @@ def test_simulate_every_algorithm(csv_file: Path, tmp_path: Path, algo: str) -> 
         (["--algo", "federboost", "--model", "m.json"], "--model needs trees on the task's bins"),
         (["--algo", "simfl", "--epsilon", "1"], "simfl has no differential privacy"),
         (["--algo", "fedxgbllr", "--parties", "3"], "fedxgbllr shares the 2 trees among 3 clients"),
+        (["--algo", "lightgbm-defaults"], "trains LightGBM's own 100 rounds of 31 leaves; drop --trees/--depth"),
     ],
 )
 def test_simulate_rejects_bad_options(
