@@ -216,6 +216,14 @@ class PartyNode:
             self.privacy,
         )
         self.trees = TreeLog(task, task_id)
+        self._heads: NewHeads | None = None
+        """The node's new-head subscription while following (None: polling)."""
+        self._state: tuple[int, TaskState] | None = None
+        """The task state the main loop read last, with the latest block announced before it was read: while no
+        newer block is announced it is the chain's, and a verifier answering in the meantime need not read it again."""
+        self._fresh_from: tuple[int, int] | None = None
+        """The first (tree, level) this process followed from its start, without an outage since: its own votes and
+        submissions of those levels are all in ``_seen``, so the restart check needs no event read."""
         self.party: LocalParty | None = None
         self.parties: list[str] = []
         self.index = -1
@@ -507,6 +515,7 @@ class PartyNode:
         """Step whenever a new block arrives (and at least once a second) until the task completes."""
         url = getattr(self.task.client.w3.provider, "endpoint_uri", None)
         heads = NewHeads(str(url)) if self.settings.subscribe and str(url).startswith("http") else None
+        self._heads = heads
         try:
             seen_block, stepped = -1, 0.0
             while True:
@@ -521,6 +530,7 @@ class PartyNode:
                     if self._survive(self.step):
                         break
         finally:
+            self._heads = None
             if heads is not None:
                 heads.close()
 
@@ -534,6 +544,19 @@ class PartyNode:
         if block == seen:
             time.sleep(self.settings.poll_seconds)
         return block
+
+    def _latest_block(self) -> int:
+        """The latest block: as the subscription announced it, else asked of the node (one request). For deadlines
+        only: reads that must cover the state just read ask the node, whose head may be ahead of the announcement."""
+        heads = self._heads
+        if heads is not None and heads.live and heads.latest >= 0:
+            return heads.latest
+        return int(self.task.client.block_number)
+
+    def _announced(self) -> int:
+        """The latest block the subscription announced; -1 without a live subscription."""
+        heads = self._heads
+        return heads.latest if heads is not None and heads.live else -1
 
     def _survive(self, action: Callable[[], Any]) -> Any:
         """Run ``action``; while the chain is unreachable, retry with backoff up to ``chain_outage_seconds``."""
@@ -552,12 +575,17 @@ class PartyNode:
                 elif now - down_since > self.settings.chain_outage_seconds:
                     raise NodeError(f"chain unreachable for {now - down_since:.0f} s") from exc
                 self.task.client.forget_nonces()
+                self._fresh_from = None  # a transaction may have landed unseen: check the chain again
                 time.sleep(min(2.0, 0.2 + (now - down_since) / 10))
 
     def step(self) -> bool:
         """One look at the chain and whatever this party owes the current step; True once the task completed."""
+        announced = self._announced()
         with self.timed("chain reads"):
             st = self.task.state(self.task_id)
+        self._state = (announced, st) if announced >= 0 else None
+        if st.status == Status.TRAINING and self._fresh_from is None:
+            self._fresh_from = (st.tree, st.level + 1)
         if st.status == Status.COMPLETED:
             total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
             self.log(f"task completed; this party's contribution {total:.6f}")
@@ -599,7 +627,7 @@ class PartyNode:
             return False
         key = (st.tree, st.level, int(st.phase))
         since = self._step_since.setdefault(key, now)
-        if self.task.client.block_number < st.step_deadline:
+        if self._latest_block() < st.step_deadline:
             if now - since <= self.settings.resolve_grace_seconds or key in self._closes_tried:
                 return False
             self._closes_tried = {k for k in self._closes_tried if k[0] >= st.tree - 1} | {key}
@@ -613,6 +641,8 @@ class PartyNode:
         key = (names[0], tree, level)
         if key in self._seen:
             return True
+        if self._fresh_from is not None and (tree, level) >= self._fresh_from:
+            return False  # followed from its start by this process: its own event would be in _seen
         with self.timed("chain reads"):
             events = self.task.client.logs(self.task.contract, names, self.task_id, self._level_block(tree, level))
         for ev in events:
@@ -665,6 +695,8 @@ class PartyNode:
                     "verifying and resolving only"
                 )
                 return
+            if exc.name == "AlreadyVoted":
+                self._seen.add(("VotesSubmitted", ctx.tree, ctx.level))
             if exc.name in ("AlreadyVoted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: vote not taken ({exc.name})")
                 return
@@ -710,6 +742,8 @@ class PartyNode:
                 self.excluded = True
                 self.log(f"tree {ctx.tree} level {ctx.level}: out of the task; verifying and resolving only")
                 return
+            if exc.name == "AlreadySubmitted":
+                self._seen.add(("HistogramsSubmitted", ctx.tree, ctx.level))
             if exc.name in ("AlreadySubmitted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
                 return
@@ -756,7 +790,7 @@ class PartyNode:
                 if len(answers) + len(final) == len(others) or len(others) - len(final) < need:
                     break
                 waited = time.monotonic() - started
-                if self.task.client.block_number > deadline or (
+                if self._latest_block() > deadline or (
                     len(answers) >= need and waited > self.settings.endorse_patience_seconds
                 ):
                     break
@@ -866,8 +900,17 @@ class PartyNode:
             return 422, {"detail": "a party cannot endorse itself"}
         if party not in self.parties:
             return 403, {"detail": f"{party} is not an approved member of task {self.task_id}"}
-        st = self.task.state(self.task_id)
         tree, level = int(body.get("tree", -1)), int(body.get("level", -1))
+        cached = self._state
+        if (
+            cached is not None
+            and cached[0] == self._announced()
+            and cached[1].status == Status.TRAINING
+            and (cached[1].tree, cached[1].level, cached[1].phase) == (tree, level, Phase.HISTOGRAMS)
+        ):
+            st = cached[1]  # the main loop's read, and no block since: the chain's state as of now
+        else:
+            st = self.task.state(self.task_id)
         if st.status != Status.TRAINING or (st.tree, st.level) != (tree, level) or st.phase != Phase.HISTOGRAMS:
             return 409, {
                 "detail": f"not the current step (the task is at tree {st.tree} level {st.level}, "
