@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -125,6 +125,9 @@ class LevelContext:
     second draw would be a second release), and every endorsement request and submission sends the same ones."""
     refused: bool = False
     """The verifiers refused this party's histograms at this level: it waits for the deadline instead of retrying."""
+    from_events: bool = False
+    """Resolve with the submissions read from the chain's events, not with the histograms this party endorsed (set
+    once a resolution from those failed: a party submitted other histograms, or fewer parties submitted)."""
 
 
 RULE_ERRORS = frozenset(
@@ -142,6 +145,10 @@ RULE_ERRORS = frozenset(
 
 RESCAN_BLOCKS = 8
 """Blocks read again by every incremental event scan (see :meth:`TreeLog.refresh`)."""
+
+FIRST_NODE_GAS_PER_PARTY = 500_000
+"""Gas per resolved node and submitting party assumed until this party has resolved a node (measured: about 0.85M
+per node at M=4, ``bench/gas.py``): about twice that, so that a first share is one transaction, not one per node."""
 
 HISTOGRAM_LAG_SECONDS = 60.0
 """How long a party waits for its node to serve a histogram event the chain already counts before it gives up: a
@@ -252,6 +259,10 @@ class PartyNode:
         """When this party first saw each (tree, level, phase): the grace before it tries closing a step early."""
         self._closes_tried: set[tuple[int, int, int]] = set()
         self._carries: dict[tuple[str, int], Carry] = {}
+        self._prefetched: set[tuple[str, int]] = set()
+        self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
+        """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
+        need not read the level's submissions back from the events (megabytes per level at depth 6)."""
         self._submitted: dict[int, dict[tuple[str, int], list[int]]] = {}
         """Per finished tree, every party's submitted histogram words by (party, level): one event read serves the
         carries of all the parties this node endorses."""
@@ -604,6 +615,8 @@ class PartyNode:
                 self._vote(ctx)
             elif self._close_due(st, now):
                 self._try("closeVoting", self.task.close_voting)
+            if st.level == 0:
+                self._prefetch_carries(st.tree)
         elif st.phase == Phase.HISTOGRAMS:
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
             voted = (drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
@@ -616,6 +629,17 @@ class PartyNode:
             started = self._resolving_since.setdefault((st.tree, st.level), now)
             self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
         return False
+
+    def _prefetch_carries(self, tree: int) -> None:
+        """Read what every other party's previous tree allows of its root (``carry_of``) while the root's votes are
+        out, once per party and tree: the first endorsement request of the tree then finds it cached, where reading
+        the previous tree's submissions in the request was on the critical path of the level."""
+        for p in self.parties:
+            if p == self.address or (p, tree) in self._prefetched:
+                continue
+            self._prefetched = {k for k in self._prefetched if k[1] >= tree} | {(p, tree)}
+            with suppress(ChainLag):  # the endorsement request reads it again
+                self.carry_of(p, tree)
 
     def _close_due(self, st: TaskState, now: float) -> bool:
         """Whether this party, with nothing of its own to send in the step, should try closing it now (at most every
@@ -821,24 +845,32 @@ class PartyNode:
         return None, reason, r.status_code == 409
 
     def _resolve(self, ctx: LevelContext, resolved_mask: int, anyone: bool) -> None:
-        """Resolve this party's share of the level's open nodes (node j goes to party j mod M), or any after a grace,
-        ``resolve_batch`` nodes per transaction."""
+        """Resolve this party's share of the level's open nodes, or any after a grace, ``resolve_batch`` nodes per
+        transaction at most. The shares are runs of as many nodes as one transaction carries (``resolution_share``),
+        run i going to party (i + level) mod M: a level of up to nine nodes is one transaction of one party, where
+        node j to party j mod M made it up to M transactions, each its own block that every party wakes for."""
         base = 1 << ctx.level
+        share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
         todo = [
             n
             for j, n in enumerate(ctx.open_nodes)
-            if not (resolved_mask >> (n - base)) & 1 and (anyone or j % len(self.parties) == self.index)
+            if not (resolved_mask >> (n - base)) & 1
+            and (anyone or (j // share + ctx.level) % len(self.parties) == self.index)
         ]
         if not todo:
             return
-        with self.timed("chain reads"):
-            level_hists = self._submitted_histograms(ctx)
+        endorsed = self._endorsed_histograms(ctx)
+        if endorsed is None:
+            with self.timed("chain reads"):
+                level_hists = self._submitted_histograms(ctx)
+        else:
+            level_hists = endorsed
         batch = resolution_batches(
             len(todo),
             len(level_hists),
             self.params.nbins,
             len(ctx.open_nodes),
-            self._node_gas,
+            self._node_gas or FIRST_NODE_GAS_PER_PARTY * len(self.parties),
             max(1, self.settings.resolve_batch),
         )
         for i in range(0, len(todo), batch):
@@ -849,6 +881,15 @@ class PartyNode:
                 # the costliest node seen so far sizes later batches (a level-closing call costs the most)
                 self._node_gas = max(self._node_gas, res.gas_used // len(nodes))
             except ContractRevert as exc:
+                if endorsed is not None:
+                    # What this party endorsed is not what was submitted (a party submitted other histograms,
+                    # or did not submit): the contract checked it against the commitments; read the events.
+                    ctx.from_events = True
+                    self.log(
+                        f"tree {ctx.tree} level {ctx.level}: resolving from the endorsed histograms failed "
+                        f"({exc}); reading the submissions"
+                    )
+                    return
                 if _fewer_histograms_than_chain(exc):
                     # The chain counts a submission whose event its node does not serve yet (its log index lags
                     # its state, notably just after a restart): the next poll reads the level's events again.
@@ -870,6 +911,23 @@ class PartyNode:
                 if failures > 20:
                     raise NodeError(f"resolving nodes {nodes} keeps failing: {exc}") from exc
                 return
+
+    def _endorsed_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]] | None:
+        """The level's submissions as this party knows them without reading the chain: its own histograms if it
+        submitted, and the histograms it endorsed of every other party, in party order. None where that cannot be
+        the whole level (this party endorsed nobody, after a restart, or a resolution from them failed). The contract
+        checks every party's histograms against its commitment, so a wrong guess reverts and changes nothing."""
+        endorsed = self._endorsed.get((ctx.tree, ctx.level), {})
+        if ctx.from_events or not endorsed:
+            return None
+        out = []
+        for p in self.parties:
+            if p == self.address:
+                if ("HistogramsSubmitted", ctx.tree, ctx.level) in self._seen and ctx.histograms is not None:
+                    out.append(ctx.histograms)
+            elif p in endorsed:
+                out.append(endorsed[p])
+        return out
 
     def _submitted_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]]:
         """Every submitting party's level histograms, in party order, from the HistogramsSubmitted events."""
@@ -960,6 +1018,9 @@ class PartyNode:
         if not verdict.sign:
             return 422, {"detail": "; ".join(verdict.reasons), "z": verdict.z}
         root = merkle_root([node_hash(h) for h in hists])
+        with self.lock:
+            self._endorsed = {k: v for k, v in self._endorsed.items() if k[0] >= tree - 1}
+            self._endorsed.setdefault((tree, level), {})[party] = hists
         digest = endorsement_digest(
             self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root, verdict.credit
         )
@@ -1034,6 +1095,13 @@ class PartyNode:
             recs = self.task.client.call_many(self.task.contract, "getNode", [(self.task_id, tree, n) for n in missing])
             known.update((n, (int(r[1]), int(r[2]))) for n, r in zip(missing, recs, strict=True))
         return [known[n] for n in nodes]
+
+
+def resolution_share(open_nodes: int, parties: int, nbins: int, batch: int) -> int:
+    """Nodes per party's share of a level's resolution: as many as one ``resolveNodes`` carries with every party
+    submitting (the calldata limit) and at most ``batch``. The same for every party, whatever gas each has seen, so
+    that the shares cover the level without gaps or overlaps; a sender still splits its share by gas."""
+    return resolution_batches(open_nodes, parties, nbins, open_nodes, 1, max(1, batch))
 
 
 def _fewer_histograms_than_chain(exc: ContractRevert) -> bool:
