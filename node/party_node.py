@@ -150,6 +150,20 @@ FIRST_NODE_GAS_PER_PARTY = 500_000
 """Gas per resolved node and submitting party assumed until this party has resolved a node (measured: about 0.85M
 per node at M=4, ``bench/gas.py``): about twice that, so that a first share is one transaction, not one per node."""
 
+STEP_EVENTS = (
+    "LevelStarted",
+    "VotingClosed",
+    "HistogramsClosed",
+    "CandidatesFixed",
+    "NodeSplit",
+    "LeafSet",
+    "TaskCompleted",
+    "TaskCancelled",
+)
+"""Events of the transactions that change what a party does next: a step opened or closed, a node resolved (the
+resolution grace looks at which are left), the task ended. A block without any (another party's vote or submission
+that leaves its step open) is not stepped at."""
+
 HISTOGRAM_LAG_SECONDS = 60.0
 """How long a party waits for its node to serve a histogram event the chain already counts before it gives up: a
 lagging log index catches up within a block or two; a lost event never does."""
@@ -228,6 +242,8 @@ class PartyNode:
         self._state: tuple[int, TaskState] | None = None
         """The task state the main loop read last, with the latest block announced before it was read: while no
         newer block is announced it is the chain's, and a verifier answering in the meantime need not read it again."""
+        self._again = False
+        """The last step has to look again at the next block (the node lagged, a resolution failed)."""
         self._fresh_from: tuple[int, int] | None = None
         """The first (tree, level) this process followed from its start, without an outage since: its own votes and
         submissions of those levels are all in ``_seen``, so the restart check needs no event read."""
@@ -525,19 +541,27 @@ class PartyNode:
     def _follow(self) -> None:
         """Step whenever a new block arrives (and at least once a second) until the task completes."""
         url = getattr(self.task.client.w3.provider, "endpoint_uri", None)
-        heads = NewHeads(str(url)) if self.settings.subscribe and str(url).startswith("http") else None
+        address = bytes.fromhex(self.task.address.removeprefix("0x"))
+        watch = [[address, topic] for topic in self.task.client.event_topics(STEP_EVENTS)]
+        heads = NewHeads(str(url), watch=watch) if self.settings.subscribe and str(url).startswith("http") else None
         self._heads = heads
         try:
-            seen_block, stepped = -1, 0.0
+            seen_block, stepped, relevant_seen = -1, 0.0, -2
             while True:
                 # Task state changes only in new blocks: between them the node is asked nothing (a subscription) or
-                # one eth_blockNumber per poll, not the several reads of a step. Steps still run once a second for
-                # wall-clock waits (the resolution grace).
+                # one eth_blockNumber per poll, not the several reads of a step. Subscribed, only blocks whose logs
+                # bloom may hold one of STEP_EVENTS are stepped at (another party's vote or submission that does not
+                # complete its step changes nothing this party acts on), or the next block after a step that has
+                # to look again. Steps still run once a second for wall-clock waits (the resolution grace,
+                # deadlines).
                 with self.timed("waiting (for a new block)"):
                     block = self._survive(partial(self._next_block, heads, seen_block))
                 now = time.monotonic()
-                if block != seen_block or now - stepped > 1.0:
-                    seen_block, stepped = block, now
+                relevant = heads.relevant if heads is not None and heads.live else block
+                fresh = block != seen_block and (relevant != relevant_seen or self._again)
+                seen_block = block
+                if fresh or now - stepped > 1.0:
+                    stepped, relevant_seen, self._again = now, relevant, False
                     if self._survive(self.step):
                         break
         finally:
@@ -608,6 +632,7 @@ class PartyNode:
                 ctx = self.context(st.tree, st.level, st.open_nodes())
         except ChainLag as exc:
             self.log(f"{exc}; looking again")
+            self._again = True
             return False
         now = time.monotonic()
         if st.phase == Phase.VOTING:
@@ -881,6 +906,7 @@ class PartyNode:
                 # the costliest node seen so far sizes later batches (a level-closing call costs the most)
                 self._node_gas = max(self._node_gas, res.gas_used // len(nodes))
             except ContractRevert as exc:
+                self._again = True
                 if endorsed is not None:
                     # What this party endorsed is not what was submitted (a party submitted other histograms,
                     # or did not submit): the contract checked it against the commitments; read the events.
