@@ -240,8 +240,9 @@ class PartyNode:
         self._heads: NewHeads | None = None
         """The node's new-head subscription while following (None: polling)."""
         self._state: tuple[int, TaskState] | None = None
-        """The task state the main loop read last, with the latest block announced before it was read: while no
-        newer block is announced it is the chain's, and a verifier answering in the meantime need not read it again."""
+        """The task state the main loop read last, with the latest block announced before it was read that may hold a
+        step-changing event: while no newer such block is announced, its status, tree, level and phase are the
+        chain's, and a verifier answering in the meantime need not read them again (its masks may be older)."""
         self._again = False
         """The last step has to look again at the next block (the node lagged, a resolution failed)."""
         self._fresh_from: tuple[int, int] | None = None
@@ -589,9 +590,10 @@ class PartyNode:
         return int(self.task.client.block_number)
 
     def _announced(self) -> int:
-        """The latest block the subscription announced; -1 without a live subscription."""
+        """The latest announced block that may hold one of ``STEP_EVENTS`` (``NewHeads.relevant``); -1 without a live
+        subscription. The task's status, tree, level and phase change only in such blocks."""
         heads = self._heads
-        return heads.latest if heads is not None and heads.live else -1
+        return heads.relevant if heads is not None and heads.live else -1
 
     def _survive(self, action: Callable[[], Any]) -> Any:
         """Run ``action``; while the chain is unreachable, retry with backoff up to ``chain_outage_seconds``."""
@@ -992,7 +994,7 @@ class PartyNode:
             and cached[1].status == Status.TRAINING
             and (cached[1].tree, cached[1].level, cached[1].phase) == (tree, level, Phase.HISTOGRAMS)
         ):
-            st = cached[1]  # the main loop's read, and no block since: the chain's state as of now
+            st = cached[1]  # the main loop's read, and no step-changing block since: the chain's step as of now
         else:
             st = self.task.state(self.task_id)
         if st.status != Status.TRAINING or (st.tree, st.level) != (tree, level) or st.phase != Phase.HISTOGRAMS:
