@@ -8,8 +8,8 @@ import sys
 import time
 from typing import Any
 
+from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of
 from fgbdt_chain.deploy.cli import UserError
-from fgbdt_chain.deploy.cmd_simulate import add_attack_arguments, attack_of
 from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target, read_key
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskContract

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import (
@@ -22,7 +23,6 @@ from fgbdt_chain.ledger.task_params import (
     DEFAULT_REFUSAL_RATE,
     DEFAULT_VOTED_TREES,
 )
-from fgbdt_chain.node.attacks import ATTACK_KINDS, Attack
 from fgbdt_chain.node.binning import BINNING_METHODS
 from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.experiment import ALGORITHMS, BASELINES, PrepConfig, prepare, run
@@ -119,28 +119,6 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --endorse overlap: verifiers sign below it",
     )
     add_attack_arguments(parser)
-
-
-def add_attack_arguments(parser: argparse.ArgumentParser, *, node: bool = False) -> None:
-    """Greedy-party experiments (``node.attacks``): the same flags for ``simulate``, ``train`` and ``node``."""
-    if not node:
-        parser.add_argument("--greedy", type=int, help="index of the party that attacks its histograms")
-    parser.add_argument(
-        "--attack", choices=ATTACK_KINDS, default="gradients", help="what the greedy party does (with --inflate)"
-    )
-    parser.add_argument("--inflate", type=float, default=2.0 if not node else None, help="the attack's factor")
-    parser.add_argument("--attack-from-tree", type=int, default=0, help="first tree the greedy party attacks")
-
-
-def attack_of(args: argparse.Namespace, party: int) -> Attack | None:
-    """The attack a party plays, from the attack flags (None for an honest party)."""
-    greedy = getattr(args, "greedy", party)
-    if greedy is None or greedy != party or args.inflate is None:
-        return None
-    try:
-        return Attack(args.attack, args.inflate, seed=args.seed or 0, start_tree=args.attack_from_tree)
-    except ValueError as exc:
-        raise UserError(str(exc)) from exc
 
 
 def register(sub: Any) -> None:

@@ -338,6 +338,10 @@ class ChainClient:
             raise Web3RPCError(str(error.get("message", error)), rpc_response=answer)
         return list(answer["result"])
 
+    def event_topics(self, names: Sequence[str]) -> list[bytes]:
+        """The topic (signature hash) of each registered event called one of ``names``."""
+        return [topic for topic, (_, name) in self._topics.items() if name in names]
+
     def gas_by_function(self) -> dict[str, list[int]]:
         """Gas of every recorded transaction, grouped by function name."""
         out: dict[str, list[int]] = {}

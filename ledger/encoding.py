@@ -20,6 +20,7 @@ import ecdsa
 from eth_abi import encode as abi_encode
 from eth_account import Account
 from eth_account.messages import encode_defunct
+from eth_keys.datatypes import PrivateKey
 from eth_utils import keccak
 
 from fgbdt_chain.ledger.reference import NEUTRAL, Credit, NodeHistograms
@@ -108,16 +109,22 @@ def endorsement_digest(
 def sign_endorsement(private_key: bytes | str, digest: bytes) -> bytes:
     """A 65-byte ``r || s || v`` signature of ``digest`` under the EIP-191 prefix, as ``submitHistograms`` verifies.
 
-    Signed with the ``ecdsa`` package on secp256k1 (RFC 6979 deterministic nonce, canonical low ``s``); ``v`` is the
-    recovery id (27 or 28) that makes ``ecrecover`` return the signer.
+    Signed on secp256k1 with an RFC 6979 deterministic nonce and canonical low ``s``; ``v`` is the recovery id (27 or
+    28) that makes ``ecrecover`` return the signer. ``eth_keys`` signs (with coincurve, libsecp256k1: 0.17 ms against
+    1.3 ms for the pure-Python ``ecdsa`` package, which also recovered the signer to find ``v``; a verifier signs
+    every other party's histograms at every level); the ``ecdsa`` path, which gives the same bytes, remains for a
+    high ``s`` (a backend that does not canonise).
     """
     key = (
         bytes.fromhex(private_key[2:] if private_key.startswith("0x") else private_key)
         if isinstance(private_key, str)
         else bytes(private_key)
     )
-    signing = ecdsa.SigningKey.from_string(key, curve=ecdsa.SECP256k1)
     prefixed = keccak(b"\x19Ethereum Signed Message:\n32" + digest)
+    fast = _private_key(key).sign_msg_hash(prefixed)
+    if 2 * fast.s < SECP256K1_ORDER:
+        return fast.r.to_bytes(32, "big") + fast.s.to_bytes(32, "big") + bytes([27 + fast.v])
+    signing = ecdsa.SigningKey.from_string(key, curve=ecdsa.SECP256k1)
     rs = signing.sign_digest_deterministic(
         prefixed, hashfunc=hashlib.sha256, sigencode=ecdsa.util.sigencode_string_canonize
     )
@@ -127,6 +134,15 @@ def sign_endorsement(private_key: bytes | str, digest: bytes) -> bytes:
         if recover_signer(digest, signature) == address:
             return signature
     raise ValueError("no recovery id reproduces the signer")  # cannot happen for a valid key
+
+
+SECP256K1_ORDER: int = ecdsa.SECP256k1.order
+
+
+@lru_cache(maxsize=64)
+def _private_key(key: bytes) -> PrivateKey:
+    """A signing key, built once per key (building one derives its public key)."""
+    return PrivateKey(key)
 
 
 def recover_signer(digest: bytes, signature: bytes) -> str:

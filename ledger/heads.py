@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+from eth_utils import keccak
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
@@ -31,14 +33,31 @@ def ws_url(http_url: str) -> str:
     return urlunsplit(("wss" if parts.scheme == "https" else "ws", *parts[1:]))
 
 
+def bloom_has(bloom: bytes, item: bytes) -> bool:
+    """Whether a block's 2048-bit logs bloom may hold ``item`` (an address or a topic): its three bits are set."""
+    h = keccak(item)
+    for i in (0, 2, 4):
+        bit = ((h[i] << 8) | h[i + 1]) & 2047
+        if not (bloom[255 - bit // 8] >> (bit % 8)) & 1:
+            return False
+    return True
+
+
 class NewHeads:
     """The latest block number the node announced; :meth:`wait` blocks until a newer one (or a timeout)."""
 
-    def __init__(self, http_url: str, connect_timeout: float = 5.0) -> None:
+    def __init__(self, http_url: str, connect_timeout: float = 5.0, watch: Sequence[Sequence[bytes]] = ()) -> None:
         self.url = ws_url(http_url)
         self.connect_timeout = connect_timeout
+        self.watch = [list(items) for items in watch]
         self.latest = -1
         """The highest block number announced so far (-1: none yet)."""
+        self.relevant = -1
+        """The highest announced block whose logs bloom may hold every item of one of ``watch``'s sets (a contract
+        address and an event topic, say), or that came first after (re)subscribing; every block without ``watch``.
+        A follower that acts only on some events skips the other blocks' reads: a bloom has false positives,
+        never false negatives."""
+        self._resubscribed = False
         self.live = False
         """Whether the subscription is up: while false, callers poll."""
         self.error = ""
@@ -85,12 +104,15 @@ class NewHeads:
                     answer = json.loads(sock.recv(timeout=self.connect_timeout))
                     if "error" in answer:
                         raise ConnectionError(f"eth_subscribe refused: {answer['error']}")
+                    self._resubscribed = True  # blocks may have gone by unannounced: the next one counts
                     self._set(live=True)
                     pause = RECONNECT_SECONDS[0]
                     for message in sock:
-                        number = _head_number(message)
+                        number, bloom = _head_of(message)
                         if number is not None:
-                            self._set(live=True, number=number)
+                            relevant = self._resubscribed or bloom is None or self._matches(bloom)
+                            self._resubscribed = False
+                            self._set(live=True, number=number, relevant=relevant)
             except (OSError, WebSocketException, TimeoutError, ValueError, ConnectionError) as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
             finally:
@@ -99,19 +121,35 @@ class NewHeads:
             self._closed.wait(pause)
             pause = min(RECONNECT_SECONDS[1], 2 * pause)
 
-    def _set(self, live: bool, number: int | None = None) -> None:
+    def _matches(self, bloom: bytes) -> bool:
+        return not self.watch or any(all(bloom_has(bloom, item) for item in items) for items in self.watch)
+
+    def _set(self, live: bool, number: int | None = None, relevant: bool = False) -> None:
         with self._changed:
             self.live = live
             if number is not None and number > self.latest:
                 self.latest = number
+            if number is not None and relevant and number > self.relevant:
+                self.relevant = number
             self._changed.notify_all()
 
 
 def _head_number(message: str | bytes) -> int | None:
     """The block number of a ``newHeads`` notification; None for anything else (the subscription's answer, a
     malformed or unexpected message), which must not end the subscription."""
+    return _head_of(message)[0]
+
+
+def _head_of(message: str | bytes) -> tuple[int | None, bytes | None]:
+    """(block number, logs bloom) of a ``newHeads`` notification; (None, None) for anything else, and a None bloom
+    where the header has none (a node that leaves it out: every block then counts)."""
     try:
         head = json.loads(message)["params"]["result"]
-        return int(head["number"], 16)
+        number = int(head["number"], 16)
     except (ValueError, TypeError, KeyError, AttributeError):
-        return None
+        return None, None
+    try:
+        bloom = bytes.fromhex(str(head["logsBloom"]).removeprefix("0x"))
+    except (ValueError, TypeError, KeyError):
+        return number, None
+    return number, bloom if len(bloom) == 256 else None

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -125,6 +125,9 @@ class LevelContext:
     second draw would be a second release), and every endorsement request and submission sends the same ones."""
     refused: bool = False
     """The verifiers refused this party's histograms at this level: it waits for the deadline instead of retrying."""
+    from_events: bool = False
+    """Resolve with the submissions read from the chain's events, not with the histograms this party endorsed (set
+    once a resolution from those failed: a party submitted other histograms, or fewer parties submitted)."""
 
 
 RULE_ERRORS = frozenset(
@@ -142,6 +145,24 @@ RULE_ERRORS = frozenset(
 
 RESCAN_BLOCKS = 8
 """Blocks read again by every incremental event scan (see :meth:`TreeLog.refresh`)."""
+
+FIRST_NODE_GAS_PER_PARTY = 500_000
+"""Gas per resolved node and submitting party assumed until this party has resolved a node (measured: about 0.85M
+per node at M=4, ``bench/gas.py``): about twice that, so that a first share is one transaction, not one per node."""
+
+STEP_EVENTS = (
+    "LevelStarted",
+    "VotingClosed",
+    "HistogramsClosed",
+    "CandidatesFixed",
+    "NodeSplit",
+    "LeafSet",
+    "TaskCompleted",
+    "TaskCancelled",
+)
+"""Events of the transactions that change what a party does next: a step opened or closed, a node resolved (the
+resolution grace looks at which are left), the task ended. A block without any (another party's vote or submission
+that leaves its step open) is not stepped at."""
 
 HISTOGRAM_LAG_SECONDS = 60.0
 """How long a party waits for its node to serve a histogram event the chain already counts before it gives up: a
@@ -216,6 +237,17 @@ class PartyNode:
             self.privacy,
         )
         self.trees = TreeLog(task, task_id)
+        self._heads: NewHeads | None = None
+        """The node's new-head subscription while following (None: polling)."""
+        self._state: tuple[int, TaskState] | None = None
+        """The task state the main loop read last, with the latest block announced before it was read that may hold a
+        step-changing event: while no newer such block is announced, its status, tree, level and phase are the
+        chain's, and a verifier answering in the meantime need not read them again (its masks may be older)."""
+        self._again = False
+        """The last step has to look again at the next block (the node lagged, a resolution failed)."""
+        self._fresh_from: tuple[int, int] | None = None
+        """The first (tree, level) this process followed from its start, without an outage since: its own votes and
+        submissions of those levels are all in ``_seen``, so the restart check needs no event read."""
         self.party: LocalParty | None = None
         self.parties: list[str] = []
         self.index = -1
@@ -244,6 +276,10 @@ class PartyNode:
         """When this party first saw each (tree, level, phase): the grace before it tries closing a step early."""
         self._closes_tried: set[tuple[int, int, int]] = set()
         self._carries: dict[tuple[str, int], Carry] = {}
+        self._prefetched: set[tuple[str, int]] = set()
+        self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
+        """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
+        need not read the level's submissions back from the events (megabytes per level at depth 6)."""
         self._submitted: dict[int, dict[tuple[str, int], list[int]]] = {}
         """Per finished tree, every party's submitted histogram words by (party, level): one event read serves the
         carries of all the parties this node endorses."""
@@ -506,21 +542,31 @@ class PartyNode:
     def _follow(self) -> None:
         """Step whenever a new block arrives (and at least once a second) until the task completes."""
         url = getattr(self.task.client.w3.provider, "endpoint_uri", None)
-        heads = NewHeads(str(url)) if self.settings.subscribe and str(url).startswith("http") else None
+        address = bytes.fromhex(self.task.address.removeprefix("0x"))
+        watch = [[address, topic] for topic in self.task.client.event_topics(STEP_EVENTS)]
+        heads = NewHeads(str(url), watch=watch) if self.settings.subscribe and str(url).startswith("http") else None
+        self._heads = heads
         try:
-            seen_block, stepped = -1, 0.0
+            seen_block, stepped, relevant_seen = -1, 0.0, -2
             while True:
                 # Task state changes only in new blocks: between them the node is asked nothing (a subscription) or
-                # one eth_blockNumber per poll, not the several reads of a step. Steps still run once a second for
-                # wall-clock waits (the resolution grace).
+                # one eth_blockNumber per poll, not the several reads of a step. Subscribed, only blocks whose logs
+                # bloom may hold one of STEP_EVENTS are stepped at (another party's vote or submission that does not
+                # complete its step changes nothing this party acts on), or the next block after a step that has
+                # to look again. Steps still run once a second for wall-clock waits (the resolution grace,
+                # deadlines).
                 with self.timed("waiting (for a new block)"):
                     block = self._survive(partial(self._next_block, heads, seen_block))
                 now = time.monotonic()
-                if block != seen_block or now - stepped > 1.0:
-                    seen_block, stepped = block, now
+                relevant = heads.relevant if heads is not None and heads.live else block
+                fresh = block != seen_block and (relevant != relevant_seen or self._again)
+                seen_block = block
+                if fresh or now - stepped > 1.0:
+                    stepped, relevant_seen, self._again = now, relevant, False
                     if self._survive(self.step):
                         break
         finally:
+            self._heads = None
             if heads is not None:
                 heads.close()
 
@@ -534,6 +580,20 @@ class PartyNode:
         if block == seen:
             time.sleep(self.settings.poll_seconds)
         return block
+
+    def _latest_block(self) -> int:
+        """The latest block: as the subscription announced it, else asked of the node (one request). For deadlines
+        only: reads that must cover the state just read ask the node, whose head may be ahead of the announcement."""
+        heads = self._heads
+        if heads is not None and heads.live and heads.latest >= 0:
+            return heads.latest
+        return int(self.task.client.block_number)
+
+    def _announced(self) -> int:
+        """The latest announced block that may hold one of ``STEP_EVENTS`` (``NewHeads.relevant``); -1 without a live
+        subscription. The task's status, tree, level and phase change only in such blocks."""
+        heads = self._heads
+        return heads.relevant if heads is not None and heads.live else -1
 
     def _survive(self, action: Callable[[], Any]) -> Any:
         """Run ``action``; while the chain is unreachable, retry with backoff up to ``chain_outage_seconds``."""
@@ -552,12 +612,17 @@ class PartyNode:
                 elif now - down_since > self.settings.chain_outage_seconds:
                     raise NodeError(f"chain unreachable for {now - down_since:.0f} s") from exc
                 self.task.client.forget_nonces()
+                self._fresh_from = None  # a transaction may have landed unseen: check the chain again
                 time.sleep(min(2.0, 0.2 + (now - down_since) / 10))
 
     def step(self) -> bool:
         """One look at the chain and whatever this party owes the current step; True once the task completed."""
+        announced = self._announced()
         with self.timed("chain reads"):
             st = self.task.state(self.task_id)
+        self._state = (announced, st) if announced >= 0 else None
+        if st.status == Status.TRAINING and self._fresh_from is None:
+            self._fresh_from = (st.tree, st.level + 1)
         if st.status == Status.COMPLETED:
             total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
             self.log(f"task completed; this party's contribution {total:.6f}")
@@ -569,6 +634,7 @@ class PartyNode:
                 ctx = self.context(st.tree, st.level, st.open_nodes())
         except ChainLag as exc:
             self.log(f"{exc}; looking again")
+            self._again = True
             return False
         now = time.monotonic()
         if st.phase == Phase.VOTING:
@@ -576,6 +642,8 @@ class PartyNode:
                 self._vote(ctx)
             elif self._close_due(st, now):
                 self._try("closeVoting", self.task.close_voting)
+            if st.level == 0:
+                self._prefetch_carries(st.tree)
         elif st.phase == Phase.HISTOGRAMS:
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
             voted = (drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
@@ -589,6 +657,17 @@ class PartyNode:
             self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
         return False
 
+    def _prefetch_carries(self, tree: int) -> None:
+        """Read what every other party's previous tree allows of its root (``carry_of``) while the root's votes are
+        out, once per party and tree: the first endorsement request of the tree then finds it cached, where reading
+        the previous tree's submissions in the request was on the critical path of the level."""
+        for p in self.parties:
+            if p == self.address or (p, tree) in self._prefetched:
+                continue
+            self._prefetched = {k for k in self._prefetched if k[1] >= tree} | {(p, tree)}
+            with suppress(ChainLag):  # the endorsement request reads it again
+                self.carry_of(p, tree)
+
     def _close_due(self, st: TaskState, now: float) -> bool:
         """Whether this party, with nothing of its own to send in the step, should try closing it now (at most every
         four polls). The vote or submission that completes a step closes it, so a party closes one past its
@@ -599,7 +678,7 @@ class PartyNode:
             return False
         key = (st.tree, st.level, int(st.phase))
         since = self._step_since.setdefault(key, now)
-        if self.task.client.block_number < st.step_deadline:
+        if self._latest_block() < st.step_deadline:
             if now - since <= self.settings.resolve_grace_seconds or key in self._closes_tried:
                 return False
             self._closes_tried = {k for k in self._closes_tried if k[0] >= st.tree - 1} | {key}
@@ -613,6 +692,8 @@ class PartyNode:
         key = (names[0], tree, level)
         if key in self._seen:
             return True
+        if self._fresh_from is not None and (tree, level) >= self._fresh_from:
+            return False  # followed from its start by this process: its own event would be in _seen
         with self.timed("chain reads"):
             events = self.task.client.logs(self.task.contract, names, self.task_id, self._level_block(tree, level))
         for ev in events:
@@ -665,6 +746,8 @@ class PartyNode:
                     "verifying and resolving only"
                 )
                 return
+            if exc.name == "AlreadyVoted":
+                self._seen.add(("VotesSubmitted", ctx.tree, ctx.level))
             if exc.name in ("AlreadyVoted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: vote not taken ({exc.name})")
                 return
@@ -710,6 +793,8 @@ class PartyNode:
                 self.excluded = True
                 self.log(f"tree {ctx.tree} level {ctx.level}: out of the task; verifying and resolving only")
                 return
+            if exc.name == "AlreadySubmitted":
+                self._seen.add(("HistogramsSubmitted", ctx.tree, ctx.level))
             if exc.name in ("AlreadySubmitted", "WrongPhase", "StepDeadlinePassed"):
                 self.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
                 return
@@ -756,7 +841,7 @@ class PartyNode:
                 if len(answers) + len(final) == len(others) or len(others) - len(final) < need:
                     break
                 waited = time.monotonic() - started
-                if self.task.client.block_number > deadline or (
+                if self._latest_block() > deadline or (
                     len(answers) >= need and waited > self.settings.endorse_patience_seconds
                 ):
                     break
@@ -787,24 +872,32 @@ class PartyNode:
         return None, reason, r.status_code == 409
 
     def _resolve(self, ctx: LevelContext, resolved_mask: int, anyone: bool) -> None:
-        """Resolve this party's share of the level's open nodes (node j goes to party j mod M), or any after a grace,
-        ``resolve_batch`` nodes per transaction."""
+        """Resolve this party's share of the level's open nodes, or any after a grace, ``resolve_batch`` nodes per
+        transaction at most. The shares are runs of as many nodes as one transaction carries (``resolution_share``),
+        run i going to party (i + level) mod M: a level of up to nine nodes is one transaction of one party, where
+        node j to party j mod M made it up to M transactions, each its own block that every party wakes for."""
         base = 1 << ctx.level
+        share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
         todo = [
             n
             for j, n in enumerate(ctx.open_nodes)
-            if not (resolved_mask >> (n - base)) & 1 and (anyone or j % len(self.parties) == self.index)
+            if not (resolved_mask >> (n - base)) & 1
+            and (anyone or (j // share + ctx.level) % len(self.parties) == self.index)
         ]
         if not todo:
             return
-        with self.timed("chain reads"):
-            level_hists = self._submitted_histograms(ctx)
+        endorsed = self._endorsed_histograms(ctx)
+        if endorsed is None:
+            with self.timed("chain reads"):
+                level_hists = self._submitted_histograms(ctx)
+        else:
+            level_hists = endorsed
         batch = resolution_batches(
             len(todo),
             len(level_hists),
             self.params.nbins,
             len(ctx.open_nodes),
-            self._node_gas,
+            self._node_gas or FIRST_NODE_GAS_PER_PARTY * len(self.parties),
             max(1, self.settings.resolve_batch),
         )
         for i in range(0, len(todo), batch):
@@ -815,6 +908,16 @@ class PartyNode:
                 # the costliest node seen so far sizes later batches (a level-closing call costs the most)
                 self._node_gas = max(self._node_gas, res.gas_used // len(nodes))
             except ContractRevert as exc:
+                self._again = True
+                if endorsed is not None:
+                    # What this party endorsed is not what was submitted (a party submitted other histograms,
+                    # or did not submit): the contract checked it against the commitments; read the events.
+                    ctx.from_events = True
+                    self.log(
+                        f"tree {ctx.tree} level {ctx.level}: resolving from the endorsed histograms failed "
+                        f"({exc}); reading the submissions"
+                    )
+                    return
                 if _fewer_histograms_than_chain(exc):
                     # The chain counts a submission whose event its node does not serve yet (its log index lags
                     # its state, notably just after a restart): the next poll reads the level's events again.
@@ -836,6 +939,23 @@ class PartyNode:
                 if failures > 20:
                     raise NodeError(f"resolving nodes {nodes} keeps failing: {exc}") from exc
                 return
+
+    def _endorsed_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]] | None:
+        """The level's submissions as this party knows them without reading the chain: its own histograms if it
+        submitted, and the histograms it endorsed of every other party, in party order. None where that cannot be
+        the whole level (this party endorsed nobody, after a restart, or a resolution from them failed). The contract
+        checks every party's histograms against its commitment, so a wrong guess reverts and changes nothing."""
+        endorsed = self._endorsed.get((ctx.tree, ctx.level), {})
+        if ctx.from_events or not endorsed:
+            return None
+        out = []
+        for p in self.parties:
+            if p == self.address:
+                if ("HistogramsSubmitted", ctx.tree, ctx.level) in self._seen and ctx.histograms is not None:
+                    out.append(ctx.histograms)
+            elif p in endorsed:
+                out.append(endorsed[p])
+        return out
 
     def _submitted_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]]:
         """Every submitting party's level histograms, in party order, from the HistogramsSubmitted events."""
@@ -866,8 +986,17 @@ class PartyNode:
             return 422, {"detail": "a party cannot endorse itself"}
         if party not in self.parties:
             return 403, {"detail": f"{party} is not an approved member of task {self.task_id}"}
-        st = self.task.state(self.task_id)
         tree, level = int(body.get("tree", -1)), int(body.get("level", -1))
+        cached = self._state
+        if (
+            cached is not None
+            and cached[0] == self._announced()
+            and cached[1].status == Status.TRAINING
+            and (cached[1].tree, cached[1].level, cached[1].phase) == (tree, level, Phase.HISTOGRAMS)
+        ):
+            st = cached[1]  # the main loop's read, and no step-changing block since: the chain's step as of now
+        else:
+            st = self.task.state(self.task_id)
         if st.status != Status.TRAINING or (st.tree, st.level) != (tree, level) or st.phase != Phase.HISTOGRAMS:
             return 409, {
                 "detail": f"not the current step (the task is at tree {st.tree} level {st.level}, "
@@ -917,6 +1046,9 @@ class PartyNode:
         if not verdict.sign:
             return 422, {"detail": "; ".join(verdict.reasons), "z": verdict.z}
         root = merkle_root([node_hash(h) for h in hists])
+        with self.lock:
+            self._endorsed = {k: v for k, v in self._endorsed.items() if k[0] >= tree - 1}
+            self._endorsed.setdefault((tree, level), {})[party] = hists
         digest = endorsement_digest(
             self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root, verdict.credit
         )
@@ -991,6 +1123,13 @@ class PartyNode:
             recs = self.task.client.call_many(self.task.contract, "getNode", [(self.task_id, tree, n) for n in missing])
             known.update((n, (int(r[1]), int(r[2]))) for n, r in zip(missing, recs, strict=True))
         return [known[n] for n in nodes]
+
+
+def resolution_share(open_nodes: int, parties: int, nbins: int, batch: int) -> int:
+    """Nodes per party's share of a level's resolution: as many as one ``resolveNodes`` carries with every party
+    submitting (the calldata limit) and at most ``batch``. The same for every party, whatever gas each has seen, so
+    that the shares cover the level without gaps or overlaps; a sender still splits its share by gas."""
+    return resolution_batches(open_nodes, parties, nbins, open_nodes, 1, max(1, batch))
 
 
 def _fewer_histograms_than_chain(exc: ContractRevert) -> bool:

@@ -11,6 +11,7 @@ import pytest
 
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.ledger.tx_size import resolution_batches
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.party_node import (
     ChainLag,
@@ -18,6 +19,7 @@ from fgbdt_chain.node.party_node import (
     NodeSettings,
     PartyNode,
     _fewer_histograms_than_chain,
+    resolution_share,
     splits_open,
 )
 
@@ -96,3 +98,36 @@ def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> 
     assert asked == [(30, 40)] and node._level_scan == 41  # the scan for it went over the new blocks only
     assert node._level_block(3, 1) == 30
     assert node._level_block(1, 4) == 0  # nothing known before it: from the start
+
+
+@pytest.mark.parametrize("parties", [2, 3, 4, 7])
+def test_resolution_shares_are_whole_transactions_the_same_for_every_party(parties: int) -> None:
+    nbins = 16
+    for level in range(9):
+        open_nodes = 1 << level
+        share = resolution_share(open_nodes, parties, nbins, 16)
+        assert 1 <= share <= 16
+        # a share fits one resolveNodes call with every party submitting
+        assert resolution_batches(share, parties, nbins, open_nodes, 1, 16) == share
+        owners = [(j // share + level) % parties for j in range(open_nodes)]
+        runs = -(-open_nodes // share)
+        assert len(set(owners)) == min(parties, runs)  # nobody's share is empty while a run is unassigned
+    assert resolution_share(32, 4, nbins, 1) == 1  # --resolve-batch 1: one node per share, as before
+
+
+def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:
+    import argparse
+    import importlib
+
+    from fgbdt_chain.deploy.cli import COMMAND_MODULES, COMMAND_OF, build_parser
+
+    assert set(COMMAND_OF.values()) == set(COMMAND_MODULES)
+    for name in COMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(name).register(sub)
+        for command in sub.choices:
+            assert COMMAND_OF[command] == name
+    only_node = build_parser("node")
+    assert only_node.parse_args(["node", "--task", "1", "--key", "k", "--data", "d"]).command == "node"
+    with pytest.raises(SystemExit):
+        only_node.parse_args(["simulate", "--data", "d"])

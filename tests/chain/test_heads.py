@@ -65,3 +65,31 @@ def test_only_a_head_notification_moves_the_block() -> None:
     assert _head_number(note) == 31
     for other in ('{"jsonrpc":"2.0","id":1,"result":"0x1"}', '{"params": null}', "[1, 2]", "not json", b"\x00"):
         assert _head_number(other) is None
+
+
+def test_the_bloom_check_agrees_with_eth_bloom_and_marks_relevant_heads() -> None:
+    import json
+
+    from eth_bloom import BloomFilter
+
+    from fgbdt_chain.ledger.heads import _head_of, bloom_has
+
+    address, topic, other = b"\x11" * 20, b"\x22" * 32, b"\x33" * 32
+    bloom = BloomFilter()
+    bloom.add(address)
+    bloom.add(topic)
+    raw = int(bloom).to_bytes(256, "big")
+    assert bloom_has(raw, address) and bloom_has(raw, topic)
+    assert not bloom_has(raw, other) and not bloom_has(bytes(256), address)
+
+    heads = NewHeads(f"http://127.0.0.1:{free_port()}", connect_timeout=0.2, watch=[[address, topic]])
+    try:
+        for number, logs in ((5, raw), (6, bytes(256)), (4, raw)):
+            note = {"params": {"result": {"number": hex(number), "logsBloom": "0x" + logs.hex()}}}
+            parsed, head_bloom = _head_of(json.dumps(note))
+            assert parsed == number and head_bloom is not None
+            heads._set(live=True, number=number, relevant=heads._matches(head_bloom))
+        assert (heads.latest, heads.relevant) == (6, 5)  # block 6 holds nothing watched; 4 is older
+    finally:
+        heads.close()
+    assert _head_of('{"params":{"result":{"number":"0x7"}}}') == (7, None)  # no bloom: the block counts

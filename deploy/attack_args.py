@@ -1,0 +1,34 @@
+"""The greedy-party flags (``node.attacks``) shared by ``simulate``, ``train`` and ``node``.
+
+Kept apart from ``cmd_simulate`` so that ``fgbdt node`` does not import the simulator and its baselines (scikit-learn,
+LightGBM): that import was most of a party process's start-up, and the bench's four parties start together.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.node.attacks import ATTACK_KINDS, Attack
+
+
+def add_attack_arguments(parser: argparse.ArgumentParser, *, node: bool = False) -> None:
+    """Greedy-party experiments (``node.attacks``): the same flags for ``simulate``, ``train`` and ``node``."""
+    if not node:
+        parser.add_argument("--greedy", type=int, help="index of the party that attacks its histograms")
+    parser.add_argument(
+        "--attack", choices=ATTACK_KINDS, default="gradients", help="what the greedy party does (with --inflate)"
+    )
+    parser.add_argument("--inflate", type=float, default=2.0 if not node else None, help="the attack's factor")
+    parser.add_argument("--attack-from-tree", type=int, default=0, help="first tree the greedy party attacks")
+
+
+def attack_of(args: argparse.Namespace, party: int) -> Attack | None:
+    """The attack a party plays, from the attack flags (None for an honest party)."""
+    greedy = getattr(args, "greedy", party)
+    if greedy is None or greedy != party or args.inflate is None:
+        return None
+    try:
+        return Attack(args.attack, args.inflate, seed=args.seed or 0, start_tree=args.attack_from_tree)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
