@@ -99,8 +99,7 @@ def train_own_bins(
     X: np.ndarray, y: np.ndarray, params: TrainParams, *, threads: int = 1, seed: int = 0
 ) -> lgb.Booster:
     """A LightGBM booster on the raw values (NaN as missing) that bins them itself."""
-    data = lgb.Dataset(np.asarray(X, dtype=np.float64), label=y, params={"verbose": -1})
-    return lgb.train(own_bins_params(params, threads=threads, seed=seed), data, num_boost_round=params.trees)
+    return raw_booster(X, y, own_bins_params(params, threads=threads, seed=seed), params.trees)
 
 
 def defaults_params(params: TrainParams, *, threads: int = 1, seed: int = 0) -> dict[str, Any]:
@@ -113,5 +112,15 @@ def train_defaults(
     X: np.ndarray, y: np.ndarray, params: TrainParams, *, threads: int = 1, seed: int = 0
 ) -> lgb.Booster:
     """A LightGBM booster on the raw values with its own defaults (100 boosting rounds, ``lgb.train``'s own)."""
+    return raw_booster(X, y, defaults_params(params, threads=threads, seed=seed), None)
+
+
+def raw_booster(X: np.ndarray, y: np.ndarray, lp: dict[str, Any], rounds: int | None) -> lgb.Booster:
+    """LightGBM on the raw values (NaN as missing), binning them itself, with ``lp``; ``rounds`` None: its own."""
     data = lgb.Dataset(np.asarray(X, dtype=np.float64), label=y, params={"verbose": -1})
-    return lgb.train(defaults_params(params, threads=threads, seed=seed), data)
+    return lgb.train(lp, data) if rounds is None else lgb.train(lp, data, num_boost_round=rounds)
+
+
+RAW_BASELINES = {"lightgbm": own_bins_params, "lightgbm-defaults": defaults_params}
+"""The baselines on the raw values, by name: their parameters (``lightgbm`` trains the task's trees, the other
+its own rounds)."""

@@ -437,18 +437,15 @@ def run(
         booster = baselines.train_lightgbm(prep.train_slots, prep.train.y, p, threads=threads, seed=c.seed)
         train_seconds = time.perf_counter() - start
         report.update(evaluate(p, prep.test.y, baselines.predict_lightgbm(booster, prep.test_slots, p)))
-    elif algo == "lightgbm":
-        booster = baselines.train_own_bins(prep.train.X, prep.train.y, p, threads=threads, seed=c.seed)
+    elif algo in baselines.RAW_BASELINES:
+        own = algo == "lightgbm-defaults"
+        lp = baselines.RAW_BASELINES[algo](p, threads=threads, seed=c.seed)
+        booster = baselines.raw_booster(prep.train.X, prep.train.y, lp, None if own else p.trees)
         train_seconds = time.perf_counter() - start
         report.update(evaluate(p, prep.test.y, np.asarray(booster.predict(prep.test.X), dtype=np.float64)))
-        report["lightgbm_params"] = baselines.own_bins_params(p, threads=threads, seed=c.seed)
-    elif algo == "lightgbm-defaults":
-        booster = baselines.train_defaults(prep.train.X, prep.train.y, p, threads=threads, seed=c.seed)
-        train_seconds = time.perf_counter() - start
-        report.update(evaluate(p, prep.test.y, np.asarray(booster.predict(prep.test.X), dtype=np.float64)))
-        report["lightgbm_params"] = baselines.defaults_params(p, threads=threads, seed=c.seed)
-        # what it trained, not the task's shape: its own rounds, leaf-wise trees with no depth limit
-        report["trees"], report["depth"] = booster.num_trees(), None
+        report["lightgbm_params"] = lp
+        if own:  # what it trained, not the task's shape: its own rounds, leaf-wise trees with no depth limit
+            report["trees"], report["depth"] = booster.num_trees(), None
     elif algo == "randomsplit":
         leaf = leaf_plan(c.epsilon, c.dp_delta, p.trees)
         lam = p.lam if prep.lam_given is None else prep.lam_given
