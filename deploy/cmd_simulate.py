@@ -134,7 +134,7 @@ def register(sub: Any) -> None:
         choices=TREE_FEATURES,
         default="auto",
         help="randomsplit: features a tree splits on (one: they take turns; all: any node any feature; auto: one "
-        "under --epsilon, all without)",
+        "under --epsilon when there are at least as many trees as features, else all)",
     )
     parser.add_argument(
         "--endorse",

@@ -13,9 +13,10 @@ Under privacy every tree splits on one feature (``tree_features``, Maddock et al
 as in an explainable boosting machine): the features take turns in a public random order, and the tree's
 ``2^depth`` leaves become intervals of that one feature. Why: the leaves of a tree drawn over all features cut the
 rows into small cells whose sums drown in the noise, while intervals of one feature keep each leaf's rows together
-and the model additive, which noise cannot tangle. Measured at epsilon 1 it gains on every data set
-(``bench.privacy --part curve-randomsplit-depth4`` and ``figure9-randomsplit``; README); without noise, trees over
-all features keep the interactions and stay the default there.
+and the model additive, which noise cannot tangle. Measured at epsilon 1 it gains on every data set where ``auto``
+chooses it (``bench.privacy --part curve-randomsplit-depth4`` and ``figure9-randomsplit``; README), and costs on
+one-hot columns, whose one-feature trees are stumps; without noise, trees over all features keep the interactions
+and stay the default there.
 
 What it gives up: the trees do not look for good splits, only for good leaf values; and there are no per-split
 histograms, so no split Shapley contributions and nothing for the verifiers to check. It runs in ``simulate``
@@ -151,11 +152,11 @@ def train_random_split(
 
     Every party's noise comes from its own stream (``noise_rng``, purpose ``LEAVES``); the split draws from a
     public one. A private plan needs the binary objective: its sensitivities rest on ``|g| <= 1``, ``h <= 1/4``."""
-    single = one_feature_per_tree(tree_features, plan.private, len(splittable(widths)), params.trees)
     if len(party_slots) != len(party_y) or len(party_slots) < 1:
         raise ValueError("need one label array per party and at least one party")
     if plan.private and params.objective != "binary":
         raise ValueError("private random-split trees need the binary objective (bounded gradients)")
+    single = one_feature_per_tree(tree_features, plan.private, len(splittable(widths)), params.trees)
     depth, leaves, m = params.depth, 2**params.depth, len(party_slots)
     lam = plan.regularisation(params.lam, m)
     public = np.random.default_rng([seed, SPLIT_SEED_TAG])
