@@ -943,21 +943,8 @@ def _sides(sums: FixedSums, nodes: Sequence[int], ranks: Sequence[int], threshol
     """A party's exact (g, h, n) sums left and right of a cut of candidate ``rank`` after bin ``threshold``, at each
     of the level's ``nodes`` (its children's totals if the node splits there). Cut after the last bin, the left side
     is the node's totals. In compiled sums of the limbs (each bin's low limb is below 2^32, so no sum overflows),
-    joined into Python integers once per side."""
-    g_hi, g_lo, h_hi, h_lo, n = (
-        np.ascontiguousarray(a, dtype=np.int64) for a in (sums.g_hi, sums.g_lo, sums.h_hi, sums.h_lo, sums.n)
-    )
-    limbs = _side_limbs(
-        g_hi,
-        g_lo,
-        h_hi,
-        h_lo,
-        n,
-        np.asarray(nodes, dtype=np.int64),
-        np.asarray(ranks, dtype=np.int64),
-        np.asarray(thresholds, dtype=np.int64),
-    ).tolist()
-    return _sides_of(limbs)
+    joined into Python integers once per side: :func:`_parties_sides` of the one party."""
+    return _parties_sides([sums], nodes, ranks, thresholds)[0]
 
 
 def _sides_of(limbs: list[list[list[int]]]) -> list[Sides]:

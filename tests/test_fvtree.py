@@ -348,4 +348,9 @@ def test_side_sums_of_several_parties_are_each_partys_own() -> None:
         for _ in range(3)
     ]
     nodes, ranks, cuts = [0, 3, 1, 1], [0, 1, 1, 0], [b - 1, 2, 0, b - 1]
-    assert _parties_sides(parties, nodes, ranks, cuts) == [_sides(s, nodes, ranks, cuts) for s in parties]
+    together = _parties_sides(parties, nodes, ranks, cuts)
+    assert together == [_sides(s, nodes, ranks, cuts) for s in parties]
+    # and each party's against the cumulative-sum oracle: one party's call goes through the same batched kernel
+    assert [[(x.left, x.right) for x in sides] for sides in together] == [
+        _sides_by_cumsum(s, nodes, ranks, cuts) for s in parties
+    ]
