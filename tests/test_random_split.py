@@ -17,6 +17,7 @@ from fgbdt_chain.node.metrics import auc
 from fgbdt_chain.node.model import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy import LEAF_GRADIENT_SHARE, ROW_BOUNDS, SPLIT, leaf_plan
 from fgbdt_chain.node.random_split import (
+    bin_tree,
     draw_splits,
     feature_turns,
     leaf_index,
@@ -64,6 +65,61 @@ def test_rows_reach_the_leaf_the_model_routes_them_to() -> None:
         values = np.array([tree.nodes[8 + j].value_fixed for j in range(8)], dtype=object)
         expected += np.array([v / 10**18 for v in values[leaf_index(slots, features, thresholds, 3)]], dtype=float)
     np.testing.assert_allclose(model.predict_raw(train.X), expected, rtol=0, atol=1e-12)
+
+
+def test_a_bin_tree_gives_every_slot_its_own_leaf() -> None:
+    """A one-feature tree's leaf for a row is the row's slot of that feature, the missing slot 0 included, as
+    ``Model.predict`` routes it, and it is ``ceil(log2(width))`` levels deep."""
+    for width in (2, 3, 5, 8, 17, 33):
+        values = [1000 * (s + 1) for s in range(width)]
+        tree = bin_tree(2, width, values)
+        assert tree.depth == math.ceil(math.log2(width)) and len(tree.leaf_ids()) == width
+        assert {tree.nodes[i].feature for i in tree.internal_ids()} == {2}
+        for slot in range(width):
+            node = 1
+            while not tree.nodes[node].is_leaf:
+                node = 2 * node + (slot > tree.nodes[node].threshold)
+            assert tree.nodes[node].value_fixed == values[slot]
+    with pytest.raises(ValueError, match="a value for each of at least two slots"):
+        bin_tree(0, 4, [1, 2, 3])
+    with pytest.raises(ValueError, match="a value for each of at least two slots"):
+        bin_tree(0, 1, [1])
+
+
+def test_one_feature_trees_fit_a_leaf_per_bin_and_predict_what_training_applied() -> None:
+    """Without noise, a one-feature tree's leaf on each slot is the parties' Newton step over exactly the rows in
+    that slot; the model then predicts, from raw values, what training added."""
+    train, _ = _data(2_000)
+    params = TrainParams(trees=6, depth=3, bins=8, learning_rate=1.0)
+    prep = prepare(train, train, params, PrepConfig(parties=2, theta=0.5, seed=1))
+    widths = slot_widths(prep.edges)
+    plan = leaf_plan(math.inf, 1e-5, params.trees)
+    res = train_random_split(prep.party_slots(), prep.party_y(), params, widths, plan, seed=1, tree_features="one")
+    assert res.tree_features == "one"
+    first = res.trees[0]
+    feature = first.nodes[1].feature
+    slots = bin_matrix(train.X, prep.edges)
+    y = np.concatenate(prep.party_y())
+    rows = np.concatenate([s[:, feature] for s in prep.party_slots()])
+    for slot in range(int(widths[feature])):
+        g = (0.5 - y[rows == slot]).sum()  # the logistic gradient at score 0
+        step = -g / (0.25 * (rows == slot).sum() + params.lam)
+        node = 1
+        while not first.nodes[node].is_leaf:
+            node = 2 * node + (slot > first.nodes[node].threshold)
+        assert first.nodes[node].value_fixed / 10**18 == pytest.approx(step, abs=1e-12)
+    model = make_model(prep, res.trees, "randomsplit")
+    model.validate()
+    expected = np.zeros(train.n_rows)
+    for tree in res.trees:
+        f = tree.nodes[1].feature
+        for row, slot in enumerate(slots[:, f]):
+            node = 1
+            while not tree.nodes[node].is_leaf:
+                node = 2 * node + (slot > tree.nodes[node].threshold)
+            expected[row] += tree.nodes[node].value_fixed / 10**18
+    np.testing.assert_allclose(model.predict_raw(train.X), expected, rtol=0, atol=1e-12)
+    assert res.comm_bytes_per_party_per_tree == pytest.approx(64 * np.mean([len(t.leaf_ids()) for t in res.trees]))
 
 
 @pytest.mark.parametrize(("epsilon", "trees"), [(0.5, 20), (1.0, 50), (4.0, 200)])
@@ -144,10 +200,6 @@ def test_one_feature_trees_take_turns_over_the_splittable_features() -> None:
     for start in (0, 4):  # every round holds each splittable feature once
         assert sorted(turns[start : start + 4]) == [0, 1, 3, 4]
     assert feature_turns(widths, 11, np.random.default_rng(4)) == turns  # a public draw: every party gets it
-    features, thresholds = draw_splits(widths, 3, np.random.default_rng(0), feature=3)
-    assert set(features.tolist()) == {3} and np.all((thresholds >= 1) & (thresholds <= 8))
-    with pytest.raises(ValueError, match="feature 2 has no edge"):
-        draw_splits(widths, 3, np.random.default_rng(0), feature=2)
     assert one_feature_per_tree("auto", True, 4, 4) and not one_feature_per_tree("auto", False, 4, 4)
     assert one_feature_per_tree("one", False, 4, 4) and not one_feature_per_tree("all", True, 4, 4)
     # fewer trees than features (a9a's 123 columns, 40 trees): a one-feature model would never see most of them
@@ -163,7 +215,7 @@ def test_auto_trees_split_on_one_feature_under_privacy(epsilon: float, expected:
     prep = prepare(train, test, params, PrepConfig(parties=2, theta=0.5, seed=2, epsilon=epsilon))
     report, model, _ = run(prep, "randomsplit")
     assert report["params"]["tree_features"] == expected and model is not None
-    per_tree = [{tree.nodes[i].feature for i in range(1, 4)} for tree in model.trees]
+    per_tree = [{tree.nodes[i].feature for i in tree.internal_ids()} for tree in model.trees]
     if expected == "one":
         assert all(len(f) == 1 for f in per_tree)
         assert sorted(f.pop() for f in per_tree[:4]) == [0, 1, 2, 3]  # feature 4 is constant: never a turn
