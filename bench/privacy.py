@@ -28,6 +28,7 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
     python -m bench.privacy --part curve-randomsplit --seeds 0-9 --jobs 1
     python -m bench.privacy --part curve-randomsplit-depth4 --seeds 0-9 --jobs 1   # 200 trees of depth 4
     python -m bench.privacy --part curve-randomsplit-depth4-all --seeds 0-9 --jobs 1   # all features per tree
+    python -m bench.privacy --part curve-randomsplit-depth4-local --seeds 0-9 --jobs 1   # each party's noise alone
 
 Plots (PNG, in ``docs/``) need the ``plots`` extra (matplotlib).
 """
@@ -95,6 +96,9 @@ PARTS: dict[str, dict[str, Any]] = {
 # under privacy): what the one-feature trees change, paired by seed
 for _name in ("figure9-randomsplit", "curve-randomsplit-depth4"):
     PARTS[f"{_name}-all"] = {**PARTS[_name], "tree_features": "all"}
+# and with every party's noise carrying its guarantee alone (colluders = M - 1): what the secure sum of the leaf
+# releases gains, paired by seed
+PARTS["curve-randomsplit-depth4-local"] = {**PARTS["curve-randomsplit-depth4"], "colluders": 3}
 ALGO_LABELS = {"fvtree": "FV-tree", "randomsplit": "random splits, private leaves"}
 PARTIES, THETA, DEPTH = 4, 0.8, 3
 
@@ -108,7 +112,12 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
     row: dict[str, Any] = {"dataset": name, "seed": seed, "trees": trees, "bins": bins, "runs": {}}
     for eps in PARTS[part]["epsilons"]:
         config = PrepConfig(
-            parties=PARTIES, theta=THETA, seed=seed, epsilon=eps, tree_features=PARTS[part].get("tree_features", "auto")
+            parties=PARTIES,
+            theta=THETA,
+            seed=seed,
+            epsilon=eps,
+            tree_features=PARTS[part].get("tree_features", "auto"),
+            colluders=PARTS[part].get("colluders"),
         )
         prep = prepare(train, test, params, config)
         report, _, _ = run(prep, PARTS[part].get("algo", "fvtree"))
@@ -118,11 +127,16 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
             "accounted_epsilon": report["privacy"]["accounted_epsilon"],
             "lambda": report["params"]["lam"],
             "tree_features": report["params"].get("tree_features"),
+            "colluders": report["privacy"].get("colluders"),
+            "all_others_epsilon": report["privacy"].get("all_others_epsilon"),
         }
     paper = TrainParams(trees=PAPER_TREES, depth=PAPER_DEPTH, voted_trees=ALL_TREES_VOTED)
     ref_params = paper if part.startswith("figure9") else params
     booster = baselines.train_own_bins(train.X, train.y, ref_params, threads=1, seed=seed)
     row["lightgbm"] = evaluate(ref_params, test.y, np.asarray(booster.predict(test.X), dtype=np.float64))
+    own = baselines.RAW_BASELINES["lightgbm-defaults"](params, threads=1, seed=seed)
+    own_booster = baselines.raw_booster(train.X, train.y, own, None)
+    row["lightgbm_defaults"] = evaluate(params, test.y, np.asarray(own_booster.predict(test.X), dtype=np.float64))
     if part.startswith("figure9"):
         prep = prepare(train, test, ref_params, PrepConfig(parties=PARTIES, theta=THETA, seed=seed))
         alone = standalone_errors(prep)
@@ -148,24 +162,35 @@ def table(part: str, rows: list[dict[str, Any]]) -> str:
         algo = ALGO_LABELS[PARTS[part].get("algo", "fvtree")]
         shape = f"{algo}, {group[0]['trees']} trees of depth {PARTS[part].get('depth', DEPTH)}, {bins} bins"
         out.append(f"\n**{name}** ({shape}, {len(group)} seeds; {metric})\n")
-        out.append("| epsilon | min | mean ± SE | max | accounted epsilon (max) | lambda | features per tree |")
-        out.append("|---|---|---|---|---|---|---|")
+        out.append(
+            "| epsilon | min | mean ± SE | max | accounted epsilon (max) | lambda | features per tree "
+            "| colluders held | epsilon if all others pool (max) |"
+        )
+        out.append("|---|---|---|---|---|---|---|---|---|")
         for e in eps_keys:
             v = [r["runs"][e][metric] for r in group]
             mean, se = mean_se(v)
             acc = max(r["runs"][e]["accounted_epsilon"] for r in group)
             lam = group[0]["runs"][e]["lambda"]
             features = group[0]["runs"][e].get("tree_features") or "-"
+            colluders = group[0]["runs"][e].get("colluders")
+            alone = [r["runs"][e].get("all_others_epsilon") for r in group]
+            private = e != "inf" and colluders is not None
+            held = f"{colluders} of {PARTIES - 1}" if private else "-"
+            worst = f"{max(a for a in alone if a is not None):.3g}" if private and None not in alone else "-"
             out.append(
                 f"| {label(e)} | {min(v):.4f} | {mean:.4f} ± {se:.4f} | {max(v):.4f} | {acc:g} | {lam:.3g} "
-                f"| {features} |"
+                f"| {features} | {held} | {worst} |"
             )
         mean, se = mean_se([r["lightgbm"][metric] for r in group])
-        out.append(f"| LightGBM, own bins, no privacy | | {mean:.4f} ± {se:.4f} | | | | |")
+        out.append(f"| LightGBM, own bins, same trees and depth, no privacy | | {mean:.4f} ± {se:.4f} | | | | | | |")
+        if all("lightgbm_defaults" in r for r in group):
+            mean, se = mean_se([r["lightgbm_defaults"][metric] for r in group])
+            out.append(f"| LightGBM with its defaults, no privacy | | {mean:.4f} ± {se:.4f} | | | | | | |")
         if part.startswith("figure9"):
             for side in ("a", "b"):
                 mean, se = mean_se([r[f"standalone_{side}"] for r in group])
-                out.append(f"| standalone {side.upper()}, no privacy | | {mean:.4f} ± {se:.4f} | | | | |")
+                out.append(f"| standalone {side.upper()}, no privacy | | {mean:.4f} ± {se:.4f} | | | | | | |")
     return "\n".join(out)
 
 

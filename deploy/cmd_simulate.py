@@ -137,6 +137,14 @@ def register(sub: Any) -> None:
         "under --epsilon when there are at least as many trees as features, else all)",
     )
     parser.add_argument(
+        "--dp-colluders",
+        type=int,
+        default=None,
+        help="randomsplit with --epsilon: how many other parties may pool their rows and noise against one party with "
+        "its guarantee intact; the leaf sums are added by secure aggregation and each party adds its share of the "
+        "noise (default: fewer than half of the others, at least one; parties - 1: each party's noise alone)",
+    )
+    parser.add_argument(
         "--endorse",
         choices=("none", *ref.ENDORSE_RULES),
         default="statistical",
@@ -268,6 +276,7 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         epsilon=args.epsilon,
         dp_delta=args.dp_delta,
         tree_features=getattr(args, "tree_features", "auto"),
+        colluders=getattr(args, "dp_colluders", None),
     )
 
 
@@ -318,6 +327,15 @@ def simulate(args: argparse.Namespace) -> int:
         raise UserError(f"{args.algo} has no differential privacy for what it shares; leave --epsilon at inf")
     if args.tree_features != "auto" and args.algo != "randomsplit":
         raise UserError(f"--tree-features is for --algo randomsplit; {args.algo} chooses its splits' features")
+    if args.dp_colluders is not None:
+        if args.algo != "randomsplit" or not math.isfinite(args.epsilon):
+            raise UserError(
+                "--dp-colluders is for --algo randomsplit with --epsilon: FV-tree's verifiers read each party's "
+                "histograms, so each party's noise alone carries its guarantee"
+            )
+        if not 0 <= args.dp_colluders < args.parties:
+            last = args.parties - 1
+            raise UserError(f"--dp-colluders must be from 0 to parties - 1 = {last}, got {args.dp_colluders}")
     if args.algo == "lightgbm-defaults" and (given_shape["trees"] or given_shape["depth"]):
         raise UserError("--algo lightgbm-defaults trains LightGBM's own 100 rounds of 31 leaves; drop --trees/--depth")
     train, test = load_data(args)

@@ -81,6 +81,9 @@ class PrepConfig:
     """With a finite ``epsilon``: the budget's delta."""
     tree_features: str = "auto"
     """``randomsplit`` only: how many features a tree splits on (``node.random_split.TREE_FEATURES``)."""
+    colluders: int | None = None
+    """``randomsplit`` with a budget only: how many other parties may pool their views against one party with its
+    guarantee intact (``node.privacy.LeafPlan``); None: ``node.privacy.default_colluders``."""
 
     def privacy(self, params: TrainParams) -> PrivacyPlan:
         """The parties' mechanisms for a task of these GBDT parameters."""
@@ -447,7 +450,7 @@ def run(
         if own:  # what it trained, not the task's shape: its own rounds, leaf-wise trees with no depth limit
             report["trees"], report["depth"] = booster.num_trees(), None
     elif algo == "randomsplit":
-        leaf = leaf_plan(c.epsilon, c.dp_delta, p.trees)
+        leaf = leaf_plan(c.epsilon, c.dp_delta, p.trees, c.parties, c.colluders)
         lam = p.lam if prep.lam_given is None else prep.lam_given
         start = time.perf_counter()
         rs = train_random_split(

@@ -198,44 +198,88 @@ def leaf_noise_scale(quantity: str) -> float:
     return ROW_BOUNDS[quantity] / math.sqrt(share)
 
 
+def default_colluders(parties: int) -> int:
+    """How many other parties may pool what they know against one party, by default, with its leaf releases'
+    guarantee intact (:class:`LeafPlan`): fewer than half of the others (an honest majority, the usual trust
+    assumption of multi-party computation), and always at least one, so that no single party, whoever it is, learns
+    more than the budget allows; with two or three parties that is every other party, as without secure sums."""
+    if parties < 1:
+        raise ValueError(f"a task needs at least one party, got {parties}")
+    return min(parties - 1, max(1, (parties - 1) // 2))
+
+
 @dataclass(frozen=True)
 class LeafPlan:
     """A party's budget when it releases only leaf sums, once per tree (``node.random_split``): the bin sketch's
-    share as in :func:`plan`, the rest to ``trees`` Gaussian releases composed by the RDP accountant."""
+    share as in :func:`plan`, the rest to ``trees`` Gaussian releases composed by the RDP accountant.
+
+    The parties' leaf sums are added by secure aggregation (``node.secure_agg``): what anyone reads is the sum over
+    the parties, never one party's release. The noise that protects a party's row is then the sum of every party's
+    noise, less what a coalition of other parties knows of its own: with ``colluders`` others pooling their rows and
+    noise, ``parties - colluders`` parties' noise is left. So each party adds ``1 / (parties - colluders)`` of the
+    variance that the calibrated ``noise_multiplier`` asks for, and the guarantee ``(epsilon, delta)`` holds against
+    every reader and every coalition of up to ``colluders`` others; ``all_others_epsilon`` says what is left if all
+    the others pool. Why: noise each party adds for itself alone is ``parties - colluders`` times the variance on the
+    sum; at four parties and one colluder that is 3x the noise on every leaf value for the same epsilon against the
+    same coalition. With ``colluders = parties - 1`` each party's noise alone carries the guarantee (local noise)."""
 
     epsilon: float
     delta: float
     sketch_epsilon: float
     noise_multiplier: float
+    """Of the noise on the released sum that no coalition of ``colluders`` others can remove (standard deviation
+    over the per-row bound, :func:`leaf_noise_scale`)."""
     releases: int
     accounted_epsilon: float
+    parties: int = 1
+    colluders: int = 0
+    all_others_epsilon: float = 0.0
+    """The accountant's epsilon if all ``parties - 1`` others pool their rows and noise against one party."""
 
     @property
     def private(self) -> bool:
         return math.isfinite(self.epsilon)
 
     def noise_sd(self, quantity: str) -> float:
-        """Standard deviation of the noise on one leaf's sum of ``quantity`` (g or h), in its own units."""
-        return self.noise_multiplier * leaf_noise_scale(quantity)
+        """Standard deviation of the noise one party adds to one leaf's sum of ``quantity`` (g or h), in its own
+        units: its share of the variance (class docstring)."""
+        return self.noise_multiplier * leaf_noise_scale(quantity) / math.sqrt(self.parties - self.colluders)
 
-    def regularisation(self, lam: float, parties: int) -> float:
-        """As :meth:`PrivacyPlan.regularisation`: lambda at least the aggregated gradient noise."""
-        return max(lam, math.sqrt(parties) * self.noise_sd("g")) if self.private else lam
+    def sum_noise_sd(self, quantity: str) -> float:
+        """Standard deviation of the noise on the released sum of one leaf's ``quantity`` over all parties."""
+        return math.sqrt(self.parties) * self.noise_sd(quantity)
+
+    def regularisation(self, lam: float) -> float:
+        """As :meth:`PrivacyPlan.regularisation`: lambda at least the released sum's gradient noise."""
+        return max(lam, self.sum_noise_sd("g")) if self.private else lam
 
     def report(self) -> dict[str, Any]:
         out = asdict(self)
         out["accountant"] = "RDP (dp-accounting); the sketch as eps^2/2-zCDP, one Gaussian leaf release per tree"
         out["leaf_noise_sd"] = {q: self.noise_sd(q) for q in ("g", "h")} if self.private else None
+        out["sum_noise_sd"] = {q: self.sum_noise_sd(q) for q in ("g", "h")} if self.private else None
         out["gradient_share"] = LEAF_GRADIENT_SHARE
+        out["guarantee"] = (
+            f"(epsilon, delta) for each party against every reader of the summed leaf releases and any "
+            f"{self.colluders} other parties pooling their rows and noise"
+            if self.private
+            else "none: exact sums"
+        )
         return out
 
 
-def leaf_plan(epsilon: float, delta: float, trees: int) -> LeafPlan:
-    """Calibrate the leaf releases of ``trees`` trees so that, with the sketch's share, the party is
-    ``(epsilon, delta)``-DP: the smallest noise multiplier (bisection) whose composition the accountant puts at most
-    at ``epsilon``. ``inf``: no noise."""
+def leaf_plan(epsilon: float, delta: float, trees: int, parties: int = 1, colluders: int | None = None) -> LeafPlan:
+    """Calibrate the leaf releases of ``trees`` trees so that, with the sketch's share, each of ``parties`` parties
+    is ``(epsilon, delta)``-DP against any ``colluders`` others (:class:`LeafPlan`; None: :func:`default_colluders`):
+    the smallest noise multiplier (bisection) whose composition the accountant puts at most at ``epsilon``.
+    ``inf``: no noise."""
+    if parties < 1:
+        raise ValueError(f"a task needs at least one party, got {parties}")
+    colluders = default_colluders(parties) if colluders is None else colluders
+    if not 0 <= colluders < parties:
+        raise ValueError(f"colluders must be from 0 to parties - 1 = {parties - 1}, got {colluders}")
     if math.isinf(epsilon) and epsilon > 0:
-        return LeafPlan(math.inf, 0.0, math.inf, 0.0, 0, 0.0)
+        return LeafPlan(math.inf, 0.0, math.inf, 0.0, 0, 0.0, parties, colluders, 0.0)
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be positive (inf: no privacy), got {epsilon}")
     if not 0 < delta < 1:
@@ -256,7 +300,9 @@ def leaf_plan(epsilon: float, delta: float, trees: int) -> LeafPlan:
             lo = mid
         else:
             hi = mid
-    return LeafPlan(epsilon, delta, sketch_eps, hi, trees, accounted(hi))
+    # all others pooled: only the party's own share of the noise is left
+    alone = accounted(hi / math.sqrt(parties - colluders))
+    return LeafPlan(epsilon, delta, sketch_eps, hi, trees, accounted(hi), parties, colluders, alone)
 
 
 VOTES, HISTOGRAMS, LEAVES = 0, 1, 2

@@ -37,6 +37,7 @@ from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.model import Node, Tree
 from fgbdt_chain.node.objective import gradients
 from fgbdt_chain.node.privacy import LEAVES, LeafPlan, noise_rng
+from fgbdt_chain.node.secure_agg import SecureSum, fraction_bits, to_fixed
 
 DEFAULT_TREES, DEFAULT_DEPTH = 200, 4
 """``simulate --algo randomsplit``'s trees and depth when the user sets none: Maddock et al.'s depth 4, and enough
@@ -154,6 +155,18 @@ def party_leaf_sums(
     return g_sum, h_sum
 
 
+def masked_leaf_sums(
+    released: Sequence[tuple[np.ndarray, np.ndarray]], secure: SecureSum, bits: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sums over the parties of their noisy leaf releases ``(g, h)``, added by secure aggregation: each party
+    scales its release to integers at ``2^bits`` (after its noise, so the noise is on the real values) and masks it;
+    the masks cancel in the sum, so the sum is all that anyone reads (``LeafPlan`` rests its guarantee on it)."""
+    leaves = released[0][0].size
+    vectors = [np.concatenate([to_fixed(g, bits), to_fixed(h, bits)]) for g, h in released]
+    total = secure.sum(vectors).astype(np.float64) / 2.0**bits
+    return total[:leaves], total[leaves:]
+
+
 def train_random_split(
     party_slots: Sequence[np.ndarray],
     party_y: Sequence[np.ndarray],
@@ -166,14 +179,20 @@ def train_random_split(
     """Boost ``params.trees`` random-split trees of ``params.depth`` on the parties' rows (bin slots).
 
     Every party's noise comes from its own stream (``noise_rng``, purpose ``LEAVES``); the split draws from a
-    public one. A private plan needs the binary objective: its sensitivities rest on ``|g| <= 1``, ``h <= 1/4``."""
+    public one. A private plan needs the binary objective: its sensitivities rest on ``|g| <= 1``, ``h <= 1/4``;
+    its releases are added by secure aggregation (:func:`masked_leaf_sums`), so only their sum is read."""
     if len(party_slots) != len(party_y) or len(party_slots) < 1:
         raise ValueError("need one label array per party and at least one party")
     if plan.private and params.objective != "binary":
         raise ValueError("private random-split trees need the binary objective (bounded gradients)")
+    if plan.private and plan.parties != len(party_slots):
+        raise ValueError(f"the privacy plan is for {plan.parties} parties, the task has {len(party_slots)}")
     single = one_feature_per_tree(tree_features, plan.private, len(splittable(widths)), params.trees)
     depth, m = params.depth, len(party_slots)
-    lam = plan.regularisation(params.lam, m)
+    lam = plan.regularisation(params.lam)
+    secure = SecureSum(m, seed=seed) if plan.private else None
+    # the sum's scale: every row moves a leaf's gradient sum by at most 1, and the noise stays far inside 64 sd
+    bits = fraction_bits(sum(len(y) for y in party_y) + 64 * plan.sum_noise_sd("g")) if plan.private else 0
     public = np.random.default_rng([seed, SPLIT_SEED_TAG])
     turns: list[int | None] = [*feature_turns(widths, params.trees, public)] if single else [None] * params.trees
     scores = [np.zeros(len(y)) for y in party_y]
@@ -186,7 +205,7 @@ def train_random_split(
             leaves = 2**depth
         else:
             leaves = int(np.asarray(widths)[feature])
-        g_sum, h_sum = np.zeros(leaves), np.zeros(leaves)
+        released_sums = []
         where = []
         for i, (slots, y) in enumerate(zip(party_slots, party_y, strict=True)):
             g, h = gradients(params.objective, y, scores[i])
@@ -195,9 +214,11 @@ def train_random_split(
             else:
                 leaf = np.asarray(slots[:, feature], dtype=np.int64)
             where.append(leaf)
-            g_leaf, h_leaf = party_leaf_sums(leaf, g, h, leaves, plan, noise_rng(seed, i, t, 0, LEAVES))
-            g_sum += g_leaf
-            h_sum += h_leaf
+            released_sums.append(party_leaf_sums(leaf, g, h, leaves, plan, noise_rng(seed, i, t, 0, LEAVES)))
+        if secure is None:
+            g_sum, h_sum = np.sum(released_sums, axis=0)
+        else:
+            g_sum, h_sum = masked_leaf_sums(released_sums, secure, bits)
         values = [ref.to_fixed(v) for v in -params.learning_rate * g_sum / (np.maximum(h_sum, 0.0) + lam)]
         applied = np.array([ref.from_fixed(v) for v in values])  # what the model will predict, to the last bit
         for i, leaf in enumerate(where):
@@ -209,5 +230,6 @@ def train_random_split(
             trees.append(Tree(nodes))
         else:
             trees.append(bin_tree(feature, leaves, values))
-    # a party sends its leaf sums (two 32-byte words per leaf) once per tree
-    return RandomSplitResult(trees, plan, lam, 2 * 32 * released / params.trees, "one" if single else "all")
+    # a party sends its leaf sums once per tree: two masked 64-bit words per leaf, or two 32-byte words in the clear
+    sent = float(secure.bytes_sent[0]) if secure is not None else 2 * 32 * released
+    return RandomSplitResult(trees, plan, lam, sent / params.trees, "one" if single else "all")

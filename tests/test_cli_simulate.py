@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -244,6 +245,9 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
         (["--greedy", "0", "--inflate", "0"], "positive number"),
         (["--refusal-rate", "1.5"], "--refusal-rate must be in (0, 1)"),
         (["--tree-features", "one"], "--tree-features is for --algo randomsplit"),
+        (["--dp-colluders", "1", "--epsilon", "1"], "--dp-colluders is for --algo randomsplit with --epsilon"),
+        (["--dp-colluders", "1", "--algo", "randomsplit"], "--dp-colluders is for --algo randomsplit with --epsilon"),
+        (["--dp-colluders", "3", "--algo", "randomsplit", "--epsilon", "1"], "from 0 to parties - 1 = 2, got 3"),
     ],
 )
 def test_simulate_refuses_bad_attack_and_rate_flags(
@@ -349,6 +353,24 @@ def test_trees_and_depth_left_unset_take_the_algorithms_defaults(
         assert main(["simulate", *flags, "--json", str(out)]) == 0
         report = json.loads(out.read_text())
         assert (report["trees"], report["depth"]) == (trees, depth)
+
+
+def test_private_random_splits_report_the_coalition_they_hold_against(csv_file: Path, tmp_path: Path) -> None:
+    """The report names how many colluding parties the guarantee holds against, the default's and the user's, and
+    what is left if all the others pool; with every other party the noise is each party's own (the sum's sd is
+    sqrt(M) times a party's)."""
+    out = tmp_path / "r.json"
+    flags = ["--algo", "randomsplit", "--epsilon", "1", "--json", str(out)]
+    assert main(_small(csv_file, *flags)) == 0
+    default = json.loads(out.read_text())["privacy"]
+    assert (default["parties"], default["colluders"]) == (3, 1)
+    assert default["accounted_epsilon"] <= 1.0 < default["all_others_epsilon"]
+    assert "any 1 other parties" in default["guarantee"]
+    assert main(_small(csv_file, *flags, "--dp-colluders", "2")) == 0
+    alone = json.loads(out.read_text())["privacy"]
+    assert alone["colluders"] == 2 and alone["all_others_epsilon"] == alone["accounted_epsilon"] <= 1.0
+    assert alone["leaf_noise_sd"]["g"] == pytest.approx(default["leaf_noise_sd"]["g"] * math.sqrt(2))
+    assert alone["sum_noise_sd"]["g"] == pytest.approx(alone["leaf_noise_sd"]["g"] * math.sqrt(3))
 
 
 def test_a_private_fvtree_task_says_how_often_each_party_releases(

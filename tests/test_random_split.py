@@ -15,12 +15,13 @@ from fgbdt_chain.node.experiment import PrepConfig, make_model, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.metrics import auc
 from fgbdt_chain.node.model import bin_matrix, slot_widths
-from fgbdt_chain.node.privacy import LEAF_GRADIENT_SHARE, ROW_BOUNDS, SPLIT, leaf_plan
+from fgbdt_chain.node.privacy import LEAF_GRADIENT_SHARE, ROW_BOUNDS, SPLIT, default_colluders, leaf_plan
 from fgbdt_chain.node.random_split import (
     bin_tree,
     draw_splits,
     feature_turns,
     leaf_index,
+    masked_leaf_sums,
     one_feature_per_tree,
     party_leaf_sums,
     train_random_split,
@@ -165,6 +166,66 @@ def test_private_leaves_carry_the_planned_noise() -> None:
     assert np.all(np.abs(noise_g.mean(axis=0)) < 4 * plan.noise_sd("g") / math.sqrt(4000))
 
 
+def test_default_colluders_are_fewer_than_half_of_the_others_and_at_least_one() -> None:
+    assert [default_colluders(m) for m in range(1, 9)] == [0, 1, 1, 1, 2, 2, 3, 3]
+    with pytest.raises(ValueError, match="at least one party"):
+        default_colluders(0)
+
+
+@pytest.mark.parametrize("colluders", [0, 1, 2, 3])
+def test_each_party_adds_its_share_of_the_noise_the_coalition_cannot_remove(colluders: int) -> None:
+    """With ``colluders`` of four parties pooling their noise against one, the noise left on the sum is the other
+    ``4 - colluders`` parties' (the victim's included): exactly the calibrated multiplier's variance; if all three
+    others pool, only the party's own share is left, and the accountant prices that, as it prices the guarantee."""
+    plan = leaf_plan(1.0, 1e-5, 50, parties=4, colluders=colluders)
+    for q, scale in (("g", ROW_BOUNDS["g"] / math.sqrt(LEAF_GRADIENT_SHARE)), ("h", 0.25 / math.sqrt(0.2))):
+        left = math.sqrt(4 - colluders) * plan.noise_sd(q)
+        assert left == pytest.approx(plan.noise_multiplier * scale, rel=1e-12)
+        assert plan.sum_noise_sd(q) == pytest.approx(2 * plan.noise_sd(q), rel=1e-12)
+    assert plan.noise_multiplier == leaf_plan(1.0, 1e-5, 50).noise_multiplier  # the calibration is the same
+    alone_z = plan.noise_multiplier / math.sqrt(4 - colluders)
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    accountant.compose(
+        dp_event.ComposedDpEvent(
+            [
+                dp_event.ZCDpEvent((SPLIT["sketch"] * 1.0) ** 2 / 2),
+                dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(alone_z), 50),
+            ]
+        )
+    )
+    assert plan.all_others_epsilon == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
+    if colluders == 3:
+        assert plan.all_others_epsilon == plan.accounted_epsilon <= 1.0
+    else:
+        assert plan.all_others_epsilon > 1.0 >= plan.accounted_epsilon
+    assert plan.regularisation(0.1) == pytest.approx(plan.sum_noise_sd("g"))
+
+
+@pytest.mark.parametrize(("parties", "colluders"), [(4, 4), (4, -1), (0, 0)])
+def test_a_leaf_plan_refuses_an_impossible_coalition(parties: int, colluders: int) -> None:
+    with pytest.raises(ValueError, match=r"colluders must be from 0|at least one party"):
+        leaf_plan(1.0, 1e-5, 10, parties=parties, colluders=colluders)
+
+
+def test_masked_leaf_sums_add_the_releases_and_show_none_of_them() -> None:
+    """The masked vectors the parties send do not contain their releases, and their sum is the releases' sum to
+    the fixed-point step; the training loop refuses a plan made for another party count."""
+    from fgbdt_chain.node.secure_agg import SecureSum
+
+    rng = np.random.default_rng(5)
+    released = [(rng.normal(0, 50, 17), rng.normal(10, 5, 17)) for _ in range(4)]
+    secure = SecureSum(4, seed=9)
+    g, h = masked_leaf_sums(released, secure, 30)
+    np.testing.assert_allclose(g, sum(r[0] for r in released), rtol=0, atol=4 * 2.0**-30)
+    np.testing.assert_allclose(h, sum(r[1] for r in released), rtol=0, atol=4 * 2.0**-30)
+    for (rg, _), sent in zip(released, secure.last_masked, strict=True):
+        assert not np.any(sent[:17].view(np.int64) == np.rint(rg * 2.0**30).astype(np.int64))
+    assert list(secure.bytes_sent) == [8 * 34] * 4
+    slots, y = [rng.integers(1, 4, size=(50, 2))] * 2, [rng.integers(0, 2, 50).astype(float)] * 2
+    with pytest.raises(ValueError, match="plan is for 3 parties, the task has 2"):
+        train_random_split(slots, y, TrainParams(trees=1, depth=1), np.array([5, 5]), leaf_plan(1.0, 1e-5, 1, 3), 0)
+
+
 def test_random_split_learns_and_reports_its_guarantee() -> None:
     train, test = _data()
     params = TrainParams(trees=30, depth=3, bins=16)
@@ -176,8 +237,9 @@ def test_random_split_learns_and_reports_its_guarantee() -> None:
     report_p, model_p, _ = run(private, "randomsplit")
     assert model_p is not None and 0.6 < report_p["test_auc"] < report["test_auc"]
     assert report_p["privacy"]["accounted_epsilon"] <= 1.0
-    plan = leaf_plan(1.0, private.config.dp_delta, params.trees)
-    assert report_p["params"]["lam"] == pytest.approx(plan.regularisation(params.lam, 3))  # its own floor
+    plan = leaf_plan(1.0, private.config.dp_delta, params.trees, 3)
+    assert report_p["params"]["lam"] == pytest.approx(plan.regularisation(params.lam))  # its own floor
+    assert report_p["privacy"]["colluders"] == default_colluders(3) == 1
     again, _, _ = run(private, "randomsplit")
     assert again["test_auc"] == report_p["test_auc"]  # seeded noise: the same run twice
     assert auc(test.y, model_p.predict(test.X)) == report_p["test_auc"]
