@@ -406,11 +406,30 @@ MODEL_LABELS = {
 all its defaults."""
 
 
+def privacy_line(privacy: dict[str, Any] | None, parties: int) -> str | None:
+    """One line under the summary for a private task: the guarantee each party got and whom it holds against, so
+    that the number in the table is read with its price (None without a budget)."""
+    if not privacy or not math.isfinite(privacy["epsilon"]):
+        return None
+    line = (
+        f"privacy: each party ({privacy['epsilon']:g}, {privacy['delta']:g})-DP for all it releases (accounted "
+        f"{privacy['accounted_epsilon']:.4g})"
+    )
+    if "colluders" not in privacy:  # FV-tree: every party's histograms are read one by one
+        return line + "; its own noise carries it, whoever pools what"
+    held = f"{privacy['colluders']} of the {parties - 1} other parties"
+    if privacy["colluders"] == parties - 1:
+        return line + f"; its own noise carries it, against all {held}"
+    return line + f", against any {held} pooling their views; if all pool: epsilon {privacy['all_others_epsilon']:.3g}"
+
+
 def print_summary(console: Console, report: dict[str, Any], reports: list[dict[str, Any]]) -> None:
     metric = "test_error" if "test_error" in report else "test_rmse"
+    one_feature = report["params"].get("tree_features") == "one"  # node.random_split: a leaf per bin, no depth
+    shape = "one feature each, a leaf per bin" if one_feature else f"depth {report['depth'] or '-'}"
     table = Table(
         title=f"{report['dataset']}: M={report['parties']}, theta={report['theta']}, "
-        f"{report['trees']} trees, depth {report['depth'] or '-'}, {report['bins']} bins, seed {report['seed']}"
+        f"{report['trees']} trees, {shape}, {report['bins']} bins, seed {report['seed']}"
     )
     for col in ("model", metric, "AUC", "train s", "KiB/party/tree"):
         table.add_column(col, justify="right" if col != "model" else "left")
@@ -434,6 +453,9 @@ def print_summary(console: Console, report: dict[str, Any], reports: list[dict[s
                 "-",
             )
     console.print(table)
+    guarantee = privacy_line(report.get("privacy"), report["parties"])
+    if guarantee:
+        console.print(guarantee)
     if "contributions" in report:
         ct = Table(title="contributions (split Shapley phi + alpha * voting kappa)")
         for col in ("party", "rows", "phi", "kappa", "total", "share"):

@@ -371,6 +371,14 @@ def test_private_random_splits_report_the_coalition_they_hold_against(csv_file: 
     assert alone["colluders"] == 2 and alone["all_others_epsilon"] == alone["accounted_epsilon"] <= 1.0
     assert alone["leaf_noise_sd"]["g"] == pytest.approx(default["leaf_noise_sd"]["g"] * math.sqrt(2))
     assert alone["sum_noise_sd"]["g"] == pytest.approx(alone["leaf_noise_sd"]["g"] * math.sqrt(3))
+    # the summary's line under the table says the same
+    from fgbdt_chain.deploy.cmd_simulate import privacy_line
+
+    assert "against any 1 of the 2 other parties pooling their views; if all pool: epsilon" in str(
+        privacy_line(default, 3)
+    )
+    assert "its own noise carries it, against all 2 of the 2 other parties" in str(privacy_line(alone, 3))
+    assert privacy_line({"epsilon": math.inf}, 3) is None
 
 
 def test_a_private_fvtree_task_says_how_often_each_party_releases(
