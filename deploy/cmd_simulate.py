@@ -25,12 +25,20 @@ from fgbdt_chain.ledger.task_params import (
 )
 from fgbdt_chain.node.binning import BINNING_METHODS
 from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
-from fgbdt_chain.node.experiment import ALGORITHMS, BASELINES, PrepConfig, prepare, run
+from fgbdt_chain.node.experiment import (
+    ALGORITHMS,
+    BASELINES,
+    RANDOM_SPLIT_DEPTH,
+    RANDOM_SPLIT_TREES,
+    PrepConfig,
+    default_algorithm,
+    default_shape,
+    prepare,
+    run,
+)
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
 from fgbdt_chain.node.privacy import plan
-from fgbdt_chain.node.random_split import DEFAULT_DEPTH as RANDOM_SPLIT_DEPTH
-from fgbdt_chain.node.random_split import DEFAULT_TREES as RANDOM_SPLIT_TREES
 from fgbdt_chain.node.random_split import TREE_FEATURES
 from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
 from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
@@ -128,7 +136,12 @@ def register(sub: Any) -> None:
         description="Train FV-tree or a baseline on simulated parties; the same math the contracts run.",
     )
     add_training_arguments(parser)
-    parser.add_argument("--algo", choices=ALGORITHMS, default="fvtree")
+    parser.add_argument(
+        "--algo",
+        choices=ALGORITHMS,
+        default=None,
+        help="what to train (default: fvtree; with --epsilon, randomsplit, the private model: see README)",
+    )
     parser.add_argument(
         "--tree-features",
         choices=TREE_FEATURES,
@@ -290,13 +303,23 @@ def objective_of(y: Any, task: str = "auto") -> ref.ObjectiveName:
 
 
 def shape_defaults(args: argparse.Namespace) -> None:
-    """Fill the trees and depth the user left unset with the algorithm's defaults: random-split trees their own
-    (``node.random_split``), every other algorithm ``TrainParams``'s (``node.fvtree.DEFAULT_TREES``)."""
-    random_split = args.algo == "randomsplit"
+    """Fill what the user left unset with the defaults of ``node.experiment``: the algorithm
+    (``default_algorithm``: random splits under a budget, saying so on stderr) and its trees and depth
+    (``default_shape``)."""
+    if args.algo is None:
+        args.algo = default_algorithm(args.epsilon)
+        if args.algo == "randomsplit":
+            print(
+                "fgbdt simulate: note: with --epsilon and no --algo, simulate trains random-split trees with private "
+                "leaves (--algo randomsplit), the measured best private model; they report no contributions "
+                "(--algo fvtree: the protocol, whose per-level histograms carry much more noise)",
+                file=sys.stderr,
+            )
+    trees, depth = default_shape(args.algo)
     if args.trees is None:
-        args.trees = RANDOM_SPLIT_TREES if random_split else TrainParams.trees
+        args.trees = trees
     if args.depth is None:
-        args.depth = RANDOM_SPLIT_DEPTH if random_split else TrainParams.depth
+        args.depth = depth
 
 
 def note_private_releases(args: argparse.Namespace) -> None:

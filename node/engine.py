@@ -28,10 +28,11 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.reference import MAX_PARTIES
 from fgbdt_chain.node.binning import BINNING_METHODS
 from fgbdt_chain.node.data import Dataset, check_labels
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.experiment import PrepConfig, default_algorithm, default_shape, prepare, run
 from fgbdt_chain.node.fvtree import ALGORITHMS, HESSIAN_MODES, TIE_BREAKS, TrainParams
 from fgbdt_chain.node.inputs import column_names, dense_features, labels, names_for
 from fgbdt_chain.node.model import Model
+from fgbdt_chain.node.random_split import TREE_FEATURES
 from fgbdt_chain.node.shapley_cost import SlowShapleyWarning, slow_shapley_message
 
 __all__ = ["MAX_PARTIES", "MIN_PARTIES", "PARAMS", "Param", "Settings", "parse_params", "train"]
@@ -124,16 +125,26 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param("dp_delta", "prep", "dp_delta", float, help="with epsilon: the budget's delta"),
     Param(
+        "dp_colluders",
+        "prep",
+        "colluders",
+        int,
+        help="randomsplit with epsilon: other parties that may pool their views with the guarantee intact",
+    ),
+    Param("tree_features", "prep", "tree_features", str, choices=TREE_FEATURES, help="randomsplit: one or all"),
+    Param(
         "algo",
         "run",
         "algo",
         str,
-        choices=ALGORITHMS,
-        help="fvtree (the protocol: votes, then drawn candidates after voted_trees), drawn, pvtree or allfeatures",
+        choices=(*ALGORITHMS, "randomsplit"),
+        help="fvtree (the protocol: votes, then drawn candidates after voted_trees), drawn, pvtree, allfeatures, "
+        "or randomsplit (private leaves, no contributions); default: node.experiment.default_algorithm",
     ),
 )
-"""Every key ``train`` accepts, once; defaults are ``TrainParams``'s and ``PrepConfig``'s (those of ``fgbdt
-simulate``) and the algorithm ``fvtree``."""
+"""Every key ``train`` accepts, once; defaults are those of ``fgbdt simulate``: ``TrainParams``'s and
+``PrepConfig``'s, the algorithm ``fvtree`` (random splits with ``epsilon``, ``node.experiment.default_algorithm``)
+and that algorithm's trees and depth (``node.experiment.default_shape``)."""
 
 _BY_NAME: dict[str, Param] = {n: p for p in PARAMS for n in (p.name, *p.aliases)}
 assert len(_BY_NAME) == sum(1 + len(p.aliases) for p in PARAMS), "a name of PARAMS is used twice"
@@ -167,8 +178,9 @@ class Settings:
 
     def train_params(self) -> TrainParams:
         """``TrainParams`` with the given fields over its defaults; its range checks, with the keys as given."""
+        trees, depth = default_shape(self.algo)  # the algorithm's own shape where none is given
         try:
-            return TrainParams(**self.train)
+            return TrainParams(**{"trees": trees, "depth": depth, **self.train})
         except ValueError as exc:
             raise ValueError(f"invalid params: {exc} (given: {self._given(self.train)})") from exc
 
@@ -205,7 +217,7 @@ def parse_params(params: Mapping[str, Any] | None) -> Settings:
             continue
         out[param.target][param.field] = _checked(param, key, value)
         keys[param.field] = key
-    algo = out["run"].get("algo", "fvtree")
+    algo = out["run"].get("algo") or default_algorithm(out["prep"].get("epsilon", math.inf))
     return Settings(out["train"], out["prep"], algo, keys)
 
 
@@ -357,12 +369,12 @@ def train(
         check_objective_labels(vy, tp.objective, what="valid_set y", both=False)
         test = Dataset(vX, vy, pooled.feature_names, name="valid_set")
     config = settings.prep_config(len(parts))
-    slow = slow_shapley_message(len(parts), tp.trees, tp.depth)
+    slow = slow_shapley_message(len(parts), tp.trees, tp.depth) if settings.algo != "randomsplit" else None
     if slow:
         warnings.warn(f"{slow}; fewer parties, num_trees or max_depth run faster", SlowShapleyWarning, stacklevel=2)
     prep = prepare(pooled, test, tp, config, parts=parts)
     report, model, _ = run(prep, settings.algo, progress=progress)
     assert model is not None  # federated algorithms always give one
-    model.contributions = report["contributions"]
+    model.contributions = report.get("contributions")  # random splits have none
     model.report = report
     return model

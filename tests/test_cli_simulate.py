@@ -245,7 +245,7 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
         (["--greedy", "0", "--inflate", "0"], "positive number"),
         (["--refusal-rate", "1.5"], "--refusal-rate must be in (0, 1)"),
         (["--tree-features", "one"], "--tree-features is for --algo randomsplit"),
-        (["--dp-colluders", "1", "--epsilon", "1"], "--dp-colluders is for --algo randomsplit with --epsilon"),
+        (["--dp-colluders", "1", "--epsilon", "1", "--algo", "fvtree"], "--dp-colluders is for --algo randomsplit"),
         (["--dp-colluders", "1", "--algo", "randomsplit"], "--dp-colluders is for --algo randomsplit with --epsilon"),
         (["--dp-colluders", "3", "--algo", "randomsplit", "--epsilon", "1"], "from 0 to parties - 1 = 2, got 3"),
     ],
@@ -381,10 +381,29 @@ def test_private_random_splits_report_the_coalition_they_hold_against(csv_file: 
     assert privacy_line({"epsilon": math.inf}, 3) is None
 
 
+def test_a_budget_without_an_algorithm_trains_the_private_model(
+    csv_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--epsilon`` alone trains random splits at their own shape and says so; naming FV-tree keeps it, and
+    without a budget FV-tree is the default (node.experiment.default_algorithm)."""
+    out = tmp_path / "r.json"
+    base = ["simulate", "--data", str(csv_file), "--parties", "3", "--quiet", "--no-baselines", "--json", str(out)]
+    assert main([*base, "--epsilon", "1"]) == 0
+    report = json.loads(out.read_text())
+    assert (report["algo"], report["trees"], report["depth"]) == ("randomsplit", 200, 4)
+    assert report["privacy"]["accounted_epsilon"] <= 1.0
+    assert "with --epsilon and no --algo, simulate trains random-split trees" in capsys.readouterr().err
+    assert main([*base, "--epsilon", "1", "--algo", "fvtree", "--trees", "2", "--depth", "2"]) == 0
+    assert json.loads(out.read_text())["algo"] == "fvtree"
+    assert "no --algo" not in capsys.readouterr().err
+    assert main([*base, "--trees", "2", "--depth", "2"]) == 0
+    assert json.loads(out.read_text())["algo"] == "fvtree"
+
+
 def test_a_private_fvtree_task_says_how_often_each_party_releases(
     csv_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_small(csv_file, "--epsilon", "1")) == 0
+    assert main(_small(csv_file, "--algo", "fvtree", "--epsilon", "1")) == 0
     err = capsys.readouterr().err
     assert "each party releases its histograms 12 times (4 trees x 3 levels)" in err
     assert "--algo randomsplit releases once per tree" in err

@@ -376,6 +376,14 @@ def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
     assert clf.model_.trees == private.trees != public.trees
     assert private.report["privacy"]["epsilon"] == 2.0 and private.report["privacy"]["delta"] == 1e-6
     assert private.report["privacy"]["accounted_epsilon"] <= 2.0
+    # a budget without an algorithm trains random splits (node.experiment.default_algorithm): no contributions
+    assert private.report["algo"] == "randomsplit" and private.contributions is None and clf.contributions_ == []
+    fv = train({"num_trees": 4, "max_depth": 3, "min_data_in_leaf": 5, "epsilon": 2.0, "algo": "fvtree"}, parties)
+    assert fv.report["algo"] == "fvtree" and fv.contributions is not None and fv.trees != private.trees
+    colluders = {"num_trees": 4, "max_depth": 3, "epsilon": 2.0, "dp_colluders": 2, "tree_features": "one"}
+    alone = train(colluders, parties)
+    assert alone.report["privacy"]["colluders"] == 2 and alone.report["params"]["tree_features"] == "one"
+    assert train({"epsilon": 2.0}, parties).report["trees"] == 200  # random splits' own shape
 
 
 def test_regressor_fits() -> None:
