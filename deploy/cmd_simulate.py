@@ -363,8 +363,12 @@ def simulate(args: argparse.Namespace) -> int:
         raise UserError("--algo lightgbm-defaults trains LightGBM's own 100 rounds of 31 leaves; drop --trees/--depth")
     train, test = load_data(args)
     params = training_params(args, objective_of(train.y, args.task))
-    if params.objective == "binary":  # a private regression task is refused with its reason below
-        note_private_releases(args)
+    if params.objective != "binary" and math.isfinite(args.epsilon):
+        raise UserError(
+            f"--epsilon needs a binary task: the privacy noise is calibrated to the logistic loss's bounded gradients "
+            f"(|g| <= 1), and {train.name}'s labels make a regression task, whose gradients have no bound"
+        )
+    note_private_releases(args)
     why = refusal(args.algo, args.parties, train.n_features, params.trees)
     if why:
         raise UserError(why)

@@ -400,6 +400,19 @@ def test_a_budget_without_an_algorithm_trains_the_private_model(
     assert json.loads(out.read_text())["algo"] == "fvtree"
 
 
+@pytest.mark.parametrize("algo", [[], ["--algo", "fvtree"]])
+def test_a_private_regression_task_is_refused_with_its_reason(
+    tmp_path: Path, algo: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(0)
+    data = tmp_path / "reg.csv"
+    rows = np.column_stack([rng.normal(size=60) * 10, rng.normal(size=(60, 2))])
+    data.write_text("\n".join(",".join(f"{v:.4f}" for v in r) for r in rows) + "\n")
+    assert main(["simulate", "--data", str(data), "--epsilon", "1", "--quiet", *algo]) == 2
+    err = capsys.readouterr().err
+    assert "--epsilon needs a binary task" in err and "Traceback" not in err
+
+
 def test_a_private_fvtree_task_says_how_often_each_party_releases(
     csv_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
