@@ -20,15 +20,24 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
   (``node.random_split``: split features and thresholds drawn from a public seed, each party's leaf sums released
   once per tree), the design that releases T times instead of T x d. Under privacy each tree splits on one feature
   (``--tree-features auto``); the ``-all`` parts run the same with trees over all features, paired by seed.
+  ``curve-randomsplit-depth4-local`` runs with each party's noise carrying its guarantee alone (no secure sum of
+  the leaf releases: ``--dp-colluders 3``).
+* **everywhere**: the private default (``simulate --epsilon E``: random splits, 200 trees) at epsilon 1, 4 and
+  inf on every data set here, real and synthetic, next to LightGBM with its defaults; ``-all`` with trees over all
+  features, ``-skew`` with the parties of a label group apart in one feature as well (feature skew 0.5).
 
     python -m bench.privacy --part figure9 --seeds 0-9 --jobs 2
     python -m bench.privacy --part curve --seeds 0-9 --jobs 2
     python -m bench.privacy --part figure9 --from-json bench/results/privacy_figure9.json   # tables and plot again
+    python -m bench.privacy --paired NEW.json OLD.json   # what a change gained, per epsilon, paired by seed
     python -m bench.privacy --part figure9-randomsplit --seeds 0-9 --jobs 1   # the same with random-split trees
     python -m bench.privacy --part curve-randomsplit --seeds 0-9 --jobs 1
     python -m bench.privacy --part curve-randomsplit-depth4 --seeds 0-9 --jobs 1   # 200 trees of depth 4
     python -m bench.privacy --part curve-randomsplit-depth4-all --seeds 0-9 --jobs 1   # all features per tree
     python -m bench.privacy --part curve-randomsplit-depth4-local --seeds 0-9 --jobs 1   # each party's noise alone
+    python -m bench.privacy --part everywhere --seeds 0-9 --jobs 2   # the private default on every data set
+    python -m bench.privacy --part everywhere-all --seeds 0-9 --jobs 2   # ... with trees over all features
+    python -m bench.privacy --part everywhere-skew --seeds 0-9 --jobs 2   # ... with feature skew 0.5
 
 Plots (PNG, in ``docs/``) need the ``plots`` extra (matplotlib).
 """
@@ -99,6 +108,19 @@ for _name in ("figure9-randomsplit", "curve-randomsplit-depth4"):
 # and with every party's noise carrying its guarantee alone (colluders = M - 1): what the secure sum of the leaf
 # releases gains, paired by seed
 PARTS["curve-randomsplit-depth4-local"] = {**PARTS["curve-randomsplit-depth4"], "colluders": 3}
+# the private default (simulate --epsilon E: random splits, 200 trees, one feature each when there are turns for all)
+# on every data set here, with LightGBM beside it; again with trees over all features, and with the parties of a
+# label group apart in one feature (node.partition.feature_skewed), not only in their labels
+PARTS["everywhere"] = {
+    "datasets": {name: 200 for name in ("a9a", "higgs", "susy", "credit", "stress", "heavy")},
+    "epsilons": (1.0, 4.0, math.inf),
+    "metric": "test_auc",
+    "bins": (16,),
+    "algo": "randomsplit",
+    "depth": 4,
+}
+PARTS["everywhere-all"] = {**PARTS["everywhere"], "tree_features": "all"}
+PARTS["everywhere-skew"] = {**PARTS["everywhere"], "feature_skew": 0.5}
 ALGO_LABELS = {"fvtree": "FV-tree", "randomsplit": "random splits, private leaves"}
 PARTIES, THETA, DEPTH = 4, 0.8, 3
 
@@ -118,6 +140,7 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
             epsilon=eps,
             tree_features=PARTS[part].get("tree_features", "auto"),
             colluders=PARTS[part].get("colluders"),
+            feature_skew=PARTS[part].get("feature_skew", 0.0),
         )
         prep = prepare(train, test, params, config)
         report, _, _ = run(prep, PARTS[part].get("algo", "fvtree"))
@@ -258,15 +281,45 @@ def report(part: str, doc: dict[str, Any], out: Path) -> str:
     return text
 
 
+def paired(new: Path, old: Path) -> str:
+    """Differences ``new - old`` per data set and epsilon, paired by seed (same partition, split and data), from
+    two runs' JSON: what one design change gained."""
+    rows = {
+        k: {(r["dataset"], r["seed"]): r for r in json.loads(p.read_text())["rows"]}
+        for k, p in (("new", new), ("old", old))
+    }
+    part = json.loads(new.read_text())["command"].split("--part ")[1].split()[0]
+    metric = PARTS[part]["metric"]
+    out = [f"`{new}` - `{old}` ({metric}, paired by seed)", "", "| data | epsilon | new | old | new - old | seeds |"]
+    out.append("|---|---|---|---|---|---|")
+    for name in dict.fromkeys(d for d, _ in rows["new"]):
+        keys = sorted(k for k in rows["new"] if k[0] == name and k in rows["old"])
+        if not keys:
+            continue
+        for e in rows["new"][keys[0]]["runs"]:
+            if e not in rows["old"][keys[0]]["runs"]:
+                continue
+            a = [rows["new"][k]["runs"][e][metric] for k in keys]
+            b = [rows["old"][k]["runs"][e][metric] for k in keys]
+            (ma, sa), (mb, sb), (md, sd) = mean_se(a), mean_se(b), mean_se([x - y for x, y in zip(a, b, strict=True)])
+            cells = f"{ma:.4f} ± {sa:.4f} | {mb:.4f} ± {sb:.4f} | {md:+.4f} ± {sd:.4f}"
+            out.append(f"| {name} | {label(e)} | {cells} | {len(keys)} |")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=sorted(PARTS), required=True)
+    ap.add_argument("--part", choices=sorted(PARTS), required="--paired" not in sys.argv)
     ap.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,1,2")
     ap.add_argument("--datasets", help="a subset of the part's data sets, comma separated")
     ap.add_argument("--jobs", type=int, default=1, help="(data set, seed) pairs run in parallel processes")
     ap.add_argument("--out", help="JSON path (default bench/results/privacy_<part>.json)")
     ap.add_argument("--from-json", help="only redo the tables and the plot of an earlier run's JSON")
+    ap.add_argument("--paired", nargs=2, metavar=("NEW", "OLD"), help="only print NEW - OLD paired by seed (JSONs)")
     args = ap.parse_args()
+    if args.paired:
+        print(paired(Path(args.paired[0]), Path(args.paired[1])))
+        return 0
     out = Path(args.out or f"bench/results/privacy_{args.part}.json")
     if args.from_json:
         print(report(args.part, json.loads(Path(args.from_json).read_text()), Path(args.from_json)))
