@@ -322,19 +322,25 @@ def shape_defaults(args: argparse.Namespace) -> None:
         args.depth = depth
 
 
-def note_private_releases(args: argparse.Namespace) -> None:
+def note_private_releases(args: argparse.Namespace, command: str = "simulate") -> None:
     """One stderr line before a private FV-tree task: how often each party releases its histograms and the noise
-    that costs per bin, so that a user sees why the model may be poor before waiting for it."""
+    that costs per bin, so that a user sees why the model may be poor before waiting for it (on chain, where the
+    random splits do not run, before minutes of transactions)."""
     if args.algo not in FEDERATED_ALGORITHMS or not math.isfinite(args.epsilon) or args.epsilon <= 0:
         return
     try:
         p = plan(args.epsilon, args.dp_delta, args.trees, args.depth)
     except ValueError:
         return  # prep_config says what is wrong with the budget
+    instead = (
+        "--algo randomsplit releases once per tree"
+        if command == "simulate"
+        else "random splits, which release once per tree, run in simulate and the Python API only"
+    )
     print(
-        f"fgbdt simulate: note: each party releases its histograms {p.releases} times ({args.trees} trees x "
+        f"fgbdt {command}: note: each party releases its histograms {p.releases} times ({args.trees} trees x "
         f"{args.depth} levels), so at epsilon {args.epsilon:g} a bin's gradient sum carries noise of standard "
-        f"deviation {p.noise_sd('g'):.3g} per party; --algo randomsplit releases once per tree",
+        f"deviation {p.noise_sd('g'):.3g} per party; {instead}",
         file=sys.stderr,
     )
 

@@ -20,6 +20,7 @@ from fgbdt_chain.deploy.cmd_simulate import (
     add_training_arguments,
     attack_of,
     load_data,
+    note_private_releases,
     objective_of,
     prep_config,
     training_params,
@@ -78,6 +79,7 @@ def train(args: argparse.Namespace) -> int:
     params = training_params(args, objective_of(train_set.y))
     if params.objective != "binary":
         raise UserError("on-chain training supports binary classification (labels 0/1 or -1/+1)")
+    note_private_releases(args, "train")
     config = prep_config(args)
     try:
         prep = prepare(train_set, test_set, params, config)

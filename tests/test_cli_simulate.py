@@ -422,3 +422,17 @@ def test_a_private_fvtree_task_says_how_often_each_party_releases(
     assert "--algo randomsplit releases once per tree" in err
     assert main(_small(csv_file)) == 0
     assert "releases its histograms" not in capsys.readouterr().err  # no budget, no note
+
+
+def test_a_private_task_on_chain_says_what_it_releases_before_any_transaction(
+    csv_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fgbdt train --epsilon`` runs FV-tree's per-level releases (random splits do not run on chain): the note
+    comes before the chain is even reached (here nothing answers at the address)."""
+    flags = ["--parties", "3", "--trees", "2", "--depth", "2", "--epsilon", "1", "--quiet"]
+    chain = ["--rpc", "http://127.0.0.1:9", "--contract", "0x" + "00" * 20]
+    assert main(["train", "--data", str(csv_file), *flags, *chain]) == 2
+    err = capsys.readouterr().err
+    assert "fgbdt train: note: each party releases its histograms 4 times (2 trees x 2 levels)" in err
+    assert "random splits, which release once per tree, run in simulate and the Python API only" in err
+    assert "does not answer" in err
