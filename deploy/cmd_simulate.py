@@ -38,7 +38,7 @@ from fgbdt_chain.node.experiment import (
 )
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
-from fgbdt_chain.node.privacy import plan
+from fgbdt_chain.node.privacy import NOISE_SOURCES, check_colluders, check_private_objective, plan
 from fgbdt_chain.node.random_split import TREE_FEATURES
 from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
 from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
@@ -155,7 +155,14 @@ def register(sub: Any) -> None:
         default=None,
         help="randomsplit with --epsilon: how many other parties may pool their rows and noise against one party with "
         "its guarantee intact; the leaf sums are added by secure aggregation and each party adds its share of the "
-        "noise (default: fewer than half of the others, at least one; parties - 1: each party's noise alone)",
+        "noise (default: half of the others rounded down, at least one; parties - 1: each party's noise alone)",
+    )
+    parser.add_argument(
+        "--dp-noise",
+        choices=NOISE_SOURCES,
+        default="seeded",
+        help="where the privacy noise comes from: seeded from --seed (experiments repeat, the default; whoever knows "
+        "the seed can remove the noise) or the operating system's entropy (real data)",
     )
     parser.add_argument(
         "--endorse",
@@ -290,6 +297,7 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         dp_delta=args.dp_delta,
         tree_features=getattr(args, "tree_features", "auto"),
         colluders=getattr(args, "dp_colluders", None),
+        dp_noise=getattr(args, "dp_noise", "seeded"),
     )
 
 
@@ -362,18 +370,18 @@ def simulate(args: argparse.Namespace) -> int:
                 "--dp-colluders is for --algo randomsplit with --epsilon: FV-tree's verifiers read each party's "
                 "histograms, so each party's noise alone carries its guarantee"
             )
-        if not 0 <= args.dp_colluders < args.parties:
-            last = args.parties - 1
-            raise UserError(f"--dp-colluders must be from 0 to parties - 1 = {last}, got {args.dp_colluders}")
+        try:
+            check_colluders(args.parties, args.dp_colluders)
+        except ValueError as exc:
+            raise UserError(f"--dp-{exc}") from exc
     if args.algo == "lightgbm-defaults" and (given_shape["trees"] or given_shape["depth"]):
         raise UserError("--algo lightgbm-defaults trains LightGBM's own 100 rounds of 31 leaves; drop --trees/--depth")
     train, test = load_data(args)
     params = training_params(args, objective_of(train.y, args.task))
-    if params.objective != "binary" and math.isfinite(args.epsilon):
-        raise UserError(
-            f"--epsilon needs a binary task: the privacy noise is calibrated to the logistic loss's bounded gradients "
-            f"(|g| <= 1), and {train.name}'s labels make a regression task, whose gradients have no bound"
-        )
+    try:
+        check_private_objective(args.epsilon, params.objective)
+    except ValueError as exc:
+        raise UserError(f"--epsilon on {train.name}: {exc}") from exc
     note_private_releases(args)
     why = refusal(args.algo, args.parties, train.n_features, params.trees)
     if why:
@@ -449,11 +457,15 @@ def privacy_line(privacy: dict[str, Any] | None, parties: int) -> str | None:
         f"{privacy['accounted_epsilon']:.4g})"
     )
     if "colluders" not in privacy:  # FV-tree: every party's histograms are read one by one
-        return line + "; its own noise carries it, whoever pools what"
-    held = f"{privacy['colluders']} of the {parties - 1} other parties"
-    if privacy["colluders"] == parties - 1:
-        return line + f"; its own noise carries it, against all {held}"
-    return line + f", against any {held} pooling their views; if all pool: epsilon {privacy['all_others_epsilon']:.3g}"
+        line += "; its own noise carries it, whoever pools what"
+    elif privacy["colluders"] == parties - 1:
+        line += f"; its own noise carries it, against all {parties - 1} other parties"
+    else:
+        held = f"{privacy['colluders']} of the {parties - 1} other parties"
+        line += f", against any {held} pooling their views; if all pool: epsilon {privacy['all_others_epsilon']:.3g}"
+    if privacy.get("noise", "seeded") == "seeded":
+        line += "; noise seeded by --seed for a repeatable experiment (--dp-noise entropy for real data)"
+    return line
 
 
 def print_summary(console: Console, report: dict[str, Any], reports: list[dict[str, Any]]) -> None:

@@ -474,9 +474,10 @@ def uniform_edges(low: np.ndarray, high: np.ndarray, bins: int) -> list[np.ndarr
 # ------------------------------------------------------------------------------------------------------ the task
 
 
-def sketch_rng(seed: int, party: int) -> np.random.Generator:
-    """Party ``party``'s own noise stream for its sketch, so a party process reproduces the simulator's sketch."""
-    return np.random.default_rng([seed, 0xB1, party])
+def sketch_rng(seed: int | None, party: int) -> np.random.Generator:
+    """Party ``party``'s own noise stream for its sketch, so a party process reproduces the simulator's sketch;
+    without a seed, the operating system's entropy (``node.privacy.NOISE_SOURCES``)."""
+    return np.random.default_rng(None if seed is None else [seed, 0xB1, party])
 
 
 def party_sketches(
@@ -486,7 +487,7 @@ def party_sketches(
     *,
     epsilon: float,
     resolution: int = DEFAULT_RESOLUTION,
-    seed: int = 0,
+    seed: int | None = 0,
 ) -> list[Sketch]:
     """Every party's ``dp`` sketch with its own seeded noise stream, as the party nodes compute them."""
     return [
@@ -502,7 +503,7 @@ def common_edges(
     method: str = "dp",
     epsilon: float = 1.0,
     resolution: int = DEFAULT_RESOLUTION,
-    seed: int = 0,
+    seed: int | None = 0,
     ranges: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[np.ndarray]:
     """The task's bin edges from the parties' data, by ``method`` (see the module docstring)."""
@@ -519,7 +520,7 @@ def edges_and_sketch_bytes(
     method: str = "dp",
     epsilon: float = 1.0,
     resolution: int = DEFAULT_RESOLUTION,
-    seed: int = 0,
+    seed: int | None = 0,
     ranges: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[list[np.ndarray], list[int]]:
     """:func:`common_edges` and the bytes of each party's published sketch (0 for the non-private methods; the

@@ -32,6 +32,7 @@ from fgbdt_chain.node.experiment import PrepConfig, default_algorithm, default_s
 from fgbdt_chain.node.fvtree import ALGORITHMS, HESSIAN_MODES, TIE_BREAKS, TrainParams
 from fgbdt_chain.node.inputs import column_names, dense_features, labels, names_for
 from fgbdt_chain.node.model import Model
+from fgbdt_chain.node.privacy import NOISE_SOURCES, check_private_objective
 from fgbdt_chain.node.random_split import TREE_FEATURES
 from fgbdt_chain.node.shapley_cost import SlowShapleyWarning, slow_shapley_message
 
@@ -133,6 +134,15 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param("tree_features", "prep", "tree_features", str, choices=TREE_FEATURES, help="randomsplit: one or all"),
     Param(
+        "dp_noise",
+        "prep",
+        "dp_noise",
+        str,
+        choices=NOISE_SOURCES,
+        help="privacy noise from the seed (seeded, repeatable) or the operating system (entropy, the default with "
+        "epsilon: train() is for real data)",
+    ),
+    Param(
         "algo",
         "run",
         "algo",
@@ -217,7 +227,15 @@ def parse_params(params: Mapping[str, Any] | None) -> Settings:
             continue
         out[param.target][param.field] = _checked(param, key, value)
         keys[param.field] = key
-    algo = out["run"].get("algo") or default_algorithm(out["prep"].get("epsilon", math.inf))
+    epsilon = out["prep"].get("epsilon", math.inf)
+    algo = out["run"].get("algo") or default_algorithm(epsilon)
+    if algo != "randomsplit":
+        stray = [keys[f] for f in ("colluders", "tree_features") if f in out["prep"]]
+        if stray:
+            raise ValueError(f"{' and '.join(map(repr, stray))} apply to algo 'randomsplit' only, not {algo!r}")
+    if math.isfinite(epsilon):
+        # a budget asks for a guarantee, which seeded noise gives only against those who do not know the seed
+        out["prep"].setdefault("dp_noise", "entropy")
     return Settings(out["train"], out["prep"], algo, keys)
 
 
@@ -354,6 +372,7 @@ def train(
     settings = parse_params(params)
     pooled, parts = pool_parties(parties, feature_names)
     tp = settings.train_params()
+    check_private_objective(settings.prep.get("epsilon", math.inf), tp.objective)
     for i, idx in enumerate(parts):
         check_objective_labels(pooled.y[idx], tp.objective, what=f"party {i}: y", both=False)
     check_objective_labels(pooled.y, tp.objective, what="y (all parties)")

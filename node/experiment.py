@@ -27,7 +27,7 @@ from fgbdt_chain.node.fvtree import Federation, LevelView, TrainParams, TrainRes
 from fgbdt_chain.node.metrics import auc, error_rate, rmse
 from fgbdt_chain.node.model import Model, Tree, bin_matrix, slot_widths
 from fgbdt_chain.node.partition import feature_skewed, skewed_partition
-from fgbdt_chain.node.privacy import NO_PRIVACY, PrivacyPlan, leaf_plan, plan
+from fgbdt_chain.node.privacy import NO_PRIVACY, PrivacyPlan, leaf_plan, noise_seed, plan
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.random_split import DEFAULT_DEPTH as RANDOM_SPLIT_DEPTH
 from fgbdt_chain.node.random_split import DEFAULT_TREES as RANDOM_SPLIT_TREES
@@ -104,6 +104,14 @@ class PrepConfig:
     colluders: int | None = None
     """``randomsplit`` with a budget only: how many other parties may pool their views against one party with its
     guarantee intact (``node.privacy.LeafPlan``); None: ``node.privacy.default_colluders``."""
+    dp_noise: str = "seeded"
+    """Where the privacy noise comes from (``node.privacy.NOISE_SOURCES``): ``seeded`` from ``seed`` (experiments
+    repeat; the default of ``simulate``), ``entropy`` from the operating system (real data)."""
+
+    @property
+    def noise_seed(self) -> int | None:
+        """The seed of every noise stream of the task: ``seed``, or None for the operating system's entropy."""
+        return noise_seed(self.dp_noise, self.seed)
 
     def privacy(self, params: TrainParams) -> PrivacyPlan:
         """The parties' mechanisms for a task of these GBDT parameters."""
@@ -205,7 +213,7 @@ class Prepared:
                     depth=c.psd_depth,
                     max_rows=c.psd_max_rows,
                     epsilon=c.psd_budget_epsilon(self.params),
-                    rng=np.random.default_rng([c.seed, 0x95D, p]),
+                    rng=np.random.default_rng(None if c.noise_seed is None else [c.noise_seed, 0x95D, p]),
                     label_levels=self.label_levels,
                 )
                 for p, idx in enumerate(self.parts)
@@ -280,7 +288,7 @@ def prepare(
         method=config.binning,
         epsilon=config.sketch_epsilon(params),
         resolution=config.binning_resolution,
-        seed=config.seed,
+        seed=config.noise_seed,
         ranges=ranges,
     )
     prepared = Prepared(
@@ -387,7 +395,7 @@ def federation(
         estimators=prep.estimators() if rule is not None else None,
         attacks=attacks,
         privacy=prep.config.privacy(prep.params),
-        noise_seed=prep.config.seed,
+        noise_seed=prep.config.noise_seed,
         widths=slot_widths(prep.edges),
     )
     fed.level_observer = observer
@@ -447,7 +455,7 @@ def run(
             "refusal_rate": c.refusal_rate,
             "overlap_threshold": c.overlap_threshold,
         },
-        "privacy": c.privacy(p).report(),
+        "privacy": {**c.privacy(p).report(), "noise": c.dp_noise},
         "train_rows": prep.train.n_rows,
         "test_rows": prep.test.n_rows,
         "features": prep.train.n_features,
@@ -481,6 +489,8 @@ def run(
             leaf,
             c.seed,
             c.tree_features,
+            noise_seed=c.noise_seed,
+            progress=progress,
         )
         train_seconds = time.perf_counter() - start
         model = make_model(prep, rs.trees, algo)
@@ -488,7 +498,7 @@ def run(
             report.update(evaluate(p, prep.test.y, model.predict(prep.test.X)))
         report["params"]["lam"] = rs.lam
         report["params"]["tree_features"] = rs.tree_features
-        report["privacy"] = leaf.report()
+        report["privacy"] = {**leaf.report(), "noise": c.dp_noise}
         report["comm_bytes_per_party_per_tree"] = [rs.comm_bytes_per_party_per_tree] * c.parties
     elif algo in SEED_ALGORITHMS:
         if c.epsilon != math.inf:

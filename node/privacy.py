@@ -200,12 +200,54 @@ def leaf_noise_scale(quantity: str) -> float:
 
 def default_colluders(parties: int) -> int:
     """How many other parties may pool what they know against one party, by default, with its leaf releases'
-    guarantee intact (:class:`LeafPlan`): fewer than half of the others (an honest majority, the usual trust
-    assumption of multi-party computation), and always at least one, so that no single party, whoever it is, learns
-    more than the budget allows; with two or three parties that is every other party, as without secure sums."""
+    guarantee intact (:class:`LeafPlan`): half of the others, rounded down (an honest majority, the usual trust
+    assumption of multi-party computation), and at least one, so that no single party, whoever it is, learns more
+    than the budget allows; with two parties that is the other party, as without secure sums."""
     if parties < 1:
         raise ValueError(f"a task needs at least one party, got {parties}")
     return min(parties - 1, max(1, (parties - 1) // 2))
+
+
+def check_colluders(parties: int, colluders: int) -> None:
+    """Refuse a coalition bound the guarantee cannot mean. At least one: every party reads the released sum and
+    knows its own noise, so with ``colluders = 0`` any single other party would hold a weaker guarantee than the
+    one reported; at most ``parties - 1``, the others."""
+    low = 1 if parties > 1 else 0
+    if not low <= colluders < parties:
+        raise ValueError(
+            f"colluders must be from {low} to parties - 1 = {parties - 1}, got {colluders} (every party knows its "
+            "own noise, so one colluder is the least a guarantee can hold against)"
+        )
+
+
+NOISE_SOURCES = ("seeded", "entropy")
+"""Where a task's privacy noise comes from (sketch, PSD, votes, histograms, leaves, secure-sum keys): ``seeded``
+from the task's seed, so that experiments repeat and the chain's parties draw what ``simulate`` draws; ``entropy``
+from the operating system. A known seed is no secret: whoever knows it can remove seeded noise, so a guarantee
+over seeded noise holds only against those who do not know the seed; ``entropy`` is for real data."""
+
+
+def noise_seed(source: str, seed: int) -> int | None:
+    """The seed a task's noise streams take: ``seed`` when ``source`` is ``seeded``, None (the operating system's
+    entropy, see :func:`noise_rng`) for ``entropy``."""
+    if source not in NOISE_SOURCES:
+        raise ValueError(f"noise source must be one of {', '.join(NOISE_SOURCES)}, got {source!r}")
+    return seed if source == "seeded" else None
+
+
+def check_private_objective(epsilon: float, objective: str) -> None:
+    """Refuse a budget on a task whose per-row gradients have no bound: every sensitivity here rests on the logistic
+    loss's ``|g| <= 1``, ``h <= 1/4``."""
+    if math.isfinite(epsilon) and objective != "binary":
+        raise ValueError(
+            "a privacy budget (epsilon) needs a binary task: the noise is calibrated to the logistic loss's bounded "
+            f"gradients (|g| <= 1), and a {objective} task's gradients have no bound"
+        )
+
+
+MAX_NOISE_MULTIPLIER = 1e4
+"""The largest leaf noise multiplier a task may ask for: beyond it the accountant's arithmetic overflows (epsilon
+below about 0.005 over 1,000 trees), and a leaf sum of even a million rows is below the noise."""
 
 
 @dataclass(frozen=True)
@@ -276,8 +318,7 @@ def leaf_plan(epsilon: float, delta: float, trees: int, parties: int = 1, collud
     if parties < 1:
         raise ValueError(f"a task needs at least one party, got {parties}")
     colluders = default_colluders(parties) if colluders is None else colluders
-    if not 0 <= colluders < parties:
-        raise ValueError(f"colluders must be from 0 to parties - 1 = {parties - 1}, got {colluders}")
+    check_colluders(parties, colluders)
     if math.isinf(epsilon) and epsilon > 0:
         return LeafPlan(math.inf, 0.0, math.inf, 0.0, 0, 0.0, parties, colluders, 0.0)
     if not (epsilon > 0 and math.isfinite(epsilon)):
@@ -293,6 +334,11 @@ def leaf_plan(epsilon: float, delta: float, trees: int, parties: int = 1, collud
 
     lo, hi = 1e-3, 1.0
     while accounted(hi) > epsilon:
+        if hi > MAX_NOISE_MULTIPLIER:
+            raise ValueError(
+                f"epsilon {epsilon} over {trees} trees needs noise beyond {MAX_NOISE_MULTIPLIER:g} times a row's "
+                "effect on every leaf: no signal would survive; raise epsilon or train fewer trees"
+            )
         lo, hi = hi, 2 * hi
     for _ in range(60):
         mid = (lo + hi) / 2

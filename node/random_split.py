@@ -27,8 +27,9 @@ only (``--algo randomsplit``), as the measured alternative to the private FV-tre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -175,22 +176,27 @@ def train_random_split(
     plan: LeafPlan,
     seed: int,
     tree_features: str = "auto",
+    noise_seed: int | Literal["seed"] | None = "seed",
+    progress: Callable[[int], None] | None = None,
 ) -> RandomSplitResult:
     """Boost ``params.trees`` random-split trees of ``params.depth`` on the parties' rows (bin slots).
 
-    Every party's noise comes from its own stream (``noise_rng``, purpose ``LEAVES``); the split draws from a
-    public one. A private plan needs the binary objective: its sensitivities rest on ``|g| <= 1``, ``h <= 1/4``;
-    its releases are added by secure aggregation (:func:`masked_leaf_sums`), so only their sum is read."""
+    Every party's noise comes from its own stream (``noise_rng``, purpose ``LEAVES``, from ``noise_seed``: ``seed``
+    unless told, None for the operating system's entropy); the split draws from a public one, from ``seed``.
+    ``progress(t)`` is called after tree ``t``. A private plan needs the binary objective: its sensitivities rest
+    on ``|g| <= 1``, ``h <= 1/4``; its releases are added by secure aggregation (:func:`masked_leaf_sums`), so only
+    their sum is read."""
     if len(party_slots) != len(party_y) or len(party_slots) < 1:
         raise ValueError("need one label array per party and at least one party")
     if plan.private and params.objective != "binary":
         raise ValueError("private random-split trees need the binary objective (bounded gradients)")
     if plan.private and plan.parties != len(party_slots):
         raise ValueError(f"the privacy plan is for {plan.parties} parties, the task has {len(party_slots)}")
+    noisy = seed if noise_seed == "seed" else noise_seed
     single = one_feature_per_tree(tree_features, plan.private, len(splittable(widths)), params.trees)
     depth, m = params.depth, len(party_slots)
     lam = plan.regularisation(params.lam)
-    secure = SecureSum(m, seed=seed) if plan.private else None
+    secure = SecureSum(m, seed=noisy) if plan.private else None
     # the sum's scale: every row moves a leaf's gradient sum by at most 1, and the noise stays far inside 64 sd
     bits = fraction_bits(sum(len(y) for y in party_y) + 64 * plan.sum_noise_sd("g")) if plan.private else 0
     public = np.random.default_rng([seed, SPLIT_SEED_TAG])
@@ -214,7 +220,7 @@ def train_random_split(
             else:
                 leaf = np.asarray(slots[:, feature], dtype=np.int64)
             where.append(leaf)
-            released_sums.append(party_leaf_sums(leaf, g, h, leaves, plan, noise_rng(seed, i, t, 0, LEAVES)))
+            released_sums.append(party_leaf_sums(leaf, g, h, leaves, plan, noise_rng(noisy, i, t, 0, LEAVES)))
         if secure is None:
             g_sum, h_sum = np.sum(released_sums, axis=0)
         else:
@@ -230,6 +236,8 @@ def train_random_split(
             trees.append(Tree(nodes))
         else:
             trees.append(bin_tree(feature, leaves, values))
+        if progress is not None:
+            progress(t)
     # a party sends its leaf sums once per tree: two masked 64-bit words per leaf, or two 32-byte words in the clear
     sent = float(secure.bytes_sent[0]) if secure is not None else 2 * 32 * released
     return RandomSplitResult(trees, plan, lam, sent / params.trees, "one" if single else "all")

@@ -72,6 +72,9 @@ class _FGBDTModel(BaseEstimator):
         psd_epsilon: float | None = None,
         epsilon: float | None = None,
         dp_delta: float | None = None,
+        dp_colluders: int | None = None,
+        dp_noise: str | None = None,
+        tree_features: str | None = None,
         importance_type: str = "split",
     ) -> None:
         self.n_estimators = n_estimators
@@ -95,6 +98,9 @@ class _FGBDTModel(BaseEstimator):
         self.psd_epsilon = psd_epsilon
         self.epsilon = epsilon
         self.dp_delta = dp_delta
+        self.dp_colluders = dp_colluders
+        self.dp_noise = dp_noise
+        self.tree_features = tree_features
         self.importance_type = importance_type
 
     def __sklearn_tags__(self) -> Any:

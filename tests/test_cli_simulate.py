@@ -247,7 +247,8 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
         (["--tree-features", "one"], "--tree-features is for --algo randomsplit"),
         (["--dp-colluders", "1", "--epsilon", "1", "--algo", "fvtree"], "--dp-colluders is for --algo randomsplit"),
         (["--dp-colluders", "1", "--algo", "randomsplit"], "--dp-colluders is for --algo randomsplit with --epsilon"),
-        (["--dp-colluders", "3", "--algo", "randomsplit", "--epsilon", "1"], "from 0 to parties - 1 = 2, got 3"),
+        (["--dp-colluders", "3", "--algo", "randomsplit", "--epsilon", "1"], "from 1 to parties - 1 = 2, got 3"),
+        (["--dp-colluders", "0", "--algo", "randomsplit", "--epsilon", "1"], "every party knows its own noise"),
     ],
 )
 def test_simulate_refuses_bad_attack_and_rate_flags(
@@ -377,8 +378,12 @@ def test_private_random_splits_report_the_coalition_they_hold_against(csv_file: 
     assert "against any 1 of the 2 other parties pooling their views; if all pool: epsilon" in str(
         privacy_line(default, 3)
     )
-    assert "its own noise carries it, against all 2 of the 2 other parties" in str(privacy_line(alone, 3))
+    assert "its own noise carries it, against all 2 other parties" in str(privacy_line(alone, 3))
     assert privacy_line({"epsilon": math.inf}, 3) is None
+    assert default["noise"] == "seeded" and "noise seeded by --seed" in str(privacy_line(default, 3))
+    assert main(_small(csv_file, *flags, "--dp-noise", "entropy")) == 0
+    fresh = json.loads(out.read_text())["privacy"]
+    assert fresh["noise"] == "entropy" and "seeded" not in str(privacy_line(fresh, 3))
 
 
 def test_a_budget_without_an_algorithm_trains_the_private_model(
@@ -410,7 +415,7 @@ def test_a_private_regression_task_is_refused_with_its_reason(
     data.write_text("\n".join(",".join(f"{v:.4f}" for v in r) for r in rows) + "\n")
     assert main(["simulate", "--data", str(data), "--epsilon", "1", "--quiet", *algo]) == 2
     err = capsys.readouterr().err
-    assert "--epsilon needs a binary task" in err and "Traceback" not in err
+    assert "--epsilon on reg: a privacy budget (epsilon) needs a binary task" in err and "Traceback" not in err
 
 
 def test_a_private_fvtree_task_says_how_often_each_party_releases(

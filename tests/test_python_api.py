@@ -368,10 +368,20 @@ def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
     different from the public one, and the guarantee in the report."""
     X, y = make_data()
     owner = np.arange(len(y)) % 3
-    clf = FGBDTClassifier(n_estimators=4, max_depth=3, min_child_samples=5, epsilon=2.0, dp_delta=1e-6)
+    clf = FGBDTClassifier(
+        n_estimators=4, max_depth=3, min_child_samples=5, epsilon=2.0, dp_delta=1e-6, dp_noise="seeded"
+    )
     clf.fit(X, y, party=owner)
     parties = [(X[owner == p], y[owner == p]) for p in range(3)]
-    private = train({"num_trees": 4, "max_depth": 3, "min_data_in_leaf": 5, "epsilon": 2.0, "dp_delta": 1e-6}, parties)
+    seeded = {
+        "num_trees": 4,
+        "max_depth": 3,
+        "min_data_in_leaf": 5,
+        "epsilon": 2.0,
+        "dp_delta": 1e-6,
+        "dp_noise": "seeded",
+    }
+    private = train(seeded, parties)
     public = train({"num_trees": 4, "max_depth": 3, "min_data_in_leaf": 5}, parties)
     assert clf.model_.trees == private.trees != public.trees
     assert private.report["privacy"]["epsilon"] == 2.0 and private.report["privacy"]["delta"] == 1e-6
@@ -384,6 +394,24 @@ def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
     alone = train(colluders, parties)
     assert alone.report["privacy"]["colluders"] == 2 and alone.report["params"]["tree_features"] == "one"
     assert train({"epsilon": 2.0}, parties).report["trees"] == 200  # random splits' own shape
+    # with a budget and no noise source named, train() draws its noise from the operating system: real data
+    fresh = [train({"num_trees": 4, "max_depth": 3, "epsilon": 2.0}, parties) for _ in range(2)]
+    assert fresh[0].report["privacy"]["noise"] == "entropy" and fresh[0].trees != fresh[1].trees
+    assert train(seeded, parties).trees == private.trees  # seeded: repeatable
+    with pytest.raises(ValueError, match="'dp_colluders' apply to algo 'randomsplit' only, not 'fvtree'"):
+        train({"epsilon": 2.0, "algo": "fvtree", "dp_colluders": 1}, parties)
+    clf_rs = FGBDTClassifier(n_estimators=30, epsilon=2.0, dp_colluders=2, tree_features="all").fit(X, y, party=owner)
+    assert clf_rs.model_.report["privacy"]["colluders"] == 2
+    assert clf_rs.model_.report["params"]["tree_features"] == "all"
+    steps: list[int] = []
+    train({"num_trees": 3, "epsilon": 2.0}, parties, progress=steps.append)
+    assert steps == [0, 1, 2]
+
+
+def test_a_private_regression_is_refused_before_any_work() -> None:
+    X, y = make_data(task="regression")
+    with pytest.raises(ValueError, match="a privacy budget \\(epsilon\\) needs a binary task"):
+        FGBDTRegressor(n_estimators=2, epsilon=1.0, parties=3).fit(X, y)
 
 
 def test_regressor_fits() -> None:
