@@ -388,6 +388,11 @@ def simulate(args: argparse.Namespace) -> int:
         raise UserError(why)
     try:
         prep = prepare(train, test, params, prep_config(args))
+        # the budget calibrated for the mechanisms this algorithm runs, before any training: a refusal names why
+        if args.algo == "randomsplit":
+            prep.config.leaf_privacy(prep.params)
+        elif args.algo in FEDERATED_ALGORITHMS:
+            prep.config.privacy(prep.params)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     if args.model_out and args.algo in BASELINES:

@@ -27,7 +27,7 @@ from fgbdt_chain.node.fvtree import Federation, LevelView, TrainParams, TrainRes
 from fgbdt_chain.node.metrics import auc, error_rate, rmse
 from fgbdt_chain.node.model import Model, Tree, bin_matrix, slot_widths
 from fgbdt_chain.node.partition import feature_skewed, skewed_partition
-from fgbdt_chain.node.privacy import NO_PRIVACY, PrivacyPlan, leaf_plan, noise_seed, plan
+from fgbdt_chain.node.privacy import NO_PRIVACY, SPLIT, LeafPlan, PrivacyPlan, leaf_plan, noise_seed, plan
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.random_split import DEFAULT_DEPTH as RANDOM_SPLIT_DEPTH
 from fgbdt_chain.node.random_split import DEFAULT_TREES as RANDOM_SPLIT_TREES
@@ -117,10 +117,15 @@ class PrepConfig:
         """The parties' mechanisms for a task of these GBDT parameters."""
         return plan(self.epsilon, self.dp_delta, params.trees, params.depth)
 
+    def leaf_privacy(self, params: TrainParams) -> LeafPlan:
+        """The parties' leaf releases for random-split trees of these parameters (``node.privacy.leaf_plan``)."""
+        return leaf_plan(self.epsilon, self.dp_delta, params.trees, self.parties, self.colluders)
+
     def sketch_epsilon(self, params: TrainParams) -> float:
-        """The bin sketch's epsilon: the privacy plan's share, or ``binning_epsilon`` without a budget."""
-        p = self.privacy(params)
-        return p.sketch_epsilon if p.private else self.binning_epsilon
+        """The bin sketch's epsilon: its ``SPLIT`` share of the budget (every algorithm's plan gives it that), or
+        ``binning_epsilon`` without a budget. Not read from :meth:`privacy`: FV-tree's calibration may refuse a
+        budget that random splits can still spend."""
+        return SPLIT["sketch"] * self.epsilon if math.isfinite(self.epsilon) else self.binning_epsilon
 
     def psd_budget_epsilon(self, params: TrainParams) -> float:
         """The PSD's epsilon: the privacy plan's share, or ``psd_epsilon`` without a budget."""
@@ -266,7 +271,10 @@ def prepare(
         raise ValueError("parties must be at least 1")
     start = time.perf_counter()
     lam_given = params.lam
-    privacy = config.privacy(params)
+    try:
+        privacy = config.privacy(params)
+    except ValueError:  # FV-tree cannot spend this budget; random splits may (they calibrate their own, in run)
+        privacy = NO_PRIVACY
     if privacy.private:  # noisy leaves need a regularisation at the noise's scale (PrivacyPlan.regularisation)
         params = dataclasses.replace(params, lam=privacy.regularisation(params.lam, config.parties))
     given = parts is not None
@@ -455,7 +463,7 @@ def run(
             "refusal_rate": c.refusal_rate,
             "overlap_threshold": c.overlap_threshold,
         },
-        "privacy": {**c.privacy(p).report(), "noise": c.dp_noise},
+        "privacy": {**(c.leaf_privacy(p) if algo == "randomsplit" else c.privacy(p)).report(), "noise": c.dp_noise},
         "train_rows": prep.train.n_rows,
         "test_rows": prep.test.n_rows,
         "features": prep.train.n_features,
@@ -478,7 +486,7 @@ def run(
         if own:  # what it trained, not the task's shape: its own rounds, leaf-wise trees with no depth limit
             report["trees"], report["depth"] = booster.num_trees(), None
     elif algo == "randomsplit":
-        leaf = leaf_plan(c.epsilon, c.dp_delta, p.trees, c.parties, c.colluders)
+        leaf = c.leaf_privacy(p)
         lam = p.lam if prep.lam_given is None else prep.lam_given
         start = time.perf_counter()
         rs = train_random_split(

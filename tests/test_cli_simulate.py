@@ -249,6 +249,8 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
         (["--dp-colluders", "1", "--algo", "randomsplit"], "--dp-colluders is for --algo randomsplit with --epsilon"),
         (["--dp-colluders", "3", "--algo", "randomsplit", "--epsilon", "1"], "from 1 to parties - 1 = 2, got 3"),
         (["--dp-colluders", "0", "--algo", "randomsplit", "--epsilon", "1"], "every party knows its own noise"),
+        (["--epsilon", "0.0001", "--trees", "1000"], "needs noise beyond 10000 times a row's effect on every leaf"),
+        (["--epsilon", "0.001", "--algo", "fvtree"], "leaves nothing for training after the sketch and the PSD"),
     ],
 )
 def test_simulate_refuses_bad_attack_and_rate_flags(
