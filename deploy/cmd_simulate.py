@@ -38,8 +38,9 @@ from fgbdt_chain.node.experiment import (
 )
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
 from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
+from fgbdt_chain.node.model import slot_widths
 from fgbdt_chain.node.privacy import NOISE_SOURCES, check_colluders, check_private_objective, plan
-from fgbdt_chain.node.random_split import TREE_FEATURES
+from fgbdt_chain.node.random_split import TREE_FEATURES, splittable
 from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
 from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
 
@@ -391,6 +392,7 @@ def simulate(args: argparse.Namespace) -> int:
         # the budget calibrated for the mechanisms this algorithm runs, before any training: a refusal names why
         if args.algo == "randomsplit":
             prep.config.leaf_privacy(prep.params)
+            splittable(slot_widths(prep.edges))  # a data set without an edge gives random splits nothing to draw
         elif args.algo in FEDERATED_ALGORITHMS:
             prep.config.privacy(prep.params)
     except ValueError as exc:

@@ -420,6 +420,15 @@ def test_a_private_regression_task_is_refused_with_its_reason(
     assert "--epsilon on reg: a privacy budget (epsilon) needs a binary task" in err and "Traceback" not in err
 
 
+def test_random_splits_refuse_data_without_an_edge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "flat.csv"
+    data.write_text("y,const\n" + "".join(f"{i % 2},1\n" for i in range(200)))
+    assert main(["simulate", "--data", str(data), "--epsilon", "1", "--quiet", "--no-baselines"]) == 2
+    err = capsys.readouterr().err
+    assert "no feature has two bins: random splits need at least one feature with an edge" in err
+    assert "Traceback" not in err
+
+
 def test_a_private_fvtree_task_says_how_often_each_party_releases(
     csv_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
