@@ -61,6 +61,16 @@ def default_algorithm(epsilon: float) -> str:
     return "randomsplit" if math.isfinite(epsilon) else "fvtree"
 
 
+def privacy_of(algo: str, config: PrepConfig, params: TrainParams) -> PrivacyPlan | LeafPlan:
+    """What an algorithm's releases spend of the budget: random splits their leaf plan, the federated algorithms
+    FV-tree's plan, and the baselines nothing (LightGBM on pooled rows adds no noise: their rows say no privacy)."""
+    if algo == "randomsplit":
+        return config.leaf_privacy(params)
+    if algo in FEDERATED:
+        return config.privacy(params)
+    return NO_PRIVACY
+
+
 def default_shape(algo: str) -> tuple[int, int]:
     """The trees and depth of an algorithm's task when the user sets none: random-split trees their own
     (``node.random_split.DEFAULT_TREES``), every other algorithm ``TrainParams``'s."""
@@ -463,7 +473,7 @@ def run(
             "refusal_rate": c.refusal_rate,
             "overlap_threshold": c.overlap_threshold,
         },
-        "privacy": {**(c.leaf_privacy(p) if algo == "randomsplit" else c.privacy(p)).report(), "noise": c.dp_noise},
+        "privacy": {**privacy_of(algo, c, p).report(), "noise": c.dp_noise},
         "train_rows": prep.train.n_rows,
         "test_rows": prep.test.n_rows,
         "features": prep.train.n_features,

@@ -307,6 +307,21 @@ def test_random_split_learns_and_reports_its_guarantee() -> None:
     assert auc(test.y, model_p.predict(test.X)) == report_p["test_auc"]
 
 
+def test_each_algorithm_reports_the_privacy_it_spends() -> None:
+    """Under one budget, random splits report their leaf plan, FV-tree its own plan, and the LightGBM baselines, which
+    add no noise to pooled rows, no privacy at all."""
+    train, test = _data(2_000)
+    params = TrainParams(trees=4, depth=2, bins=8)
+    prep = prepare(train, test, params, PrepConfig(parties=3, theta=0.5, seed=0, epsilon=1.0))
+    rs, _, _ = run(prep, "randomsplit")
+    assert rs["privacy"]["colluders"] == 1 and rs["privacy"]["accounted_epsilon"] <= 1.0
+    fv, _, _ = run(prep, "fvtree")
+    assert "colluders" not in fv["privacy"] and fv["privacy"]["accounted_epsilon"] <= 1.0
+    for algo in ("centralized", "lightgbm", "lightgbm-defaults"):
+        baseline, _, _ = run(prep, algo)
+        assert baseline["privacy"]["epsilon"] == math.inf and baseline["privacy"]["accounted_epsilon"] == 0, algo
+
+
 def test_private_random_split_needs_a_binary_objective() -> None:
     rng = np.random.default_rng(0)
     slots, y = [rng.integers(1, 4, size=(50, 2))], [rng.normal(size=50)]
