@@ -284,11 +284,9 @@ def report(part: str, doc: dict[str, Any], out: Path) -> str:
 def paired(new: Path, old: Path) -> str:
     """Differences ``new - old`` per data set and epsilon, paired by seed (same partition, split and data), from
     two runs' JSON: what one design change gained."""
-    rows = {
-        k: {(r["dataset"], r["seed"]): r for r in json.loads(p.read_text())["rows"]}
-        for k, p in (("new", new), ("old", old))
-    }
-    part = json.loads(new.read_text())["command"].split("--part ")[1].split()[0]
+    docs = {"new": json.loads(new.read_text()), "old": json.loads(old.read_text())}
+    rows = {k: {(r["dataset"], r["seed"]): r for r in doc["rows"]} for k, doc in docs.items()}
+    part = docs["new"]["command"].split("--part ")[1].split()[0]
     metric = PARTS[part]["metric"]
     out = [f"`{new}` - `{old}` ({metric}, paired by seed)", "", "| data | epsilon | new | old | new - old | seeds |"]
     out.append("|---|---|---|---|---|---|")

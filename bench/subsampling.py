@@ -15,7 +15,7 @@ import logging
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from fgbdt_chain.node.privacy import SPLIT
+from fgbdt_chain.node.privacy import SPLIT, smallest_noise_multiplier
 
 RATES = (1.0, 0.5, 0.25, 0.1, 0.05)
 
@@ -31,14 +31,8 @@ def accounted(z: float, q: float, trees: int, epsilon: float, delta: float) -> f
 
 
 def calibrate(q: float, trees: int, epsilon: float, delta: float = 1e-5) -> float:
-    """The smallest noise multiplier whose composition stays within ``epsilon`` (bisection, as ``leaf_plan``)."""
-    lo, hi = 1e-3, 1.0
-    while accounted(hi, q, trees, epsilon, delta) > epsilon:
-        lo, hi = hi, 2 * hi
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if accounted(mid, q, trees, epsilon, delta) > epsilon else (lo, mid)
-    return hi
+    """The smallest noise multiplier whose composition stays within ``epsilon``, found as ``leaf_plan`` finds it."""
+    return smallest_noise_multiplier(lambda z: accounted(z, q, trees, epsilon, delta), epsilon, f"sampling rate {q}")
 
 
 def main() -> int:

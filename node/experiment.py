@@ -450,6 +450,7 @@ def run(
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
     p, c = prep.params, prep.config
+    privacy = privacy_of(algo, c, p)
     report: dict[str, Any] = {
         "algo": algo,
         "dataset": prep.train.name,
@@ -473,7 +474,7 @@ def run(
             "refusal_rate": c.refusal_rate,
             "overlap_threshold": c.overlap_threshold,
         },
-        "privacy": {**privacy_of(algo, c, p).report(), "noise": c.dp_noise},
+        "privacy": {**privacy.report(), "noise": c.dp_noise},
         "train_rows": prep.train.n_rows,
         "test_rows": prep.test.n_rows,
         "features": prep.train.n_features,
@@ -496,7 +497,7 @@ def run(
         if own:  # what it trained, not the task's shape: its own rounds, leaf-wise trees with no depth limit
             report["trees"], report["depth"] = booster.num_trees(), None
     elif algo == "randomsplit":
-        leaf = c.leaf_privacy(p)
+        assert isinstance(privacy, LeafPlan)  # privacy_of: random splits spend a leaf plan, already in the report
         lam = p.lam if prep.lam_given is None else prep.lam_given
         start = time.perf_counter()
         rs = train_random_split(
@@ -504,7 +505,7 @@ def run(
             prep.party_y(),
             dataclasses.replace(p, lam=lam),
             slot_widths(prep.edges),
-            leaf,
+            privacy,
             c.seed,
             c.tree_features,
             noise_seed=c.noise_seed,
@@ -516,7 +517,6 @@ def run(
             report.update(evaluate(p, prep.test.y, model.predict(prep.test.X)))
         report["params"]["lam"] = rs.lam
         report["params"]["tree_features"] = rs.tree_features
-        report["privacy"] = {**leaf.report(), "noise": c.dp_noise}
         report["comm_bytes_per_party_per_tree"] = [rs.comm_bytes_per_party_per_tree] * c.parties
     elif algo in SEED_ALGORITHMS:
         if c.epsilon != math.inf:

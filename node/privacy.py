@@ -30,7 +30,7 @@ sensitivities above need it; squared error has unbounded gradients.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -310,6 +310,27 @@ class LeafPlan:
         return out
 
 
+def smallest_noise_multiplier(accounted: Callable[[float], float], epsilon: float, what: str) -> float:
+    """The smallest Gaussian noise multiplier ``z`` with ``accounted(z) <= epsilon`` (``accounted`` falls as ``z``
+    grows): doubled from 1 until it fits, then bisected 60 times, the upper end kept so the budget is never
+    exceeded. Refused beyond :data:`MAX_NOISE_MULTIPLIER`, ``what`` naming the task in the message."""
+    lo, hi = 1e-3, 1.0
+    while accounted(hi) > epsilon:
+        if hi > MAX_NOISE_MULTIPLIER:
+            raise ValueError(
+                f"{what} needs noise beyond {MAX_NOISE_MULTIPLIER:g} times a row's effect on every leaf: no signal "
+                "would survive; raise epsilon or train fewer trees"
+            )
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if accounted(mid) > epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 def leaf_plan(epsilon: float, delta: float, trees: int, parties: int = 1, colluders: int | None = None) -> LeafPlan:
     """Calibrate the leaf releases of ``trees`` trees so that, with the sketch's share, each of ``parties`` parties
     is ``(epsilon, delta)``-DP against any ``colluders`` others (:class:`LeafPlan`; None: :func:`default_colluders`):
@@ -332,20 +353,7 @@ def leaf_plan(epsilon: float, delta: float, trees: int, parties: int = 1, collud
     def accounted(z: float) -> float:
         return _composed_epsilon(delta, sketch_eps, 0.0, 0.0, z, trees)
 
-    lo, hi = 1e-3, 1.0
-    while accounted(hi) > epsilon:
-        if hi > MAX_NOISE_MULTIPLIER:
-            raise ValueError(
-                f"epsilon {epsilon} over {trees} trees needs noise beyond {MAX_NOISE_MULTIPLIER:g} times a row's "
-                "effect on every leaf: no signal would survive; raise epsilon or train fewer trees"
-            )
-        lo, hi = hi, 2 * hi
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if accounted(mid) > epsilon:
-            lo = mid
-        else:
-            hi = mid
+    hi = smallest_noise_multiplier(accounted, epsilon, f"epsilon {epsilon} over {trees} trees")
     # all others pooled: only the party's own share of the noise is left
     alone = accounted(hi / math.sqrt(parties - colluders))
     return LeafPlan(epsilon, delta, sketch_eps, hi, trees, accounted(hi), parties, colluders, alone)
