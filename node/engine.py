@@ -233,6 +233,8 @@ def parse_params(params: Mapping[str, Any] | None) -> Settings:
         stray = [keys[f] for f in ("colluders", "tree_features") if f in out["prep"]]
         if stray:
             raise ValueError(f"{' and '.join(map(repr, stray))} apply to algo 'randomsplit' only, not {algo!r}")
+    if "colluders" in out["prep"] and not math.isfinite(epsilon):
+        raise ValueError(f"{keys['colluders']!r} needs a privacy budget (epsilon): without one nothing is noised")
     if math.isfinite(epsilon):
         # a budget asks for a guarantee, which seeded noise gives only against those who do not know the seed
         out["prep"].setdefault("dp_noise", "entropy")

@@ -400,6 +400,8 @@ def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
     assert train(seeded, parties).trees == private.trees  # seeded: repeatable
     with pytest.raises(ValueError, match="'dp_colluders' apply to algo 'randomsplit' only, not 'fvtree'"):
         train({"epsilon": 2.0, "algo": "fvtree", "dp_colluders": 1}, parties)
+    with pytest.raises(ValueError, match="'dp_colluders' needs a privacy budget"):
+        train({"algo": "randomsplit", "dp_colluders": 1}, parties)  # as simulate refuses it without --epsilon
     clf_rs = FGBDTClassifier(n_estimators=30, epsilon=2.0, dp_colluders=2, tree_features="all").fit(X, y, party=owner)
     assert clf_rs.model_.report["privacy"]["colluders"] == 2
     assert clf_rs.model_.report["params"]["tree_features"] == "all"
