@@ -11,7 +11,7 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.reference import ONE
 from fgbdt_chain.node.fvtree import messages_of
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
-from fgbdt_chain.node.resolve import LIMB, FixedLevel, level_of, resolve_level, top2_level
+from fgbdt_chain.node.resolve import LIMB, FixedLevel, _contenders, _level_sums, level_of, resolve_level, top2_level
 
 
 def _limbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -26,7 +26,7 @@ def _fixed(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> FixedSums:
     return FixedSums(g_hi, g_lo, h_hi, h_lo, n.astype(np.int64))
 
 
-def _level_sums(rng: np.random.Generator, m: int, k: int, nbins: int, scale: int) -> list[FixedSums]:
+def _random_sums(rng: np.random.Generator, m: int, k: int, nbins: int, scale: int) -> list[FixedSums]:
     """Exact (g, h, n) sums of M parties, (K, 2, nbins) each, with empty slots and a party that has no rows."""
     sums = []
     for p in range(m):
@@ -69,7 +69,7 @@ def test_rows_the_limbs_cannot_carry_are_refused() -> None:
 
 
 def test_sums_the_limbs_cannot_carry_go_to_the_reference() -> None:
-    sums = _level_sums(np.random.default_rng(1), 2, 3, 5, 1)
+    sums = _random_sums(np.random.default_rng(1), 2, 3, 5, 1)
     assert level_of(sums) is not None
     big = sums[0]
     big.g_hi[0, 0, 0] = 2**48  # a sum of 2**80: beyond what the level's limb sums carry
@@ -100,7 +100,7 @@ def _reference_level(
 def test_levels_resolve_as_resolve_node_does(seed: int) -> None:
     rng = np.random.default_rng(seed)
     m, k, nbins, features = int(rng.integers(1, 6)), int(rng.integers(1, 9)), int(rng.integers(2, 9)), 6
-    sums = _level_sums(rng, m, k, nbins, int(10 ** rng.integers(0, 4)))
+    sums = _random_sums(rng, m, k, nbins, int(10 ** rng.integers(0, 4)))
     cands = [tuple(int(f) for f in rng.choice(features, 2, replace=bool(rng.random() < 0.2))) for _ in range(k)]
     votes = rng.integers(-1, features, (k, m)).tolist()
     inherited = [
@@ -144,8 +144,65 @@ def test_resolve_level_splits_and_pays_like_the_reference_on_a_clear_split() -> 
     assert credited[0].kappa[0] == credited[0].credited_gain
 
 
+@pytest.mark.parametrize("shift", [1, 3, 1000, 10**5, 3 * 10**5, 10**6])
+@pytest.mark.parametrize("hessian", [ref.HESSIAN_SECOND_ORDER, ref.HESSIAN_COUNT])
+def test_gains_float64_cannot_order_are_ordered_exactly(shift: int, hessian: int) -> None:
+    """Each node's second candidate is its first with ``shift`` fixed-point units of g moved between two slots: the
+    two gains differ by a few units in 10^21, far below float64's resolution, so the float pre-selection keeps
+    both and the exact search decides, as the reference does, whichever way the difference goes."""
+    rng = np.random.default_rng(shift)
+    m, k, nbins = 2, 8, 4
+    g = np.array([int(x) * 10**6 for x in rng.integers(-(10**15), 10**15, m * k * nbins)], dtype=object)
+    g = g.reshape(m, k, 1, nbins).repeat(2, axis=2)
+    h = np.array([int(x) * 10**6 for x in rng.integers(1, 10**15, m * k * nbins)], dtype=object)
+    h = h.reshape(m, k, 1, nbins).repeat(2, axis=2)
+    n = np.full((m, k, 2, nbins), 50, dtype=np.int64)
+    sign = np.where(rng.random(k) < 0.5, 1, -1)
+    for j in range(k):
+        g[0, j, 1, 0] += int(sign[j]) * shift
+        g[0, j, 1, 1] -= int(sign[j]) * shift
+    sums = [_fixed(g[p], h[p], n[p]) for p in range(m)]
+    level = level_of(sums)
+    assert level is not None
+    params = ref.Params(ONE, ONE // 10, 1, ONE // 2, hessian)
+    cands = [(5, 2)] * k
+    votes = [[5, 2]] * k
+    _, tot, cand, left = _level_sums(level.g_hi, level.g_lo, level.h_hi, level.h_lo, level.n, 1)
+    kept = cand[_contenders(tot, cand, left, k, params.lam, hessian)]
+    # float64 cannot tell the two candidates apart at any node: both stay in the exact search
+    assert all(set(kept[kept[:, 0] == j, 1].tolist()) == {0, 1} for j in range(k))
+    got = resolve_level(level, cands, votes, [None] * k, True, params)
+    assert got == _reference_level(sums, cands, votes, [None] * k, True, params)
+    ranks = {res.split.rank for res in got[0] if res.split is not None}
+    if hessian == ref.HESSIAN_SECOND_ORDER:
+        assert ranks == {0, 1}  # the exact difference goes either way across the nodes, and decides each
+
+
+def test_the_float_preselection_drops_only_clear_losers() -> None:
+    """On random levels most thresholds are ruled out in float64, and every threshold ruled out has a smaller
+    exact gain than one kept at its node."""
+    rng = np.random.default_rng(7)
+    dropped = 0
+    for _ in range(20):
+        sums = _random_sums(rng, 3, 6, 8, 10**3)
+        level = level_of(sums)
+        assert level is not None
+        _, tot, cand, left = _level_sums(level.g_hi, level.g_lo, level.h_hi, level.h_lo, level.n, 1)
+        keep = set(_contenders(tot, cand, left, 6, ONE // 10, ref.HESSIAN_SECOND_ORDER).tolist())
+        gains = []
+        for q, (j, r, _t) in enumerate(cand.tolist()):
+            g_l, h_l = int(left[0, q]) * LIMB + int(left[1, q]), int(left[2, q]) * LIMB + int(left[3, q])
+            g_t, h_t = int(tot[0, j, r]) * LIMB + int(tot[1, j, r]), int(tot[2, j, r]) * LIMB + int(tot[3, j, r])
+            gains.append(ref.split_gain(g_l, h_l, g_t - g_l, h_t - h_l, ONE // 10))
+        for q, (j, _r, _t) in enumerate(cand.tolist()):
+            if q not in keep:
+                dropped += 1
+                assert gains[q] < max(gains[p] for p in keep if cand[p, 0] == j)
+    assert dropped > 0
+
+
 def test_resolve_level_needs_a_valid_min_rows() -> None:
-    sums = _level_sums(np.random.default_rng(2), 2, 1, 3, 1)
+    sums = _random_sums(np.random.default_rng(2), 2, 1, 3, 1)
     level = level_of(sums)
     assert level is not None
     with pytest.raises(ValueError, match="min_rows"):
