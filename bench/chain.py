@@ -2,7 +2,8 @@
 
 Starts its own anvil, deploys, and runs one task; reports wall time, transactions, gas and bytes on chain
 (calldata), the ratio to the simulator's training time on the same partition, bins, seed and parameters, whether the
-two models are identical, and where each party's time went.
+two models are identical, where each party's time went, and the CPU seconds anvil, the parties and the requester
+used: their sum over the machine's cores is a floor on the wall time that no waiting or round trip adds to.
 
     python -m bench.chain --data a9a --parties 4 --theta 0.8 --trees 50 --depth 6 [--algo drawn]
 
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import resource
 import sys
 import tempfile
 import time
@@ -77,10 +80,19 @@ def main() -> int:
             timeout_seconds=24 * 3600,
         )
         start = time.perf_counter()
+        before = _cpu()
         report = run_task(prep, setup) if args.budget is None else _partial(prep, setup, args.budget)
         wall = time.perf_counter() - start
+        anvil_cpu = _process_cpu(anvil.process.pid)
     finally:
         anvil.stop()
+    after = _cpu()
+    cpu = {
+        "anvil": anvil_cpu,
+        "parties": after[1] - before[1] - anvil_cpu,  # every waited-for child: the party nodes and anvil
+        "requester": after[0] - before[0],
+    }
+    cores = os.cpu_count() or 1
     if args.budget is not None:
         return _report_partial(args, report, wall, sim_report, workdir)
     same = Model.from_json_dict(report["model"]).trees == sim_model.trees
@@ -97,6 +109,9 @@ def main() -> int:
         "test_error_simulate": sim_report["test_error"],
         "models_identical": same,
         "party_time_split": splits,
+        "cpu_seconds": cpu,
+        "cores": cores,
+        "cpu_floor_seconds": sum(cpu.values()) / cores,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
@@ -115,7 +130,27 @@ def main() -> int:
     )
     for i, split in enumerate(splits):
         print(f"- party {i}: {split}")
+    print(
+        f"- CPU: anvil {cpu['anvil']:.1f} s, the {args.parties} party processes {cpu['parties']:.1f} s, the requester "
+        f"{cpu['requester']:.1f} s; over {cores} cores at least {result['cpu_floor_seconds']:.1f} s of wall time "
+        f"({result['cpu_floor_seconds'] / (sim_report['train_seconds'] + sim_report['prep_seconds']):.0f}x simulate)"
+    )
     return 0
+
+
+def _cpu() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process and of its children that have been waited for."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds a running process has used (``/proc/<pid>/stat``: utime + stime), 0 where /proc is absent."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _partial(prep: Any, setup: ChainSetup, budget: float) -> dict[str, Any]:
