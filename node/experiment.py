@@ -397,9 +397,11 @@ def federation(
     keep_levels: bool = False,
     attacks: dict[int, Attack] | None = None,
     observer: Callable[[LevelView], None] | None = None,
+    threads: int | None = None,
 ) -> Federation:
     """The simulated federation ``run`` trains: the prepared parties, the endorsement rule of ``prep.config``
-    (with every verifier's view of every party) and the attacks; ready to ``train`` (in parts, if wanted)."""
+    (with every verifier's view of every party) and the attacks; ready to ``train`` (in parts, if wanted). The
+    parties' work runs on ``threads`` threads (default: every core; ``node.parallel``)."""
     rule = prep.config.endorsement(prep.params)
     weights = prep.weights() if algo == "fvtree" or rule is not None else None
     fed = Federation(
@@ -415,6 +417,7 @@ def federation(
         privacy=prep.config.privacy(prep.params),
         noise_seed=prep.config.noise_seed,
         widths=slot_widths(prep.edges),
+        threads=threads,
     )
     fed.level_observer = observer
     return fed

@@ -29,7 +29,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numba import njit
@@ -44,6 +44,7 @@ from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGrou
 from fgbdt_chain.node.messages import level_traffic
 from fgbdt_chain.node.model import Node, Tree
 from fgbdt_chain.node.objective import gradients
+from fgbdt_chain.node.parallel import PartyThreads
 from fgbdt_chain.node.privacy import (
     HISTOGRAMS,
     NO_PRIVACY,
@@ -55,6 +56,8 @@ from fgbdt_chain.node.privacy import (
 )
 from fgbdt_chain.node.resolve import level_of, resolve_level, top2_level
 from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel, measure
+
+T = TypeVar("T")
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures", "drawn")
 VOTING = ("fvtree", "pvtree")
@@ -456,6 +459,7 @@ class Federation:
         privacy: PrivacyPlan = NO_PRIVACY,
         noise_seed: int | None = None,
         widths: np.ndarray | None = None,
+        threads: int | None = None,
     ) -> None:
         if algo not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -481,6 +485,9 @@ class Federation:
             LocalParty(s, y, params, w, privacy=privacy, noise_seed=noise_seed, index=i, widths=widths)
             for i, (s, y, w) in enumerate(zip(party_slots, party_y, weights, strict=True))
         ]
+        self.party_threads = PartyThreads([party.n_rows for party in self.parties], threads)
+        """Where the parties' work of a level runs (``node.parallel``): on ``threads`` threads, by default every core,
+        1 for a plain loop; the results are the same either way."""
         for i, attack in (attacks or {}).items():
             if not 0 <= i < self.m:
                 raise ValueError(f"attacking party {i} is not one of the {self.m} parties")
@@ -568,6 +575,11 @@ class Federation:
         self.active[party] = False
         self.refusals.append(Refusal(party, tree, level, reason))
 
+    def _each(self, fn: Callable[[int], T]) -> list[T]:
+        """``[fn(i) for i in range(self.m)]``, blocks of parties on the cores at once (``node.parallel``): ``fn``
+        must change nothing but party ``i``'s own state."""
+        return self.party_threads.map(fn)
+
     def _submissions(
         self,
         t: int,
@@ -580,7 +592,11 @@ class Federation:
         sides: dict[int, dict[int, Sides]],
     ) -> tuple[list[int], dict[int, ref.Credit], list[Claims], list[dict[int, Verdict]], list[dict[int, Measurement]]]:
         """Which taking-part parties' histograms the contract accepts at this level, and the credit the root's
-        endorsements give each; also every party's claims and verdicts, for observers."""
+        endorsements give each; also every party's claims and verdicts, for observers.
+
+        The exact rules are checked first, then every verifier decides on every party that keeps them (one task
+        per verifier, on the cores when the verifiers measure or compare rows: below a root under the statistical
+        rule a verdict costs nothing), and the refusals are recorded last, in party order."""
         cand_arr = np.asarray(cands, dtype=np.int64)
         rule = self.endorsement
         # the verifiers read the claims where they test them (a root under the statistical rule, every level under
@@ -592,60 +608,44 @@ class Federation:
             claims = [_UNREAD] * len(sums)
         verdicts: list[dict[int, Verdict]] = [{} for _ in range(self.m)]
         measured: list[dict[int, Measurement]] = [{} for _ in range(self.m)]
-        sides_of: dict[int, VerifierLevel] = {}
+        taking_part = [i for i in range(self.m) if self.active[i]]
+        if rule is None:
+            return taking_part, {}, claims, verdicts, measured
+        assert self.estimators is not None
+        estimators = self.estimators
+        broken = {
+            i: why for i in taking_part if (why := self._broken_rule(t, level, open_nodes, cands, sums, sides, i))
+        }
+        checked = [i for i in taking_part if i not in broken]
+        measuring = rule.rule == ref.ENDORSE_STATISTICAL and (level == 0 or self.measure_every_level)
+
+        def verify(j: int) -> dict[int, tuple[Verdict, Measurement | None]]:
+            """Verifier ``j``'s verdict on every checked party but itself, with the statistics it rests on."""
+            parties = [i for i in checked if i != j]
+            rows, k_of_row, (g, h) = self.parties[j].rows, k_of_rows[j], grads[j][:2]
+            # the verifier's side of the level is the same whichever party it checks
+            side = VerifierLevel.of(rows, k_of_row, cand_arr, g, h) if measuring and parties else None
+            out: dict[int, tuple[Verdict, Measurement | None]] = {}
+            for i in parties:
+                verdict, m = decide(rule, rows, k_of_row, cand_arr, g, h, estimators[j][i], claims[i], level == 0, side)
+                if m is None and side is not None:
+                    m = measure(side, estimators[j][i], claims[i], root=level == 0, noise_sd=rule.noise_sd)
+                out[i] = verdict, m
+            return out
+
+        costly = measuring or rule.rule == ref.ENDORSE_OVERLAP
+        decided = self._each(verify) if costly else [verify(j) for j in range(self.m)]
         accepted: list[int] = []
         credit: dict[int, ref.Credit] = {}
-        for i in range(self.m):
-            if not self.active[i]:
+        for i in taking_part:
+            if i in broken:
+                self._exclude(i, t, level, broken[i])
                 continue
-            if rule is None:
-                accepted.append(i)
-                continue
-            if self.parties[i].attacks(t) is not None:
-                # only an attacker can break a rule: an honest party's sums keep every one of them by construction
-                # (tests check it on random data), and checking them costs more than the level
-                try:
-                    inherited = None if level == 0 else sides[i]
-                    check_level(
-                        messages_of(sums[i], cands),
-                        open_nodes,
-                        bounds_of(ref.OBJECTIVES[self.params.objective], int(self.privacy.private)),
-                        t == 0,
-                        inherited,
-                    )
-                except HistogramRuleError as exc:
-                    self._exclude(i, t, level, f"the contract refuses the histograms: {exc}")
-                    continue
-                carry = self.carries[i]  # None unless the rule applies (``_carrying``) and from the second tree
-                if level == 0 and carry is not None:
-                    try:
-                        carry.check(_node_totals(sums[i], [0])[0])
-                    except CarryError as exc:
-                        self._exclude(i, t, level, f"the verifiers refuse the histograms: {exc}")
-                        continue
-            assert self.estimators is not None
             for j in range(self.m):
-                if j == i:
-                    continue
-                measuring = rule.rule == ref.ENDORSE_STATISTICAL and (level == 0 or self.measure_every_level)
-                if j not in sides_of and measuring:
-                    sides_of[j] = VerifierLevel.of(self.parties[j].rows, k_of_rows[j], cand_arr, *grads[j][:2])
-                verdicts[i][j], m = decide(
-                    rule,
-                    self.parties[j].rows,
-                    k_of_rows[j],
-                    cand_arr,
-                    grads[j][0],
-                    grads[j][1],
-                    self.estimators[j][i],
-                    claims[i],
-                    level == 0,
-                    sides_of.get(j),
-                )
-                if m is None and measuring:
-                    m = measure(sides_of[j], self.estimators[j][i], claims[i], root=level == 0, noise_sd=rule.noise_sd)
-                if m is not None:
-                    measured[i][j] = m
+                if j != i:
+                    verdicts[i][j], m = decided[j][i]
+                    if m is not None:
+                        measured[i][j] = m
             chosen = choose(verdicts[i], self.quorum)
             if chosen is None:
                 refusals = "; ".join(f"party {j}: {', '.join(v.reasons)}" for j, v in verdicts[i].items() if not v.sign)
@@ -655,9 +655,45 @@ class Federation:
             credit[i] = chosen[1]
         return accepted, credit, claims, verdicts, measured
 
+    def _broken_rule(
+        self,
+        t: int,
+        level: int,
+        open_nodes: list[int],
+        cands: list[tuple[int, ...]],
+        sums: list[FixedSums],
+        sides: dict[int, dict[int, Sides]],
+        i: int,
+    ) -> str | None:
+        """Why party ``i``'s histograms of the level break an exact rule (the contract's or the verifiers' carry),
+        or None. Only an attacker can break one: an honest party's sums keep every one of them by construction
+        (tests check it on random data), and checking them costs more than the level."""
+        if self.parties[i].attacks(t) is None:
+            return None
+        try:
+            check_level(
+                messages_of(sums[i], cands),
+                open_nodes,
+                bounds_of(ref.OBJECTIVES[self.params.objective], int(self.privacy.private)),
+                t == 0,
+                None if level == 0 else sides[i],
+            )
+        except HistogramRuleError as exc:
+            return f"the contract refuses the histograms: {exc}"
+        carry = self.carries[i]  # None unless the rule applies (``_carrying``) and from the second tree
+        if level == 0 and carry is not None:
+            try:
+                carry.check(_node_totals(sums[i], [0])[0])
+            except CarryError as exc:
+                return f"the verifiers refuse the histograms: {exc}"
+        return None
+
     def _grow_tree(self, t: int) -> tuple[Tree, list[int], list[LevelRecord], list[int], list[ref.Credit]]:
         clock = time.perf_counter()
         p = self.params
+        # on the cores: the votes and the verifiers' statistics (``_each``). The gradients here, the candidate
+        # histograms and the splits' partitions below stay on this thread: tens of microseconds per party, which a
+        # hand-over to another thread and the interpreter lock passed to and fro cost more than they save
         grads = [party.gradients() for party in self.parties]
         vote_grads = [party.vote_gradients(g, hv) for party, (g, _, hv) in zip(self.parties, grads, strict=True)]
         fixed_rows = [party.fixed_rows(g, h, t) for party, (g, h, _) in zip(self.parties, grads, strict=True)]
@@ -689,14 +725,7 @@ class Federation:
                 votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
                 cands = top2_level(votes, self.n_features, ref.TIE_HASHED, t, open_nodes)
             else:
-                votes = np.stack(
-                    [
-                        party.votes_on(kr, k, gv, hv, t, level)
-                        if self.active[i]
-                        else np.full(k, ref.ABSTAIN, dtype=np.int64)  # out of the task: no vote on chain
-                        for i, (party, kr, (gv, hv)) in enumerate(zip(self.parties, k_of_rows, vote_grads, strict=True))
-                    ]
-                )
+                votes = self._votes(t, level, k, k_of_rows, vote_grads)
                 cands = top2_level(votes, self.n_features, TIE_BREAKS[p.tie_break], t, open_nodes)
             node_votes = votes.T.tolist()
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
@@ -804,6 +833,20 @@ class Federation:
             ]
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic, tree_credit
+
+    def _votes(
+        self, t: int, level: int, k: int, k_of_rows: Sequence[np.ndarray], vote_grads: Sequence[tuple[np.ndarray, ...]]
+    ) -> np.ndarray:
+        """Every party's vote for each of the level's ``k`` open nodes, shape (parties, k): abstentions from a party
+        out of the task (no vote on chain)."""
+
+        def vote(i: int) -> np.ndarray:
+            if not self.active[i]:
+                return np.full(k, ref.ABSTAIN, dtype=np.int64)
+            g_vote, h_vote = vote_grads[i]
+            return self.parties[i].votes_on(k_of_rows[i], k, g_vote, h_vote, t, level)
+
+        return np.stack(self._each(vote))
 
     def _carrying(self) -> bool:
         """Whether the verifiers' carry rule (``ledger.tree_carry``) is played: under the statistical rule, in a task

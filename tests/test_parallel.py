@@ -1,0 +1,87 @@
+"""The simulator's parties on several threads (``node.parallel``): the same federation, bit for bit."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.experiment import Prepared, PrepConfig, federation, prepare
+from fgbdt_chain.node.fvtree import LocalParty, TrainParams, TrainResult
+from fgbdt_chain.node.parallel import PartyThreads, balanced_blocks
+
+
+def test_blocks_balance_the_rows_and_keep_party_order() -> None:
+    assert balanced_blocks([10672, 10672, 5609, 5608], 2) == [[0, 2], [1, 3]]
+    assert balanced_blocks([5, 1, 1, 1], 2) == [[0], [1, 2, 3]]
+    assert balanced_blocks([3, 3], 8) == [[0], [1]]
+    assert balanced_blocks([4, 2, 2], 1) == [[0, 1, 2]]
+    assert balanced_blocks([], 2) == [[]]
+
+
+def test_map_returns_in_party_order_and_raises_the_first_partys_error() -> None:
+    threads = PartyThreads([5, 4, 3, 2, 1], 2)
+    assert threads.map(lambda i: i * i) == [0, 1, 4, 9, 16]
+
+    def fail(i: int) -> int:
+        if i in (1, 3, 4):
+            raise ValueError(f"party {i}")
+        return i
+
+    with pytest.raises(ValueError, match="party 1"):
+        threads.map(fail)
+    with pytest.raises(ValueError, match="at least 1"):
+        PartyThreads([1, 2], 0)
+
+
+def _prep(endorse: str) -> Prepared:
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 5))
+    y = (X[:, 0] - X[:, 1] + 0.5 * X[:, 2] + 0.4 * rng.normal(size=3000) > 0).astype(float)
+    config = PrepConfig(parties=4, theta=0.8, seed=0, psd_max_rows=40, endorse=endorse)
+    return prepare(Dataset(X[:2500], y[:2500]), Dataset(X[2500:], y[2500:]), TrainParams(trees=6, depth=3), config)
+
+
+def _train(prep: Prepared, threads: int, attacks: dict[int, Attack]) -> tuple[TrainResult, list[bytes]]:
+    """The record and every level's view (pickled: arrays, verdicts and statistics compared bit for bit)."""
+    views: list[bytes] = []
+    fed = federation(prep, "fvtree", keep_levels=True, attacks=attacks, threads=threads)
+    fed.level_observer = lambda view: views.append(pickle.dumps(view))
+    fed.measure_every_level = True  # the verifiers' statistics at every level, on the threads too
+    return fed.train(), views
+
+
+@pytest.mark.parametrize("endorse", ["statistical", "overlap", "none"])
+def test_threads_train_the_sequential_federation_bit_for_bit(endorse: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Votes, verdicts, statistics, refusals (in party order), trees and contributions are the sequential loop's,
+    on two and on three threads (uneven blocks); and the votes did run off the calling thread."""
+    voters: set[int] = set()
+    votes_on = LocalParty.votes_on
+
+    def recorded(party: LocalParty, *args: Any) -> np.ndarray:
+        voters.add(threading.get_ident())
+        return votes_on(party, *args)
+
+    monkeypatch.setattr(LocalParty, "votes_on", recorded)
+    prep = _prep(endorse)
+    # refused at the same root by an exact rule and by the verifiers, then by the carry rule
+    attacks = {0: Attack("gradients", 4.0), 2: Attack("sign-flip", 1.0), 3: Attack("counts", 2.0, start_tree=2)}
+    one, one_views = _train(prep, 1, attacks)
+    assert voters == {threading.get_ident()}
+    if endorse != "none":
+        assert [(r.party, r.tree, r.level) for r in one.refusals[:2]] == [(0, 0, 0), (2, 0, 0)]
+    for threads in (2, 3):
+        voters.clear()
+        many, views = _train(prep, threads, attacks)
+        assert len(voters) == threads
+        assert pickle.dumps(many.trees) == pickle.dumps(one.trees)
+        assert (many.phi, many.kappa, many.total) == (one.phi, one.kappa, one.total)
+        assert many.per_tree_total == one.per_tree_total
+        assert (many.refusals, many.credits, many.finished) == (one.refusals, one.credits, one.finished)
+        assert pickle.dumps(many.levels) == pickle.dumps(one.levels)
+        assert views == one_views
