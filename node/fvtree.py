@@ -507,9 +507,9 @@ class Federation:
         self.measure_every_level = False
         """Whether observers also get the verifiers' statistics below a tree's root, where no verdict rests on them
         (``node.endorsement.decide``): the benchmark's view of why."""
-        self.carries: list[Carry | None] = [None] * self.m
-        """Per party, what its previous tree allows of its next root (``ledger.tree_carry``; None before the second
-        tree, in a private task, under the overlap rule, or once the party left)."""
+        self._carries: list[Carry | None] = [None] * self.m
+        self._carry_source: _CarrySource | None = None
+        """What the last tree leaves for ``carries``, which are only computed when read."""
         self.score_bound = 0
         """Bound on every row's |score| so far, in fixed-point units (``tree_carry.next_score_bound``)."""
 
@@ -713,7 +713,7 @@ class Federation:
         sides: dict[int, dict[int, Sides]] = {}
         carrying = self._carrying()
         roots: list[ref.Totals] = []
-        leaf_sums: list[list[tuple[int, ref.Totals]]] = [[] for _ in range(self.m)]
+        carry_levels: list[tuple[list[ref.NodeResult], list[FixedSums], list[int], bool]] = []
         for level in range(p.depth):
             if not open_nodes:
                 break
@@ -805,7 +805,7 @@ class Federation:
                             next_sides[i][nid] = _sides(sums[i], [j], [s.rank], [s.threshold])[0]
             sides = next_sides
             if carrying:
-                self._leaf_sums(leaf_sums, results, sums, accepted, last)
+                carry_levels.append((results, sums, accepted, last))
             voting = self.algo in VOTING and not ref.draws(t, p.voted_trees)
             ncand = self.n_features if self.algo == "allfeatures" else 2
             level_bytes = level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
@@ -826,11 +826,7 @@ class Federation:
         if carrying:
             values = [v for res in (r for rec in records for r in rec.results) for v in _leaf_values(res)]
             self.score_bound = next_score_bound(self.score_bound, values)
-            objective = ref.OBJECTIVES[p.objective]
-            self.carries = [
-                Carry.of(objective, roots[i], leaf_sums[i], self.score_bound) if self.active[i] else None
-                for i in range(self.m)
-            ]
+            self._carry_source = _CarrySource(roots, carry_levels, self.score_bound, list(self.active))
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic, tree_credit
 
@@ -848,11 +844,31 @@ class Federation:
 
         return np.stack(self._each(vote))
 
+    @property
+    def carries(self) -> list[Carry | None]:
+        """Per party, what its previous tree allows of its next root (``ledger.tree_carry``; None before the second
+        tree, in a private task, under the overlap rule, or once the party left).
+
+        Only an attacker's root is checked against its carry, or an observer reads them, so they are computed when
+        read, from the sums the last tree kept: the leaf sums behind them were a tenth of an honest run's time."""
+        source = self._carry_source
+        if source is not None:
+            leaf_sums: list[list[tuple[int, ref.Totals]]] = [[] for _ in range(self.m)]
+            for results, sums, accepted, last in source.levels:
+                self._leaf_sums(leaf_sums, results, sums, accepted, last)
+            objective = ref.OBJECTIVES[self.params.objective]
+            self._carries = [
+                Carry.of(objective, source.roots[i], leaf_sums[i], source.score_bound) if source.active[i] else None
+                for i in range(self.m)
+            ]
+            self._carry_source = None
+        return list(self._carries)
+
     def _carrying(self) -> bool:
         """Whether the verifiers' carry rule (``ledger.tree_carry``) is played: under the statistical rule, in a task
-        without differential privacy. Every tree keeps every party's carry up to date, also while everyone is
-        honest, so that a federation copied part-way and continued with an attacker (``train``) checks the first
-        attacked root as the chain would."""
+        without differential privacy. Every tree keeps what every party's carry needs (``carries``), also while
+        everyone is honest, so that a federation copied part-way and continued with an attacker (``train``) checks
+        the first attacked root as the chain would."""
         rule = self.endorsement
         objective = ref.OBJECTIVES[self.params.objective]
         return rule is not None and applies(rule.rule, objective, self.privacy.private)
@@ -932,6 +948,17 @@ class Federation:
         votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
         top: list[tuple[int, ...]] = [(int(order[j, 0]), int(order[j, 1])) for j in range(k)]
         return votes, top
+
+
+@dataclass(frozen=True)
+class _CarrySource:
+    """A tree's part of every party's carry (``Federation.carries``): its roots' totals, its levels' results and
+    accepted sums, the score bound after it and who was still taking part."""
+
+    roots: list[ref.Totals]
+    levels: list[tuple[list[ref.NodeResult], list[FixedSums], list[int], bool]]
+    score_bound: int
+    active: list[bool]
 
 
 def _released_totals(
