@@ -112,9 +112,12 @@ def anvil_command(
     gas_limit: int = DEFAULT_GAS_LIMIT,
     accounts: int = 10,
     keep_states: int = KEEP_STATES,
+    block_time: float | None = None,
 ) -> list[str]:
     """The command line: fixed chain id, funded dev accounts, a block gas limit that fits the widest level, no
-    contract size limit surprises, and ``--state`` (load on start if present, dump on exit) when persisting."""
+    contract size limit surprises, and ``--state`` (load on start if present, dump on exit) when persisting.
+    ``block_time`` (seconds) mines a block at that interval, as a permissioned network would, instead of one block
+    per transaction the moment it arrives."""
     cmd = [
         str(anvil_binary()),
         "--port",
@@ -134,6 +137,10 @@ def anvil_command(
     if state is not None:
         cmd += ["--state", str(state)]
     cmd += ["--hardfork", HARDFORK, "--prune-history", str(keep_states)]
+    if block_time is not None:
+        if not block_time > 0:
+            raise ValueError(f"a block time must be positive, got {block_time}")
+        cmd += ["--block-time", f"{block_time:g}"]
     return cmd
 
 
@@ -144,12 +151,14 @@ def start_anvil(
     detach: bool = False,
     startup_timeout: float = 30.0,
     keep_states: int = KEEP_STATES,
+    block_time: float | None = None,
 ) -> Anvil:
     """Start anvil and wait until it answers. ``detach`` starts it in its own session (outlives the caller);
-    ``keep_states`` prunes historical states older than that many blocks (``KEEP_STATES``)."""
+    ``keep_states`` prunes historical states older than that many blocks (``KEEP_STATES``); ``block_time``
+    (seconds) mines at that interval (``anvil_command``)."""
     port = port or free_port()
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child process
-    cmd = anvil_command(port, state, keep_states=keep_states)
+    cmd = anvil_command(port, state, keep_states=keep_states, block_time=block_time)
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach)
     anvil = Anvil(proc, port)
     wait_until_ready(proc, anvil.url, "anvil", startup_timeout, log)

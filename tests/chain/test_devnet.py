@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -95,5 +96,24 @@ def test_anvil_with_pruned_history_keeps_only_recent_states() -> None:
         assert client.w3.eth.get_balance(who, latest - 1) > 0
         with pytest.raises(Exception, match=r"(?i)state|block|prun|history"):
             client.w3.eth.get_balance(who, 1)
+    finally:
+        node.stop()
+
+
+def test_interval_mining_puts_a_rounds_transactions_in_one_block() -> None:
+    """``block_time`` (anvil --block-time, as a permissioned network mines): transactions sent within one interval
+    land in the same block instead of one block each; a block time that is not positive is refused."""
+    with pytest.raises(ValueError, match="block time must be positive"):
+        start_anvil(block_time=0)
+    node = start_anvil(block_time=2)
+    try:
+        w3 = ChainClient.connect(node.url).w3
+        sender, *others = w3.eth.accounts[:4]
+        start = w3.eth.block_number
+        while w3.eth.block_number == start:  # right after a block: the next is a whole interval away
+            time.sleep(0.05)
+        hashes = [w3.eth.send_transaction({"from": sender, "to": to, "value": 1}) for to in others]
+        blocks = {w3.eth.wait_for_transaction_receipt(h, timeout=30)["blockNumber"] for h in hashes}
+        assert len(blocks) == 1
     finally:
         node.stop()
