@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from fgbdt_chain.ledger.anvil import start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.reference import ONE
@@ -52,3 +55,29 @@ def test_the_largest_transaction_is_found_among_equal_calldata(anvil_client: Cha
     usage.scan(client, client.block_number)
     assert sizes[0] < sizes[1] and usage.max_calldata_bytes == 100
     assert usage.report(client)["max_tx_bytes"] == sizes[1]
+
+
+def test_a_block_of_several_transactions_is_counted_from_its_receipts() -> None:
+    """Under interval mining (a permissioned network's blocks) several transactions share a block: each is counted,
+    the block once, and the largest gas is one transaction's, not the block's."""
+    node = start_anvil(block_time=2)
+    try:
+        client = ChainClient.connect(node.url)
+        w3 = client.w3
+        sender = w3.eth.accounts[0]
+        usage = ChainUsage(w3.eth.block_number)
+        start = w3.eth.block_number
+        while w3.eth.block_number == start:  # right after a block: the next is a whole interval away
+            time.sleep(0.05)
+        payloads = [b"", b"\x01" * 40, b"\x00\x02" * 300]
+        hashes = [w3.eth.send_transaction({"from": sender, "to": sender, "data": p}) for p in payloads]
+        receipts = [w3.eth.wait_for_transaction_receipt(h, timeout=30) for h in hashes]
+        assert len({r["blockNumber"] for r in receipts}) == 1
+        usage.scan(client, w3.eth.block_number)
+        report = usage.report(client)
+        assert report["tx_count"] == 3 and report["blocks"] == 1
+        assert report["gas_used"] == sum(r["gasUsed"] for r in receipts)
+        assert report["max_tx_gas"] == max(r["gasUsed"] for r in receipts) < report["gas_used"]
+        assert report["calldata_bytes"] == sum(len(p) for p in payloads) and usage.max_calldata_bytes == 600
+    finally:
+        node.stop()
