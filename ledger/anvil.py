@@ -7,6 +7,7 @@ working directory's; the platform package ``@foundry-rs/anvil`` installs, which 
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -138,9 +139,9 @@ def anvil_command(
         cmd += ["--state", str(state)]
     cmd += ["--hardfork", HARDFORK, "--prune-history", str(keep_states)]
     if block_time is not None:
-        if not block_time > 0:
-            raise ValueError(f"a block time must be positive, got {block_time}")
-        cmd += ["--block-time", f"{block_time:g}"]
+        if not 0 < block_time < math.inf:
+            raise ValueError(f"a block time must be a positive number of seconds, got {block_time}")
+        cmd += ["--block-time", repr(float(block_time))]
     return cmd
 
 

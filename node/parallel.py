@@ -47,6 +47,7 @@ class _Worker:
             try:
                 self._task()
             finally:
+                self._task = _nothing  # an idle worker must not keep the last task's federation alive
                 self._done.release()
 
     def start(self, task: Callable[[], None]) -> None:
@@ -66,8 +67,11 @@ _idle_lock = threading.Lock()
 
 
 def _forget_workers() -> None:
-    """A forked child has none of its parent's threads: it starts its own workers when it needs them."""
+    """A forked child has none of its parent's threads: it starts its own workers when it needs them, under a fresh
+    lock (the parent's may have been held by another thread at the fork)."""
+    global _idle_lock
     _idle.clear()
+    _idle_lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_workers)

@@ -380,8 +380,9 @@ def resolve_level(
 
     The split search is ``best_split``'s: candidates in rank order, thresholds upward, ``split_gain`` on the
     aggregated sums, a strictly larger gain replaces, and the best must beat ``side_score`` of its candidate's
-    totals; only the thresholds ``best_split`` would skip without a gain (an all-zero slot, too few rows on a
-    side) are left out beforehand, by ``_level_sums`` on exact integers.
+    totals. Left out beforehand: the thresholds ``best_split`` would skip without a gain (an all-zero slot, too few
+    rows on a side), by ``_level_sums`` on exact integers, and those whose gain provably loses to another's of the
+    same node, by ``_contenders`` in float64 with an error bound; neither can change which threshold wins.
     """
     hm, lam, min_rows = params.hessian_mode, params.lam, params.min_rows
     if min_rows < 1:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,22 @@ def test_map_returns_in_party_order_and_raises_the_first_partys_error() -> None:
         threads.map(fail)
     with pytest.raises(ValueError, match="at least 1"):
         PartyThreads([1, 2], 0)
+
+
+def test_idle_workers_keep_nothing_of_the_last_task_alive() -> None:
+    """A worker waiting for its next task holds no reference to the last one: in the API server a finished
+    training's federation (rows, sums, gradients) must be freed, not kept until the worker is reused."""
+
+    class Big:
+        def work(self, i: int) -> int:
+            return i
+
+    big = Big()
+    ref = weakref.ref(big)
+    assert PartyThreads([1, 1], 2).map(big.work) == [0, 1]
+    del big
+    gc.collect()
+    assert ref() is None
 
 
 def _prep(endorse: str) -> Prepared:

@@ -178,6 +178,51 @@ def test_gains_float64_cannot_order_are_ordered_exactly(shift: int, hessian: int
         assert ranks == {0, 1}  # the exact difference goes either way across the nodes, and decides each
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(0, 2**32),
+    st.sampled_from([0, 1, ONE // 10, ONE, 2**79]),
+    st.sampled_from([ref.HESSIAN_SECOND_ORDER, ref.HESSIAN_COUNT]),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_levels_with_cancelling_or_huge_sums_resolve_as_the_reference(
+    seed: int, lam: int, hessian: int, min_rows: int, signed_h: bool
+) -> None:
+    """Sums where float64 is at its weakest: hessian sums that cancel lambda or each other (negative, as an attacker
+    may send), zero denominators at lambda 0, near-copies of one candidate in the other, and values near 2^79 whose
+    limb sums pass 2^53. Every threshold float64 cannot rule out goes to the exact search, so the level resolves as
+    the reference does."""
+    rng = np.random.default_rng(seed)
+    m, k, nbins = int(rng.integers(1, 5)), int(rng.integers(1, 5)), int(rng.integers(2, 6))
+    big = bool(rng.random() < 0.3)
+    sums = []
+    for _ in range(m):
+        n = rng.integers(0, 5, (k, 2, nbins))
+        top = 2**79 if big else 10**20
+        g = np.array([int(x) for x in rng.integers(-(2**62), 2**62, n.size)], dtype=object) * (top // 2**62)
+        h = np.array([int(x) for x in rng.integers(-(2**62) if signed_h else 0, 2**62, n.size)], dtype=object)
+        h = h * (top // 2**62)
+        g, h = g.reshape(n.shape), h.reshape(n.shape)
+        if rng.random() < 0.5:  # the second candidate a near-copy of the first: near-ties
+            g[:, 1], h[:, 1], n[:, 1] = g[:, 0] + rng.integers(-2, 3), h[:, 0], n[:, 0]
+        if rng.random() < 0.3 and lam:  # a slot whose hessian cancels lambda
+            h[0, 0, 0] = -lam
+        g[n == 0], h[n == 0] = 0, 0
+        sums.append(_fixed(g, h, n))
+    level = level_of(sums)
+    if level is None:
+        return
+    cands = [(3, 1)] * k
+    votes = [[3] * m] * k
+    params = ref.Params(lam, ONE // 10, min_rows, ONE // 2, hessian)
+    try:
+        expected = _reference_level(sums, cands, votes, [None] * k, True, params)
+    except ref.FixedPointOverflow:
+        return  # where the contract reverts, the simulator falls back to the reference (``Federation._resolve``)
+    assert resolve_level(level, cands, votes, [None] * k, True, params) == expected
+
+
 def test_the_float_preselection_drops_only_clear_losers() -> None:
     """On random levels most thresholds are ruled out in float64, and every threshold ruled out has a smaller
     exact gain than one kept at its node."""

@@ -9,6 +9,7 @@ import pytest
 from fgbdt_chain.ledger.anvil import start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.embedded_rpc import start_embedded_chain
 from fgbdt_chain.ledger.reference import ONE
 from fgbdt_chain.ledger.usage import ChainUsage
 
@@ -79,5 +80,25 @@ def test_a_block_of_several_transactions_is_counted_from_its_receipts() -> None:
         assert report["gas_used"] == sum(r["gasUsed"] for r in receipts)
         assert report["max_tx_gas"] == max(r["gasUsed"] for r in receipts) < report["gas_used"]
         assert report["calldata_bytes"] == sum(len(p) for p in payloads) and usage.max_calldata_bytes == 600
+    finally:
+        node.stop()
+
+
+def test_usage_over_the_embedded_chains_http_server() -> None:
+    """The embedded chain served over HTTP (``fgbdt demo`` without anvil) answers blocks in eth-tester's own field
+    names: the raw JSON path reads them as the web3 path does."""
+    node = start_embedded_chain()
+    try:
+        client = ChainClient.connect(node.url)
+        w3 = client.w3
+        sender = w3.eth.accounts[0]
+        usage = ChainUsage(w3.eth.block_number)
+        receipt = w3.eth.wait_for_transaction_receipt(
+            w3.eth.send_transaction({"from": sender, "to": sender, "data": b"\x01" * 40})
+        )
+        usage.scan(client, w3.eth.block_number)
+        report = usage.report(client)
+        assert report["tx_count"] == 1 and report["calldata_bytes"] == 40
+        assert report["gas_used"] == report["max_tx_gas"] == receipt["gasUsed"]
     finally:
         node.stop()
