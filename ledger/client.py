@@ -29,6 +29,7 @@ from web3.types import RPCEndpoint
 from fgbdt_chain.ledger.abi_codec import EventCoder, FunctionCoder, event_coders, function_coders
 from fgbdt_chain.ledger.compile import Artifact, load_artifacts
 from fgbdt_chain.ledger.errors import ContractRevert, ErrorDecoder, revert_data_of
+from fgbdt_chain.ledger.http_transport import KeepAliveHTTPProvider
 
 DEFAULT_GAS_LIMIT: int = 1_000_000_000
 """Block gas limit of the chains the ledger starts: large enough for the widest level's histogram transaction."""
@@ -116,9 +117,9 @@ class ChainClient:
         """Client of a JSON-RPC node (anvil)."""
         # web3 validates every call and estimate against eth_chainId, an extra round trip each unless cached; the
         # chain id of a node cannot change, so that one request is cached (nothing else is).
-        provider = Web3.HTTPProvider(
+        provider = KeepAliveHTTPProvider(
             url,
-            request_kwargs={"timeout": timeout},
+            timeout=timeout,
             cache_allowed_requests=True,
             cacheable_requests={RPCEndpoint("eth_chainId")},
         )

@@ -1,0 +1,102 @@
+"""The JSON-RPC transport parties use (``ledger.http_transport``): one kept-alive connection per thread, a fresh one
+when the node closed it, and transport failures as ``OSError``."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+from web3 import Web3
+
+from fgbdt_chain.ledger.anvil import Anvil, free_port
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.http_transport import KeepAliveHTTPProvider
+
+
+class OneRequestPerConnection:
+    """A JSON-RPC server that answers ``eth_blockNumber`` with HTTP/1.1 keep-alive headers, then closes the connection
+    without saying so: the next request on that connection finds it gone. ``status`` sets the HTTP status."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.status = status
+        self.connections = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                length = int(next(v for k, v in _headers(head) if k == "content-length"))
+                while len(body) < length:
+                    body += conn.recv(65536)
+                request = json.loads(body)
+                answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": "0x2a"}).encode()
+                reason = "OK" if self.status == 200 else "Bad Gateway"
+                conn.sendall(
+                    f"HTTP/1.1 {self.status} {reason}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(answer)}\r\nConnection: keep-alive\r\n\r\n".encode()
+                    + answer
+                )
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _headers(head: bytes) -> Iterator[tuple[str, str]]:
+    for line in head.decode().split("\r\n")[1:]:
+        key, _, value = line.partition(":")
+        yield key.strip().lower(), value.strip()
+
+
+@pytest.mark.chain
+def test_a_threads_requests_share_one_connection(anvil_node: Anvil) -> None:
+    client = ChainClient.connect(anvil_node.url)
+    provider = client.w3.provider
+    assert isinstance(provider, KeepAliveHTTPProvider)
+    first = client.block_number
+    conn = provider._local.conn
+    client.mine(2)
+    assert client.block_number == first + 2
+    assert provider._local.conn is conn
+    seen: list[object] = []
+    worker = threading.Thread(target=lambda: seen.extend([client.block_number, provider._local.conn]))
+    worker.start()
+    worker.join()
+    assert seen[0] == first + 2 and seen[1] is not conn  # another thread, its own connection
+
+
+def test_a_connection_the_node_closed_is_replaced() -> None:
+    server = OneRequestPerConnection()
+    try:
+        w3 = Web3(KeepAliveHTTPProvider(server.url, timeout=5))
+        assert [w3.eth.block_number for _ in range(3)] == [42, 42, 42]
+        assert server.connections == 3  # each request after the first found its connection closed, and retried
+    finally:
+        server.close()
+
+
+def test_transport_failures_are_os_errors_that_say_what_happened() -> None:
+    server = OneRequestPerConnection(status=502)
+    try:
+        w3 = Web3(KeepAliveHTTPProvider(server.url, timeout=5))
+        with pytest.raises(ConnectionError, match=r"eth_blockNumber .*HTTP 502 Bad Gateway"):
+            _ = w3.eth.block_number
+    finally:
+        server.close()
+    with pytest.raises(OSError):
+        _ = Web3(KeepAliveHTTPProvider(f"http://127.0.0.1:{free_port()}", timeout=5)).eth.block_number
+    with pytest.raises(ValueError, match="not an http"):
+        KeepAliveHTTPProvider("ws://127.0.0.1:8545")
