@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from eth_utils import keccak, to_checksum_address
+from web3 import HTTPProvider
 
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
@@ -53,7 +54,7 @@ def test_transactions_wait_in_one_round_trip_where_the_node_offers_it(chain: Cha
     task = TaskContract.deploy(chain, chain.new_account(10**21))
     tid, res = task.create_task(chain.new_account(10**20), TaskConfig(), [0], [ONE], reward=3)
     assert res.event("TaskCreated").args["reward"] == 3 and res.block_number == chain.block_number
-    assert chain._sync_send is (chain.w3.provider.__class__.__name__ == "HTTPProvider")
+    assert chain._sync_send is isinstance(chain.w3.provider, HTTPProvider)
     with pytest.raises(ContractRevert, match="UnknownTask"):  # reverts still come back by name
         task.fund(chain.new_account(10**20), tid + 1, 1)
 
