@@ -37,6 +37,7 @@ from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import ON_CHAIN, TrainParams
 from fgbdt_chain.node.histogram import warm_up
 from fgbdt_chain.node.model import Model
+from fgbdt_chain.node.parallel import default_threads
 
 USAGE_FIELDS = ("tx_count", "blocks", "gas_used", "calldata_bytes", "max_tx_bytes", "max_tx_gas")
 """The train report's chain counters (``ledger.usage``) every result of this bench carries."""
@@ -101,7 +102,7 @@ def main() -> int:
         "parties": after[1] - before[1] - anvil_cpu,  # every waited-for child: the party nodes and anvil
         "requester": after[0] - before[0],
     }
-    cores = os.cpu_count() or 1
+    cores = default_threads()  # the cores this process may run on, as simulate's party threads count them
     if args.budget is not None:
         return _report_partial(args, report, wall, sim_report, workdir)
     same = Model.from_json_dict(report["model"]).trees == sim_model.trees

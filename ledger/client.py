@@ -339,6 +339,15 @@ class ChainClient:
             raise Web3RPCError(str(error.get("message", error)), rpc_response=answer)
         return list(answer["result"])
 
+    def raw_result(self, method: str, params: list[Any]) -> Any | None:
+        """A request's result as the node sends it (hex strings, no web3 formatting), straight to an HTTP JSON-RPC
+        node as :meth:`_eth_call`; None from other providers and where the node answers with an error, so that the
+        caller takes web3's way instead."""
+        if not isinstance(self.w3.provider, HTTPProvider):
+            return None
+        answer = self.w3.provider.make_request(RPCEndpoint(method), params)
+        return None if answer.get("error") is not None else answer.get("result")
+
     def event_topics(self, names: Sequence[str]) -> list[bytes]:
         """The topic (signature hash) of each registered event called one of ``names``."""
         return [topic for topic, (_, name) in self._topics.items() if name in names]

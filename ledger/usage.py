@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hexbytes import HexBytes
-from web3 import HTTPProvider
 from web3.exceptions import MethodUnavailable, TransactionNotFound, Web3RPCError
-from web3.types import RPCEndpoint
 
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, POOL_TX_LIMIT
@@ -94,37 +92,29 @@ class ChainUsage:
         }
 
 
-def _raw(client: ChainClient, method: str, params: list[Any]) -> Any | None:
-    """The node's JSON result as it comes, over HTTP; None from other providers or where the node refuses."""
-    provider = client.w3.provider
-    if not isinstance(provider, HTTPProvider):
-        return None
-    answer = provider.make_request(RPCEndpoint(method), params)
-    return None if answer.get("error") is not None else answer.get("result")
-
-
 def _block(client: ChainClient, number: int) -> tuple[int, list[tuple[HexBytes, int]]]:
     """A block's gas used and its transactions' (hash, calldata bytes). Over HTTP the sizes are read off the hex
     strings as the node sends them: web3's formatters turned every transaction's calldata into bytes, megabytes per
     level, which was most of the requester's CPU during a task (6.4 s of a 57 s run)."""
-    block = _raw(client, "eth_getBlockByNumber", [hex(number), True])
-    if block is not None:
-        # eth-tester's server (the embedded chain) names the calldata "data"
+    block = client.raw_result("eth_getBlockByNumber", [hex(number), True])
+    if block is not None:  # calldata as a hex string: two characters a byte after "0x"
         return int(block["gasUsed"], 16), [
-            (HexBytes(tx["hash"]), (len(tx["input"] if "input" in tx else tx["data"]) - 2) // 2)
-            for tx in block["transactions"]
+            (HexBytes(tx["hash"]), (len(_calldata(tx)) - 2) // 2) for tx in block["transactions"]
         ]
     got = client.w3.eth.get_block(number, full_transactions=True)
-    # eth-tester names the calldata "data"
     full: list[Any] = list(got["transactions"])
-    return int(got["gasUsed"]), [
-        (HexBytes(tx["hash"]), len(tx["input"] if "input" in tx else tx["data"])) for tx in full
-    ]
+    return int(got["gasUsed"]), [(HexBytes(tx["hash"]), len(_calldata(tx))) for tx in full]
+
+
+def _calldata(tx: Any) -> Any:
+    """A transaction's calldata field, hex or bytes: eth-tester (the embedded chain, in process or served over
+    HTTP) names it "data" where nodes say "input"."""
+    return tx["input"] if "input" in tx else tx["data"]
 
 
 def _receipts_gas(client: ChainClient, number: int, hashes: list[HexBytes]) -> list[int]:
     """Each transaction's gas in a block of several: one ``eth_getBlockReceipts`` where the node has it."""
-    receipts = _raw(client, "eth_getBlockReceipts", [hex(number)])
+    receipts = client.raw_result("eth_getBlockReceipts", [hex(number)])
     if receipts is not None and len(receipts) == len(hashes):
         return [int(r["gasUsed"], 16) for r in receipts]
     return [int(client.w3.eth.get_transaction_receipt(h)["gasUsed"]) for h in hashes]

@@ -850,7 +850,7 @@ class Federation:
         tree, in a private task, under the overlap rule, or once the party left).
 
         Only an attacker's root is checked against its carry, or an observer reads them, so they are computed when
-        read, from the sums the last tree kept: the leaf sums behind them were a tenth of an honest run's time."""
+        read, from the sums the last tree kept, instead of after every tree of an honest run."""
         source = self._carry_source
         if source is not None:
             leaf_sums: list[list[tuple[int, ref.Totals]]] = [[] for _ in range(self.m)]
