@@ -61,6 +61,7 @@ contract FGBDTChain is ERC2771Context {
         uint16 histCount;
         uint16 declineCount;
         uint16 activeCount;
+        uint16 slots;
         uint64 joinDeadline;
         uint64 stepDeadline;
         uint256 openMask;
@@ -352,9 +353,14 @@ contract FGBDTChain is ERC2771Context {
     /// @notice Start training once at least `minParties` are approved (requester only), publishing the common bin
     ///         edges every party must use.
     /// @dev The edges are derived from the parties' noisy sketches (published with their PSDs), so they can only be
-    ///      fixed here: with no hash given at creation this call fixes it, otherwise the edges must match it.
+    ///      fixed here: with no hash given at creation this call fixes it, otherwise the edges must match it. The
+    ///      encoding's header (bytes 9-10, `ledger/edges.py`) names the histogram slots per candidate: the missing
+    ///      slot plus the most value bins any feature has, at most `bins + 1`. Histograms are that wide, not
+    ///      `bins + 1`: slots above every feature's top bin hold no row on any data, and carrying them cost gas and
+    ///      calldata in every submission and resolution. The parties refuse an encoding whose header is not the
+    ///      one their own decoding of the edges gives.
     /// @param taskId The task.
-    /// @param binEdges The encoded bin edges (emitted in `BinEdgesFixed`; only their hash is stored).
+    /// @param binEdges The encoded bin edges (emitted in `BinEdgesFixed`; only their hash and slot count are stored).
     function start(uint256 taskId, bytes calldata binEdges) external {
         Task storage t = _requesterTask(taskId);
         if (t.status != Status.Open) revert WrongStatus(taskId, t.status);
@@ -362,9 +368,12 @@ contract FGBDTChain is ERC2771Context {
             revert NotEnoughParties(taskId, t.parties.length, t.cfg.minParties);
         }
         bytes32 edgesHash = keccak256(binEdges);
-        if (binEdges.length == 0 || (t.binEdgesHash != bytes32(0) && edgesHash != t.binEdgesHash)) {
+        if (binEdges.length < 11 || (t.binEdgesHash != bytes32(0) && edgesHash != t.binEdgesHash)) {
             revert BinEdgesMismatch(taskId, t.binEdgesHash, edgesHash);
         }
+        uint256 slots = uint16(bytes2(binEdges[9:11]));
+        if (slots < 3 || slots > uint256(t.cfg.bins) + 1) revert FGBDTConfigLib.InvalidConfig("slots");
+        t.slots = uint16(slots);
         t.binEdgesHash = edgesHash;
         t.status = Status.Training;
         emit BinEdgesFixed(taskId, edgesHash, binEdges);
@@ -766,7 +775,7 @@ contract FGBDTChain is ERC2771Context {
             t.resolvedMask |= bit;
             r.rank = _popcount(t.openMask & (bit - 1));
         }
-        r.nbins = uint256(t.cfg.bins) + 1;
+        r.nbins = t.slots;
         r.width = 2 * r.nbins;
         r.subs = _submitters(taskId, t);
         uint256 s = r.subs.length;
@@ -810,7 +819,7 @@ contract FGBDTChain is ERC2771Context {
         view
         returns (bytes32[] memory, uint256 first)
     {
-        uint256 block_ = 6 * (uint256(t.cfg.bins) + 1);
+        uint256 block_ = 6 * uint256(t.slots);
         uint256 k = _popcount(t.openMask);
         if (m.partStep == t.step) first = m.partNodes;
         uint256 end = first + data.length / block_;

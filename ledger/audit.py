@@ -33,6 +33,7 @@ from eth_utils import keccak, to_checksum_address
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.abi_codec import canonical_type
 from fgbdt_chain.ledger.client import ChainClient, Event
+from fgbdt_chain.ledger.edges import EdgesFormatError, decode_edges, histogram_slots
 from fgbdt_chain.ledger.encoding import block_histograms, endorsement_digest, merkle_root, words
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_level
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
@@ -297,7 +298,8 @@ class _Auditor:
         cfg = {k: int(v) for k, v in dict(self.created.args["cfg"]).items()}
         self.cfg = cfg
         self.params = ref.Params(cfg["lambda"], cfg["learningRate"], cfg["minRows"], cfg["alpha"], cfg["hessianMode"])
-        self.depth, self.trees, self.nbins = cfg["depth"], cfg["trees"], cfg["bins"] + 1
+        self.depth, self.trees = cfg["depth"], cfg["trees"]
+        self.nbins = cfg["bins"] + 1  # until the edges name the histogram width (_check_hashes)
         self.tie_break = cfg["tieBreak"]
         self.objective = cfg["objective"]
         self.bounds = bounds_of(cfg["objective"], cfg.get("epsilon", 0))
@@ -358,6 +360,10 @@ class _Auditor:
         at_creation = bytes(self.created.args["binEdgesHash"])
         if at_creation != b"\x00" * 32 and at_creation != want:
             self.fail("bin edges hash (fixed at createTask)", at_creation, want)
+        try:  # the histogram width the contract took from the encoding's header: it must be what the edges need
+            self.nbins = histogram_slots(decode_edges(bytes(fixed[0].args["binEdges"])))
+        except EdgesFormatError as exc:
+            self.fail("bin edges encoding", "a canonical encoding", str(exc))
 
     def _index_events(self) -> None:
         self.level_ev: dict[tuple[int, int, str], list[Event]] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fgbdt_chain.ledger.contracts import HISTOGRAM_EVENTS, TaskContract, submitted_words
-from fgbdt_chain.ledger.edges import decode_edges
+from fgbdt_chain.ledger.edges import decode_edges, histogram_slots
 from fgbdt_chain.ledger.encoding import block_histograms
 from fgbdt_chain.ledger.histogram_rules import candidate_totals
 from fgbdt_chain.node.model import Model, Node, Tree
@@ -49,7 +49,7 @@ def model_from_chain(
             child_rows[(t, 2 * node)], child_rows[(t, 2 * node + 1)] = sides[2], sides[5]
             tree.nodes[node] = Node.split(int(a["feature"]), int(a["threshold"]), int(a["gain"]), sides[2] + sides[5])
         elif node == 1:  # a root leaf has no parent split to count its rows
-            tree.nodes[node] = Node.leaf(int(a["value"]), _root_rows(task, task_id, t, cfg.bins + 1))
+            tree.nodes[node] = Node.leaf(int(a["value"]), _root_rows(task, task_id, t, histogram_slots(edges)))
         else:
             tree.nodes[node] = Node.leaf(int(a["value"]), child_rows[(t, node)])
     ordered = [trees[t] for t in sorted(trees)]

@@ -26,8 +26,9 @@ Algorithms:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.edges import histogram_slots
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES, TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, next_score_bound
@@ -139,6 +141,16 @@ class TrainParams:
     def nbins(self) -> int:
         """Histogram slots per feature: the value bins plus the missing-value slot 0."""
         return self.bins + 1
+
+    def fitted(self, edges: Sequence[Sized]) -> TrainParams:
+        """These parameters with histograms as wide as the common ``edges`` need (``ledger.edges.histogram_slots``):
+        what training on chain and in simulation uses once the edges are fixed. The requested ``bins`` still bound
+        the edges (their sketches and the model's format); only the histogram width changes, and with it no split,
+        gain or Shapley value, since the slots dropped hold no row on any data."""
+        slots = histogram_slots(edges)
+        if slots > self.nbins:
+            raise ValueError(f"edges with {slots - 2} cut points on a feature do not fit {self.bins} bins")
+        return dataclasses.replace(self, bins=slots - 1)
 
     @classmethod
     def of_task(cls, task: TaskParameters, delta: float = 1.0) -> TrainParams:

@@ -376,6 +376,7 @@ class PartyNode:
     def _prepare(self) -> None:
         """Bin with the published edges and build the distribution weights from every party's PSD."""
         edges = task_edges(self.task, self.task_id)
+        self.params = self.params.fitted(edges)  # histograms as wide as the edges need, as the contract takes them
         self.parties = self.task.parties(self.task_id)
         self.index = self.parties.index(self.address)
         payloads: dict[str, Event] = {}

@@ -42,8 +42,10 @@ def open_task(
     num_features: int = 4,
     reward: int = 10**18,
     start: bool = True,
+    edges: bytes | None = None,
 ) -> Federation:
-    """Create a task, have ``num_parties`` fresh accounts join, approve them all and (optionally) start."""
+    """Create a task, have ``num_parties`` fresh accounts join, approve them all and (optionally) start with
+    ``edges`` (default: ``edges_for(cfg.bins)``, histograms of ``bins + 1`` slots)."""
     requester = chain.new_account(10**21)
     parties = [chain.new_account(10**20) for _ in range(num_parties)]
     resolver = chain.new_account(10**20)
@@ -52,7 +54,7 @@ def open_task(
         task.join(p, task_id, b"psd-" + bytes([i]), f"http://party{i}.example/endorse")
         task.approve(requester, task_id, p.address)
     if start:
-        task.start(requester, task_id, EDGES)
+        task.start(requester, task_id, edges if edges is not None else edges_for(cfg.bins))
     return Federation(task, task_id, cfg, requester, parties, resolver, num_features)
 
 
@@ -64,8 +66,14 @@ def reverts(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Con
     return exc.value
 
 
-EDGES = encode_edges([[0.25, 0.5, 0.75]] * 5)
-"""Encoded bin edges for the test tasks (the contract hashes and emits them; the chain model decodes them)."""
+def edges_for(bins: int, features: int = 5) -> bytes:
+    """Encoded bin edges whose features use all ``bins`` value bins, so that a task of ``bins`` takes histograms of
+    ``bins + 1`` slots (the width ``start`` reads from the encoding), as the tests build them."""
+    return encode_edges([[(i + 1) / bins for i in range(bins - 1)]] * features)
+
+
+EDGES = edges_for(3)
+"""Encoded bin edges for the test tasks of 3 bins (the contract hashes and emits them; the chain model decodes them)."""
 
 
 def random_hist(rng: random.Random, features: tuple[int, int], nbins: int, first_tree: bool = True) -> NodeHistograms:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from chain_helpers import EDGES, Federation, RowSource, open_task, random_hist, reverts
+from chain_helpers import EDGES, Federation, RowSource, edges_for, open_task, random_hist, reverts
 from eth_account import Account
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.edges import SLOTS_OFFSET
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from fgbdt_chain.ledger.federation import run_level
 from fgbdt_chain.ledger.reference import ONE, NodeHistograms
@@ -52,6 +53,12 @@ def test_membership_guards(chain: ChainClient, task_contract: TaskContract) -> N
     reverts("UnknownTask", t.start, req, tid + 1000, EDGES)
     t.approve(req, tid, pending.address)
     reverts("BinEdgesMismatch", t.start, req, tid, b"")
+    reverts("BinEdgesMismatch", t.start, req, tid, EDGES[:10])  # too short to name the histogram slots
+    # the slots the encoding's header names must be 3 (the missing slot, two value bins) to bins + 1
+    assert reverts("InvalidConfig", t.start, req, tid, edges_for(CFG.bins + 1)).args_[0].rstrip(b"\0") == b"slots"
+    low = bytearray(EDGES)
+    low[SLOTS_OFFSET : SLOTS_OFFSET + 2] = (2).to_bytes(2, "big")
+    reverts("InvalidConfig", t.start, req, tid, bytes(low))
     t.start(req, tid, EDGES)
     reverts("NotMember", t.submit_votes, stranger, tid, 0, 0, [0])
     reverts("NotApproved", t.submit_votes, refused, tid, 0, 0, [0])

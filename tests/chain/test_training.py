@@ -6,7 +6,17 @@ import dataclasses
 import random
 
 import pytest
-from chain_helpers import EDGES, Federation, Replay, RowSource, assert_level_matches, open_task, params_of, random_votes
+from chain_helpers import (
+    Federation,
+    Replay,
+    RowSource,
+    assert_level_matches,
+    edges_for,
+    open_task,
+    params_of,
+    random_votes,
+    reverts,
+)
 from web3 import Web3
 
 from fgbdt_chain.ledger import reference as ref
@@ -86,12 +96,12 @@ def test_table3_through_the_contract(chain: ChainClient, task_contract: TaskCont
     assert fed2.task.node(fed2.task_id, 0, 1).value == 850 * ONE // 1000
 
 
-def _check_chain_model(task: TaskContract, task_id: int, cfg: TaskConfig) -> None:
+def _check_chain_model(task: TaskContract, task_id: int, cfg: TaskConfig, edge_bins: int) -> None:
     """The model rebuilt from the task's events is the one in the contract's node records, which the chain keeps for
     the last two trees: an earlier tree's record reads as unknown once the tree two after it reopened its slot (the
     root always), so the state does not grow with the model."""
     model = model_from_chain(task, task_id)
-    assert len(model.trees) == cfg.trees and model.edges == decode_edges(EDGES)
+    assert len(model.trees) == cfg.trees and model.edges == decode_edges(edges_for(edge_bins))
     for t, tree in enumerate(model.trees):
         for nid, node in tree.nodes.items():
             rec = task.node(task_id, t, nid)
@@ -115,14 +125,16 @@ def _train(
     silent: dict,
     resolve_batch: int = 1,
     rows_per_party: int = 60,
+    edge_bins: int | None = None,
 ) -> tuple[list[int], Federation]:
     """Train a whole task with random votes and the histograms of random rows, checking every level, the payouts
     and the audit's replay against the reference; returns the number of open nodes of each level, and the task. A
     party silent once takes no further part (continuity), but still endorses the others."""
-    fed = open_task(chain, task, cfg, m, num_features=5, reward=3 * 10**18)
+    eb = cfg.bins if edge_bins is None else edge_bins  # the value bins the edges use: histograms are eb + 1 wide
+    fed = open_task(chain, task, cfg, m, num_features=5, reward=3 * 10**18, edges=edges_for(eb))
     rng = random.Random(seed)
     replay = Replay(params_of(cfg), cfg.depth)
-    rows = RowSource(rng, [p.address for p in fed.parties], rows_per_party, fed.num_features, cfg.bins + 1)
+    rows = RowSource(rng, [p.address for p in fed.parties], rows_per_party, fed.num_features, eb + 1)
     taking_part = list(fed.parties)
     step = 0
     widths: list[int] = []
@@ -151,7 +163,7 @@ def _train(
         assert_level_matches(fed, replay, out)
         step += 1
     assert step >= 2
-    _check_chain_model(fed.task, fed.task_id, cfg)
+    _check_chain_model(fed.task, fed.task_id, cfg, eb)
     for p in fed.parties:
         assert fed.task.contribution(fed.task_id, p.address) == replay.contributions.get(p.address, 0)
     # paid on completion: the parties of the last step are paid, a party silent once forfeits to the requester
@@ -213,6 +225,24 @@ def test_deep_tree_wide_levels(anvil_client: ChainClient) -> None:
     widths, _ = _train(anvil_client, task, cfg, 3, seed=23, silent={}, resolve_batch=3, rows_per_party=200)
     assert len(widths) == 5 and max(widths) > 8
     assert any(w & (w - 1) for w in widths), widths  # some level needs zero-leaf padding
+
+
+def test_histograms_are_as_wide_as_the_edges_need(anvil_client: ChainClient) -> None:
+    """A task of 8 bins whose edges use 3 value bins: ``start`` takes 4 slots from the encoding's header, every
+    submission and resolution carries 4-slot histograms, and the levels, payouts, model and audit still equal the
+    reference's; histograms of the configured 9 slots are refused by their length."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    cfg = TaskConfig(trees=1, depth=3, bins=8, min_parties=3, max_parties=3, lam=ONE, min_rows=3, step_blocks=5)
+    _train(anvil_client, task, cfg, 3, seed=13, silent={}, edge_bins=3)
+    fed = open_task(anvil_client, task, cfg, 3, num_features=5, edges=edges_for(3))
+    for p in fed.parties:
+        fed.task.submit_votes(p, fed.task_id, 0, 0, [0])
+    wide = RowSource(random.Random(1), [p.address for p in fed.parties], 20, 5, cfg.bins + 1)
+    wide.start_tree(0)
+    rec = fed.task.node(fed.task_id, 0, 1)
+    hist = wide(fed.parties[0].address, 1, (rec.cand0, rec.cand1))
+    assert len(hist.g[0]) == 9
+    reverts("LengthMismatch", fed.task.submit_histograms, fed.parties[0], fed.task_id, 0, 0, [hist], [])
 
 
 def test_drawn_candidates_match_reference(training_chain: tuple[ChainClient, TaskContract]) -> None:
