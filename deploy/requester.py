@@ -35,7 +35,7 @@ from fgbdt_chain.ledger.edges import encode_edges
 from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.ledger.usage import ChainUsage
 from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.binning import edges_from_sketch
+from fgbdt_chain.node.binning import edges_from_sketch, snap_integer_edges
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import Prepared, evaluate
 from fgbdt_chain.node.fvtree import task_voted_trees
@@ -256,7 +256,8 @@ class Requester:
         simulator merges them (``node.binning.edges_from_sketch``)."""
         low, high = self.prep.ranges
         sketches = [decode_join(payloads[acct.address]).sketch for acct in self.accounts]
-        return encode_edges([e.tolist() for e in edges_from_sketch(sketches, low, high, self.prep.params.bins)])
+        edges = snap_integer_edges(edges_from_sketch(sketches, low, high, self.prep.params.bins), self.prep.integers)
+        return encode_edges([e.tolist() for e in edges])
 
     def approve_and_start(self, timeout: float = 300.0) -> bytes:
         """Approve the parties in party order once all asked to join; fix the edges from their sketches; start."""

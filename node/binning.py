@@ -48,6 +48,14 @@ exact quantiles by at most 0.011 on the benchmark sets. Everything the requester
 cuts) is post-processing. Per-count scale: :func:`sketch_noise_scale`; at epsilon 1 and 10 features it is 20 rows.
 ``epsilon = inf`` (experiments only) adds no noise and selects every non-empty cell.
 
+**Integer columns.** The schema also says which features hold integers only (``schema_integers``: counts, codes,
+one-hot flags). No integer lies strictly between k and k + 1, so a cut anywhere in that gap parts the rows as the
+cut at k + 0.5 does, and two cuts in the same gap leave an empty bin between them. Whatever method chose them, an
+integer feature's cuts are moved to the half-integers and merged (``snap_integer_edges``): every row falls on the
+same side of every cut as before, so no split, gain or model changes, but the empty bins go. Where no feature keeps
+more than a few bins (one-hot data), the task's histograms narrow with them (``ledger.edges.histogram_slots``); a
+binary flag, which the noise used to cut 15 times between 0 and 1, has one cut at 0.5.
+
 ``dp-equal-width`` is the previous sketch (Laplace counts in ``resolution`` equal-width buckets over [low, high],
 scale ``F / epsilon``), kept for measuring; ``exact`` (pooled quantiles, not private) and ``uniform`` (equal-width
 cuts of the schema range, no data at all) are kept for measuring what the private edges cost.
@@ -74,6 +82,8 @@ STAGE1_SHARE = 0.5
 """Share of the sketch's epsilon spent on stage 1 (the cells); the rest goes to stage 2 (the grid's buckets)."""
 OCTAVE_FLOOR = -60
 """Smallest octave boundary 2^-60: below the fixed point's 10^-18, so every representable value has its cell."""
+INTEGER_LIMIT = float(2**52)
+"""Integer features are those below this magnitude: their half-integers are exact doubles."""
 MAX_RESOLUTION = 16_000
 """Bound on ``resolution``: a feature's spans (at most 2K + 1) and buckets (at most 4K + 2) fit the payload's u16."""
 
@@ -102,6 +112,33 @@ def schema_ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     low, high = feature_ranges(X)
     return fixed_round(low), fixed_round(high)
+
+
+def schema_integers(X: np.ndarray) -> np.ndarray:
+    """Per feature, whether every present value is an integer of magnitude below 2^52 (so k + 0.5 is exact).
+
+    Like the ranges, this stands in for the task's public schema (a data dictionary says which columns are counts,
+    codes or flags); the simulator derives it from the pooled training rows. An all-missing feature is not one."""
+    with np.errstate(all="ignore"):
+        present = ~np.isnan(X)
+        values = np.where(present, X, 0.0)
+        whole = (values == np.floor(values)) & (np.abs(values) < INTEGER_LIMIT)
+    return np.all(whole | ~present, axis=0) & present.any(axis=0)
+
+
+def snap_integer_edges(edges: Sequence[np.ndarray], integers: np.ndarray | None) -> list[np.ndarray]:
+    """Each integer feature's cuts moved to the half-integer of their gap (``floor(c) + 0.5``: a cut at k keeps k
+    on the left, as ``x <= edge`` does) and merged; other features' cuts as they are. The rows' bins keep their
+    order and their sides of every cut (module docstring, *Integer columns*)."""
+    if integers is None:
+        return [np.asarray(e, dtype=np.float64) for e in edges]
+    if len(integers) != len(edges):
+        raise ValueError(f"{len(integers)} integer flags for {len(edges)} features")
+    out = []
+    for e, whole in zip(edges, integers, strict=True):
+        e = np.asarray(e, dtype=np.float64)
+        out.append(np.unique(np.floor(e) + 0.5) if whole and e.size else e)
+    return out
 
 
 def fixed_round(values: np.ndarray) -> np.ndarray:
@@ -505,10 +542,18 @@ def common_edges(
     resolution: int = DEFAULT_RESOLUTION,
     seed: int | None = 0,
     ranges: tuple[np.ndarray, np.ndarray] | None = None,
+    integers: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """The task's bin edges from the parties' data, by ``method`` (see the module docstring)."""
     edges, _ = edges_and_sketch_bytes(
-        party_X, bins, method=method, epsilon=epsilon, resolution=resolution, seed=seed, ranges=ranges
+        party_X,
+        bins,
+        method=method,
+        epsilon=epsilon,
+        resolution=resolution,
+        seed=seed,
+        ranges=ranges,
+        integers=integers,
     )
     return edges
 
@@ -522,9 +567,24 @@ def edges_and_sketch_bytes(
     resolution: int = DEFAULT_RESOLUTION,
     seed: int | None = 0,
     ranges: tuple[np.ndarray, np.ndarray] | None = None,
+    integers: np.ndarray | None = None,
 ) -> tuple[list[np.ndarray], list[int]]:
     """:func:`common_edges` and the bytes of each party's published sketch (0 for the non-private methods; the
-    equal-width sketch counted as doubles, as version 2 of the join payload carried it)."""
+    equal-width sketch counted as doubles, as version 2 of the join payload carried it). ``integers``: the
+    schema's integer features (``schema_integers``), whose cuts are snapped (``snap_integer_edges``)."""
+    edges, sizes = _edges_and_sketch_bytes(party_X, bins, method, epsilon, resolution, seed, ranges)
+    return snap_integer_edges(edges, integers), sizes
+
+
+def _edges_and_sketch_bytes(
+    party_X: Sequence[np.ndarray],
+    bins: int,
+    method: str,
+    epsilon: float,
+    resolution: int,
+    seed: int | None,
+    ranges: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[list[np.ndarray], list[int]]:
     if bins < 2 or bins > 255:
         raise ValueError(f"bins must be in [2, 255], got {bins}")
     if method not in BINNING_METHODS:

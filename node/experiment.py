@@ -19,7 +19,13 @@ from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.binning import DEFAULT_RESOLUTION, edges_and_sketch_bytes, fixed_round, schema_ranges
+from fgbdt_chain.node.binning import (
+    DEFAULT_RESOLUTION,
+    edges_and_sketch_bytes,
+    fixed_round,
+    schema_integers,
+    schema_ranges,
+)
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.endorsement import EndorsementRule, estimators_for
 from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED
@@ -167,6 +173,8 @@ class Prepared:
     test_slots: np.ndarray
     prep_seconds: float
     ranges: tuple[np.ndarray, np.ndarray]
+    integers: np.ndarray | None = None
+    """The schema's integer features (``node.binning.schema_integers``), whose cuts sit at half-integers."""
     _weights: list[np.ndarray] | None = None
     _matrices: list[np.ndarray] | None = None
     _estimators: list[list[PartyEstimator]] | None = None
@@ -300,6 +308,7 @@ def prepare(
     if any(len(idx) == 0 for idx in parts):
         raise ValueError(f"{config.parties} parties leave some party without rows ({len(train.y)} training rows)")
     ranges = schema_ranges(train.X)
+    integers = schema_integers(train.X)
     edges, sketch_bytes = edges_and_sketch_bytes(
         [train.X[idx] for idx in parts],
         params.bins,
@@ -308,10 +317,12 @@ def prepare(
         resolution=config.binning_resolution,
         seed=config.noise_seed,
         ranges=ranges,
+        integers=integers,
     )
     prepared = Prepared(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges
     )
+    prepared.integers = integers
     prepared.given_parts = given
     prepared.lam_given = lam_given
     prepared.sketch_bytes = sketch_bytes
@@ -407,7 +418,7 @@ def federation(
     fed = Federation(
         prep.party_slots(),
         prep.party_y(),
-        prep.params,
+        prep.params.fitted(prep.edges),
         algo=algo,
         party_weights=weights if algo == "fvtree" else None,
         keep_levels=keep_levels,

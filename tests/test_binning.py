@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from fgbdt_chain.ledger.edges import histogram_slots
 from fgbdt_chain.ledger.reference import from_fixed, to_fixed
 from fgbdt_chain.node.binning import (
     BINNING_METHODS,
@@ -30,6 +31,7 @@ from fgbdt_chain.node.binning import (
     feature_ranges,
     local_sketch,
     party_sketches,
+    schema_integers,
     schema_ranges,
     selection_threshold,
     sketch_noise_scale,
@@ -347,3 +349,49 @@ def test_requester_merge_of_published_sketches_equals_the_simulator() -> None:
     assert [e.tolist() for e in merged] == [
         e.tolist() for e in edges_from_sketch(party_sketches(parts, low, high, epsilon=1.0, seed=11), low, high, BINS)
     ]
+
+
+def test_schema_integers_names_the_columns_of_whole_values() -> None:
+    X = np.array([[0.0, 1.5, np.nan, -3.0, 2.0**53], [1.0, 2.0, np.nan, 7.0, 1.0], [np.nan, 3.0, np.nan, 0.0, 0.0]])
+    assert schema_integers(X).tolist() == [True, False, False, True, False]
+
+
+@pytest.mark.parametrize("method", BINNING_METHODS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_integer_cuts_move_to_half_integers_and_part_the_rows_as_before(method: str, seed: int) -> None:
+    """Flags, small counts, a wide integer range, negative codes and missing values: snapped and merged, every
+    integer feature's cuts are half-integers, and every row keeps the side of every cut it had, so the bins hold
+    the same rows in the same order (empty bins aside). A binary flag keeps one cut; a real-valued column keeps its
+    cuts as they were."""
+    rng = np.random.default_rng(seed)
+    rows = 3000
+    X = np.column_stack(
+        [
+            (rng.random(rows) < 0.1).astype(float),  # a rare one-hot flag
+            rng.poisson(1.5, rows).astype(float),  # small counts
+            rng.integers(-50, 5000, rows).astype(float),  # a wide integer range: more values than bins
+            np.where(rng.random(rows) < 0.3, np.nan, rng.integers(-3, 3, rows).astype(float)),  # codes, missing
+            rng.normal(size=rows),  # real-valued
+        ]
+    )
+    parts = [X[:1000], X[1000:2200], X[2200:]]
+    integers = schema_integers(X)
+    assert integers.tolist() == [True, True, True, True, False]
+    plain = common_edges(parts, 16, method=method, seed=seed, ranges=schema_ranges(X))
+    snapped = common_edges(parts, 16, method=method, seed=seed, ranges=schema_ranges(X), integers=integers)
+    assert snapped[-1].tolist() == plain[-1].tolist()
+    assert snapped[0].tolist() == [0.5]
+    for f in range(4):
+        e = snapped[f]
+        assert np.all(np.diff(e) > 0) and np.all(e - np.floor(e) == 0.5) and len(e) <= len(plain[f])
+    before, after = bin_matrix(X, plain), bin_matrix(X, snapped)
+    for f in range(X.shape[1]):
+        pairs = np.unique(np.column_stack([before[:, f], after[:, f]]), axis=0)  # sorted by the bin before
+        # one bin after per bin before and back (the same rows share a bin), in the same order
+        assert len(np.unique(pairs[:, 0])) == len(np.unique(pairs[:, 1])) == len(pairs)
+        assert np.all(np.diff(pairs[:, 1].astype(np.int64)) > 0)
+    few = [0, 1, 3]  # the integer features with fewer values than bins: their histograms narrow
+    narrow = histogram_slots([snapped[f] for f in few])
+    low, high = schema_ranges(X)
+    assert narrow <= max(high[f] - low[f] for f in few) + 2  # at most a cut per gap between integers
+    assert narrow < histogram_slots([plain[f] for f in few]) or method == "exact"

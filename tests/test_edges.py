@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.deploy.requester import Requester
-from fgbdt_chain.ledger.edges import EdgesFormatError, decode_edges, encode_edges
+from fgbdt_chain.ledger.edges import SLOTS_OFFSET, EdgesFormatError, decode_edges, encode_edges, histogram_slots
 from fgbdt_chain.node.binning import local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import PrepConfig, prepare
@@ -40,6 +40,24 @@ def test_rejects_bad_bytes_with_the_reason() -> None:
         decode_edges(good + b"\x00")
     with pytest.raises(EdgesFormatError, match="version"):
         decode_edges(good[:4] + b"\x09" + good[5:])
+
+
+def test_the_header_names_the_histogram_slots_the_edges_need() -> None:
+    """The missing slot plus the most value bins of any feature, three at least; a header naming another count, or
+    an encoding of the version before the header, is refused by name."""
+    assert histogram_slots([[0.5], [], [1.0, 2.0, 3.0]]) == 5
+    assert histogram_slots([[], []]) == histogram_slots([[0.5]]) == histogram_slots([]) == 3
+    good = encode_edges([[0.5], [1.0, 2.0, 3.0]])
+    assert int.from_bytes(good[SLOTS_OFFSET : SLOTS_OFFSET + 2], "big") == 5
+    for slots in (4, 6, 17):
+        bad = good[:SLOTS_OFFSET] + slots.to_bytes(2, "big") + good[SLOTS_OFFSET + 2 :]
+        with pytest.raises(EdgesFormatError, match=f"names {slots} histogram slots; the edges need 5"):
+            decode_edges(bad)
+    v1 = good[:4] + b"\x01" + good[5:SLOTS_OFFSET] + good[SLOTS_OFFSET + 2 :]
+    with pytest.raises(EdgesFormatError, match="version 1"):
+        decode_edges(v1)
+    with pytest.raises(EdgesFormatError, match="truncated header"):
+        decode_edges(good[: SLOTS_OFFSET + 1])
 
 
 def test_the_requester_fixes_the_simulators_edges_from_the_published_join_payloads() -> None:
@@ -74,7 +92,10 @@ def test_the_requester_fixes_the_simulators_edges_from_the_published_join_payloa
     chain = Requester.edges_for(SimpleNamespace(prep=prep, accounts=accounts), payloads)  # type: ignore[arg-type]
     assert chain == encode_edges([e.tolist() for e in prep.edges])
     assert decode_edges(chain) == [e.tolist() for e in prep.edges]
-    assert sum(len(e) for e in prep.edges) >= 3 * 15  # the heavy, zero-heavy and integer features are all cut
+    assert prep.integers is not None and prep.integers.tolist() == [False, False, True, False]
+    assert len(prep.edges[0]) == len(prep.edges[3]) == 15 and len(prep.edges[1]) >= 5  # heavy, missing; zero-heavy
+    counts = prep.edges[2]  # the integer counts: a cut per gap between values at most, at the half-integers
+    assert 3 <= len(counts) <= prep.ranges[1][2] - prep.ranges[0][2] and np.all(counts - np.floor(counts) == 0.5)
 
 
 def test_join_payloads_of_the_equal_width_sketch_are_refused() -> None:
