@@ -12,6 +12,7 @@ Anything these fast paths do not cover (overloaded functions, arguments the code
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,11 +42,17 @@ def _normalised(item: dict[str, Any], value: Any, named: bool = True) -> Any:
         element = {**item, "type": typ[: typ.rindex("[")]}
         return tuple(_normalised(element, v, named) for v in value)
     if typ == "address":
-        return to_checksum_address(value)
+        return _checksummed(value)
     if typ == "tuple":
         parts = [(c["name"], _normalised(c, v, named)) for c, v in zip(item["components"], value, strict=True)]
         return dict(parts) if named else tuple(v for _, v in parts)
     return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _checksummed(address: str) -> str:
+    """EIP-55 form of an address: a task's few parties recur in every event, and each checksum is a Keccak hash."""
+    return to_checksum_address(address)
 
 
 @dataclass(frozen=True)

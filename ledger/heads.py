@@ -9,6 +9,7 @@ retried in the background (a chain outage), polling meanwhile.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -35,12 +36,14 @@ def ws_url(http_url: str) -> str:
 
 def bloom_has(bloom: bytes, item: bytes) -> bool:
     """Whether a block's 2048-bit logs bloom may hold ``item`` (an address or a topic): its three bits are set."""
+    return all((bloom[255 - bit // 8] >> (bit % 8)) & 1 for bit in _bloom_bits(item))
+
+
+@functools.lru_cache(maxsize=256)
+def _bloom_bits(item: bytes) -> tuple[int, ...]:
+    """The three bloom bits of ``item``: a watched address or topic is hashed once, not at every block."""
     h = keccak(item)
-    for i in (0, 2, 4):
-        bit = ((h[i] << 8) | h[i + 1]) & 2047
-        if not (bloom[255 - bit // 8] >> (bit % 8)) & 1:
-            return False
-    return True
+    return tuple(((h[i] << 8) | h[i + 1]) & 2047 for i in (0, 2, 4))
 
 
 class NewHeads:

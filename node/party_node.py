@@ -57,7 +57,7 @@ from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, estimators_for, quorum
 from fgbdt_chain.node.fvtree import LocalParty, TrainParams, open_positions, route
-from fgbdt_chain.node.histogram import FixedRows
+from fgbdt_chain.node.histogram import FixedRows, warm_up
 from fgbdt_chain.node.model import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy import plan
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
@@ -533,6 +533,10 @@ class PartyNode:
 
     def run(self) -> None:
         """Join, wait for the start, then follow the task until it completes, riding out chain outages."""
+        # The compiled kernels load (numba's target context and its cache, about a second of CPU) on a thread while
+        # this party joins and waits for the requester's approval and start, instead of on the first level, where
+        # every party waits for the slowest; a kernel called before they are in waits on numba's compile lock.
+        threading.Thread(target=warm_up, name="kernel warm-up", daemon=True).start()
         self._survive(self.join)
         self._survive(self.wait_for_start)
         try:
