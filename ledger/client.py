@@ -58,6 +58,18 @@ class Event:
     tx_hash: str = ""
 
 
+@dataclass(frozen=True)
+class LogHead:
+    """A log's topics and the first words of its data, undecoded: what a reader needs of an event whose dynamic
+    arguments (a level's histograms) it does not want to decode."""
+
+    name: str
+    topics: list[bytes]
+    words: list[bytes]
+    block_number: int = 0
+    log_index: int = 0
+
+
 @dataclass
 class TxResult:
     """A mined, successful transaction."""
@@ -325,6 +337,32 @@ class ChainClient:
         flt["topics"] = topics
         events = self.decode_events(self._get_logs(flt))
         return sorted(events, key=lambda e: (e.block_number, e.log_index))
+
+    def log_heads(
+        self,
+        contract: Contract,
+        names: Sequence[str],
+        task_id: int,
+        words: int,
+        from_block: int = 0,
+        to_block: int | str = "latest",
+    ) -> list[LogHead]:
+        """As :meth:`logs`, but each log's topics and the first ``words`` 32-byte words of its data only, in chain
+        order: a histogram event's fixed arguments without decoding its megabytes of histogram words."""
+        wanted = {k: n for k, (_, n) in self._topics.items() if n in names}
+        flt: dict[str, Any] = {"address": contract.address, "fromBlock": from_block, "toBlock": to_block}
+        flt["topics"] = [["0x" + k.hex() for k in sorted(wanted)], "0x" + task_id.to_bytes(32, "big").hex()]
+        out = []
+        for log in self._get_logs(flt):
+            topics = [_bytes(t) for t in log["topics"]]
+            if not topics or topics[0] not in wanted:
+                continue
+            data = log["data"]
+            head = _bytes(data[: 2 + 64 * words] if isinstance(data, str) else bytes(data)[: 32 * words])
+            cut = [head[32 * i : 32 * (i + 1)] for i in range(len(head) // 32)]
+            number, index = _int(log["blockNumber"]), _int(log["logIndex"])
+            out.append(LogHead(wanted[topics[0]], topics, cut, number, index))
+        return sorted(out, key=lambda h: (h.block_number, h.log_index))
 
     def _get_logs(self, flt: dict[str, Any]) -> list[Any]:
         """``eth_getLogs``, straight to an HTTP JSON-RPC node as :meth:`_eth_call` (web3's log formatters build an

@@ -13,6 +13,7 @@ from enum import IntEnum
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
 from web3.contract import Contract
 
 from fgbdt_chain.ledger.client import ChainClient, TxResult
@@ -338,6 +339,19 @@ class TaskContract:
         )
         res.parts = sent
         return res
+
+    def submitted_roots(
+        self, task_id: int, from_block: int, to_block: int | str = "latest"
+    ) -> dict[tuple[str, int, int], bytes]:
+        """Each submission's commitment root, keyed (party, tree, level), from the ``HistogramsSubmitted`` events in
+        the blocks given, their histogram words left undecoded (the event's data starts tree, level, root)."""
+        heads = self.client.log_heads(self.contract, ["HistogramsSubmitted"], task_id, 3, from_block, to_block)
+        out: dict[tuple[str, int, int], bytes] = {}
+        for h in heads:
+            if len(h.topics) == 3 and len(h.words) == 3:
+                tree, level = (int.from_bytes(w, "big") for w in h.words[:2])
+                out[(to_checksum_address(h.topics[2][12:]), tree, level)] = h.words[2]
+        return out
 
     def committed_nodes(self, task_id: int, tree: int, level: int, party: str, nbins: int, from_block: int) -> int:
         """How many of the level's open nodes ``party`` has committed in ``commitHistograms`` parts (from its

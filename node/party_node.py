@@ -280,6 +280,10 @@ class PartyNode:
         self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
+        self._endorsed_roots: dict[tuple[int, int], dict[str, bytes]] = {}
+        """The commitment root of each of ``_endorsed``'s histograms (what this party signed)."""
+        self._roots: dict[int, dict[tuple[str, int], bytes]] = {}
+        """Per finished tree, every submission's root by (party, level), read once from the events' heads."""
         self._submitted: dict[int, dict[tuple[str, int], list[int]]] = {}
         """Per finished tree, every party's submitted histogram words by (party, level): one event read serves the
         carries of all the parties this node endorses."""
@@ -1053,7 +1057,9 @@ class PartyNode:
         root = merkle_root([node_hash(h) for h in hists])
         with self.lock:
             self._endorsed = {k: v for k, v in self._endorsed.items() if k[0] >= tree - 1}
+            self._endorsed_roots = {k: v for k, v in self._endorsed_roots.items() if k[0] >= tree - 1}
             self._endorsed.setdefault((tree, level), {})[party] = hists
+            self._endorsed_roots.setdefault((tree, level), {})[party] = root
         digest = endorsement_digest(
             self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root, verdict.credit
         )
@@ -1077,25 +1083,17 @@ class PartyNode:
             return self._carries[key]
 
     def _read_carry(self, party: str, tree: int) -> Carry:
-        """``carry_of`` from the chain's records (the caller holds the lock)."""
-        prev, nb = tree - 1, self.params.nbins
+        """``carry_of`` from the chain's records (the caller holds the lock): ``party``'s histograms of the previous
+        tree as this party endorsed them where every level's endorsed root is the root ``party`` submitted (one read
+        of the events' heads per tree), else as the events carry them (decoding every level's words)."""
+        prev = tree - 1
         with self.timed("chain reads"):
             self.trees.refresh()
-            words = self._submitted_words(prev, party)
             splits = self.trees.splits.get(prev, {})
             leaves = self.trees.leaves.get(prev, {})
-            levels: list[dict[int, ref.NodeHistograms]] = []
-            open_nodes = [1]
-            for level in range(self.params.depth):
-                if not open_nodes:
-                    break
-                if level not in words or any(n not in splits and n not in leaves for n in open_nodes):
-                    self._submitted.pop(prev, None)  # read the events again next time
-                    raise ChainLag(f"tree {prev} level {level}: {party}'s histograms or the splits are not served yet")
-                cands = self._tree_candidates(prev, open_nodes)
-                levels.append(dict(zip(open_nodes, _unblock(words[level], cands, nb), strict=True)))
-                last = level + 1 == self.params.depth
-                open_nodes = [] if last else sorted(c for n in open_nodes if n in splits for c in (2 * n, 2 * n + 1))
+            levels = self._endorsed_levels(party, prev, splits, leaves)
+            if levels is None:
+                levels = self._submitted_levels(party, prev, splits, leaves)
             carry = Carry.of(
                 self.cfg.objective,
                 candidate_totals(levels[0][1], 0),
@@ -1103,6 +1101,61 @@ class PartyNode:
                 self._score_bounds.before(tree),
             )
         return carry
+
+    def _tree_levels(
+        self, tree: int, splits: dict[int, tuple[int, int]], leaves: dict[int, int]
+    ) -> Iterator[tuple[int, list[int]]]:
+        """(level, open nodes) of a finished tree, from its recorded splits and leaves; ChainLag where a node's
+        record is not served yet."""
+        open_nodes = [1]
+        for level in range(self.params.depth):
+            if not open_nodes:
+                return
+            if any(n not in splits and n not in leaves for n in open_nodes):
+                raise ChainLag(f"tree {tree} level {level}: the splits are not served yet")
+            yield level, open_nodes
+            last = level + 1 == self.params.depth
+            open_nodes = [] if last else sorted(c for n in open_nodes if n in splits for c in (2 * n, 2 * n + 1))
+
+    def _endorsed_levels(
+        self, party: str, tree: int, splits: dict[int, tuple[int, int]], leaves: dict[int, int]
+    ) -> list[dict[int, ref.NodeHistograms]] | None:
+        """``party``'s levels of ``tree`` as this party endorsed them, or None unless every level's endorsed root is
+        the one ``party`` submitted: a party may submit histograms whose quorum came from others, so what this
+        party signed is only used where the chain says it is what counted."""
+        endorsed = [self._endorsed.get((tree, level), {}).get(party) for level in range(self.params.depth)]
+        if endorsed[0] is None:
+            return None
+        roots = self._roots.get(tree)
+        if roots is None or not any(p == party for p, _ in roots):
+            start = self._level_block(tree, 0)
+            roots = {
+                (p, level): r
+                for (p, t, level), r in self.task.submitted_roots(self.task_id, start).items()
+                if t == tree
+            }
+            self._roots = {tree: roots}
+        levels: list[dict[int, ref.NodeHistograms]] = []
+        for level, open_nodes in self._tree_levels(tree, splits, leaves):
+            hists, root = endorsed[level], self._endorsed_roots.get((tree, level), {}).get(party)
+            if hists is None or root is None or roots.get((party, level)) != root or len(hists) != len(open_nodes):
+                return None
+            levels.append(dict(zip(open_nodes, hists, strict=True)))
+        return levels
+
+    def _submitted_levels(
+        self, party: str, tree: int, splits: dict[int, tuple[int, int]], leaves: dict[int, int]
+    ) -> list[dict[int, ref.NodeHistograms]]:
+        """``party``'s levels of ``tree`` from its ``HISTOGRAM_EVENTS`` (ChainLag while not all are served)."""
+        words = self._submitted_words(tree, party)
+        levels: list[dict[int, ref.NodeHistograms]] = []
+        for level, open_nodes in self._tree_levels(tree, splits, leaves):
+            if level not in words:
+                self._submitted.pop(tree, None)  # read the events again next time
+                raise ChainLag(f"tree {tree} level {level}: {party}'s histograms are not served yet")
+            cands = self._tree_candidates(tree, open_nodes)
+            levels.append(dict(zip(open_nodes, _unblock(words[level], cands, self.params.nbins), strict=True)))
+        return levels
 
     def _submitted_words(self, tree: int, party: str) -> dict[int, list[int]]:
         """``party``'s histogram words of a finished tree by level, from the ``HistogramsSubmitted`` events, read

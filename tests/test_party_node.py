@@ -131,3 +131,33 @@ def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:
     assert only_node.parse_args(["node", "--task", "1", "--key", "k", "--data", "d"]).command == "node"
     with pytest.raises(SystemExit):
         only_node.parse_args(["simulate", "--data", "d"])
+
+
+def test_a_carry_uses_the_endorsed_histograms_only_where_the_chain_has_their_roots() -> None:
+    """``_endorsed_levels``: a finished tree's levels as this party endorsed them when every level's endorsed root is
+    the root the party submitted (read once per tree), else None (the events are read instead)."""
+    node = PartyNode.__new__(PartyNode)
+    node.params = TrainParams(depth=2)
+    node.task_id = 1
+    node._level_block = lambda tree, level: 0  # type: ignore[method-assign]
+    reads: list[int] = []
+    chain_roots = {("0xP", 0, 0): b"r0", ("0xP", 0, 1): b"r1", ("0xQ", 0, 0): b"q0"}
+
+    def submitted_roots(task_id: int, start: int) -> dict[tuple[str, int, int], bytes]:
+        reads.append(start)
+        return dict(chain_roots)
+
+    node.task = SimpleNamespace(submitted_roots=submitted_roots)  # type: ignore[assignment]
+    node._roots = {}
+    root_hist, left, right = object(), object(), object()
+    node._endorsed = {(0, 0): {"0xP": [root_hist]}, (0, 1): {"0xP": [left, right]}}  # type: ignore[dict-item]
+    node._endorsed_roots = {(0, 0): {"0xP": b"r0"}, (0, 1): {"0xP": b"r1"}}
+    splits, leaves = {1: (0, 1)}, {2: ONE, 3: -ONE}
+    assert node._endorsed_levels("0xP", 0, splits, leaves) == [{1: root_hist}, {2: left, 3: right}]
+    assert node._endorsed_levels("0xP", 0, splits, leaves) is not None and reads == [0]  # read once per tree
+    node._endorsed_roots[(0, 1)]["0xP"] = b"other"  # the party submitted what others endorsed, not this copy
+    assert node._endorsed_levels("0xP", 0, splits, leaves) is None
+    assert node._endorsed_levels("0xQ", 0, splits, leaves) is None  # nothing endorsed of it
+    with pytest.raises(ChainLag, match="splits are not served yet"):
+        node._endorsed_roots[(0, 1)]["0xP"] = b"r1"
+        node._endorsed_levels("0xP", 0, splits, {2: ONE})  # node 3's leaf not served

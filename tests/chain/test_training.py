@@ -164,6 +164,11 @@ def _train(
         step += 1
     assert step >= 2
     _check_chain_model(fed.task, fed.task_id, cfg, eb)
+    # the submissions' roots read from the events' heads alone are the decoded events' roots
+    submitted = fed.task.client.logs(fed.task.contract, ["HistogramsSubmitted"], fed.task_id)
+    decoded = {(str(e.args["party"]), int(e.args["tree"]), int(e.args["level"])): e.args["root"] for e in submitted}
+    decoded = {k: bytes(v) for k, v in decoded.items()}
+    assert fed.task.submitted_roots(fed.task_id, 0) == decoded and len(decoded) >= step
     for p in fed.parties:
         assert fed.task.contribution(fed.task_id, p.address) == replay.contributions.get(p.address, 0)
     # paid on completion: the parties of the last step are paid, a party silent once forfeits to the requester
