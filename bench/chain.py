@@ -84,9 +84,8 @@ def main() -> int:
             requester=requester,
             workdir=workdir,
             algo=args.algo,
-            # the requester's clock mines an empty block only when none came for a tick: under interval mining the
-            # chain's own blocks must set the pace
-            tick_seconds=args.tick if args.block_time is None else max(args.tick, 2 * args.block_time),
+            tick_seconds=args.tick,
+            block_time=args.block_time,
             timeout_seconds=24 * 3600,
         )
         start = time.perf_counter()

@@ -25,7 +25,7 @@ from fgbdt_chain.deploy.cmd_simulate import (
     prep_config,
     training_params,
 )
-from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target, read_key
+from fgbdt_chain.deploy.deployment import ChainTarget, add_chain_arguments, chain_target, read_key
 from fgbdt_chain.deploy.requester import ChainSetup, run_task
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
@@ -103,6 +103,7 @@ def train(args: argparse.Namespace) -> int:
         reward_wei=int(args.reward * 10**18),
         step_blocks=args.step_blocks,
         tick_seconds=args.tick,
+        block_time=_block_time(target),
         endorse=args.endorse,
         refusal_rate=args.refusal_rate,
         overlap_threshold=args.overlap_threshold,
@@ -123,6 +124,12 @@ def train(args: argparse.Namespace) -> int:
         Path(args.model_out).parent.mkdir(parents=True, exist_ok=True)
         Model.from_json_dict(model).save(args.model_out)
     return 0
+
+
+def _block_time(target: ChainTarget) -> float | None:
+    """The devnet's block interval as ``fgbdt devnet up --block-time`` recorded it (None: a block per transaction)."""
+    value = target.deployment.extra.get("block_time") if target.deployment is not None else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 @contextlib.contextmanager

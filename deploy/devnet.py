@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import signal
@@ -59,17 +60,46 @@ def register(subparsers: Any) -> None:
         p = sub.add_parser(name, help=helptext, description=helptext)
         p.add_argument("--port", type=int, default=DEFAULT_PORT if name == "up" else None, help=port_help)
         p.add_argument("--dir", default=None, help="registry (default: $FGBDT_DEVNET_DIR or the user state dir)")
+        if name == "up":
+            p.add_argument(
+                "--block-time",
+                type=float,
+                default=None,
+                metavar="SECONDS",
+                help="mine a block every this many seconds, as a permissioned network would (default: a block per "
+                "transaction); a task's requester then waits for blocks at twice that pace",
+            )
         p.set_defaults(func=func)
+
+
+CONTRACTS: tuple[str, ...] = ("FGBDTMath", "FGBDTForwarder", "FGBDTChain")
+"""What a devnet deploys (``FGBDTChain`` links its libraries when deployed)."""
+
+
+def contracts_fingerprint(client: ChainClient) -> str:
+    """A hash of the shipped creation code of every contract the devnet deploys, libraries included.
+
+    Why: a devnet's state outlives an upgrade of the package. Contracts deployed by another release may take other
+    calldata (the histogram width, say), and a party of this release would see its transactions revert; so a
+    reloaded chain's contracts are reused only when this fingerprint is the one recorded when they were deployed."""
+    names = set(CONTRACTS)
+    for name in CONTRACTS:
+        names |= set(client.artifacts[name].libraries)
+    digest = hashlib.sha256()
+    for name in sorted(names):
+        digest.update(name.encode() + b"\0" + client.artifacts[name].bytecode.encode() + b"\0")
+    return digest.hexdigest()
 
 
 def _deploy(url: str, deployment: Path) -> dict[str, Any]:
     """Deploy the contracts, or reuse the recorded ones when the (reloaded) chain still holds their code."""
     client = ChainClient.connect(url)
+    fingerprint = contracts_fingerprint(client)
     if deployment.exists():
         info: dict[str, Any] = json.loads(deployment.read_text())
         addresses = info.get("contracts", {})
-        # a deployment from before the forwarder existed is redeployed: its FGBDTChain cannot take relayed requests
-        complete = {"FGBDTMath", "FGBDTForwarder", "FGBDTChain"} <= set(addresses)
+        # contracts of another release (or from before the forwarder existed) are deployed again
+        complete = set(CONTRACTS) <= set(addresses) and info.get("fingerprint") == fingerprint
         if complete and all(len(client.w3.eth.get_code(a)) > 0 for a in addresses.values()):
             info["rpc_url"] = url
             info["reused"] = True
@@ -89,6 +119,7 @@ def _deploy(url: str, deployment: Path) -> dict[str, Any]:
             "FGBDTChain": task.address,
         },
         "reused": False,
+        "fingerprint": fingerprint,
     }
 
 
@@ -114,10 +145,10 @@ def run_up(args: argparse.Namespace) -> int:
     if rpc_ready(files.url):
         raise UserError(f"port {args.port} is already served by another node; pick another with --port")
     try:
-        node = start_anvil(args.port, state=files.state, log=files.log, detach=True)
+        node = start_anvil(args.port, state=files.state, log=files.log, detach=True, block_time=args.block_time)
     except AnvilNotFound as exc:
         raise UserError(str(exc)) from exc
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:
         raise UserError(f"{exc}") from exc
     files.pid.write_text(str(node.process.pid))
     try:
@@ -127,7 +158,7 @@ def run_up(args: argparse.Namespace) -> int:
     except CompileError as exc:
         node.stop()
         raise UserError(f"contracts do not compile: {exc}") from exc
-    info.update({"pid": node.process.pid, "state_file": str(files.state)})
+    info.update({"pid": node.process.pid, "state_file": str(files.state), "block_time": args.block_time})
     files.deployment.write_text(json.dumps(info, indent=2) + "\n")
     _print_up(files, info, already=False)
     return 0

@@ -57,6 +57,9 @@ class ChainSetup:
     reward_wei: int = 10**18
     step_blocks: int = 120
     tick_seconds: float = 0.25
+    block_time: float | None = None
+    """The chain's block interval when it mines on a clock (``fgbdt devnet up --block-time``); None: a block per
+    transaction."""
     endorse: ref.EndorseRuleName = "statistical"
     refusal_rate: float = DEFAULT_REFUSAL_RATE
     overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
@@ -65,6 +68,12 @@ class ChainSetup:
     party_fund_wei: int = 10**20
     timeout_seconds: float = 3600.0
     node_args: list[str] = field(default_factory=list)
+
+    @property
+    def clock_tick(self) -> float:
+        """How long the requester's block clock waits for a block before mining an empty one: ``tick_seconds``, and
+        under interval mining at least two block intervals, so that the chain's own blocks set the pace."""
+        return self.tick_seconds if self.block_time is None else max(self.tick_seconds, 2 * self.block_time)
 
 
 def write_shard(path: Path, data: Dataset) -> None:
@@ -407,7 +416,7 @@ def run_task(prep: Prepared, setup: ChainSetup, progress: Progress | None = None
     start = time.monotonic()
     req.open_task()
     try:
-        with BlockClock(req.client, setup.tick_seconds):
+        with BlockClock(req.client, setup.clock_tick):
             req.launch_parties()
             req.approve_and_start()
             req.follow()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -10,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from fgbdt_chain.deploy.cli import UserError, main
-from fgbdt_chain.deploy.deployment import chain_target, read_key
+from fgbdt_chain.deploy.cmd_train import _block_time
+from fgbdt_chain.deploy.deployment import ChainTarget, Deployment, chain_target, read_key
+from fgbdt_chain.deploy.devnet import contracts_fingerprint
+from fgbdt_chain.deploy.requester import ChainSetup
 from fgbdt_chain.ledger.anvil import HARDFORK, free_port, rpc_ready, start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.compile import EVM_VERSION
@@ -71,6 +75,35 @@ def test_devnet_up_status_down_persists_state(tmp_path: Path, capsys: pytest.Cap
         assert task.state(tid).reward == 12345
     finally:
         args("down")
+    # contracts deployed by another release (another fingerprint of the shipped code) are deployed again
+    stale = json.loads(deployment.read_text())
+    stale["fingerprint"] = "another release"
+    deployment.write_text(json.dumps(stale))
+    try:
+        assert args("up") == 0
+        info = json.loads(deployment.read_text())
+        assert info["reused"] is False and info["contracts"]["FGBDTChain"] != stale["contracts"]["FGBDTChain"]
+        assert info["fingerprint"] == contracts_fingerprint(ChainClient.connect(url)) and info["block_time"] is None
+    finally:
+        args("down")
+
+
+def test_devnet_block_time_is_checked_recorded_and_paces_the_requesters_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``devnet up --block-time``: refused unless a positive number of seconds (before anything starts); recorded in
+    the deployment file, where ``fgbdt train`` reads it so that its block clock waits two block intervals."""
+    port = free_port()
+    for bad in ("0", "-1", "nan"):
+        assert main(["devnet", "up", "--port", str(port), "--dir", str(tmp_path), "--block-time", bad]) != 0
+        assert "block time must be a positive number" in capsys.readouterr().err
+    assert not rpc_ready(f"http://127.0.0.1:{port}")
+    dep = Deployment(tmp_path / "d.json", {"FGBDTChain": "0x" + "11" * 20}, extra={"block_time": 1.5})
+    assert _block_time(ChainTarget("http://x", "0x" + "11" * 20, dep)) == 1.5
+    assert _block_time(ChainTarget("http://x", "0x" + "11" * 20, None)) is None
+    setup = ChainSetup(rpc="http://x", contract="0x", requester=None, workdir=tmp_path, tick_seconds=0.25)  # type: ignore[arg-type]
+    assert setup.clock_tick == 0.25
+    assert dataclasses.replace(setup, block_time=1.5).clock_tick == 3.0
 
 
 def test_anvil_runs_the_contracts_hardfork() -> None:
