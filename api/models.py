@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from fgbdt_chain.ledger.edges import EdgesFormatError, decode_edges
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, ONE, from_fixed, to_fixed
 from fgbdt_chain.ledger.task_params import (
     DEFAULT_DELTA,
@@ -183,9 +184,20 @@ class JoinRequest(Signed):
 class StartRequest(Signed):
     """Start training, publishing the encoded common bin edges (``ledger.edges.encode_edges``)."""
 
-    model_config = ConfigDict(json_schema_extra={"example": {"bin_edges": "0x4647424501...", "auth": None}})
+    model_config = ConfigDict(json_schema_extra={"example": {"bin_edges": "0x4647424502...", "auth": None}})
 
-    bin_edges: Hex = Field(min_length=4, description="Encoded bin edges, hex.")
+    bin_edges: Hex = Field(min_length=4, description="Encoded bin edges, hex (``ledger.edges``, version 2).")
+
+    @field_validator("bin_edges")
+    @classmethod
+    def _readable(cls, value: str) -> str:
+        """Refused before any transaction: a task started with edges the parties cannot decode (another version, a
+        histogram width that is not the edges') could never train, and a started task cannot be cancelled."""
+        try:
+            decode_edges(bytes.fromhex(value[2:]))
+        except EdgesFormatError as exc:
+            raise ValueError(f"not readable bin edges: {exc}") from exc
+        return value
 
 
 class EmptySigned(Signed):

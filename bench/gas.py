@@ -25,6 +25,7 @@ from eth_account.signers.local import LocalAccount
 from fgbdt_chain.ledger.anvil import start_anvil
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import MathContract, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.edges import encode_edges
 from fgbdt_chain.ledger.federation import LevelOutcome, RowSource, run_level
 from fgbdt_chain.ledger.reference import ONE
 
@@ -46,7 +47,8 @@ def open_task(
     for p in parties:
         task.join(p, tid, b"psd", "http://x")
         task.approve(requester, tid, p.address)
-    task.start(requester, tid, b"edges")
+    # edges whose features use every bin: the task's histograms are bins + 1 slots wide, as the rows here are
+    task.start(requester, tid, encode_edges([[(i + 1) / cfg.bins for i in range(cfg.bins - 1)]] * 8))
     return tid, parties, requester, resolver
 
 

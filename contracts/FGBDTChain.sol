@@ -133,6 +133,8 @@ contract FGBDTChain is ERC2771Context {
     /// @notice Upper bound on tree depth (a level's open nodes fit one 256-bit mask).
     uint256 public constant MAX_DEPTH = FGBDTConfigLib.MAX_DEPTH;
     int256 private constant ONE = 1e18;
+    /// @dev The bin edges' magic and format version (`ledger/edges.py`): "FGBE", 2.
+    bytes5 private constant EDGES_V2 = 0x4647424502;
 
     // ------------------------------------------------------------------ storage
 
@@ -354,7 +356,8 @@ contract FGBDTChain is ERC2771Context {
     ///         edges every party must use.
     /// @dev The edges are derived from the parties' noisy sketches (published with their PSDs), so they can only be
     ///      fixed here: with no hash given at creation this call fixes it, otherwise the edges must match it. The
-    ///      encoding's header (bytes 9-10, `ledger/edges.py`) names the histogram slots per candidate: the missing
+    ///      encoding's header (magic "FGBE", version 2; bytes 9-10, `ledger/edges.py`) names the histogram slots per
+    ///      candidate: the missing
     ///      slot plus the most value bins any feature has, at most `bins + 1`. Histograms are that wide, not
     ///      `bins + 1`: slots above every feature's top bin hold no row on any data, and carrying them cost gas and
     ///      calldata in every submission and resolution. The parties refuse an encoding whose header is not the
@@ -368,12 +371,19 @@ contract FGBDTChain is ERC2771Context {
             revert NotEnoughParties(taskId, t.parties.length, t.cfg.minParties);
         }
         bytes32 edgesHash = keccak256(binEdges);
-        if (binEdges.length < 11 || (t.binEdgesHash != bytes32(0) && edgesHash != t.binEdgesHash)) {
+        if (
+            binEdges.length < 11 ||
+            bytes5(binEdges[0:5]) != EDGES_V2 ||
+            (t.binEdgesHash != bytes32(0) && edgesHash != t.binEdgesHash)
+        ) {
             revert BinEdgesMismatch(taskId, t.binEdgesHash, edgesHash);
         }
-        uint256 slots = uint16(bytes2(binEdges[9:11]));
-        if (slots < 3 || slots > uint256(t.cfg.bins) + 1) revert FGBDTConfigLib.InvalidConfig("slots");
-        t.slots = uint16(slots);
+        uint16 slots = uint16(bytes2(binEdges[9:11]));
+        // unchecked: a uint16 plus one in 256 bits cannot overflow
+        unchecked {
+            if (slots < 3 || slots > uint256(t.cfg.bins) + 1) revert FGBDTConfigLib.InvalidConfig("slots");
+        }
+        t.slots = slots;
         t.binEdgesHash = edgesHash;
         t.status = Status.Training;
         emit BinEdgesFixed(taskId, edgesHash, binEdges);

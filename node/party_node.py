@@ -38,6 +38,7 @@ from fgbdt_chain.ledger.contracts import (
     TaskState,
     submitted_words,
 )
+from fgbdt_chain.ledger.edges import EdgesFormatError
 from fgbdt_chain.ledger.encoding import (
     block_histograms,
     endorsement_digest,
@@ -379,7 +380,12 @@ class PartyNode:
 
     def _prepare(self) -> None:
         """Bin with the published edges and build the distribution weights from every party's PSD."""
-        edges = task_edges(self.task, self.task_id)
+        try:
+            edges = task_edges(self.task, self.task_id)
+        except EdgesFormatError as exc:
+            raise NodeError(
+                f"task {self.task_id}'s published bin edges are not readable ({exc}): not training"
+            ) from exc
         self.params = self.params.fitted(edges)  # histograms as wide as the edges need, as the contract takes them
         self.parties = self.task.parties(self.task_id)
         self.index = self.parties.index(self.address)
@@ -1127,7 +1133,8 @@ class PartyNode:
         if endorsed[0] is None:
             return None
         roots = self._roots.get(tree)
-        if roots is None or not any(p == party for p, _ in roots):
+        levels_known = {level for p, level in roots or {} if p == party}
+        if roots is None or any(e is not None and level not in levels_known for level, e in enumerate(endorsed)):
             start = self._level_block(tree, 0)
             roots = {
                 (p, level): r

@@ -153,8 +153,11 @@ def test_a_carry_uses_the_endorsed_histograms_only_where_the_chain_has_their_roo
     node._endorsed = {(0, 0): {"0xP": [root_hist]}, (0, 1): {"0xP": [left, right]}}  # type: ignore[dict-item]
     node._endorsed_roots = {(0, 0): {"0xP": b"r0"}, (0, 1): {"0xP": b"r1"}}
     splits, leaves = {1: (0, 1)}, {2: ONE, 3: -ONE}
+    late = chain_roots.pop(("0xP", 0, 1))  # level 1's submission not served yet: the events are read instead
+    assert node._endorsed_levels("0xP", 0, splits, leaves) is None and len(reads) == 1
+    chain_roots[("0xP", 0, 1)] = late  # served now: read again, once
     assert node._endorsed_levels("0xP", 0, splits, leaves) == [{1: root_hist}, {2: left, 3: right}]
-    assert node._endorsed_levels("0xP", 0, splits, leaves) is not None and reads == [0]  # read once per tree
+    assert node._endorsed_levels("0xP", 0, splits, leaves) is not None and len(reads) == 2
     node._endorsed_roots[(0, 1)]["0xP"] = b"other"  # the party submitted what others endorsed, not this copy
     assert node._endorsed_levels("0xP", 0, splits, leaves) is None
     assert node._endorsed_levels("0xQ", 0, splits, leaves) is None  # nothing endorsed of it

@@ -127,6 +127,11 @@ def test_create_fund_join_approve_refuse_start(
     members = {q["address"]: q for q in api.get(f"/v1/tasks/{tid}").json()["members"]}
     assert [members[p.address]["status"] for p in parties] == ["approved", "approved", "refused"]
     assert members[parties[1].address]["index"] == 1
+    # edges the parties could not decode (the format before the slots header): 422 before anything is relayed
+    v1 = EDGES[:4] + b"\x01" + EDGES[5:]
+    v1_auth = signer.auth(requester, "start", tid, v1)
+    r = api.post(f"/v1/tasks/{tid}/start", json={"bin_edges": "0x" + v1.hex(), "auth": v1_auth})
+    assert "unsupported bin-edges version 1" in str(_error(r, 422))
     # a non-requester cannot start
     bad = signer.auth(parties[0], "start", tid, EDGES)
     _error(api.post(f"/v1/tasks/{tid}/start", json={"bin_edges": "0x" + EDGES.hex(), "auth": bad}), 403)

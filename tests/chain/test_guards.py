@@ -59,7 +59,11 @@ def test_membership_guards(chain: ChainClient, task_contract: TaskContract) -> N
     low = bytearray(EDGES)
     low[SLOTS_OFFSET : SLOTS_OFFSET + 2] = (2).to_bytes(2, "big")
     reverts("InvalidConfig", t.start, req, tid, bytes(low))
-    t.start(req, tid, EDGES)
+    v1 = EDGES[:4] + b"\x01" + EDGES[5:]  # the format before the header named the slots: bytes 9-10 mean else
+    reverts("BinEdgesMismatch", t.start, req, tid, v1)
+    reverts("BinEdgesMismatch", t.start, req, tid, b"XXXX" + EDGES[4:])
+    t.start(req, tid, edges_for(2))  # 3 slots, the fewest: every feature with one cut
+    assert t.state(tid).status == Status.TRAINING
     reverts("NotMember", t.submit_votes, stranger, tid, 0, 0, [0])
     reverts("NotApproved", t.submit_votes, refused, tid, 0, 0, [0])
     reverts("WrongStatus", t.join, stranger, tid, b"psd", "http://s")

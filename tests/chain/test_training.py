@@ -299,12 +299,14 @@ def test_node_records_are_kept_for_the_last_two_trees(anvil_client: ChainClient)
     assert (fed.task.node(fed.task_id, 2, 1).tree, fed.task.node(fed.task_id, 3, 1).tree) == (2, 3)
 
 
-def test_a_root_leaf_counts_its_rows_after_its_record_is_gone(anvil_client: ChainClient) -> None:
+@pytest.mark.parametrize("edge_bins", [4, 2])
+def test_a_root_leaf_counts_its_rows_after_its_record_is_gone(anvil_client: ChainClient, edge_bins: int) -> None:
     """No root can split (min_rows above every party's rows together): each tree is one leaf, whose row count the
-    model takes from the contract's root record while it is kept, and from the accepted level-0 histograms after."""
+    model takes from the contract's root record while it is kept, and from the accepted level-0 histograms after,
+    read at the task's histogram width (4 bins' edges: 5 slots; 2 bins' edges in a task of 4 bins: 3)."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
     cfg = TaskConfig(trees=3, depth=1, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=10**6, step_blocks=5)
-    _, fed = _train(anvil_client, task, cfg, 3, seed=12, silent={}, rows_per_party=40)
+    _, fed = _train(anvil_client, task, cfg, 3, seed=12, silent={}, rows_per_party=40, edge_bins=edge_bins)
     assert fed.task.node(fed.task_id, 0, 1).kind == 0  # tree 0's root slot was reopened by tree 2
     model = model_from_chain(task, fed.task_id)
     assert [sorted(t.nodes) for t in model.trees] == [[1], [1], [1]]
