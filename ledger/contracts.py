@@ -19,7 +19,8 @@ from web3.contract import Contract
 from fgbdt_chain.ledger.client import ChainClient, TxResult
 from fgbdt_chain.ledger.encoding import (
     endorsement_digest,
-    merkle_proof,
+    layers_proof,
+    merkle_layers,
     merkle_root,
     node_block,
     node_hash,
@@ -472,19 +473,19 @@ def resolution_calldata(
     """(g, h, n, proofs) of ``resolveNode`` for each of ``nodes``, concatenated node-major as ``resolveNodes``
     takes them: per node, every submitting party's two candidate histograms and its Merkle proof for that node."""
     position = {nd: i for i, nd in enumerate(open_nodes)}
-    hashes = [[node_hash(x) for x in party_hists] for party_hists in level_hists]
+    trees = [merkle_layers([node_hash(x) for x in party_hists]) for party_hists in level_hists]
     g: list[int] = []
     h: list[int] = []
     n: list[int] = []
     proofs: list[bytes] = []
     for node in nodes:
         idx = position[node]
-        for party_hists, leaves in zip(level_hists, hashes, strict=True):
+        for party_hists, layers in zip(level_hists, trees, strict=True):
             hist = party_hists[idx]
             for src, dst in ((hist.g, g), (hist.h, h), (hist.n, n)):
                 for row in src:
                     dst.extend(row)
-            proofs.extend(merkle_proof(leaves, idx))
+            proofs.extend(layers_proof(layers, idx))
     return g, h, n, proofs
 
 

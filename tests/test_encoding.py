@@ -1,0 +1,56 @@
+"""Merkle commitments of a level's histograms: every proof, built from the tree's layers once, leads from its leaf to
+the root the contract stores, for any number of open nodes (padding included), and a resolution's proofs are each
+submitter's proof of that node."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from eth_utils import keccak
+
+from fgbdt_chain.ledger.contracts import resolution_calldata
+from fgbdt_chain.ledger.encoding import layers_proof, merkle_layers, merkle_proof, merkle_root, node_hash
+from fgbdt_chain.ledger.reference import NodeHistograms
+
+
+def _climb(leaf: bytes, index: int, proof: list[bytes]) -> bytes:
+    """What ``FGBDTCommitLib.verifyAndAggregate`` computes from a leaf and its proof."""
+    for sibling in proof:
+        leaf = keccak(sibling + leaf) if index & 1 else keccak(leaf + sibling)
+        index >>= 1
+    return leaf
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 8, 13, 17, 32])
+def test_every_proof_climbs_to_the_root(count: int) -> None:
+    leaves = [keccak(bytes([i, count])) for i in range(count)]
+    root, layers = merkle_root(leaves), merkle_layers(leaves)
+    for i, leaf in enumerate(leaves):
+        proof = layers_proof(layers, i)
+        assert proof == merkle_proof(leaves, i)
+        assert len(proof) == (count - 1).bit_length()
+        assert _climb(leaf, i, proof) == root
+
+
+def test_a_resolutions_proofs_are_each_submitters_proofs_of_its_nodes() -> None:
+    rng = random.Random(3)
+
+    def hist() -> NodeHistograms:
+        def rows() -> tuple[tuple[int, ...], tuple[int, ...]]:
+            return tuple(rng.randrange(-9, 9) for _ in range(3)), tuple(rng.randrange(-9, 9) for _ in range(3))
+
+        return NodeHistograms((0, 1), rows(), rows(), rows())
+
+    open_nodes = [8, 9, 10, 12, 13]
+    level = [[hist() for _ in open_nodes] for _ in range(3)]
+    nodes = [13, 9]
+    _, _, _, proofs = resolution_calldata(nodes, open_nodes, level)
+    depth = (len(open_nodes) - 1).bit_length()
+    assert len(proofs) == len(nodes) * len(level) * depth
+    for k, node in enumerate(nodes):
+        idx = open_nodes.index(node)
+        for p, party in enumerate(level):
+            proof = proofs[(k * len(level) + p) * depth : (k * len(level) + p + 1) * depth]
+            root = merkle_root([node_hash(h) for h in party])
+            assert _climb(node_hash(party[idx]), idx, proof) == root
