@@ -52,8 +52,8 @@ def words(values: Sequence[int]) -> bytes:
 
 @lru_cache(maxsize=65536)
 def node_hash(hist: NodeHistograms) -> bytes:
-    """keccak256 of a node block: what a party commits to per node (memoised: resolvers hash every node of every
-    party again for each node's Merkle proof)."""
+    """keccak256 of a node block: what a party commits to per node (memoised: a party hashes the same histograms when
+    it endorses them, when they are submitted and when it resolves the level)."""
     return keccak(words(node_block(hist)))
 
 
