@@ -129,6 +129,20 @@ class LevelContext:
     from_events: bool = False
     """Resolve with the submissions read from the chain's events, not with the histograms this party endorsed (set
     once a resolution from those failed: a party submitted other histograms, or fewer parties submitted)."""
+    fixed_block: int | None = None
+    """The block whose transaction fixed the level's candidates, once known (``candidates_block``)."""
+
+
+def candidates_block(st: TaskState, step_blocks: int) -> int | None:
+    """The block where the current level's candidates were fixed, from the task state alone; None before they are.
+
+    Why it is exact: the transaction that fixes them (the vote that completes the ballots, ``closeVoting``, or, in a
+    drawn tree, the one that opens the level) also sets the histogram step's deadline to its block plus
+    ``stepBlocks``. So the candidates' events are read from that one block, where finding it took a block-number
+    request and a scan of the level's ``LevelStarted`` events on every party's path into the histogram step."""
+    if st.status != Status.TRAINING or st.phase != Phase.HISTOGRAMS:
+        return None
+    return st.step_deadline - step_blocks
 
 
 RULE_ERRORS = frozenset(
@@ -489,8 +503,9 @@ class PartyNode:
         if not ctx.candidates:
             with self.timed("chain reads"):
                 found: dict[int, tuple[int, int]] = {}
-                start = self._level_block(ctx.tree, ctx.level)
-                for ev in self.task.client.logs(self.task.contract, ["CandidatesFixed"], self.task_id, start):
+                start = self._level_block(ctx.tree, ctx.level) if ctx.fixed_block is None else ctx.fixed_block
+                end: int | str = "latest" if ctx.fixed_block is None else ctx.fixed_block
+                for ev in self.task.client.logs(self.task.contract, ["CandidatesFixed"], self.task_id, start, end):
                     if int(ev.args["tree"]) == ctx.tree:
                         found[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
                 if all(n in found for n in ctx.open_nodes):
@@ -660,6 +675,7 @@ class PartyNode:
             if st.level == 0:
                 self._prefetch_carries(st.tree)
         elif st.phase == Phase.HISTOGRAMS:
+            ctx.fixed_block = candidates_block(st, self.cfg.step_blocks)
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
             voted = (drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
             done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
@@ -1021,6 +1037,7 @@ class PartyNode:
             ctx = self.context(tree, level, st.open_nodes())
         except ChainLag as exc:
             return 409, {"detail": str(exc)}
+        ctx.fixed_block = candidates_block(st, self.cfg.step_blocks)
         cands = self.candidates(ctx)
         nb = self.params.nbins
         try:

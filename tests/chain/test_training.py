@@ -24,10 +24,11 @@ from fgbdt_chain.ledger.audit import audit_events, read_task
 from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.compile import Artifact
-from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.edges import decode_edges
 from fgbdt_chain.ledger.federation import run_level
 from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.node.party_node import candidates_block
 
 pytestmark = pytest.mark.chain
 
@@ -329,3 +330,25 @@ def test_the_audit_of_a_task_in_training_reads_the_current_trees_records(anvil_c
     assert (st.tree, st.level) == (2, 0) and task.node(fed.task_id, 0, 1).kind == 0
     audit = audit_events(read_task(anvil_client, task.address, fed.task_id))
     assert audit.ok and not audit.completed, audit.first_mismatch
+
+
+@pytest.mark.parametrize("voted_trees", [1, 0])
+def test_the_candidates_are_fixed_in_the_block_the_state_names(anvil_client: ChainClient, voted_trees: int) -> None:
+    """``party_node.candidates_block``: in the histogram step, the candidates' events are in the block of the step's
+    deadline minus ``stepBlocks``, whether the last vote fixed them (a voted tree) or the level's opening (drawn)."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    cfg = TaskConfig(trees=1, depth=2, bins=3, voted_trees=voted_trees, min_parties=3, max_parties=3, step_blocks=9)
+    fed = open_task(anvil_client, task, cfg, 3)
+    assert candidates_block(task.state(fed.task_id), cfg.step_blocks) == (
+        None if voted_trees else fed.task.client.block_number
+    )
+    if voted_trees:
+        anvil_client.mine(2)  # the votes come some blocks after the level opened
+        for p in fed.parties:
+            task.submit_votes(p, fed.task_id, 0, 0, [1])
+    st = task.state(fed.task_id)
+    block = candidates_block(st, cfg.step_blocks)
+    assert block is not None and st.phase == Phase.HISTOGRAMS
+    fixed = task.client.logs(task.contract, ["CandidatesFixed"], fed.task_id, block, block)
+    assert [int(e.args["node"]) for e in fixed] == st.open_nodes() == [1]
+    assert [e.block_number for e in task.client.logs(task.contract, ["CandidatesFixed"], fed.task_id)] == [block]
