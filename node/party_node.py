@@ -568,6 +568,11 @@ class PartyNode:
             self._follow()
         finally:  # also when stopped (SIGTERM): the time split of a partial run is a measurement too
             self.log(f"time split: {self.time_split()}")
+            sent = sorted(self.task.client.outcomes().items())
+            self.log(
+                "transactions (ok/failed/out of gas): "
+                + ", ".join(f"{f} {ok}/{bad}/{short}" for f, (ok, bad, short) in sent)
+            )
 
     def _follow(self) -> None:
         """Step whenever a new block arrives (and at least once a second) until the task completes."""

@@ -159,3 +159,10 @@ def test_known_functions_are_sent_without_a_second_execution(anvil_client: Chain
     tid3, _ = task.create_task(requester, TaskConfig(), [0], [ONE], reward=1)
     assert tid3 == tid2 + 1 and methods.count("eth_estimateGas") == 1
     assert methods.count("eth_sendRawTransactionSync") == 2  # the short guess, then the estimate
+    # a limit that ran out is not a revert: the function keeps its guesses (no dry run next time), now from the
+    # retry's receipt, and the shortfall is counted apart
+    assert client.outcomes()["createTask"] == (3, 0, 1)
+    methods.clear()
+    tid4, _ = task.create_task(requester, TaskConfig(), [0], [ONE], reward=1)
+    assert tid4 == tid3 + 1 and "eth_estimateGas" not in methods and methods.count("eth_sendRawTransactionSync") == 1
+    assert client.outcomes()["fund"][1:] == (2, 0)  # the revert above: mined failed, then its naming estimate
