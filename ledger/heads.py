@@ -9,8 +9,10 @@ retried in the background (a chain outage), polling meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -110,7 +112,9 @@ class NewHeads:
                     self._resubscribed = True  # blocks may have gone by unannounced: the next one counts
                     self._set(live=True)
                     pause = RECONNECT_SECONDS[0]
+                    quick_ack(sock.socket)
                     for message in sock:
+                        quick_ack(sock.socket)
                         number, bloom = _head_of(message)
                         if number is not None:
                             relevant = self._resubscribed or bloom is None or self._matches(bloom)
@@ -135,6 +139,22 @@ class NewHeads:
             if number is not None and relevant and number > self.relevant:
                 self.relevant = number
             self._changed.notify_all()
+
+
+def quick_ack(sock: socket.socket) -> None:
+    """Acknowledge what arrives on ``sock`` at once (Linux ``TCP_QUICKACK``; the kernel drops back to delayed
+    acknowledgements on its own, so it is set again after every message). Elsewhere nothing.
+
+    Why: blocks come a few milliseconds apart, and anvil's WebSocket writes them with Nagle's algorithm on, which
+    holds a notification back until the previous one is acknowledged, while the receiving kernel delays that
+    acknowledgement by up to 40 ms. Measured with every party's steps timed (20 trees of depth 6): a party saw the
+    block that closed a step 38 ms (median) after it was mined, on every level twice; with quick acknowledgements,
+    1 ms, and the run took 12 s instead of 19-20 s."""
+    option = getattr(socket, "TCP_QUICKACK", None)
+    if option is None:
+        return
+    with contextlib.suppress(OSError):  # a closed socket, or one that is not TCP: nothing to acknowledge
+        sock.setsockopt(socket.IPPROTO_TCP, option, 1)
 
 
 def _head_number(message: str | bytes) -> int | None:

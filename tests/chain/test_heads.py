@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
 
 from fgbdt_chain.ledger.anvil import Anvil, free_port
 from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.heads import NewHeads, ws_url
+from fgbdt_chain.ledger.heads import NewHeads, quick_ack, ws_url
 
 
 def _until_live(heads: NewHeads, seconds: float = 10.0) -> None:
@@ -93,3 +94,22 @@ def test_the_bloom_check_agrees_with_eth_bloom_and_marks_relevant_heads() -> Non
     finally:
         heads.close()
     assert _head_of('{"params":{"result":{"number":"0x7"}}}') == (7, None)  # no bloom: the block counts
+
+
+def test_quick_ack_acknowledges_at_once_and_leaves_other_sockets_alone() -> None:
+    """``heads.quick_ack``: Linux's ``TCP_QUICKACK`` on a TCP socket (the kernel clears it by itself, so the
+    subscription sets it after every message); a socket that is not TCP, or a platform without the option, is left as
+    it is rather than failing the subscription."""
+    tcp = socket.socket()
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        option = getattr(socket, "TCP_QUICKACK", None)
+        if option is not None:
+            tcp.setsockopt(socket.IPPROTO_TCP, option, 0)
+            quick_ack(tcp)
+            assert tcp.getsockopt(socket.IPPROTO_TCP, option) == 1
+        quick_ack(udp)  # no TCP options on UDP: ignored
+    finally:
+        tcp.close()
+        udp.close()
+    quick_ack(tcp)  # closed: ignored
