@@ -42,7 +42,11 @@ def create_app(node: PartyNode) -> FastAPI:
         return {"task": node.task_id, "party": node.address, "index": node.index, "training": node.party is not None}
 
     @app.post("/v1/endorse", response_model=EndorseResponse, responses={403: {}, 409: {}, 422: {}})
-    def endorse(req: EndorseRequest) -> JSONResponse:
+    async def endorse(req: EndorseRequest) -> JSONResponse:
+        # Run on the server's event loop, not handed to a worker thread: the check takes about a millisecond
+        # (median) while an asker's round trip took nine, and the three askers of a level are served one after
+        # another either way (they share the interpreter lock and this node's lock). Measured on chain, 50 trees of
+        # depth 6: a level in 53 ms against 56.
         try:
             status, body = node.endorse(req.model_dump())
         except Exception as exc:  # the chain may be down: the requester retries later
