@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import numpy as np
 from eth_account.signers.local import LocalAccount
+from web3.exceptions import Web3RPCError
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.chain_model import ModelNotReady, task_edges
@@ -503,9 +504,7 @@ class PartyNode:
         if not ctx.candidates:
             with self.timed("chain reads"):
                 found: dict[int, tuple[int, int]] = {}
-                start = self._level_block(ctx.tree, ctx.level) if ctx.fixed_block is None else ctx.fixed_block
-                end: int | str = "latest" if ctx.fixed_block is None else ctx.fixed_block
-                for ev in self.task.client.logs(self.task.contract, ["CandidatesFixed"], self.task_id, start, end):
+                for ev in self._candidate_events(ctx):
                     if int(ev.args["tree"]) == ctx.tree:
                         found[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
                 if all(n in found for n in ctx.open_nodes):
@@ -519,6 +518,21 @@ class PartyNode:
                 self._candidates = {t: c for t, c in self._candidates.items() if t >= ctx.tree - 1}
                 self._candidates.setdefault(ctx.tree, {}).update(zip(ctx.open_nodes, ctx.candidates, strict=True))
         return ctx.candidates
+
+    def _candidate_events(self, ctx: LevelContext) -> list[Event]:
+        """The level's ``CandidatesFixed`` events: from the one block the task state names where it is known
+        (``candidates_block``), else from the level's start. The state can be ahead of the node's log index (anvil
+        answered a query of the block its state had just mined with "block height is N but requested was N + 1"):
+        then none, and the caller reads the node records instead."""
+        if ctx.fixed_block is None:
+            start = self._level_block(ctx.tree, ctx.level)
+            return self.task.client.logs(self.task.contract, ["CandidatesFixed"], self.task_id, start)
+        try:
+            return self.task.client.logs(
+                self.task.contract, ["CandidatesFixed"], self.task_id, ctx.fixed_block, ctx.fixed_block
+            )
+        except Web3RPCError:
+            return []
 
     def my_histograms(self, ctx: LevelContext) -> list[ref.NodeHistograms]:
         """This party's histograms of the level's open nodes: exact sums of its rows' fixed-point values, with its

@@ -3,11 +3,14 @@ the reading of a resolution revert that means the node's events lag its state.""
 
 from __future__ import annotations
 
+import threading
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
+from web3.exceptions import Web3RPCError
 
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.reference import ONE
@@ -15,6 +18,7 @@ from fgbdt_chain.ledger.tx_size import resolution_batches
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.party_node import (
     ChainLag,
+    LevelContext,
     NodeError,
     NodeSettings,
     PartyNode,
@@ -164,3 +168,32 @@ def test_a_carry_uses_the_endorsed_histograms_only_where_the_chain_has_their_roo
     with pytest.raises(ChainLag, match="splits are not served yet"):
         node._endorsed_roots[(0, 1)]["0xP"] = b"r1"
         node._endorsed_levels("0xP", 0, splits, {2: ONE})  # node 3's leaf not served
+
+
+def test_candidates_come_from_the_named_block_or_the_records_when_its_logs_lag() -> None:
+    """``candidates``: the ``CandidatesFixed`` events of the block ``candidates_block`` names; where the node's log
+    index is behind the state that named it (anvil: "block height is N but requested was N + 1"), the node records,
+    which the state already holds."""
+    node = PartyNode.__new__(PartyNode)
+    node.task_id, node.seconds, node.lock, node._candidates = 1, {}, threading.Lock(), {}
+    asked: list[tuple[Any, ...]] = []
+
+    def logs(contract: object, names: list[str], task_id: int, start: int, end: int | str = "latest") -> list[Any]:
+        asked.append((start, end))
+        if start > 7:
+            raise Web3RPCError("BlockOutOfRangeError: block height is 7 but requested was 8")
+        return [SimpleNamespace(args={"tree": 3, "node": n, "first": n, "second": 9}) for n in (2, 3)]
+
+    def call_many(contract: object, fn: str, calls: list[tuple[int, int, int]]) -> list[tuple[int, ...]]:
+        assert fn == "getNode"
+        return [(1, 5, 6, 0, 0, 3, 0, 0, 0, 0) for _ in calls]
+
+    node.task = SimpleNamespace(contract=None, client=SimpleNamespace(logs=logs, call_many=call_many))  # type: ignore[assignment]
+
+    def ctx(block: int) -> LevelContext:
+        empty = np.zeros(0)
+        return LevelContext(3, 1, [2, 3], empty.astype(np.int64), empty, empty, empty, fixed_block=block)
+
+    assert node.candidates(ctx(7)) == [(2, 9), (3, 9)] and asked == [(7, 7)]  # the one block, its events
+    assert node.candidates(ctx(8)) == [(5, 6), (5, 6)]  # not served yet: the records
+    assert node._candidates[3] == {2: (5, 6), 3: (5, 6)}
