@@ -299,7 +299,6 @@ class _Auditor:
         self.cfg = cfg
         self.params = ref.Params(cfg["lambda"], cfg["learningRate"], cfg["minRows"], cfg["alpha"], cfg["hessianMode"])
         self.depth, self.trees = cfg["depth"], cfg["trees"]
-        self.nbins = cfg["bins"] + 1  # until the edges name the histogram width (_check_hashes)
         self.tie_break = cfg["tieBreak"]
         self.objective = cfg["objective"]
         self.bounds = bounds_of(cfg["objective"], cfg.get("epsilon", 0))

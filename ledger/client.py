@@ -117,11 +117,11 @@ class ChainClient:
         self._sync_send: bool | None = None
         """Whether the node offers ``eth_sendRawTransactionSync`` (None: not tried yet)."""
         self._gas_seen: dict[str, tuple[int, float]] = {}
+        """Per function: the most gas a successful transaction used, and the most per calldata byte."""
         self._outcomes: dict[str, tuple[int, int]] = {}
+        """Per function: transactions that succeeded, and those that reverted (at the estimate or in a block)."""
         self._short: dict[str, int] = {}
         """Per function, transactions mined out of gas (and sent again)."""
-        """Per function: transactions that succeeded, and those that reverted (at the estimate or in a block)."""
-        """Per function: the most gas a successful transaction used, and the most per calldata byte."""
         self.chain_id: int = int(w3.eth.chain_id)
 
     # -------------------------------------------------------------- construction

@@ -296,8 +296,6 @@ class PartyNode:
         self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
-        self._endorsed_roots: dict[tuple[int, int], dict[str, bytes]] = {}
-        """The commitment root of each of ``_endorsed``'s histograms (what this party signed)."""
         self._roots: dict[int, dict[tuple[str, int], bytes]] = {}
         """Per finished tree, every submission's root by (party, level), read once from the events' heads."""
         self._submitted: dict[int, dict[tuple[str, int], list[int]]] = {}
@@ -1099,9 +1097,7 @@ class PartyNode:
         root = merkle_root([node_hash(h) for h in hists])
         with self.lock:
             self._endorsed = {k: v for k, v in self._endorsed.items() if k[0] >= tree - 1}
-            self._endorsed_roots = {k: v for k, v in self._endorsed_roots.items() if k[0] >= tree - 1}
             self._endorsed.setdefault((tree, level), {})[party] = hists
-            self._endorsed_roots.setdefault((tree, level), {})[party] = root
         digest = endorsement_digest(
             self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root, verdict.credit
         )
@@ -1180,8 +1176,10 @@ class PartyNode:
             self._roots = {tree: roots}
         levels: list[dict[int, ref.NodeHistograms]] = []
         for level, open_nodes in self._tree_levels(tree, splits, leaves):
-            hists, root = endorsed[level], self._endorsed_roots.get((tree, level), {}).get(party)
-            if hists is None or root is None or roots.get((party, level)) != root or len(hists) != len(open_nodes):
+            hists = endorsed[level]
+            if hists is None or len(hists) != len(open_nodes):
+                return None
+            if roots.get((party, level)) != merkle_root([node_hash(h) for h in hists]):  # what this party signed
                 return None
             levels.append(dict(zip(open_nodes, hists, strict=True)))
         return levels

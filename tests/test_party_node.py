@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from web3.exceptions import Web3RPCError
 
+from fgbdt_chain.ledger.encoding import merkle_root, node_hash
 from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 from fgbdt_chain.ledger.tx_size import resolution_batches
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.party_node import (
@@ -145,7 +146,9 @@ def test_a_carry_uses_the_endorsed_histograms_only_where_the_chain_has_their_roo
     node.task_id = 1
     node._level_block = lambda tree, level: 0  # type: ignore[method-assign]
     reads: list[int] = []
-    chain_roots = {("0xP", 0, 0): b"r0", ("0xP", 0, 1): b"r1", ("0xQ", 0, 0): b"q0"}
+    root_hist, left, right = (NodeHistograms((0, 1), ((k, 0), (k, 0)), ((0, 0),) * 2, ((1, 0),) * 2) for k in range(3))
+    r0, r1 = merkle_root([node_hash(root_hist)]), merkle_root([node_hash(left), node_hash(right)])
+    chain_roots = {("0xP", 0, 0): r0, ("0xP", 0, 1): r1, ("0xQ", 0, 0): b"q0"}
 
     def submitted_roots(task_id: int, start: int) -> dict[tuple[str, int, int], bytes]:
         reads.append(start)
@@ -153,20 +156,19 @@ def test_a_carry_uses_the_endorsed_histograms_only_where_the_chain_has_their_roo
 
     node.task = SimpleNamespace(submitted_roots=submitted_roots)  # type: ignore[assignment]
     node._roots = {}
-    root_hist, left, right = object(), object(), object()
-    node._endorsed = {(0, 0): {"0xP": [root_hist]}, (0, 1): {"0xP": [left, right]}}  # type: ignore[dict-item]
-    node._endorsed_roots = {(0, 0): {"0xP": b"r0"}, (0, 1): {"0xP": b"r1"}}
+    node._endorsed = {(0, 0): {"0xP": [root_hist]}, (0, 1): {"0xP": [left, right]}}
     splits, leaves = {1: (0, 1)}, {2: ONE, 3: -ONE}
     late = chain_roots.pop(("0xP", 0, 1))  # level 1's submission not served yet: the events are read instead
     assert node._endorsed_levels("0xP", 0, splits, leaves) is None and len(reads) == 1
     chain_roots[("0xP", 0, 1)] = late  # served now: read again, once
     assert node._endorsed_levels("0xP", 0, splits, leaves) == [{1: root_hist}, {2: left, 3: right}]
     assert node._endorsed_levels("0xP", 0, splits, leaves) is not None and len(reads) == 2
-    node._endorsed_roots[(0, 1)]["0xP"] = b"other"  # the party submitted what others endorsed, not this copy
+    chain_roots[("0xP", 0, 1)] = b"other"  # the party submitted what others endorsed, not this copy
+    node._roots = {}
     assert node._endorsed_levels("0xP", 0, splits, leaves) is None
     assert node._endorsed_levels("0xQ", 0, splits, leaves) is None  # nothing endorsed of it
     with pytest.raises(ChainLag, match="splits are not served yet"):
-        node._endorsed_roots[(0, 1)]["0xP"] = b"r1"
+        chain_roots[("0xP", 0, 1)] = r1
         node._endorsed_levels("0xP", 0, splits, {2: ONE})  # node 3's leaf not served
 
 
