@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.deploy.deployment import write_key
+from fgbdt_chain.deploy.party_forks import Party, PartyForks, fork_available, start_party
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
@@ -149,8 +149,12 @@ class Requester:
         self.task = TaskContract.at(self.client, setup.contract)
         self.task_id = -1
         self.accounts: list[LocalAccount] = []
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[Party] = []
         self.commands: list[list[str]] = []
+        """Each party's ``fgbdt`` arguments, kept to restart it."""
+        setup.workdir.mkdir(parents=True, exist_ok=True)
+        self.forks = PartyForks(setup.workdir / "fork-server.log") if fork_available() else None
+        """Where the parties are forked from: started now, so that it loads a node while the task is opened."""
         self.start_block = 0
         self.usage = ChainUsage(0)
         self.log_paths: list[Path] = []
@@ -172,7 +176,8 @@ class Requester:
         return self.task_id
 
     def launch_parties(self) -> None:
-        """One node process per party, each given only its shard and its key."""
+        """One node process per party, each given only its shard and its key: every shard is written and every
+        account funded first, while the fork server is still loading."""
         c = self.prep.config
         work = self.setup.workdir
         work.mkdir(parents=True, exist_ok=True)
@@ -185,9 +190,6 @@ class Requester:
             shard = work / f"party-{i}.csv"
             write_shard(shard, self.prep.train.subset(idx))
             cmd = [
-                sys.executable,
-                "-m",
-                "fgbdt_chain.deploy.cli",
                 "node",
                 "--rpc",
                 self.setup.rpc,
@@ -227,16 +229,15 @@ class Requester:
             log_path = work / f"party-{i}.log"
             self.log_paths.append(log_path)
             self.commands.append(cmd)
+        for cmd, log_path in zip(self.commands, self.log_paths, strict=True):
             self.procs.append(self.spawn(cmd, log_path))
 
     def restart_party(self, i: int) -> None:
         """Start party ``i`` again with the same key and shard (after it was killed)."""
         self.procs[i] = self.spawn(self.commands[i], self.log_paths[i])
 
-    @staticmethod
-    def spawn(cmd: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-        out = open(log_path, "ab")  # noqa: SIM115 - owned by the child process
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    def spawn(self, args: list[str], log_path: Path) -> Party:
+        return start_party(self.forks, args, log_path)
 
     def _check_parties_alive(self) -> None:
         for i, proc in enumerate(self.procs):
@@ -316,6 +317,7 @@ class Requester:
         return codes
 
     def stop_parties(self) -> None:
+        """Stop every party still running, then the fork server (so the parties' CPU time is counted by now)."""
         for proc in self.procs:
             if proc.poll() is None:
                 proc.terminate()
@@ -324,6 +326,9 @@ class Requester:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait(timeout=10)
+        if self.forks is not None:
+            self.forks.close()
 
     # ------------------------------------------------------------------ results
 
@@ -414,8 +419,8 @@ def run_task(prep: Prepared, setup: ChainSetup, progress: Progress | None = None
     """Open, run and report one task; the party processes are always stopped at the end."""
     req = Requester(prep, setup, progress)
     start = time.monotonic()
-    req.open_task()
     try:
+        req.open_task()
         with BlockClock(req.client, setup.clock_tick):
             req.launch_parties()
             req.approve_and_start()

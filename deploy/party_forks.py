@@ -1,0 +1,259 @@
+"""Party processes forked from one process that has already loaded a node.
+
+A party node imports web3, eth-account, FastAPI and numba and loads its compiled kernels before it does any work:
+1.5 s of CPU. Four parties started as four interpreters at once on two cores spent 3-4 s of a 22 s training run on
+that alone. ``fgbdt train`` plays every party on one machine, so it starts one server process that loads a node once
+and forks each party from it: each child is still its own process, with its own key, shard, log, endpoint and chain
+connection, running ``fgbdt node`` exactly as a party on another machine would.
+
+The server is one thread on purpose: a fork copies only the forking thread, and a lock held by any other thread at
+that moment would stay held in the child forever. It answers on its standard output, one JSON object per line:
+``{"ready": pid}`` once loaded, ``{"started": pid}`` per fork and ``{"exited": pid, "code": c}`` when a child ends
+(``c`` as ``subprocess`` gives it: negative for a signal). It exits when its standard input closes.
+
+Where ``os.fork`` does not exist, ``start_party`` falls back to a fresh interpreter per party.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+NODE_COMMAND = ("-m", "fgbdt_chain.deploy.cli")
+"""How a party node is started as a fresh interpreter (``sys.executable`` first); the forks run the same CLI."""
+
+REAP_INTERVAL = 0.05
+"""Seconds between the server's checks for ended children: how late at most an exit is reported."""
+
+
+class PartyForksError(RuntimeError):
+    """The fork server could not start, or stopped answering."""
+
+
+class ForkedParty:
+    """A party process forked by the server, handled like ``subprocess.Popen``: ``poll``, ``wait``, signals."""
+
+    def __init__(self, forks: PartyForks, pid: int) -> None:
+        self.forks, self.pid = forks, pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.forks.exit_code(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        with self.forks.changed:
+            while self.poll() is None:
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(f"party process {self.pid}", timeout or 0.0)
+                self.forks.changed.wait(REAP_INTERVAL if left is None else min(left, REAP_INTERVAL))
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # once reaped, the pid may belong to another process
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+Party = subprocess.Popen[bytes] | ForkedParty
+"""A running party process, however it was started."""
+
+
+class PartyForks:
+    """The requester's side of the fork server: starts it (it loads while the task is opened), forks parties."""
+
+    def __init__(self, log_path: Path) -> None:
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in close()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "fgbdt_chain.deploy.party_forks"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+        )
+        self.log_path = log_path
+        self.changed = threading.Condition()
+        self._ready = False
+        self._started: list[int] = []
+        self._exits: dict[int, int] = {}
+        self._gone = False
+        self._reader = threading.Thread(target=self._read, name="party forks", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            message = json.loads(line)
+            with self.changed:
+                if "ready" in message:
+                    self._ready = True
+                elif "started" in message:
+                    self._started.append(int(message["started"]))
+                elif "exited" in message:
+                    self._exits[int(message["exited"])] = int(message["code"])
+                self.changed.notify_all()
+        with self.changed:
+            self._gone = True
+            self.changed.notify_all()
+
+    def start(self, args: Sequence[str], log_path: Path, timeout: float = 120.0) -> ForkedParty:
+        """Fork a party running ``fgbdt <args>``, its output appended to ``log_path``."""
+        assert self.process.stdin is not None
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            if self._gone:
+                raise PartyForksError(self._failure())
+            self.process.stdin.write(json.dumps({"args": list(args), "log": str(log_path)}).encode() + b"\n")
+            self.process.stdin.flush()
+            while not self._started:
+                if self._gone:
+                    raise PartyForksError(self._failure())
+                if time.monotonic() > deadline:
+                    raise PartyForksError(f"the party fork server did not fork within {timeout:.0f} s")
+                self.changed.wait(REAP_INTERVAL)
+            return ForkedParty(self, self._started.pop(0))
+
+    def exit_code(self, pid: int) -> int | None:
+        """The child's exit code once it ended; after the server itself ended, whether the child still runs."""
+        with self.changed:
+            if pid in self._exits:
+                return self._exits[pid]
+            if not self._gone:
+                return None
+        try:  # the server is gone (its children went to init): alive or not is all that can be known
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return -1
+        return None
+
+    def _failure(self) -> str:
+        tail = self.log_path.read_text(errors="replace").strip().splitlines()[-3:] if self.log_path.exists() else []
+        return f"the party fork server exited (code {self.process.poll()}): " + " | ".join(tail)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the server once its children are stopped (so their CPU time is counted as its own is)."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(timeout=timeout)
+        self._log.close()
+
+
+def start_party(forks: PartyForks | None, args: Sequence[str], log_path: Path) -> Party:
+    """A party process running ``fgbdt <args>``: forked by ``forks``, or a fresh interpreter without one."""
+    if forks is not None:
+        return forks.start(args, log_path)
+    out = open(log_path, "ab")  # noqa: SIM115 - owned by the child process
+    return subprocess.Popen([sys.executable, *NODE_COMMAND, *args], stdout=out, stderr=subprocess.STDOUT)
+
+
+def fork_available() -> bool:
+    return hasattr(os, "fork")
+
+
+# ---------------------------------------------------------------------------------------------------------- server
+
+
+def _load() -> None:
+    """Everything a party node loads before it works: the command's modules and the compiled kernels."""
+    import fgbdt_chain.deploy.cmd_node  # noqa: F401
+    from fgbdt_chain.node.histogram import warm_up
+
+    warm_up()
+
+
+def _send(out: int, message: dict[str, Any]) -> None:
+    os.write(out, json.dumps(message).encode() + b"\n")
+
+
+def _child(request: dict[str, Any], closing: Sequence[int]) -> None:
+    """In the forked child: output to the party's log, then the command; never returns to the server's loop."""
+    code = 1
+    try:
+        for fd in closing:
+            os.close(fd)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        from fgbdt_chain.deploy.cli import main
+
+        sys.argv = ["fgbdt", *request["args"]]
+        code = main(request["args"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve(requests: int = 0, out: int = 1) -> None:
+    """Load a node, then fork one child per request line until ``requests`` (a file descriptor) closes."""
+    out = os.dup(out)  # the protocol's own descriptor: children get their log on 1 and 2 instead
+    os.dup2(2, 1)  # anything the loading prints goes to the server's log, not into the protocol
+    _load()
+    sys.stdout.flush()  # a child must not inherit (and write into its log) what the loading left buffered
+    sys.stderr.flush()
+    _send(out, {"ready": os.getpid()})
+    pending = b""
+    children: set[int] = set()
+    open_input = True
+    while open_input or children:
+        readable = select.select([requests], [], [], REAP_INTERVAL)[0] if open_input else []
+        if not open_input:
+            time.sleep(REAP_INTERVAL)
+        if readable:
+            chunk = os.read(requests, 1 << 16)
+            if not chunk:
+                open_input = False  # the requester is done: wait for the children it did not stop, then exit
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                pid = os.fork()
+                if pid == 0:
+                    _child(json.loads(line), (requests, out))
+                children.add(pid)
+                _send(out, {"started": pid})
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                children.discard(pid)
+                with contextlib.suppress(BrokenPipeError):
+                    _send(out, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+if __name__ == "__main__":
+    serve()
