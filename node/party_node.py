@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import httpx
 import numpy as np
 from eth_account.signers.local import LocalAccount
 from web3.exceptions import Web3RPCError
@@ -57,6 +56,7 @@ from fgbdt_chain.ledger.tx_size import histogram_parts, resolution_batches
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.endorse_client import EndorseClient, VerifierUnreachable
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, estimators_for, quorum
 from fgbdt_chain.node.fvtree import LocalParty, TrainParams, open_positions, route
 from fgbdt_chain.node.histogram import FixedRows, warm_up
@@ -285,7 +285,9 @@ class PartyNode:
         self._histogram_lag_since: dict[tuple[int, int], float] = {}
         self._leaf_lag_since: dict[int, float] = {}
         self._level_scan = 0
-        self._http = httpx.Client(timeout=settings.endorse_timeout)
+        self._verifiers = EndorseClient(settings.endorse_timeout)
+        self._asking: ThreadPoolExecutor | None = None
+        """The threads that ask the verifiers at once, one per other party, kept from level to level."""
         self._last_attempt = 0.0
         self._resolving_since: dict[tuple[int, int], float] = {}
         self._step_since: dict[tuple[int, int, int], float] = {}
@@ -579,6 +581,9 @@ class PartyNode:
         try:
             self._follow()
         finally:  # also when stopped (SIGTERM): the time split of a partial run is a measurement too
+            self._verifiers.close()
+            if self._asking is not None:
+                self._asking.shutdown(wait=False)
             self.log(f"time split: {self.time_split()}")
             sent = sorted(self.task.client.outcomes().items())
             self.log(
@@ -876,24 +881,26 @@ class PartyNode:
         answers: dict[str, tuple[bytes, ref.Credit]] = {}
         final: dict[str, str] = {}
         started = time.monotonic()
-        with ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
-            while True:
-                pending = [p for p in others if p not in answers and p not in final]
-                for p, (answer, reason, retry) in pool.map(lambda p: (p, self._ask(p, body)), pending):
-                    if answer is not None:
-                        answers[p] = answer
-                    elif not retry:
-                        final[p] = f"party {self.parties.index(p)}: {reason}"
-                # every verifier's answer is awaited, since the credit is the quorum-th best attestation; a
-                # verifier that cannot be reached is given up on once a quorum is in and the patience is spent
-                if len(answers) + len(final) == len(others) or len(others) - len(final) < need:
-                    break
-                waited = time.monotonic() - started
-                if self._latest_block() > deadline or (
-                    len(answers) >= need and waited > self.settings.endorse_patience_seconds
-                ):
-                    break
-                time.sleep(self.settings.poll_seconds * 4)
+        if self._asking is None:
+            self._asking = ThreadPoolExecutor(max_workers=max(1, len(others)), thread_name_prefix="endorse-ask")
+        pool = self._asking
+        while True:
+            pending = [p for p in others if p not in answers and p not in final]
+            for p, (answer, reason, retry) in pool.map(lambda p: (p, self._ask(p, body)), pending):
+                if answer is not None:
+                    answers[p] = answer
+                elif not retry:
+                    final[p] = f"party {self.parties.index(p)}: {reason}"
+            # every verifier's answer is awaited, since the credit is the quorum-th best attestation; a
+            # verifier that cannot be reached is given up on once a quorum is in and the patience is spent
+            if len(answers) + len(final) == len(others) or len(others) - len(final) < need:
+                break
+            waited = time.monotonic() - started
+            if self._latest_block() > deadline or (
+                len(answers) >= need and waited > self.settings.endorse_patience_seconds
+            ):
+                break
+            time.sleep(self.settings.poll_seconds * 4)
         index = {p: self.parties.index(p) for p in answers}
         verdicts = {index[p]: Verdict(True, (), credit) for p, (_, credit) in answers.items()}
         chosen = choose(verdicts, need)
@@ -904,20 +911,14 @@ class PartyNode:
 
     def _ask(self, party: str, body: dict[str, Any]) -> tuple[tuple[bytes, ref.Credit] | None, str, bool]:
         """((signature, credit), reason, retry later) from one verifier."""
-        url = self.endpoints[party].rstrip("/") + "/v1/endorse"
         try:
-            r = self._http.post(url, json=body)
-        except httpx.HTTPError as exc:
-            return None, f"unreachable ({type(exc).__name__})", True
-        if r.status_code == 200:
-            answer = r.json()
+            status, answer = self._verifiers.ask(self.endpoints[party], body)
+        except VerifierUnreachable as exc:
+            return None, f"unreachable ({exc})", True
+        if status == 200:
             credit = ref.Credit(*(int(answer["credit"][q]) for q in ("g", "h", "n")))
             return (bytes.fromhex(answer["signature"].removeprefix("0x")), credit), "", False
-        try:
-            reason = str(r.json().get("detail", r.text))
-        except ValueError:
-            reason = r.text
-        return None, reason, r.status_code == 409
+        return None, str(answer.get("detail", answer)), status == 409
 
     def _resolve(self, ctx: LevelContext, resolved_mask: int, anyone: bool) -> None:
         """Resolve this party's share of the level's open nodes, or any after a grace, ``resolve_batch`` nodes per

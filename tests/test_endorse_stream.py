@@ -1,0 +1,123 @@
+"""The endorsement exchange over a kept-open WebSocket: the stream route answers as the POST route does, and the
+asker's client survives a verifier that restarted, reports one that is gone, and refuses what is not an endpoint.
+
+The verifier here is the real app under uvicorn; its node is a recorder of what the check received, so that what
+crosses the wire (and what the route makes of bad input) is what is asserted. The check itself is tested with real
+histograms in the chain and end-to-end tests."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import httpx
+import pytest
+
+from fgbdt_chain.node.endorse_client import EndorseClient, VerifierUnreachable, stream_url
+from fgbdt_chain.node.endorse_server import EndorsementServer
+
+PARTY = "0x90F8bf6A479f320ead074411a4B0e7944Ea8c9C1"
+
+
+class RecordingNode:
+    """What ``create_app`` needs of a node: ``endorse(body) -> (status, body)``; answers as told, records the bodies."""
+
+    def __init__(self) -> None:
+        self.task_id, self.address, self.index, self.party = 1, PARTY, 0, None
+        self.bodies: list[dict[str, Any]] = []
+        self.fail: Exception | None = None
+
+    def endorse(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.fail is not None:
+            raise self.fail
+        self.bodies.append(body)
+        if body["level"] == 9:
+            return 403, {"detail": "refused: level nine"}
+        return 200, {"signature": "0x" + "ab" * 65, "credit": {"g": "1", "h": "2", "n": str(len(body["nodes"]))}}
+
+
+def _body(level: int = 0, nodes: int = 2) -> dict[str, Any]:
+    rows = [[str(10**30 + i)] * 6 for i in range(nodes)]
+    return {"task": 1, "tree": 3, "level": level, "party": PARTY, "nodes": rows}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def verifier() -> Any:
+    node = RecordingNode()
+    port = _free_port()
+    server = EndorsementServer(node, "127.0.0.1", port)  # type: ignore[arg-type]
+    server.start()
+    try:
+        yield node, f"http://127.0.0.1:{port}", port, server
+    finally:
+        server.stop()
+
+
+def test_the_stream_answers_what_the_post_route_answers(verifier: Any) -> None:
+    node, endpoint, _, _ = verifier
+    client = EndorseClient(timeout=10.0)
+    try:
+        for level in (0, 9):
+            status, answer = client.ask(endpoint, _body(level))
+            posted = httpx.post(endpoint + "/v1/endorse", json=_body(level), timeout=10.0)
+            assert (status, answer) == (posted.status_code, posted.json())
+        assert status == 403 and answer["detail"] == "refused: level nine"
+        # the check got the validated request, the same by either route
+        assert node.bodies[0] == node.bodies[1] == _body(0)
+    finally:
+        client.close()
+
+
+def test_bad_requests_and_a_failing_check_get_the_routes_statuses(verifier: Any) -> None:
+    node, endpoint, _, _ = verifier
+    client = EndorseClient(timeout=10.0)
+    try:
+        bad = {**_body(), "party": "not an address"}
+        status, answer = client.ask(endpoint, bad)
+        assert status == 422 and answer["detail"][0]["loc"] == ["party"]
+        assert httpx.post(endpoint + "/v1/endorse", json=bad, timeout=10.0).status_code == 422
+        node.fail = RuntimeError("chain down")
+        status, answer = client.ask(endpoint, _body())
+        assert status == 409 and "chain down" in answer["detail"]
+        node.fail = None
+        assert client.ask(endpoint, _body())[0] == 200  # the connection outlived the errors
+        assert len(node.bodies) == 1
+    finally:
+        client.close()
+
+
+def test_a_restarted_verifier_is_reached_again_and_a_gone_one_is_reported(verifier: Any) -> None:
+    node, endpoint, port, first = verifier
+    client = EndorseClient(timeout=10.0)
+    try:
+        assert client.ask(endpoint, _body())[0] == 200
+        # the verifier restarts on the same port: the kept connection is closed, the next request opens another
+        first.stop()
+        again = EndorsementServer(node, "127.0.0.1", port)
+        again.start()
+        try:
+            assert client.ask(endpoint, _body(nodes=5)) == (
+                200,
+                {"signature": "0x" + "ab" * 65, "credit": {"g": "1", "h": "2", "n": "5"}},
+            )
+        finally:
+            again.stop()
+        with pytest.raises(VerifierUnreachable):
+            client.ask(endpoint, _body())
+    finally:
+        client.close()
+
+
+def test_stream_urls_and_what_is_not_an_endpoint() -> None:
+    assert stream_url("http://10.0.0.2:8000") == "ws://10.0.0.2:8000/v1/endorse/stream"
+    assert stream_url("https://bank.example/fgbdt/") == "wss://bank.example/fgbdt/v1/endorse/stream"
+    with pytest.raises(VerifierUnreachable, match="not an http"):
+        stream_url("ftp://bank.example")
+    with pytest.raises(VerifierUnreachable, match="not an http"):
+        EndorseClient(timeout=1.0).ask("bank.example:8000", _body())
