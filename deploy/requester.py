@@ -258,7 +258,7 @@ class Requester:
             for ev in self.client.logs(self.task.contract, ["JoinRequested"], self.task_id):
                 if str(ev.args["party"]) in wanted:
                     payloads[str(ev.args["party"])] = bytes(ev.args["psd"])
-            time.sleep(0.1)
+            time.sleep(0.05)
         return payloads
 
     def edges_for(self, payloads: dict[str, bytes]) -> bytes:

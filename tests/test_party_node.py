@@ -18,11 +18,13 @@ from fgbdt_chain.ledger.reference import ONE, NodeHistograms
 from fgbdt_chain.ledger.tx_size import resolution_batches
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.party_node import (
+    RESCAN_BLOCKS,
     ChainLag,
     LevelContext,
     NodeError,
     NodeSettings,
     PartyNode,
+    TreeLog,
     _fewer_histograms_than_chain,
     resolution_share,
     splits_open,
@@ -98,11 +100,21 @@ def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> 
     node.task_id = 1
     node._level_blocks = {(2, 0): 10, (2, 1): 14, (3, 0): 30}
     node._level_scan = 38
+    node._heads = None  # not subscribed: the node is asked for its latest block
     assert node._level_block(2, 1) == 14 and asked == []  # known: no query
     assert node._level_block(2, 2) == 14  # not served yet: tree 2's level 1 started before it
     assert asked == [(30, 40)] and node._level_scan == 41  # the scan for it went over the new blocks only
     assert node._level_block(3, 1) == 30
     assert node._level_block(1, 4) == 0  # nothing known before it: from the start
+    # subscribed: read up to the node's latest without asking its number; counted up to the announced block only,
+    # so blocks past the announcement (served, not yet announced) are read again next time
+    node._heads = SimpleNamespace(live=True, latest=45)
+    asked.clear()
+    assert node._level_block(3, 2) == 30
+    assert asked == [(33, "latest")] and node._level_scan == 46
+    node._heads = SimpleNamespace(live=True, latest=44)  # an older announcement never moves the scan back
+    node._level_block(3, 3)
+    assert asked[-1] == (38, "latest") and node._level_scan == 46
 
 
 @pytest.mark.parametrize("parties", [2, 3, 4, 7])
@@ -199,3 +211,37 @@ def test_candidates_come_from_the_named_block_or_the_records_when_its_logs_lag()
     assert node.candidates(ctx(7)) == [(2, 9), (3, 9)] and asked == [(7, 7)]  # the one block, its events
     assert node.candidates(ctx(8)) == [(5, 6), (5, 6)]  # not served yet: the records
     assert node._candidates[3] == {2: (5, 6), 3: (5, 6)}
+
+
+def test_the_tree_log_reads_up_to_the_announced_block_without_asking_the_number() -> None:
+    """Subscribed, a refresh reads to the node's latest and counts to the announced block (one request, where the
+    block number was a second); unsubscribed, it asks the number. Either way nothing is read while no block is new,
+    and the last few blocks are read again (a node may announce a block before it serves its logs)."""
+    asked: list[tuple[int, int | str]] = []
+    numbers: list[int] = []
+
+    class Client:
+        @property
+        def block_number(self) -> int:
+            numbers.append(1)
+            return 20
+
+        def logs(self, contract: object, names: list[str], task_id: int, start: int, latest: int | str) -> list:
+            asked.append((start, latest))
+            split = {"tree": 1, "node": 1, "feature": 3, "threshold": 2}
+            return [SimpleNamespace(name="NodeSplit", args=split)] if start == 0 else []
+
+    task = SimpleNamespace(client=Client(), contract=None)
+    announced = [12]
+    log = TreeLog(task, 7, lambda: announced[0])  # type: ignore[arg-type]
+    log.refresh()
+    assert asked == [(0, "latest")] and numbers == [] and log.next_block == 13
+    assert log.splits == {1: {1: (3, 2)}}
+    log.refresh()  # nothing announced since: no request at all
+    assert len(asked) == 1
+    announced[0] = 15
+    log.refresh()
+    assert asked[-1] == (13 - RESCAN_BLOCKS, "latest") and log.next_block == 16
+    announced[0] = -1  # the subscription dropped: the node is asked for its number
+    log.refresh()
+    assert numbers == [1] and asked[-1] == (16 - RESCAN_BLOCKS, 20) and log.next_block == 21
