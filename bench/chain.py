@@ -165,8 +165,8 @@ def _process_cpu(pid: int) -> float:
 def _partial(prep: Any, setup: ChainSetup, budget: float) -> dict[str, Any]:
     """Run the task for ``budget`` seconds of training; the progress and counts at that point."""
     req = Requester(prep, setup)
-    req.open_task()
     try:
+        req.open_task()
         with BlockClock(req.client, setup.tick_seconds):
             req.launch_parties()
             req.approve_and_start()

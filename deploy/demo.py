@@ -153,7 +153,6 @@ def demo(args: argparse.Namespace) -> int:
             console.print(f"API: {api}/docs")
             http = httpx.Client(base_url=api, timeout=120)
             setup = ChainSetup(rpc=rpc, contract=task.address, requester=requester, workdir=work)
-            req = Requester(prep, setup)
             low, high = prep.ranges
             body = task_request(
                 low,
@@ -169,9 +168,11 @@ def demo(args: argparse.Namespace) -> int:
                 ),
             )
             created = _ok(http.post("/v1/tasks", json=create_task_body(forwarder, task, requester, body)))
-            req.task_id = tid = int(created["task_id"])
+            tid = int(created["task_id"])
             task.fund(requester, tid, 10**18)
             console.print(f"task {tid} created through the API by requester {requester.address}; 1 ETH deposited")
+            req = Requester(prep, setup)  # starts the process the parties are forked from: stopped in the finally
+            req.task_id = tid
             try:
                 with BlockClock(client, setup.tick_seconds):
                     req.launch_parties()

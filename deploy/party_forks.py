@@ -8,10 +8,12 @@ connection, running ``fgbdt node`` exactly as a party on another machine would.
 
 The server is one thread on purpose: a fork copies only the forking thread, and a lock held by any other thread at
 that moment would stay held in the child forever. It answers on its standard output, one JSON object per line:
-``{"ready": pid}`` once loaded, ``{"started": pid}`` per fork and ``{"exited": pid, "code": c}`` when a child ends
-(``c`` as ``subprocess`` gives it: negative for a signal). It exits when its standard input closes.
+``{"started": pid, "id": n}`` per fork (``n`` the request's id) and
+``{"exited": pid, "code": c}`` when a child ends (``c`` as ``subprocess`` gives it: negative for a signal). It ignores
+Ctrl-C (the parties, in the same process group, get it and end; the server reports how) and exits when its standard
+input closes and its children have ended.
 
-Where ``os.fork`` does not exist, ``start_party`` falls back to a fresh interpreter per party.
+Elsewhere than on Linux (``fork_available``), ``start_party`` starts a fresh interpreter per party, as before.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ REAP_INTERVAL = 0.05
 
 
 class PartyForksError(RuntimeError):
-    """The fork server could not start, or stopped answering."""
+    """The fork server could not start or fork, or ended before a party it forked (whose exit code is then unknown)."""
 
 
 class ForkedParty:
@@ -65,7 +67,11 @@ class ForkedParty:
         return self.returncode
 
     def send_signal(self, sig: int) -> None:
-        if self.poll() is None:  # once reaped, the pid may belong to another process
+        try:
+            running = self.poll() is None  # once reaped, the pid may belong to another process
+        except PartyForksError:
+            return  # it ended after the server did
+        if running:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
 
@@ -93,8 +99,12 @@ class PartyForks:
         )
         self.log_path = log_path
         self.changed = threading.Condition()
-        self._ready = False
-        self._started: list[int] = []
+        self._requests = 0
+        self._starting = threading.Lock()
+        """One fork request at a time: each waits for the answer with its own id."""
+        self._started: dict[int, int] = {}
+        self._abandoned: set[int] = set()
+        """Requests given up on (timed out): their children are killed when the server reports them."""
         self._exits: dict[int, int] = {}
         self._gone = False
         self._reader = threading.Thread(target=self._read, name="party forks", daemon=True)
@@ -102,48 +112,62 @@ class PartyForks:
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            message = json.loads(line)
+        try:
+            for line in self.process.stdout:
+                message = json.loads(line)
+                with self.changed:
+                    if "started" in message:
+                        pid, request = int(message["started"]), int(message["id"])
+                        self._exits.pop(pid, None)  # a pid the kernel gave again: the old exit is not this one's
+                        if request in self._abandoned:
+                            self._abandoned.discard(request)
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(pid, signal.SIGKILL)
+                        else:
+                            self._started[request] = pid
+                    elif "exited" in message:
+                        self._exits[int(message["exited"])] = int(message["code"])
+                    self.changed.notify_all()
+        finally:  # however the reading ended, nobody waits on a server that no longer answers
             with self.changed:
-                if "ready" in message:
-                    self._ready = True
-                elif "started" in message:
-                    self._started.append(int(message["started"]))
-                elif "exited" in message:
-                    self._exits[int(message["exited"])] = int(message["code"])
+                self._gone = True
                 self.changed.notify_all()
-        with self.changed:
-            self._gone = True
-            self.changed.notify_all()
 
     def start(self, args: Sequence[str], log_path: Path, timeout: float = 120.0) -> ForkedParty:
         """Fork a party running ``fgbdt <args>``, its output appended to ``log_path``."""
         assert self.process.stdin is not None
         deadline = time.monotonic() + timeout
-        with self.changed:
+        with self._starting, self.changed:
             if self._gone:
                 raise PartyForksError(self._failure())
-            self.process.stdin.write(json.dumps({"args": list(args), "log": str(log_path)}).encode() + b"\n")
+            self._requests += 1
+            request = self._requests
+            line = json.dumps({"id": request, "args": list(args), "log": str(log_path)}).encode() + b"\n"
+            self.process.stdin.write(line)
             self.process.stdin.flush()
-            while not self._started:
+            while request not in self._started:
                 if self._gone:
                     raise PartyForksError(self._failure())
                 if time.monotonic() > deadline:
+                    self._abandoned.add(request)
                     raise PartyForksError(f"the party fork server did not fork within {timeout:.0f} s")
                 self.changed.wait(REAP_INTERVAL)
-            return ForkedParty(self, self._started.pop(0))
+            return ForkedParty(self, self._started.pop(request))
 
     def exit_code(self, pid: int) -> int | None:
-        """The child's exit code once it ended; after the server itself ended, whether the child still runs."""
+        """The child's exit code once it ended, None while it runs. After the server itself ended, its children went
+        to init: one still running is None, one that ended has no known exit code (PartyForksError)."""
         with self.changed:
             if pid in self._exits:
                 return self._exits[pid]
             if not self._gone:
                 return None
-        try:  # the server is gone (its children went to init): alive or not is all that can be known
+        try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            return -1
+            raise PartyForksError(
+                f"party process {pid} ended after the fork server did; its exit code is unknown ({self._failure()})"
+            ) from None
         return None
 
     def _failure(self) -> str:
@@ -172,7 +196,9 @@ def start_party(forks: PartyForks | None, args: Sequence[str], log_path: Path) -
 
 
 def fork_available() -> bool:
-    return hasattr(os, "fork")
+    """Whether parties are forked: on Linux. macOS has ``fork`` but system frameworks that numpy or the TLS stack
+    may have loaded are not safe in a forked child (why Python's multiprocessing spawns there by default)."""
+    return hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
 # ---------------------------------------------------------------------------------------------------------- server
@@ -191,25 +217,27 @@ def _send(out: int, message: dict[str, Any]) -> None:
 
 
 def _child(request: dict[str, Any], closing: Sequence[int]) -> None:
-    """In the forked child: output to the party's log, then the command; never returns to the server's loop."""
+    """In the forked child: input from /dev/null, output to the party's log, the server's descriptors closed, then
+    the command; never returns to the server's loop."""
     code = 1
     try:
-        for fd in closing:
-            os.close(fd)
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)  # in place of the request pipe
         os.dup2(log, 1)
         os.dup2(log, 2)
-        os.close(log)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
+        for fd in {log, null, *closing} - {0, 1, 2}:
+            os.close(fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         from fgbdt_chain.deploy.cli import main
 
         sys.argv = ["fgbdt", *request["args"]]
         code = main(request["args"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:  # before the command caught it: the code it would have given
+        code = 130
     except BaseException:
         traceback.print_exc()
     finally:
@@ -224,10 +252,12 @@ def serve(requests: int = 0, out: int = 1) -> None:
     """Load a node, then fork one child per request line until ``requests`` (a file descriptor) closes."""
     out = os.dup(out)  # the protocol's own descriptor: children get their log on 1 and 2 instead
     os.dup2(2, 1)  # anything the loading prints goes to the server's log, not into the protocol
+    # Ctrl-C ends the parties, which the server then reports. Blocked, not ignored: a child inherits the mask, sets
+    # its handler and unblocks, so a Ctrl-C that comes while it starts is delivered then, not lost.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     _load()
     sys.stdout.flush()  # a child must not inherit (and write into its log) what the loading left buffered
     sys.stderr.flush()
-    _send(out, {"ready": os.getpid()})
     pending = b""
     children: set[int] = set()
     open_input = True
@@ -242,11 +272,12 @@ def serve(requests: int = 0, out: int = 1) -> None:
             pending += chunk
             while b"\n" in pending:
                 line, pending = pending.split(b"\n", 1)
+                request = json.loads(line)  # parsed here: a child never runs the server's loop
                 pid = os.fork()
                 if pid == 0:
-                    _child(json.loads(line), (requests, out))
+                    _child(request, (requests, out))
                 children.add(pid)
-                _send(out, {"started": pid})
+                _send(out, {"started": pid, "id": request["id"]})
         for pid in list(children):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:

@@ -17,6 +17,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.deploy.deployment import write_key
-from fgbdt_chain.deploy.party_forks import Party, PartyForks, fork_available, start_party
+from fgbdt_chain.deploy.party_forks import Party, PartyForks, PartyForksError, fork_available, start_party
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
@@ -318,17 +319,21 @@ class Requester:
 
     def stop_parties(self) -> None:
         """Stop every party still running, then the fork server (so the parties' CPU time is counted by now)."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        if self.forks is not None:
-            self.forks.close()
+        try:
+            for proc in self.procs:
+                proc.terminate()  # a no-op for a party that ended
+            for proc in self.procs:
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    with suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=10)
+                except PartyForksError:
+                    pass  # it ended after the fork server did: nothing left to stop
+        finally:
+            if self.forks is not None:
+                self.forks.close()
 
     # ------------------------------------------------------------------ results
 

@@ -8,7 +8,9 @@ is wall time. The verifier's check, its answers and its errors are those of ``PO
 carries the status the route would have answered with.
 
 A connection the verifier closed (it restarted, or the chain was down) is opened again once for the same request;
-anything else unreachable is reported as such, and the asker tries that verifier again later.
+anything else unreachable is reported as such, and the asker tries that verifier again later. An endpoint that
+answers the WebSocket handshake with an HTTP error (a node of an older release has no stream route) is a refusal
+that asking again will not change.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from contextlib import ExitStack
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 ENDORSE_STREAM_PATH = "/v1/endorse/stream"
@@ -27,7 +29,12 @@ ENDORSE_STREAM_PATH = "/v1/endorse/stream"
 
 
 class VerifierUnreachable(Exception):
-    """No answer from a verifier: refused, dropped, timed out, or not a WebSocket endpoint."""
+    """No answer from a verifier: refused, dropped or timed out (worth asking again), or not an endpoint at all."""
+
+
+class NoEndorsementStream(VerifierUnreachable):
+    """The endpoint answered the handshake with an HTTP error: it serves no endorsement stream (asking again will
+    not change that)."""
 
 
 def stream_url(endpoint: str) -> str:
@@ -67,10 +74,13 @@ class EndorseClient:
                     self._drop(url)
                     if reused and attempt == 0:
                         continue  # the verifier closed a kept connection (e.g. it restarted): once more, afresh
-                    raise VerifierUnreachable(type(exc).__name__) from exc
+                    raise VerifierUnreachable(_reason(exc)) from exc
+                except InvalidStatus as exc:
+                    self._drop(url)
+                    raise NoEndorsementStream(f"no endorsement stream at {url}: {_reason(exc)}") from exc
                 except (OSError, TimeoutError, WebSocketException, ValueError, KeyError, TypeError) as exc:
                     self._drop(url)
-                    raise VerifierUnreachable(type(exc).__name__) from exc
+                    raise VerifierUnreachable(_reason(exc)) from exc
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _connection(self, url: str) -> ClientConnection:
@@ -78,8 +88,9 @@ class EndorseClient:
         if kept is not None:
             return kept[0]
         stack = ExitStack()  # the connection as the context manager websockets asks it to be used as, kept open
+        # a short closing handshake: a connection is dropped after a timeout, when its verifier is still busy
         conn = stack.enter_context(
-            connect(url, open_timeout=self.timeout, close_timeout=1.0, max_size=None, compression=None)
+            connect(url, open_timeout=self.timeout, close_timeout=0.1, max_size=None, compression=None)
         )
         self._connections[url] = (conn, stack)
         return conn
@@ -92,3 +103,8 @@ class EndorseClient:
     def close(self) -> None:
         for url in list(self._connections):
             self._drop(url)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

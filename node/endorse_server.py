@@ -67,8 +67,9 @@ def create_app(node: PartyNode) -> FastAPI:
                 text = await socket.receive_text()
                 try:
                     req = EndorseRequest.model_validate_json(text)
-                except ValidationError as exc:
-                    status, body = 422, {"detail": json.loads(exc.json(include_url=False))}
+                except ValidationError as exc:  # located as FastAPI locates the POST body's errors
+                    errors = json.loads(exc.json(include_url=False))
+                    status, body = 422, {"detail": [{**e, "loc": ["body", *e["loc"]]} for e in errors]}
                 else:
                     status, body = check(node, req)
                 await socket.send_text(json.dumps({"status": status, "body": body}))

@@ -56,7 +56,7 @@ from fgbdt_chain.ledger.tx_size import histogram_parts, resolution_batches
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.endorse_client import EndorseClient, VerifierUnreachable
+from fgbdt_chain.node.endorse_client import EndorseClient, NoEndorsementStream, VerifierUnreachable
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, estimators_for, quorum
 from fgbdt_chain.node.fvtree import LocalParty, TrainParams, open_positions, route
 from fgbdt_chain.node.histogram import FixedRows, warm_up
@@ -595,9 +595,9 @@ class PartyNode:
         try:
             self._follow()
         finally:  # also when stopped (SIGTERM): the time split of a partial run is a measurement too
-            self._verifiers.close()
             if self._asking is not None:
-                self._asking.shutdown(wait=False)
+                self._asking.shutdown(wait=False, cancel_futures=True)
+            self._verifiers.close()
             self.log(f"time split: {self.time_split()}")
             sent = sorted(self.task.client.outcomes().items())
             self.log(
@@ -934,6 +934,8 @@ class PartyNode:
         """((signature, credit), reason, retry later) from one verifier."""
         try:
             status, answer = self._verifiers.ask(self.endpoints[party], body)
+        except NoEndorsementStream as exc:
+            return None, str(exc), False
         except VerifierUnreachable as exc:
             return None, f"unreachable ({exc})", True
         if status == 200:

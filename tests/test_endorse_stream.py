@@ -8,12 +8,14 @@ histograms in the chain and end-to-end tests."""
 from __future__ import annotations
 
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 
-from fgbdt_chain.node.endorse_client import EndorseClient, VerifierUnreachable, stream_url
+from fgbdt_chain.node.endorse_client import EndorseClient, NoEndorsementStream, VerifierUnreachable, stream_url
 from fgbdt_chain.node.endorse_server import EndorsementServer
 
 PARTY = "0x90F8bf6A479f320ead074411a4B0e7944Ea8c9C1"
@@ -80,8 +82,9 @@ def test_bad_requests_and_a_failing_check_get_the_routes_statuses(verifier: Any)
     try:
         bad = {**_body(), "party": "not an address"}
         status, answer = client.ask(endpoint, bad)
-        assert status == 422 and answer["detail"][0]["loc"] == ["party"]
-        assert httpx.post(endpoint + "/v1/endorse", json=bad, timeout=10.0).status_code == 422
+        posted = httpx.post(endpoint + "/v1/endorse", json=bad, timeout=10.0)
+        assert status == posted.status_code == 422
+        assert answer["detail"][0]["loc"] == posted.json()["detail"][0]["loc"] == ["body", "party"]
         node.fail = RuntimeError("chain down")
         status, answer = client.ask(endpoint, _body())
         assert status == 409 and "chain down" in answer["detail"]
@@ -112,6 +115,29 @@ def test_a_restarted_verifier_is_reached_again_and_a_gone_one_is_reported(verifi
             client.ask(endpoint, _body())
     finally:
         client.close()
+
+
+def test_an_endpoint_without_the_stream_is_a_refusal_not_an_outage() -> None:
+    """A node of an older release answers the handshake with 404: asking again would not change that."""
+
+    class Plain(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_error(404)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Plain)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(NoEndorsementStream, match=r"no endorsement stream at ws://127\.0\.0\.1:.*404"):
+            EndorseClient(timeout=10.0).ask(f"http://127.0.0.1:{server.server_address[1]}", _body())
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_stream_urls_and_what_is_not_an_endpoint() -> None:

@@ -17,7 +17,7 @@ from fgbdt_chain import __version__
 from fgbdt_chain.deploy.deployment import write_key
 from fgbdt_chain.deploy.party_forks import PartyForks, PartyForksError, fork_available, start_party
 
-pytestmark = pytest.mark.skipif(not fork_available(), reason="os.fork is POSIX only; start_party then spawns")
+forking = pytest.mark.skipif(not fork_available(), reason="parties are forked on Linux only")
 
 
 @pytest.fixture
@@ -47,6 +47,7 @@ def _node_args(tmp_path: Path, rpc: str) -> list[str]:
     return ["node", "--task", "1", "--key", str(key), "--data", str(data), "--rpc", rpc, "--contract", contract]
 
 
+@forking
 def test_forked_commands_write_their_own_logs_and_exit_codes(forks: PartyForks, tmp_path: Path) -> None:
     ok = forks.start(["--version"], tmp_path / "a.log")
     bad = forks.start(["node", "--task", "1"], tmp_path / "b.log")  # required options missing: argparse, exit 2
@@ -57,6 +58,7 @@ def test_forked_commands_write_their_own_logs_and_exit_codes(forks: PartyForks, 
     assert "the following arguments are required" in (tmp_path / "b.log").read_text()
 
 
+@forking
 def test_a_running_party_times_out_and_stops_on_a_signal(forks: PartyForks, tmp_path: Path, silent_chain: str) -> None:
     waiting = forks.start(_node_args(tmp_path, silent_chain), tmp_path / "node.log")
     with pytest.raises(subprocess.TimeoutExpired):
@@ -70,6 +72,58 @@ def test_a_running_party_times_out_and_stops_on_a_signal(forks: PartyForks, tmp_
     killed.terminate()  # signalling an ended party does nothing (its pid may be another process's by now)
 
 
+@forking
+def test_a_party_reads_nothing_and_keeps_none_of_the_servers_descriptors(
+    forks: PartyForks, tmp_path: Path, silent_chain: str
+) -> None:
+    party = forks.start(_node_args(tmp_path, silent_chain), tmp_path / "node.log")
+    try:
+        fds = {int(fd): os.readlink(f"/proc/{party.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{party.pid}/fd")}
+        assert fds[0] == os.devnull and fds[1] == fds[2] == str(tmp_path / "node.log")
+        assert not any("pipe:" in target for target in fds.values())  # the server's request and answer pipes
+    finally:
+        party.kill()
+        party.wait(timeout=30)
+
+
+@forking
+def test_ctrl_c_reaches_the_parties_not_the_server(forks: PartyForks, tmp_path: Path, silent_chain: str) -> None:
+    party = forks.start(_node_args(tmp_path, silent_chain), tmp_path / "node.log")
+    os.kill(forks.process.pid, signal.SIGINT)  # what the terminal sends the whole process group
+    party.send_signal(signal.SIGINT)
+    assert party.wait(timeout=30) == 130  # the CLI's "interrupted"
+    assert forks.process.poll() is None  # the server saw the party end and still forks
+    assert forks.start(["--version"], tmp_path / "after.log").wait(timeout=60) == 0
+
+
+@forking
+def test_a_fork_given_up_on_is_killed_and_the_next_gets_its_own_child(
+    forks: PartyForks, tmp_path: Path, silent_chain: str
+) -> None:
+    with pytest.raises(PartyForksError, match="did not fork within"):
+        forks.start(_node_args(tmp_path, silent_chain), tmp_path / "late.log", timeout=0.0)
+    mine = forks.start(["--version"], tmp_path / "mine.log")
+    assert mine.wait(timeout=60) == 0
+    assert (tmp_path / "mine.log").read_text().strip() == f"fgbdt {__version__}"
+    forks.close()  # waits for every child: the abandoned one was killed, so the server ends by itself
+    assert forks.process.returncode == 0
+
+
+@forking
+def test_a_party_that_outlives_the_server_has_no_made_up_exit_code(
+    forks: PartyForks, tmp_path: Path, silent_chain: str
+) -> None:
+    party = forks.start(_node_args(tmp_path, silent_chain), tmp_path / "node.log")
+    forks.process.kill()
+    forks.process.wait()
+    assert party.poll() is None  # still running, now a child of init
+    os.kill(party.pid, signal.SIGKILL)
+    with pytest.raises(PartyForksError, match="exit code is unknown"):
+        party.wait(timeout=30)
+    party.terminate()  # nothing to stop: no error either
+
+
+@forking
 def test_a_closed_server_refuses_to_fork_and_says_why(tmp_path: Path) -> None:
     server = PartyForks(tmp_path / "fork-server.log")
     server.close()

@@ -29,9 +29,14 @@ PARAMS = TrainParams(trees=3, depth=3, bins=8, min_rows=5)
 CONFIG = PrepConfig(parties=3, theta=0.8, seed=0, psd_max_rows=40)
 
 
-def _prep(csv: Path, config: PrepConfig = CONFIG) -> Prepared:
+LONGER = dataclasses.replace(PARAMS, trees=12)
+"""For the tests that break something at tree 1: a level takes about 50 ms on chain, so 3 trees could end before a
+poll every 0.2 s saw tree 1 and the break came."""
+
+
+def _prep(csv: Path, config: PrepConfig = CONFIG, params: TrainParams = PARAMS) -> Prepared:
     train, test = load_train_test(csv, seed=0)
-    return prepare(train, test, PARAMS, config)
+    return prepare(train, test, params, config)
 
 
 def _setup(url: str, contract: str, workdir: Path, **kw: Any) -> ChainSetup:
@@ -144,10 +149,10 @@ def test_greedy_party_is_refused_and_earns_nothing_extra(
 def test_killed_party_resumes_from_chain_state(
     anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
 ) -> None:
-    prep = _prep(toy_csv)
+    prep = _prep(toy_csv, params=LONGER)
     req = Requester(prep, _setup(anvil_node.url, e2e_contract, tmp_path, step_blocks=60))
-    req.open_task()
     try:
+        req.open_task()
         with BlockClock(req.client, 0.25):
             req.launch_parties()
             req.approve_and_start()
@@ -174,18 +179,21 @@ def test_training_survives_an_anvil_restart(toy_csv: Path, tmp_path: Path) -> No
     try:
         client = ChainClient.connect(node.url)
         contract = TaskContract.deploy(client, client.new_account(10**22)).address
-        prep = _prep(toy_csv)
+        prep = _prep(toy_csv, params=LONGER)
         req = Requester(prep, _setup(node.url, contract, tmp_path, step_blocks=60))
-        req.open_task()
-        with BlockClock(req.client, 0.25):
-            req.launch_parties()
-            req.approve_and_start()
-            _wait(lambda: req.task.state(req.task_id).tree >= 1, 120)
-            node.stop()  # anvil writes its state on shutdown
-            time.sleep(2.0)
-            node = start_anvil(port=port, state=state)
-            req.follow()
-        assert req.wait_parties() == [0, 0, 0]
+        try:
+            req.open_task()
+            with BlockClock(req.client, 0.25):
+                req.launch_parties()
+                req.approve_and_start()
+                _wait(lambda: req.task.state(req.task_id).tree >= 1, 120)
+                node.stop()  # anvil writes its state on shutdown
+                time.sleep(2.0)
+                node = start_anvil(port=port, state=state)
+                req.follow()
+            assert req.wait_parties() == [0, 0, 0]
+        finally:
+            req.stop_parties()
         logs = "".join(p.read_text() for p in req.log_paths)
         assert "chain unreachable" in logs and "chain reachable again" in logs
         assert req.task.state(req.task_id).status == Status.COMPLETED
