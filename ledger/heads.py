@@ -56,7 +56,9 @@ class NewHeads:
         self.connect_timeout = connect_timeout
         self.watch = [list(items) for items in watch]
         self.latest = -1
-        """The highest block number announced so far (-1: none yet)."""
+        """The latest block number announced (-1: none yet): the highest since the subscription (re)started. The
+        first block after a reconnection counts even if lower: a node restarted from a saved state may have lost its
+        last blocks (anvil saves its state when it stops)."""
         self.relevant = -1
         """The highest announced block whose logs bloom may hold every item of one of ``watch``'s sets (a contract
         address and an event topic, say), or that came first after (re)subscribing; every block without ``watch``.
@@ -75,11 +77,12 @@ class NewHeads:
         self._thread.start()
 
     def wait(self, after: int, timeout: float) -> int | None:
-        """A block number above ``after`` once the node announced one, else None after ``timeout`` seconds (or at
-        once while the subscription is down: the caller polls then)."""
+        """A block number other than ``after`` once the node announced one (above it, or below it after the node went
+        back to an earlier state), else None after ``timeout`` seconds (or at once while the subscription is down:
+        the caller polls then)."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while self.latest <= after:
+            while self.latest == after or self.latest < 0:  # -1: nothing announced yet
                 left = deadline - time.monotonic()
                 if not self.live or left <= 0:
                     return None
@@ -117,9 +120,9 @@ class NewHeads:
                         quick_ack(sock.socket)
                         number, bloom = _head_of(message)
                         if number is not None:
-                            relevant = self._resubscribed or bloom is None or self._matches(bloom)
-                            self._resubscribed = False
-                            self._set(live=True, number=number, relevant=relevant)
+                            first, self._resubscribed = self._resubscribed, False
+                            relevant = first or bloom is None or self._matches(bloom)
+                            self._set(live=True, number=number, relevant=relevant, first=first)
             except (OSError, WebSocketException, TimeoutError, ValueError, ConnectionError) as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
             finally:
@@ -131,12 +134,14 @@ class NewHeads:
     def _matches(self, bloom: bytes) -> bool:
         return not self.watch or any(all(bloom_has(bloom, item) for item in items) for items in self.watch)
 
-    def _set(self, live: bool, number: int | None = None, relevant: bool = False) -> None:
+    def _set(self, live: bool, number: int | None = None, relevant: bool = False, first: bool = False) -> None:
+        """Record a state of the subscription; ``first``: the first block after (re)subscribing, taken as the node's
+        head even below what was announced before."""
         with self._changed:
             self.live = live
-            if number is not None and number > self.latest:
+            if number is not None and (number > self.latest or first):
                 self.latest = number
-            if number is not None and relevant and number > self.relevant:
+            if number is not None and relevant and (number > self.relevant or first):
                 self.relevant = number
             self._changed.notify_all()
 

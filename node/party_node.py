@@ -682,9 +682,24 @@ class PartyNode:
                     self.log(f"chain unreachable ({type(exc).__name__}); retrying")
                 elif now - down_since > self.settings.chain_outage_seconds:
                     raise NodeError(f"chain unreachable for {now - down_since:.0f} s") from exc
-                self.task.client.forget_nonces()
-                self._fresh_from = None  # a transaction may have landed unseen: check the chain again
+                self._forget_recent_chain()
                 time.sleep(min(2.0, 0.2 + (now - down_since) / 10))
+
+    def _forget_recent_chain(self) -> None:
+        """What this party remembers of the chain's latest blocks is read again after an outage: a transaction may
+        have landed unseen, and a node that restarted may have lost blocks this party saw (anvil saves its state
+        when it stops, so a vote mined just before can be gone: every party then believed it had voted, and failed
+        its submission with ``DidNotVote`` once the others closed the step; the subscription's announced head is
+        taken again from the node, ``NewHeads.latest``)."""
+        self.task.client.forget_nonces()
+        with self.lock:
+            self._fresh_from = None
+            self._seen.clear()
+            # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
+            # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
+            self._level_blocks.clear()
+            self._level_scan = 0
+            self.trees.next_block = 0
 
     def step(self) -> bool:
         """One look at the chain and whatever this party owes the current step; True once the task completed."""

@@ -245,3 +245,33 @@ def test_the_tree_log_reads_up_to_the_announced_block_without_asking_the_number(
     announced[0] = -1  # the subscription dropped: the node is asked for its number
     log.refresh()
     assert numbers == [1] and asked[-1] == (16 - RESCAN_BLOCKS, 20) and log.next_block == 21
+
+
+def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
+    """A node restarted from a saved state can lose the blocks mined since the save: a party that remembered its
+    vote as sent must look again (every party of a run once believed it had voted, and failed its submission with
+    ``DidNotVote`` when the others closed the step), and its noted block numbers may be past the node's new head."""
+    asked: list[tuple[str, int]] = []
+
+    def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
+        asked.append((names[0], start))
+        return []  # the vote is gone
+
+    node = object.__new__(PartyNode)
+    node.task = SimpleNamespace(client=SimpleNamespace(block_number=12, logs=logs, forget_nonces=lambda: None))
+    node.task.contract = None
+    node.task_id, node.address = 1, "0x" + "ab" * 20
+    node.lock = threading.RLock()
+    node._heads = None
+    node.seconds = {}
+    node._seen = {("VotesSubmitted", 4, 2)}
+    node._fresh_from = (4, 0)
+    node._level_blocks = {(4, 0): 90, (4, 2): 97}
+    node._level_scan = 98
+    node.trees = TreeLog(node.task, 1)
+    node.trees.next_block = 98
+    assert node._has(["VotesSubmitted"], 4, 2) and asked == []  # remembered: no read
+    node._forget_recent_chain()
+    assert node._level_blocks == {} and node._level_scan == 0 and node.trees.next_block == 0
+    assert not node._has(["VotesSubmitted"], 4, 2)  # read again, and not there: it votes again
+    assert ("VotesSubmitted", 0) in asked  # from a level start the node still has, not block 97

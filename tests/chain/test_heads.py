@@ -113,3 +113,37 @@ def test_quick_ack_acknowledges_at_once_and_leaves_other_sockets_alone() -> None
         tcp.close()
         udp.close()
     quick_ack(tcp)  # closed: ignored
+
+
+def test_a_node_back_at_an_earlier_block_is_followed_there() -> None:
+    """A node that restarts from an earlier state (anvil saves its state when it stops; here a fresh chain on the
+    same port) announces lower block numbers: the first after the reconnection is taken as the head, and ``wait``
+    returns it, where waiting for a block above the old head stalled a follower until the chain grew past it."""
+    from fgbdt_chain.ledger.anvil import start_anvil
+
+    first = start_anvil()
+    port = first.port
+    heads = NewHeads(first.url, connect_timeout=2.0)
+    try:
+        _until_live(heads)
+        ChainClient.connect(first.url).mine(20)
+        deadline = time.monotonic() + 10
+        while heads.latest < 20:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        first.stop()
+        second = start_anvil(port=port)
+        try:
+            _until_live(heads, seconds=20.0)
+            ChainClient.connect(second.url).mine(2)
+            assert heads.wait(20, timeout=10.0) in (1, 2)
+            deadline = time.monotonic() + 10
+            while heads.latest != 2:
+                assert time.monotonic() < deadline, heads.latest
+                time.sleep(0.02)
+            assert heads.relevant <= 2  # the first head after the reconnection counts as relevant
+        finally:
+            second.stop()
+    finally:
+        heads.close()
+        first.stop()
