@@ -61,60 +61,57 @@ def verifier() -> Any:
         server.stop()
 
 
-def test_the_stream_answers_what_the_post_route_answers(verifier: Any) -> None:
-    node, endpoint, _, _ = verifier
-    client = EndorseClient(timeout=10.0)
+@pytest.fixture
+def client() -> Any:
+    asker = EndorseClient(timeout=10.0)
     try:
-        for level in (0, 9):
-            status, answer = client.ask(endpoint, _body(level))
-            posted = httpx.post(endpoint + "/v1/endorse", json=_body(level), timeout=10.0)
-            assert (status, answer) == (posted.status_code, posted.json())
-        assert status == 403 and answer["detail"] == "refused: level nine"
-        # the check got the validated request, the same by either route
-        assert node.bodies[0] == node.bodies[1] == _body(0)
+        yield asker
     finally:
-        client.close()
+        asker.close()
 
 
-def test_bad_requests_and_a_failing_check_get_the_routes_statuses(verifier: Any) -> None:
+def test_the_stream_answers_what_the_post_route_answers(verifier: Any, client: EndorseClient) -> None:
     node, endpoint, _, _ = verifier
-    client = EndorseClient(timeout=10.0)
-    try:
-        bad = {**_body(), "party": "not an address"}
-        status, answer = client.ask(endpoint, bad)
-        posted = httpx.post(endpoint + "/v1/endorse", json=bad, timeout=10.0)
-        assert status == posted.status_code == 422
-        assert answer["detail"][0]["loc"] == posted.json()["detail"][0]["loc"] == ["body", "party"]
-        node.fail = RuntimeError("chain down")
-        status, answer = client.ask(endpoint, _body())
-        assert status == 409 and "chain down" in answer["detail"]
-        node.fail = None
-        assert client.ask(endpoint, _body())[0] == 200  # the connection outlived the errors
-        assert len(node.bodies) == 1
-    finally:
-        client.close()
+    for level in (0, 9):
+        status, answer = client.ask(endpoint, _body(level))
+        posted = httpx.post(endpoint + "/v1/endorse", json=_body(level), timeout=10.0)
+        assert (status, answer) == (posted.status_code, posted.json())
+    assert status == 403 and answer["detail"] == "refused: level nine"
+    # the check got the validated request, the same by either route
+    assert node.bodies[0] == node.bodies[1] == _body(0)
 
 
-def test_a_restarted_verifier_is_reached_again_and_a_gone_one_is_reported(verifier: Any) -> None:
+def test_bad_requests_and_a_failing_check_get_the_routes_statuses(verifier: Any, client: EndorseClient) -> None:
+    node, endpoint, _, _ = verifier
+    bad = {**_body(), "party": "not an address"}
+    status, answer = client.ask(endpoint, bad)
+    posted = httpx.post(endpoint + "/v1/endorse", json=bad, timeout=10.0)
+    assert status == posted.status_code == 422
+    assert answer["detail"][0]["loc"] == posted.json()["detail"][0]["loc"] == ["body", "party"]
+    node.fail = RuntimeError("chain down")
+    status, answer = client.ask(endpoint, _body())
+    assert status == 409 and "chain down" in answer["detail"]
+    node.fail = None
+    assert client.ask(endpoint, _body())[0] == 200  # the connection outlived the errors
+    assert len(node.bodies) == 1
+
+
+def test_a_restarted_verifier_is_reached_again_and_a_gone_one_is_reported(verifier: Any, client: EndorseClient) -> None:
     node, endpoint, port, first = verifier
-    client = EndorseClient(timeout=10.0)
+    assert client.ask(endpoint, _body())[0] == 200
+    # the verifier restarts on the same port: the kept connection is closed, the next request opens another
+    first.stop()
+    again = EndorsementServer(node, "127.0.0.1", port)
+    again.start()
     try:
-        assert client.ask(endpoint, _body())[0] == 200
-        # the verifier restarts on the same port: the kept connection is closed, the next request opens another
-        first.stop()
-        again = EndorsementServer(node, "127.0.0.1", port)
-        again.start()
-        try:
-            assert client.ask(endpoint, _body(nodes=5)) == (
-                200,
-                {"signature": "0x" + "ab" * 65, "credit": {"g": "1", "h": "2", "n": "5"}},
-            )
-        finally:
-            again.stop()
-        with pytest.raises(VerifierUnreachable):
-            client.ask(endpoint, _body())
+        assert client.ask(endpoint, _body(nodes=5)) == (
+            200,
+            {"signature": "0x" + "ab" * 65, "credit": {"g": "1", "h": "2", "n": "5"}},
+        )
     finally:
-        client.close()
+        again.stop()
+    with pytest.raises(VerifierUnreachable):
+        client.ask(endpoint, _body())
 
 
 def test_an_endpoint_without_the_stream_is_a_refusal_not_an_outage() -> None:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,19 +152,13 @@ def test_killed_party_resumes_from_chain_state(
 ) -> None:
     prep = _prep(toy_csv, params=LONGER)
     req = Requester(prep, _setup(anvil_node.url, e2e_contract, tmp_path, step_blocks=60))
-    try:
-        req.open_task()
-        with BlockClock(req.client, 0.25):
-            req.launch_parties()
-            req.approve_and_start()
-            _wait(lambda: req.task.state(req.task_id).tree >= 1, 120)
-            req.procs[2].send_signal(signal.SIGKILL)
-            req.procs[2].wait()
-            req.restart_party(2)
-            req.follow()
-        assert req.wait_parties() == [0, 0, 0]
-    finally:
-        req.stop_parties()
+
+    def kill_and_restart_party_2() -> None:
+        req.procs[2].send_signal(signal.SIGKILL)
+        req.procs[2].wait()
+        req.restart_party(2)
+
+    _train_breaking_at_tree_1(req, kill_and_restart_party_2)
     log = (tmp_path / "party-2.log").read_text()
     assert log.count("endorsement endpoint") == 2 and "already joined" in log
     assert "not taken" not in log  # it never tried to send a vote or histogram the chain already had
@@ -181,24 +176,35 @@ def test_training_survives_an_anvil_restart(toy_csv: Path, tmp_path: Path) -> No
         contract = TaskContract.deploy(client, client.new_account(10**22)).address
         prep = _prep(toy_csv, params=LONGER)
         req = Requester(prep, _setup(node.url, contract, tmp_path, step_blocks=60))
-        try:
-            req.open_task()
-            with BlockClock(req.client, 0.25):
-                req.launch_parties()
-                req.approve_and_start()
-                _wait(lambda: req.task.state(req.task_id).tree >= 1, 120)
-                node.stop()  # anvil writes its state on shutdown
-                time.sleep(2.0)
-                node = start_anvil(port=port, state=state)
-                req.follow()
-            assert req.wait_parties() == [0, 0, 0]
-        finally:
-            req.stop_parties()
+
+        def restart_anvil() -> None:
+            nonlocal node
+            node.stop()  # anvil writes its state on shutdown
+            time.sleep(2.0)
+            node = start_anvil(port=port, state=state)
+
+        _train_breaking_at_tree_1(req, restart_anvil)
         logs = "".join(p.read_text() for p in req.log_paths)
         assert "chain unreachable" in logs and "chain reachable again" in logs
         assert req.task.state(req.task_id).status == Status.COMPLETED
     finally:
         node.stop()
+
+
+def _train_breaking_at_tree_1(req: Requester, breaking: Callable[[], None]) -> None:
+    """Open, start and follow the task, with ``breaking`` called once tree 1 is reached; every party must end well,
+    and is stopped either way."""
+    try:
+        req.open_task()
+        with BlockClock(req.client, 0.25):
+            req.launch_parties()
+            req.approve_and_start()
+            _wait(lambda: req.task.state(req.task_id).tree >= 1, 120)
+            breaking()
+            req.follow()
+        assert req.wait_parties() == [0, 0, 0]
+    finally:
+        req.stop_parties()
 
 
 def _wait(condition: Any, timeout: float) -> None:
