@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,7 +79,13 @@ def test_a_party_reads_nothing_and_keeps_none_of_the_servers_descriptors(
 ) -> None:
     party = forks.start(_node_args(tmp_path, silent_chain), tmp_path / "node.log")
     try:
-        fds = {int(fd): os.readlink(f"/proc/{party.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{party.pid}/fd")}
+        deadline = time.monotonic() + 30
+        while True:  # the fork is reported at once; the child sets its descriptors a moment later
+            fds = {int(fd): os.readlink(f"/proc/{party.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{party.pid}/fd")}
+            settled = fds.get(2) == str(tmp_path / "node.log") and not any("pipe:" in t for t in fds.values())
+            if settled or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         assert fds[0] == os.devnull and fds[1] == fds[2] == str(tmp_path / "node.log")
         assert not any("pipe:" in target for target in fds.values())  # the server's request and answer pipes
     finally:
