@@ -19,6 +19,7 @@ Elsewhere than on Linux (``fork_available``), ``start_party`` starts a fresh int
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -258,6 +259,10 @@ def serve(requests: int = 0, out: int = 1) -> None:
     _load()
     sys.stdout.flush()  # a child must not inherit (and write into its log) what the loading left buffered
     sys.stderr.flush()
+    # what the loading made lives as long as every child: kept out of the collector's scans (``gc.freeze``, as
+    # Python's documentation advises before forking without exec), which also leaves those pages shared
+    gc.collect()
+    gc.freeze()
     pending = b""
     children: set[int] = set()
     open_input = True
