@@ -1,0 +1,92 @@
+"""``bench.chain`` for this checkout and an earlier commit, alternating, with the mean and standard error of each.
+
+One run on chain is an anecdote: the machine's speed drifts by 10-20% within an hour here (``simulate`` took 0.83 to
+1.15 s for the same work in one session), so a change is measured against the code before it in the same session,
+the two runs interleaved. The earlier commit is checked out in a git worktree beside this one (with this checkout's
+``node_modules`` linked in); each run is ``python -m bench.chain`` in its own process, in the tree it measures.
+
+    python -m bench.chain_ab --base 9f6def8 --runs 3 --out bench/results/chain_ab.json -- --trees 50 --depth 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.stats import mean_se
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="the earlier commit (anything git rev-parse takes)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each side, alternating")
+    ap.add_argument("--out", default="bench/results/chain_ab.json")
+    ap.add_argument("chain_args", nargs=argparse.REMAINDER, help="after --: bench.chain's arguments")
+    args = ap.parse_args()
+    chain_args = [a for a in args.chain_args if a != "--"]
+    if any(a == "--out" or a.startswith("--out=") for a in chain_args):
+        ap.error("--out is this script's: each run's own file is written beside the summary")
+    base = subprocess.run(
+        ["git", "rev-parse", "--short", args.base], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fgbdt-ab-") as tmp:
+        tree = Path(tmp) / "base"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), base], cwd=ROOT, check=True)
+        try:
+            if (ROOT / "node_modules").exists():
+                (tree / "node_modules").symlink_to(ROOT / "node_modules")
+            runs: dict[str, list[dict[str, Any]]] = {"head": [], "base": []}
+            for i in range(1, args.runs + 1):
+                for side, where in (("base", tree), ("head", ROOT)):
+                    result = out.with_name(f"{out.stem}_{side}_run{i}.json").resolve()
+                    cmd = [sys.executable, "-m", "bench.chain", *chain_args, "--out", str(result)]
+                    subprocess.run(cmd, cwd=where, check=True, stdout=subprocess.DEVNULL)
+                    runs[side].append(json.loads(result.read_text()))
+                    r = runs[side][-1]
+                    print(f"{side} run {i}: {r['chain_wall_seconds']:.2f} s, {r['ratio']:.2f}x", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+    summary: dict[str, Any] = {
+        "command": "python -m bench.chain_ab " + " ".join(sys.argv[1:]),
+        "head_commit": head.stdout.strip(),
+        "base_commit": base,
+        **{side: _summary(rs) for side, rs in runs.items()},
+    }
+    out.write_text(json.dumps(summary, indent=1))
+    for side, commit in (("head", summary["head_commit"]), ("base", base)):
+        s = summary[side]
+        print(
+            f"{side} ({commit}): ratio {s['ratio_mean']:.2f}x +- {s['ratio_se']:.2f} (standard error), wall "
+            f"{s['wall_mean']:.2f} +- {s['wall_se']:.2f} s, identical models {s['identical']}/{s['runs']}"
+        )
+    return 0
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ratio, ratio_se = mean_se(r["ratio"] for r in runs)
+    wall, wall_se = mean_se(r["chain_wall_seconds"] for r in runs)
+    return {
+        "runs": len(runs),
+        "ratio_mean": ratio,
+        "ratio_se": ratio_se,
+        "wall_mean": wall,
+        "wall_se": wall_se,
+        "ratios": [r["ratio"] for r in runs],
+        "walls": [r["chain_wall_seconds"] for r in runs],
+        "identical": sum(bool(r["models_identical"]) for r in runs),
+        "cpu_seconds": [r["cpu_seconds"] for r in runs],
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
