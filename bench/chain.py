@@ -167,7 +167,7 @@ def _partial(prep: Any, setup: ChainSetup, budget: float) -> dict[str, Any]:
     req = Requester(prep, setup)
     try:
         req.open_task()
-        with BlockClock(req.client, setup.tick_seconds):
+        with BlockClock(req.client, setup.clock_tick):
             req.launch_parties()
             req.approve_and_start()
             started = time.perf_counter()

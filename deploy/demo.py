@@ -174,7 +174,7 @@ def demo(args: argparse.Namespace) -> int:
             req = Requester(prep, setup)  # starts the process the parties are forked from: stopped in the finally
             req.task_id = tid
             try:
-                with BlockClock(client, setup.tick_seconds):
+                with BlockClock(client, setup.clock_tick):
                     req.launch_parties()
                     payloads = req.wait_for_joins()
                     for acct in req.accounts:

@@ -144,8 +144,11 @@ class PartyForks:
             self._requests += 1
             request = self._requests
             line = json.dumps({"id": request, "args": list(args), "log": str(log_path)}).encode() + b"\n"
-            self.process.stdin.write(line)
-            self.process.stdin.flush()
+            try:
+                self.process.stdin.write(line)
+                self.process.stdin.flush()
+            except (BrokenPipeError, ValueError) as exc:  # gone before the reader saw it, or closed by close()
+                raise PartyForksError(self._failure()) from exc
             while request not in self._started:
                 if self._gone:
                     raise PartyForksError(self._failure())

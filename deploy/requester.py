@@ -180,8 +180,7 @@ class Requester:
         """One node process per party, each given only its shard and its key: every shard is written and every
         account funded first, while the fork server is still loading."""
         c = self.prep.config
-        work = self.setup.workdir
-        work.mkdir(parents=True, exist_ok=True)
+        work = self.setup.workdir  # made when the requester was (the fork server's log is there)
         for i, idx in enumerate(self.prep.parts):
             acct = Account.create()
             self.client.fund(acct.address, self.setup.party_fund_wei)

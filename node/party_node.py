@@ -27,7 +27,7 @@ from web3.exceptions import Web3RPCError
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.chain_model import ModelNotReady, task_edges
-from fgbdt_chain.ledger.client import Event
+from fgbdt_chain.ledger.client import ChainClient, Event
 from fgbdt_chain.ledger.contracts import (
     HISTOGRAM_EVENTS,
     Endorsement,
@@ -185,6 +185,16 @@ HISTOGRAM_LAG_SECONDS = 60.0
 lagging log index catches up within a block or two; a lost event never does."""
 
 
+def read_bound(announced: int, client: ChainClient) -> tuple[int | str, int]:
+    """(the block an incremental event read goes up to, the block it counts as read up to). Subscribed
+    (``announced`` >= 0): the node's latest, counted up to the announced block, so no request for the number; a block
+    served before it was announced is read again next time. Else the number the node gives, both."""
+    if announced >= 0:
+        return "latest", announced
+    latest = int(client.block_number)
+    return latest, latest
+
+
 class TreeLog:
     """The recorded splits and leaves of every tree, fetched incrementally from the task's events."""
 
@@ -205,12 +215,7 @@ class TreeLog:
         CPU). A block the node served but had not announced yet is read again next time; a state that is ahead of
         the announcements reads as lag (``ChainLag``), and the announcement that follows within a millisecond steps
         the party again."""
-        announced = self.announced()
-        if announced >= 0:
-            latest: int | str = "latest"
-            counted = announced
-        else:
-            latest = counted = self.task.client.block_number
+        latest, counted = read_bound(self.announced(), self.task.client)
         if since is None and counted < self.next_block:
             return
         # A node may report a new block number before it serves that block's logs (a known race of anvil and
@@ -648,12 +653,10 @@ class PartyNode:
         return block
 
     def _latest_block(self) -> int:
-        """The latest block: as the subscription announced it, else asked of the node (one request). For deadlines
-        only: reads that must cover the state just read ask the node, whose head may be ahead of the announcement."""
-        heads = self._heads
-        if heads is not None and heads.live and heads.latest >= 0:
-            return heads.latest
-        return int(self.task.client.block_number)
+        """The latest block: as the subscription announced it, else asked of the node (one request). For deadlines;
+        incremental event reads go to the node's latest (``read_bound``)."""
+        announced = self._announced_latest()
+        return announced if announced >= 0 else int(self.task.client.block_number)
 
     def _announced_latest(self) -> int:
         """The latest block the subscription announced; -1 without a live subscription."""
@@ -796,9 +799,7 @@ class PartyNode:
         level known: a bound that holds, where block 0 made every such read scan the whole chain."""
         key = (tree, level)
         if key not in self._level_blocks:
-            announced = self._announced_latest()  # subscribed: no request for the number (as ``TreeLog.refresh``)
-            latest: int | str = "latest" if announced >= 0 else self.task.client.block_number
-            counted = announced if announced >= 0 else int(latest)
+            latest, counted = read_bound(self._announced_latest(), self.task.client)
             start = max(0, self._level_scan - RESCAN_BLOCKS)
             for ev in self.task.client.logs(self.task.contract, ["LevelStarted"], self.task_id, start, latest):
                 self._level_blocks[(int(ev.args["tree"]), int(ev.args["level"]))] = ev.block_number
