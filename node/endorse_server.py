@@ -64,9 +64,13 @@ def create_app(node: PartyNode) -> FastAPI:
         await socket.accept()
         try:
             while True:
-                text = await socket.receive_text()
+                message = await socket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                # JSON in a text or a binary message alike (a binary one closed the connection on a KeyError)
+                text = message.get("text")
                 try:
-                    req = EndorseRequest.model_validate_json(text)
+                    req = EndorseRequest.model_validate_json(text if text is not None else message.get("bytes") or b"")
                 except ValidationError as exc:  # located as FastAPI locates the POST body's errors
                     errors = json.loads(exc.json(include_url=False))
                     status, body = 422, {"detail": [{**e, "loc": ["body", *e["loc"]]} for e in errors]}

@@ -7,6 +7,7 @@ histograms in the chain and end-to-end tests."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,12 +89,18 @@ def test_bad_requests_and_a_failing_check_get_the_routes_statuses(verifier: Any,
     posted = httpx.post(endpoint + "/v1/endorse", json=bad, timeout=10.0)
     assert status == posted.status_code == 422
     assert answer["detail"][0]["loc"] == posted.json()["detail"][0]["loc"] == ["body", "party"]
+    # not JSON, or JSON in a binary message: the first a 422 that says so, the second read as the text would be
+    conn = client._connection(stream_url(endpoint))
+    conn.send("not json")
+    assert json.loads(conn.recv(timeout=10))["body"]["detail"][0]["type"] == "json_invalid"
+    conn.send(json.dumps(_body()).encode())
+    assert json.loads(conn.recv(timeout=10))["status"] == 200
     node.fail = RuntimeError("chain down")
     status, answer = client.ask(endpoint, _body())
     assert status == 409 and "chain down" in answer["detail"]
     node.fail = None
     assert client.ask(endpoint, _body())[0] == 200  # the connection outlived the errors
-    assert len(node.bodies) == 1
+    assert len(node.bodies) == 2
 
 
 def test_a_restarted_verifier_is_reached_again_and_a_gone_one_is_reported(verifier: Any, client: EndorseClient) -> None:
