@@ -61,7 +61,7 @@ from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, estima
 from fgbdt_chain.node.fvtree import LocalParty, TrainParams, open_positions, route
 from fgbdt_chain.node.histogram import FixedRows, warm_up
 from fgbdt_chain.node.model import bin_matrix, slot_widths
-from fgbdt_chain.node.privacy import plan
+from fgbdt_chain.node.privacy import plan, secret_noise_seed
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.publish import decode_join, encode_join
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
@@ -91,8 +91,10 @@ class NodeSettings:
     binning_epsilon: float = 1.0
     binning_resolution: int = 64
     seed: int | None = None
-    """None: fresh randomness for the DP noise (a real deployment). Set, with ``party_index``, only to reproduce the
-    simulator's noise in experiments and tests: a known seed makes the noise predictable."""
+    """None: the DP noise of training is seeded from the party's key for the task (``privacy.secret_noise_seed``: a
+    real deployment; a restart draws the same noise), the sketch's and PSD's from fresh randomness. Set, with
+    ``party_index``, only to reproduce the simulator's noise in experiments and tests: a known seed makes the noise
+    predictable."""
     party_index: int = 0
     attack: Attack | None = None
     """Greedy-party experiments: what this node does to the histograms it sends (``node.attacks``)."""
@@ -348,6 +350,14 @@ class PartyNode:
             return np.random.default_rng(), np.random.default_rng()
         return sketch_rng(s.seed, s.party_index), np.random.default_rng([s.seed, 0x95D, s.party_index])
 
+    def _noise_seed(self) -> int:
+        """The seed of the DP noise this party adds while training: the experiment's, or else one derived from its key
+        for this task (``secret_noise_seed``: a restart draws the same noise, so no sums are released twice)."""
+        s = self.settings
+        if s.seed is not None:
+            return s.seed
+        return secret_noise_seed(bytes(self.account.key), self.task.address, self.task_id)
+
     def join(self) -> None:
         """Ask to join with the PSD and binning sketch, unless this key already did (a restart)."""
         status = self.task.member(self.task_id, self.address)[0]
@@ -441,7 +451,7 @@ class PartyNode:
                 self.params,
                 w_star,
                 privacy=self.privacy,
-                noise_seed=self.settings.seed,
+                noise_seed=self._noise_seed(),
                 index=self.settings.party_index,
                 widths=slot_widths(edges),
             )

@@ -29,6 +29,8 @@ sensitivities above need it; squared error has unbounded gradients.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -361,6 +363,25 @@ def leaf_plan(epsilon: float, delta: float, trees: int, parties: int = 1, collud
 
 VOTES, HISTOGRAMS, LEAVES = 0, 1, 2
 """Purposes of a party's noise streams (``noise_rng``)."""
+
+
+_SECRET_NOISE_CONTEXT = b"fgbdt-chain/dp-noise/v1"
+
+
+def secret_noise_seed(private_key: bytes, contract: str, task_id: int) -> int:
+    """A production party's noise seed for one task: an HMAC of the task (contract and id) under the party's own
+    private key.
+
+    Why not fresh entropy: a party restarted mid-level computes its histograms again, and with new noise it would
+    show the verifiers a second, independent noisy copy of the same sums (twice the release its budget accounts
+    for). Keyed to its key, a restarted party draws the noise it drew before, so every copy it shows is the same
+    release. The seed is as secret as the key, which only the party holds, and differs between tasks."""
+    if len(private_key) != 32:
+        raise ValueError(f"a private key is 32 bytes, got {len(private_key)}")
+    if task_id < 0:
+        raise ValueError(f"task id must be non-negative, got {task_id}")
+    message = _SECRET_NOISE_CONTEXT + bytes.fromhex(contract.removeprefix("0x").lower()) + task_id.to_bytes(32, "big")
+    return int.from_bytes(hmac.new(private_key, message, hashlib.sha256).digest(), "big")
 
 
 def noise_rng(seed: int | None, party: int, tree: int, level: int, purpose: int) -> np.random.Generator:

@@ -275,3 +275,22 @@ def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
     assert node._level_blocks == {} and node._level_scan == 0 and node.trees.next_block == 0
     assert not node._has(["VotesSubmitted"], 4, 2)  # read again, and not there: it votes again
     assert ("VotesSubmitted", 0) in asked  # from a level start the node still has, not block 97
+
+
+def test_a_party_seeds_its_training_noise_from_its_key_unless_an_experiment_gives_a_seed() -> None:
+    """Without an experiment's seed the DP noise is keyed to the party's key and task (``secret_noise_seed``), so a
+    node restarted mid-level draws what it drew before; with one, the experiment's seed (the simulator's streams)."""
+
+    def node(key: bytes, task_id: int, seed: int | None) -> PartyNode:
+        n = object.__new__(PartyNode)
+        n.account = SimpleNamespace(key=key)
+        n.task = SimpleNamespace(address="0x" + "12" * 20)
+        n.task_id = task_id
+        n.settings = NodeSettings(seed=seed)
+        return n
+
+    key = bytes(range(32))
+    assert node(key, 3, None)._noise_seed() == node(key, 3, None)._noise_seed()  # a restart: the same stream
+    assert node(key, 3, None)._noise_seed() != node(key, 4, None)._noise_seed()
+    assert node(key, 3, None)._noise_seed() != node(bytes(range(1, 33)), 3, None)._noise_seed()
+    assert node(key, 3, 11)._noise_seed() == 11

@@ -25,6 +25,7 @@ from fgbdt_chain.node.privacy import (
     noise_rng,
     noisy_sums,
     plan,
+    secret_noise_seed,
 )
 
 
@@ -93,6 +94,28 @@ def test_noisy_histograms_keep_the_totals_rules_and_their_noise_scale() -> None:
         [noisy_sums(sums, None, p, noise_rng(s, 0, 0, 0, HISTOGRAMS)).n[0, 0] - sums.n[0, 0] for s in range(300)]
     )
     assert np.std(draws) == pytest.approx(p.noise_sd("n") * math.sqrt(1 - 1 / 5 + 1 / 25), rel=0.15)
+
+
+def test_a_partys_secret_noise_seed_is_its_own_per_task_and_the_same_after_a_restart() -> None:
+    """The production seed: an HMAC of the task under the party's key. A restarted party computes its histograms again
+    and must draw the same noise (a second draw would show the verifiers a second release of the same sums)."""
+    key, other = bytes(range(1, 33)), bytes(range(2, 34))
+    contract = "0x" + "ab" * 20
+    seed = secret_noise_seed(key, contract, 7)
+    assert seed == secret_noise_seed(key, contract.upper().replace("0X", "0x"), 7)  # the address, whatever its case
+    assert len({seed, secret_noise_seed(other, contract, 7), secret_noise_seed(key, contract, 8)}) == 3
+    assert seed != secret_noise_seed(key, "0x" + "ac" * 20, 7)
+    rng = np.random.default_rng(5)
+    sums, p = _sums(rng), plan(1.0, 1e-5, 10, 3)
+    first = noisy_sums(sums, None, p, noise_rng(seed, 2, 4, 1, HISTOGRAMS))
+    again = noisy_sums(sums, None, p, noise_rng(secret_noise_seed(key, contract, 7), 2, 4, 1, HISTOGRAMS))
+    assert np.array_equal(first.n, again.n) and np.array_equal(first.g_lo, again.g_lo)
+    elsewhere = noisy_sums(sums, None, p, noise_rng(secret_noise_seed(other, contract, 7), 2, 4, 1, HISTOGRAMS))
+    assert not np.array_equal(first.g_lo, elsewhere.g_lo)
+    with pytest.raises(ValueError, match="32 bytes"):
+        secret_noise_seed(key[:31], contract, 7)
+    with pytest.raises(ValueError, match="non-negative"):
+        secret_noise_seed(key, contract, -1)
 
 
 def test_noise_stays_inside_each_features_slots() -> None:
