@@ -7,6 +7,10 @@ request of a level of eight nodes, ``node.endorse_server``). With four parties a
 is wall time. The verifier's check, its answers and its errors are those of ``POST /v1/endorse``: each answer
 carries the status the route would have answered with.
 
+A send that outlasts the timeout (a verifier that stopped reading, its TCP window shut) has its socket shut down by a
+watch thread, since websockets' synchronous ``send`` takes no timeout: the asker is told the verifier is
+unreachable instead of waiting for the keepalive to give up.
+
 A connection the verifier closed (it restarted, or the chain was down) is opened again once for the same request;
 anything else unreachable is reported as such, and the asker tries that verifier again later. An endpoint that
 answers the WebSocket handshake with an HTTP error (a node of an older release has no stream route) is a refusal
@@ -15,8 +19,12 @@ that asking again will not change.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import socket
 import threading
+import time
 from contextlib import ExitStack
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -46,6 +54,48 @@ def stream_url(endpoint: str) -> str:
     return urlunsplit((scheme, url.netloc, url.path + ENDORSE_STREAM_PATH, "", ""))
 
 
+class _SendWatch:
+    """Deadlines of the sends in flight, and one daemon thread that shuts down the socket of a send past its
+    deadline (``sendall`` then fails with an ``OSError``). A send costs a lock and a dictionary entry; the thread wakes
+    at the earliest deadline it knows of (a send that ended leaves its wake-up in place: at most one per timeout), and
+    is started with the first send."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._sends: dict[int, tuple[float, socket.socket]] = {}
+        self._next = 0
+        self._thread: threading.Thread | None = None
+        self._wakes_at = math.inf
+
+    def start(self, sock: socket.socket, timeout: float) -> int:
+        with self._cond:
+            self._next += 1
+            deadline = time.monotonic() + timeout
+            self._sends[self._next] = (deadline, sock)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="endorse-send-watch", daemon=True)
+                self._thread.start()
+            elif deadline < self._wakes_at:  # only when it would wake too late: not once per send
+                self._cond.notify()
+            return self._next
+
+    def done(self, ticket: int) -> None:
+        with self._cond:
+            self._sends.pop(ticket, None)
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for ticket, (deadline, sock) in list(self._sends.items()):
+                    if deadline <= now:
+                        del self._sends[ticket]
+                        with contextlib.suppress(OSError):  # already closed
+                            sock.shutdown(socket.SHUT_RDWR)
+                self._wakes_at = min((d for d, _ in self._sends.values()), default=math.inf)
+                self._cond.wait(None if self._wakes_at == math.inf else max(self._wakes_at - now, 0.0))
+
+
 class EndorseClient:
     """The open connections of one party to its verifiers; safe to use from several threads, one request in flight
     per verifier at a time (an answer is matched to its request by order)."""
@@ -55,6 +105,7 @@ class EndorseClient:
         self._connections: dict[str, tuple[ClientConnection, ExitStack]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._watch = _SendWatch()
 
     def ask(self, endpoint: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """(status, answer) for one endorsement request, as ``POST /v1/endorse`` would answer it."""
@@ -67,7 +118,11 @@ class EndorseClient:
                 reused = url in self._connections
                 try:
                     conn = self._connection(url)
-                    conn.send(message)
+                    ticket = self._watch.start(conn.socket, self.timeout)
+                    try:
+                        conn.send(message)
+                    finally:
+                        self._watch.done(ticket)
                     answer = json.loads(conn.recv(timeout=self.timeout))
                     return int(answer["status"]), dict(answer["body"])
                 except ConnectionClosed as exc:

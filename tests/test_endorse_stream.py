@@ -7,9 +7,12 @@ histograms in the chain and end-to-end tests."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -119,6 +122,58 @@ def test_a_restarted_verifier_is_reached_again_and_a_gone_one_is_reported(verifi
         again.stop()
     with pytest.raises(VerifierUnreachable):
         client.ask(endpoint, _body())
+
+
+def test_a_verifier_that_stops_reading_is_unreachable_after_the_timeout() -> None:
+    """The verifier opens the stream and then reads nothing: the asker's send fills the TCP buffers and would block
+    (websockets' synchronous send has no timeout). The client shuts the socket down at the timeout and reports the
+    verifier unreachable; the asking thread is never left hanging."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    held: list[socket.socket] = []
+
+    def accept_and_stall() -> None:
+        conn, _ = listener.accept()
+        held.append(conn)
+        request = b""
+        while b"\r\n\r\n" not in request:
+            request += conn.recv(4096)
+        key = next(
+            line.split(b":", 1)[1].strip()
+            for line in request.split(b"\r\n")
+            if line.lower().startswith(b"sec-websocket-key")
+        )
+        accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        conn.sendall(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+        )  # and then nothing is ever read
+
+    server = threading.Thread(target=accept_and_stall, daemon=True)
+    server.start()
+    client = EndorseClient(timeout=0.5)
+    outcome: list[BaseException | tuple[int, dict[str, Any]]] = []
+
+    def ask() -> None:
+        try:
+            outcome.append(client.ask(f"http://127.0.0.1:{port}", _body(nodes=120_000)))  # 25 MB: more than TCP buffers
+        except VerifierUnreachable as exc:
+            outcome.append(exc)
+
+    start = time.monotonic()
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    asker.join(20)
+    try:
+        assert not asker.is_alive(), "the send to a verifier that stopped reading never returned"
+        assert isinstance(outcome[0], VerifierUnreachable)
+        assert time.monotonic() - start < 10
+    finally:
+        for conn in held:  # first: a send still blocked (the assertion failed) then fails, and closing cannot hang
+            conn.close()
+        listener.close()
+        asker.join(10)
+        client.close()
 
 
 def test_an_endpoint_without_the_stream_is_a_refusal_not_an_outage() -> None:
