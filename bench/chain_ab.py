@@ -2,8 +2,8 @@
 
 One run on chain is an anecdote: the machine's speed drifts by 10-20% within an hour here (``simulate`` took 0.83 to
 1.15 s for the same work in one session), so a change is measured against the code before it in the same session,
-the two runs interleaved. The earlier commit is checked out in a git worktree beside this one (with this checkout's
-``node_modules`` linked in); each run is ``python -m bench.chain`` in its own process, in the tree it measures.
+the two runs interleaved. The earlier commit is checked out beside this one (``bench.worktree``); each run is
+``python -m bench.chain`` in its own process, in the tree it measures.
 
     python -m bench.chain_ab --base 9f6def8 --runs 3 --out bench/results/chain_ab.json -- --trees 50 --depth 6
 """
@@ -14,13 +14,11 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from bench.stats import mean_se
-
-ROOT = Path(__file__).resolve().parents[1]
+from bench.worktree import ROOT, checkout, short_commit
 
 
 def main() -> int:
@@ -33,32 +31,23 @@ def main() -> int:
     chain_args = [a for a in args.chain_args if a != "--"]
     if any(a == "--out" or a.startswith("--out=") for a in chain_args):
         ap.error("--out is this script's: each run's own file is written beside the summary")
-    base = subprocess.run(
-        ["git", "rev-parse", "--short", args.base], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    base = short_commit(args.base)
+    head = short_commit("HEAD")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="fgbdt-ab-") as tmp:
-        tree = Path(tmp) / "base"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), base], cwd=ROOT, check=True)
-        try:
-            if (ROOT / "node_modules").exists():
-                (tree / "node_modules").symlink_to(ROOT / "node_modules")
-            runs: dict[str, list[dict[str, Any]]] = {"head": [], "base": []}
-            for i in range(1, args.runs + 1):
-                for side, where in (("base", tree), ("head", ROOT)):
-                    result = out.with_name(f"{out.stem}_{side}_run{i}.json").resolve()
-                    cmd = [sys.executable, "-m", "bench.chain", *chain_args, "--out", str(result)]
-                    subprocess.run(cmd, cwd=where, check=True, stdout=subprocess.DEVNULL)
-                    runs[side].append(json.loads(result.read_text()))
-                    r = runs[side][-1]
-                    print(f"{side} run {i}: {r['chain_wall_seconds']:.2f} s, {r['ratio']:.2f}x", flush=True)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+    with checkout(base) as tree:
+        runs: dict[str, list[dict[str, Any]]] = {"head": [], "base": []}
+        for i in range(1, args.runs + 1):
+            for side, where in (("base", tree), ("head", ROOT)):
+                result = out.with_name(f"{out.stem}_{side}_run{i}.json").resolve()
+                cmd = [sys.executable, "-m", "bench.chain", *chain_args, "--out", str(result)]
+                subprocess.run(cmd, cwd=where, check=True, stdout=subprocess.DEVNULL)
+                runs[side].append(json.loads(result.read_text()))
+                r = runs[side][-1]
+                print(f"{side} run {i}: {r['chain_wall_seconds']:.2f} s, {r['ratio']:.2f}x", flush=True)
     summary: dict[str, Any] = {
         "command": "python -m bench.chain_ab " + " ".join(sys.argv[1:]),
-        "head_commit": head.stdout.strip(),
+        "head_commit": head,
         "base_commit": base,
         **{side: _summary(rs) for side, rs in runs.items()},
     }

@@ -54,6 +54,7 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
         "prep_seconds": prep.prep_seconds,
         "jit_load_seconds": jit,
         "test_error": report["test_error"],
+        "test_auc": report.get("test_auc"),
         "rss_before_mb": before,
         "peak_rss_mb": peak,
         "phases": phases,
