@@ -42,15 +42,7 @@ from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES, TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, next_score_bound
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
-from fgbdt_chain.node.histogram import (
-    BinnedRows,
-    FixedRows,
-    FixedSums,
-    ParentHistograms,
-    RowGroups,
-    VoteRows,
-    votes_from_gains,
-)
+from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
 from fgbdt_chain.node.messages import level_traffic
 from fgbdt_chain.node.model import Node, Tree
 from fgbdt_chain.node.objective import gradients
@@ -342,9 +334,6 @@ class LocalParty:
         """The party's place in the task: which noise stream a seeded experiment draws (``node.privacy.noise_rng``)."""
         self.widths = widths
         """Slots per feature (``node.model.slot_widths`` of the task's edges): where a private party's noise goes."""
-        self._vote_level: tuple[int, int, np.ndarray, np.ndarray] | None = None
-        """The last level this party voted on, (tree, level, its open nodes, their vote histograms): the next
-        level's parents (``votes_on``)."""
 
     @property
     def n_rows(self) -> int:
@@ -368,57 +357,30 @@ class LocalParty:
         return FixedRows.of(g, h, count)
 
     def votes(
-        self,
-        k_of_row: np.ndarray,
-        k: int,
-        g: np.ndarray,
-        h_vote: np.ndarray,
-        tree: int = 0,
-        level: int = 0,
-        open_nodes: Sequence[int] | None = None,
+        self, k_of_row: np.ndarray, k: int, g: np.ndarray, h_vote: np.ndarray, tree: int = 0, level: int = 0
     ) -> np.ndarray:
         """This party's vote for each of the ``k`` open nodes (Algorithm 3, equation 4 on refitted sums)."""
-        return self.votes_on(k_of_row, k, self.vote_gradients(g, h_vote), tree, level, open_nodes)
+        return self.votes_on(k_of_row, k, *self.vote_gradients(g, h_vote), tree, level)
 
-    def vote_gradients(self, g: np.ndarray, h_vote: np.ndarray) -> VoteRows:
-        """The (g, h) the votes are taken on: refitted with w* (fvtree) or raw (PV-tree), as integers
-        (``VoteRows``). They only change with the gradients, so the simulator computes them once per tree instead
-        of once per level. A private party clips every refitted gradient to [-1, 1] and counts rows as hessians,
-        which bounds the vote's sensitivity (``node.privacy``)."""
+    def vote_gradients(self, g: np.ndarray, h_vote: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (g, h) the votes are taken on: refitted with w* (fvtree) or raw (PV-tree). They only change with
+        the gradients, so the simulator computes them once per tree instead of once per level. A private party
+        clips every refitted gradient to [-1, 1] and counts rows as hessians, which bounds the vote's sensitivity
+        (``node.privacy``)."""
         gv = g if self.w is None else g * self.w
         if self.privacy.private:
-            return VoteRows.of(np.clip(gv, -1.0, 1.0), np.ones_like(h_vote))
-        return VoteRows.of(gv, h_vote if self.w is None else h_vote * self.w)
+            return np.clip(gv, -1.0, 1.0), np.ones_like(h_vote)
+        return gv, (h_vote if self.w is None else h_vote * self.w)
 
     def votes_on(
-        self,
-        k_of_row: np.ndarray,
-        k: int,
-        vote: VoteRows,
-        tree: int = 0,
-        level: int = 0,
-        open_nodes: Sequence[int] | None = None,
+        self, k_of_row: np.ndarray, k: int, g_vote: np.ndarray, h_vote: np.ndarray, tree: int = 0, level: int = 0
     ) -> np.ndarray:
         """``votes`` on values already refitted by ``vote_gradients``; a private party draws its vote by the
-        exponential mechanism, over every threshold (no row minimum: feasibility would depend on one row).
-
-        With the level's ``open_nodes`` (node ids), the histograms are kept for the next level, whose sibling
-        nodes then sum only the smaller one's rows (``BinnedRows.best_gains``); the votes are the same without."""
-        parents = self._vote_parents(tree, level, open_nodes)
-        min_rows = 0 if self.privacy.private else 1
-        best, hist = self.rows.best_gains(k_of_row, k, vote, self.params.lam, min_rows, parents)
-        self._vote_level = None if open_nodes is None else (tree, level, np.asarray(open_nodes, dtype=np.int64), hist)
+        exponential mechanism, over every threshold (no row minimum: feasibility would depend on one row)."""
         if not self.privacy.private:
-            return votes_from_gains(best)
+            return votes_from_gains(self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam))
+        best = self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam, min_rows=0)
         return exponential_votes(best, self.privacy, noise_rng(self.noise_seed, self.index, tree, level, VOTES))
-
-    def _vote_parents(self, tree: int, level: int, open_nodes: Sequence[int] | None) -> ParentHistograms | None:
-        """The previous level's vote histograms, when this party voted on the previous level of the same tree; None
-        otherwise (the sums are then taken directly, with the same result)."""
-        last = self._vote_level
-        if open_nodes is None or last is None or last[0] != tree or last[1] != level - 1:
-            return None
-        return ParentHistograms.of(open_nodes, last[2], last[3])
 
     def level_sums(
         self,
@@ -775,7 +737,7 @@ class Federation:
                 votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
                 cands = top2_level(votes, self.n_features, ref.TIE_HASHED, t, open_nodes)
             else:
-                votes = self._votes(t, level, open_nodes, k_of_rows, vote_grads)
+                votes = self._votes(t, level, k, k_of_rows, vote_grads)
                 cands = top2_level(votes, self.n_features, TIE_BREAKS[p.tie_break], t, open_nodes)
             node_votes = votes.T.tolist()
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
@@ -881,16 +843,16 @@ class Federation:
         return tree, tree_total, records, traffic, tree_credit
 
     def _votes(
-        self, t: int, level: int, open_nodes: list[int], k_of_rows: Sequence[np.ndarray], vote_rows: Sequence[VoteRows]
+        self, t: int, level: int, k: int, k_of_rows: Sequence[np.ndarray], vote_grads: Sequence[tuple[np.ndarray, ...]]
     ) -> np.ndarray:
-        """Every party's vote for each of the level's open nodes, shape (parties, k): abstentions from a party out
-        of the task (no vote on chain)."""
-        k = len(open_nodes)
+        """Every party's vote for each of the level's ``k`` open nodes, shape (parties, k): abstentions from a party
+        out of the task (no vote on chain)."""
 
         def vote(i: int) -> np.ndarray:
             if not self.active[i]:
                 return np.full(k, ref.ABSTAIN, dtype=np.int64)
-            return self.parties[i].votes_on(k_of_rows[i], k, vote_rows[i], t, level, open_nodes)
+            g_vote, h_vote = vote_grads[i]
+            return self.parties[i].votes_on(k_of_rows[i], k, g_vote, h_vote, t, level)
 
         return np.stack(self._each(vote))
 
@@ -986,10 +948,11 @@ class Federation:
         """No votes (all abstain); each node's candidates are the two best features of the pooled float
         histograms of all features."""
         assert self.pooled is not None
-        best, _ = self.pooled.best_gains(
+        best = self.pooled.best_gains(
             np.concatenate(k_of_rows),
             k,
-            VoteRows.of(np.concatenate([gr[0] for gr in grads]), np.concatenate([gr[2] for gr in grads])),
+            np.concatenate([gr[0] for gr in grads]),
+            np.concatenate([gr[2] for gr in grads]),
             self.params.lam,
             self.params.min_rows,
         )

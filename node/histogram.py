@@ -7,29 +7,24 @@ compiled numba kernel over all the groups of the level:
 
 * votes: rows' bin slots are stored once as sparse entries around each feature's most common slot (a9a: about
   10 of 123 features are away from it in a row), and only the (feature, slot) cells that occur in the data get a
-  histogram cell, so work and memory follow the data, not ``features * slots``. The kernel streams the rows, each
-  adding to its group's cells, then fills the default cells from the group totals and scans every threshold. A
-  row's entries sit in a fixed-width table (short rows padded): a loop of varying length per row costs one
-  mispredicted branch per row, about as much as the row's updates. The values voted on are integers in a
-  power-of-two unit (``VoteRows``), so that of two sibling nodes only the one with fewer rows is summed and the
-  other is its parent's histogram less it (a9a at the paper's settings: 23% of the rows summed below the roots),
-  with the sums, and so the votes, exactly those of summing every row;
+  histogram cell, so work and memory follow the data, not ``features * slots``. The kernel streams the rows in
+  increasing order, each adding to its group's cells, then fills the default cells from the group totals and scans
+  every threshold. A row's entries sit in a fixed-width table (short rows padded): a loop of varying length per
+  row costs one mispredicted branch per row, about as much as the row's updates;
 * candidates and splits: the rows of every group are listed in increasing order (``RowGroups``), and both read
   one feature of a group's rows at a time from a feature-major copy of the slots, a short stretch of one column;
   applying the splits partitions each group's list into its children's, so the grouping is never rebuilt.
 
-The sums the votes and the exact histograms rest on are integers, the same in any order; the float candidate
-histograms (``group_candidates``, for baselines) are taken in the order of a plain loop over the rows in increasing
-order (a row adds to a cell at most once). The tests compare each kernel bit for bit with such a loop.
+Every float sum is taken in the order of a plain loop over the rows in increasing order (a row adds to a cell at
+most once), so the sums, and hence the votes and the quantised histograms, are the same floats however the rows
+are visited (the tests compare them bit for bit with such a loop).
 
 The same code serves one party (a node process, from row positions) and the simulator (which keeps the groups
-up to date), so both compute the same numbers.
+up to date), so both compute the same floats.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,175 +56,105 @@ def _group_rows(group_of_row: np.ndarray, num_groups: int) -> tuple[np.ndarray, 
     return order, start
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _add_row(  # pragma: no cover - compiled
-    hist: np.ndarray,
-    k: int,
-    r: int,
-    total: int,
-    row_cells: np.ndarray,
-    tail_ptr: np.ndarray,
-    tail_cell: np.ndarray,
-    gr: int,
-    hr: int,
-) -> None:
-    """Row ``r``'s values into group ``k``'s cells and totals (``_vote_gains``)."""
-    hist[k, total, 0] += gr
-    hist[k, total, 1] += hr
-    hist[k, total, 2] += 1
-    for j in range(row_cells.shape[1]):
-        c = row_cells[r, j]
-        hist[k, c, 0] += gr
-        hist[k, c, 1] += hr
-        hist[k, c, 2] += 1
-    first, last = tail_ptr[r], tail_ptr[r + 1]
-    if first < last:
-        for e in range(first, last):
-            c = tail_cell[e]
-            hist[k, c, 0] += gr
-            hist[k, c, 1] += hr
-            hist[k, c, 2] += 1
-
-
 @njit(cache=True, nogil=True)
-def _vote_gains(  # pragma: no cover - compiled
+def _row_gains(  # pragma: no cover - compiled
     row_cells: np.ndarray,
     tail_ptr: np.ndarray,
     tail_cell: np.ndarray,
     group_of_row: np.ndarray,
     num_groups: int,
-    nodes: np.ndarray,
-    parent_nodes: np.ndarray,
-    parent_hist: np.ndarray,
     cell_start: np.ndarray,
     default_cell: np.ndarray,
     g: np.ndarray,
     h: np.ndarray,
-    g_unit: float,
-    h_unit: float,
     lam: float,
     min_rows: int,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray:
     num_features = default_cell.shape[0]
     num_cells = cell_start[num_features]
     width = row_cells.shape[1]
-    total = num_cells + width  # the group totals' column, after the padding cells of short rows (never read)
-    count = np.zeros(num_groups, dtype=np.int64)
+    # g and h of a cell side by side, one cache line per update; the cells past the real ones take the padding
+    # entries of short rows and are never read
+    hgh = np.zeros((num_groups, num_cells + width, 2))
+    hn = np.zeros((num_groups, num_cells + width), dtype=np.int32)
+    tg = np.zeros(num_groups)
+    th = np.zeros(num_groups)
+    tn = np.zeros(num_groups, dtype=np.int64)
     for r in range(group_of_row.shape[0]):
         k = group_of_row[r]
+        if k < 0:
+            continue
         if k >= num_groups:
             raise ValueError("a row's group is not below num_groups")
-        if k >= 0:
-            count[k] += 1
-    # a pair of sibling nodes (heap ids 2p and 2p + 1) whose parent p's histograms are known: only the one with
-    # fewer rows is summed
-    parent_of = np.full(num_groups, -1, dtype=np.int64)
-    sibling_of = np.full(num_groups, -1, dtype=np.int64)
-    if parent_nodes.shape[0] > 0:
-        if nodes.shape[0] != num_groups or parent_hist.shape[0] != parent_nodes.shape[0]:
-            raise ValueError("one node id per group and one parent histogram per parent node")
-        size = 2
-        for q in range(parent_nodes.shape[0]):
-            size = max(size, 2 * parent_nodes[q] + 2)
-        for k in range(num_groups):
-            size = max(size, nodes[k] + 2)
-        where_before = np.full(size, -1, dtype=np.int64)
-        where_now = np.full(size, -1, dtype=np.int64)
-        for q in range(parent_nodes.shape[0]):
-            if parent_nodes[q] < 1 or where_before[parent_nodes[q]] >= 0:
-                raise ValueError("parent node ids must be distinct heap ids (1 and up)")
-            where_before[parent_nodes[q]] = q
-        for k in range(num_groups):
-            if nodes[k] < 1 or where_now[nodes[k]] >= 0:
-                raise ValueError("node ids must be distinct heap ids (1 and up)")
-            where_now[nodes[k]] = k
-        for k in range(num_groups):
-            if nodes[k] > 1 and where_before[nodes[k] >> 1] >= 0 and where_now[nodes[k] ^ 1] >= 0:
-                parent_of[k], sibling_of[k] = where_before[nodes[k] >> 1], where_now[nodes[k] ^ 1]
-    scan = np.ones(num_groups, dtype=np.bool_)
-    for k in range(num_groups):
-        s = sibling_of[k]
-        if parent_of[k] >= 0 and (count[s] < count[k] or (count[s] == count[k] and s < k)):
-            scan[k] = False
-    # g, h and the count of a cell side by side, one cache line per update
-    hist = np.empty((num_groups, total + 1, 3), dtype=np.int64)
-    for k in range(num_groups):
-        if scan[k]:  # a derived group's cells are all written below
-            hist[k] = 0
-    # the rows to sum, listed without a branch per row (whether a row's group is summed does not follow a pattern)
-    summed = np.zeros(num_groups + 1, dtype=np.int64)  # by group + 1: rows of no group (-1) are never summed
-    for k in range(num_groups):
-        summed[k + 1] = scan[k]
-    every = True
-    for k in range(num_groups):
-        every = every and scan[k]
-    if every:  # a root, or no parents: every row of a group, in row order
-        for r in range(group_of_row.shape[0]):
-            k = group_of_row[r]
-            if k >= 0:
-                _add_row(hist, k, r, total, row_cells, tail_ptr, tail_cell, g[r], h[r])
-    else:
-        rows = np.empty(group_of_row.shape[0], dtype=np.int64)
-        m = 0
-        for r in range(group_of_row.shape[0]):
-            rows[m] = r
-            m += summed[group_of_row[r] + 1]
-        for i in range(m):
-            r = rows[i]
-            _add_row(hist, group_of_row[r], r, total, row_cells, tail_ptr, tail_cell, g[r], h[r])
-    # the default cell holds what the group's other cells do not
-    for k in range(num_groups):
-        if not scan[k]:
-            continue
-        for f in range(num_features):
-            lo, hi, d = cell_start[f], cell_start[f + 1], default_cell[f]
-            if hi - lo == 2:  # a two-slot feature (all of a9a's): without the loops, whose branches mispredict
-                o = lo + 1 if d == lo else lo
-                for v in range(3):
-                    hist[k, d, v] = hist[k, total, v] - hist[k, o, v]
-                continue
-            for v in range(3):
-                rest = 0
-                for c in range(lo, hi):
-                    if c != d:
-                        rest += hist[k, c, v]
-                hist[k, d, v] = hist[k, total, v] - rest
-    for k in range(num_groups):
-        if not scan[k]:
-            p, s = parent_of[k], sibling_of[k]
-            for c in range(total + 1):
-                for v in range(3):
-                    hist[k, c, v] = parent_hist[p, c, v] - hist[s, c, v]
+        gr, hr = g[r], h[r]
+        tg[k] += gr
+        th[k] += hr
+        tn[k] += 1
+        for j in range(width):
+            c = row_cells[r, j]
+            hgh[k, c, 0] += gr
+            hgh[k, c, 1] += hr
+            hn[k, c] += 1
+        first, last = tail_ptr[r], tail_ptr[r + 1]
+        if first < last:
+            for e in range(first, last):
+                c = tail_cell[e]
+                hgh[k, c, 0] += gr
+                hgh[k, c, 1] += hr
+                hn[k, c] += 1
     best = np.full((num_groups, num_features), -np.inf)
     for k in range(num_groups):
-        tg, th, tn = hist[k, total, 0], hist[k, total, 1], hist[k, total, 2]
-        if tn == 0:
+        if tn[k] == 0:
             continue
+        tgk, thk, tnk = tg[k], th[k], tn[k]
         for f in range(num_features):
-            lo, hi = cell_start[f], cell_start[f + 1]
-            if hi - lo == 2:  # one threshold: the steps below without their loop
-                nl = hist[k, lo, 2]
-                if nl >= min_rows and tn - nl >= min_rows:
-                    gl, hl = hist[k, lo, 0], hist[k, lo, 1]
-                    dl, dr = hl * h_unit + lam, (th - hl) * h_unit + lam
-                    sl, sr = gl * g_unit, (tg - gl) * g_unit
-                    best[k, f] = (sl * sl / dl if dl > 0 else 0.0) + (sr * sr / dr if dr > 0 else 0.0)
+            lo, hi, d = cell_start[f], cell_start[f + 1], default_cell[f]
+            if hi - lo == 2:
+                # a two-slot feature (all of a9a's): the general steps below without their loops, whose varying
+                # lengths cost mispredicted branches; the same operations in the same order
+                o = lo + 1 if d == lo else lo
+                sg, sh, sn = 0.0 + hgh[k, o, 0], 0.0 + hgh[k, o, 1], hn[k, o]
+                hgh[k, d, 0] = tgk - sg
+                hgh[k, d, 1] = thk - sh
+                hn[k, d] = tnk - sn
+                gl, hl, nl = 0.0 + hgh[k, lo, 0], 0.0 + hgh[k, lo, 1], hn[k, lo]
+                nr = tnk - nl
+                if nl >= min_rows and nr >= min_rows:
+                    gr, hr = tgk - gl, thk - hl
+                    dl, dr = hl + lam, hr + lam
+                    gain = (gl * gl / dl if dl > 0 else 0.0) + (gr * gr / dr if dr > 0 else 0.0)
+                    if gain > -np.inf:
+                        best[k, f] = gain
                 continue
-            gl, hl, nl = 0, 0, 0
+            # the default cell holds what the group's other cells do not
+            sg, sh, sn = 0.0, 0.0, 0
+            for c in range(lo, d):
+                sg += hgh[k, c, 0]
+                sh += hgh[k, c, 1]
+                sn += hn[k, c]
+            for c in range(d + 1, hi):
+                sg += hgh[k, c, 0]
+                sh += hgh[k, c, 1]
+                sn += hn[k, c]
+            hgh[k, d, 0] = tgk - sg
+            hgh[k, d, 1] = thk - sh
+            hn[k, d] = tnk - sn
+            gl, hl, nl = 0.0, 0.0, 0
             b = -np.inf
             for c in range(lo, hi - 1):
-                gl += hist[k, c, 0]
-                hl += hist[k, c, 1]
-                nl += hist[k, c, 2]
-                if nl < min_rows or tn - nl < min_rows:
+                gl += hgh[k, c, 0]
+                hl += hgh[k, c, 1]
+                nl += hn[k, c]
+                nr = tnk - nl
+                if nl < min_rows or nr < min_rows:
                     continue
-                dl, dr = hl * h_unit + lam, (th - hl) * h_unit + lam
-                sl, sr = gl * g_unit, (tg - gl) * g_unit
-                gain = (sl * sl / dl if dl > 0 else 0.0) + (sr * sr / dr if dr > 0 else 0.0)
+                gr, hr = tgk - gl, thk - hl
+                dl, dr = hl + lam, hr + lam
+                gain = (gl * gl / dl if dl > 0 else 0.0) + (gr * gr / dr if dr > 0 else 0.0)
                 if gain > b:
                     b = gain
             best[k, f] = b
-    return best, hist
+    return best
 
 
 @njit(cache=True, nogil=True)
@@ -442,67 +367,6 @@ class RowGroups:
         return cls(np.arange(n_rows, dtype=np.int64), np.array([0, n_rows], dtype=np.int64))
 
 
-VOTE_SUM_BITS = 61
-"""A party's vote values are scaled so that the sum of their magnitudes stays below 2**VOTE_SUM_BITS: every sum of
-a subset of rows, and every difference of two such sums, then fits int64 whatever the rows."""
-
-
-def _vote_fixed(values: np.ndarray) -> tuple[np.ndarray, float]:
-    """``values`` as integers ``rint(v * 2**e)`` and the unit ``2**-e``, ``e`` the largest that keeps the sum of
-    the integers' magnitudes below 2**62 (one more bit than ``VOTE_SUM_BITS``: each integer may round up by a half)."""
-    if values.shape[0] >= 2**60:
-        raise ValueError("too many rows for 64-bit vote sums")
-    with np.errstate(over="ignore"):  # an overflowing sum is handled below
-        total, shift = float(np.abs(values).sum()), 0
-    if not math.isfinite(total):
-        if not np.isfinite(values).all():
-            raise ValueError("vote gradients and hessians must be finite")
-        total, shift = float(np.abs(np.ldexp(values, -64)).sum()), 64  # finite values whose sum overflows
-    exponent = VOTE_SUM_BITS - math.frexp(total)[1] - shift if total > 0 else 0  # total < 2**frexp(total)[1]
-    exponent = min(max(exponent, -1000), 1074)  # the unit stays a float above 0 (2**-1074 is the least)
-    return np.rint(np.ldexp(values, exponent)).astype(np.int64), math.ldexp(1.0, -exponent)
-
-
-@dataclass(frozen=True)
-class VoteRows:
-    """The values a party votes on (refitted gradients and hessians) as integers in units of a power of two, fixed
-    once per tree. Why integers: sums of the same rows are then the same in any order, so a node's vote histogram
-    may be taken as its parent's less its sibling's (``BinnedRows.best_gains``) and still equal the direct sum, in
-    the simulator and in a restarted node alike. A unit of ``2**-61`` of the party's total magnitude is far below
-    what a float sum of the same rows rounds off."""
-
-    g: np.ndarray
-    h: np.ndarray
-    g_unit: float
-    h_unit: float
-
-    @classmethod
-    def of(cls, g: np.ndarray, h: np.ndarray) -> VoteRows:
-        if g.shape != h.shape or g.ndim != 1:
-            raise ValueError(f"g and h must be 1-D of the same shape, got {g.shape} and {h.shape}")
-        gq, g_unit = _vote_fixed(np.ascontiguousarray(g, dtype=np.float64))
-        hq, h_unit = _vote_fixed(np.ascontiguousarray(h, dtype=np.float64))
-        return cls(gq, hq, g_unit, h_unit)
-
-
-_NO_NODES = np.zeros(0, dtype=np.int64)
-
-
-@dataclass(frozen=True)
-class ParentHistograms:
-    """What a level's vote histograms may be derived from (``BinnedRows.best_gains``): the heap ids of this level's
-    groups (``nodes``), those of the previous level's (``parent_nodes``) and that level's vote histograms (``hist``,
-    ``best_gains``' second result). A group whose parent is there and whose sibling is open too is one of a pair."""
-
-    nodes: np.ndarray
-    parent_nodes: np.ndarray
-    hist: np.ndarray
-
-    @classmethod
-    def of(cls, nodes: Sequence[int], parent_nodes: np.ndarray, hist: np.ndarray) -> ParentHistograms:
-        return cls(np.asarray(nodes, dtype=np.int64), np.ascontiguousarray(parent_nodes, dtype=np.int64), hist)
-
-
 @dataclass(frozen=True)
 class FixedRows:
     """Every row's gradient and hessian quantised once to 18-decimal fixed point (``q = hi * 2**32 + lo``) and
@@ -610,45 +474,24 @@ class BinnedRows:
         return RowGroups.of(group_of_row, num_groups)
 
     def best_gains(
-        self,
-        group_of_row: np.ndarray,
-        num_groups: int,
-        rows: VoteRows,
-        lam: float,
-        min_rows: int = 1,
-        parents: ParentHistograms | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Best split gain of every feature in every group, shape (num_groups, F), -inf where none is valid; and the
-        groups' vote histograms, for ``parents`` of the next level.
+        self, group_of_row: np.ndarray, num_groups: int, g: np.ndarray, h: np.ndarray, lam: float, min_rows: int = 1
+    ) -> np.ndarray:
+        """Best split gain of every feature in every group, shape (num_groups, F); -inf where none is valid.
 
-        The gain is equation 4 when the rows' values are refitted (weighted): ``GL^2/(HL+lambda) + GR^2/(HR+lambda)``,
-        both sides needing ``min_rows`` rows. Rows of group -1 take no part. With ``parents`` (the previous level's
-        histograms and which groups are sibling children of which), only the sibling with fewer rows is summed and
-        the other is its parent's histogram less it: exact integers, so the same as summing it.
+        The gain is equation 4 when ``g``/``h`` are refitted (weighted) values: ``GL^2/(HL+lambda) +
+        GR^2/(HR+lambda)``, both sides needing ``min_rows`` rows. Rows of group -1 take no part.
         """
-        self._check_rows(group_of_row, rows.g, rows.h)
-        columns = int(self.cell_start[-1]) + self.row_cells.shape[1] + 1
-        if parents is None:
-            nodes, parent_nodes, parent_hist = _NO_NODES, _NO_NODES, np.zeros((0, columns, 3), dtype=np.int64)
-        else:
-            nodes, parent_nodes, parent_hist = parents.nodes, parents.parent_nodes, parents.hist
-            if parent_hist.shape[1:] != (columns, 3) or parent_hist.dtype != np.int64:
-                raise ValueError(f"parent histograms must be int64 of shape (nodes, {columns}, 3)")
-        return _vote_gains(
+        self._check_rows(group_of_row, g, h)
+        return _row_gains(
             self.row_cells,
             self.tail_ptr,
             self.tail_cell,
             np.ascontiguousarray(group_of_row, dtype=np.int64),
             int(num_groups),
-            nodes,
-            parent_nodes,
-            parent_hist,
             self.cell_start,
             self.default_cell,
-            rows.g,
-            rows.h,
-            rows.g_unit,
-            rows.h_unit,
+            _as_float(g),
+            _as_float(h),
             float(lam),
             int(min_rows),
         )
@@ -756,10 +599,7 @@ def warm_up() -> None:
     rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
     group = np.zeros(2, dtype=np.int64)
     ones = np.ones(2)
-    best, hist = rows.best_gains(np.array([0, 1]), 2, VoteRows.of(ones, ones), 1.0)
-    votes_from_gains(best)
-    parents = ParentHistograms.of([2, 3], np.array([1]), hist[:1])  # a pair of children: one is derived
-    rows.best_gains(np.array([0, 1]), 2, VoteRows.of(ones, ones), 1.0, 1, parents)
+    votes_from_gains(rows.best_gains(group, 1, ones, ones, 1.0))
     groups = rows.groups(group, 1)
     rows.group_candidates(groups, np.zeros((1, 1), dtype=np.int64), ones, ones)
     rows.group_candidates_fixed(groups, np.zeros((1, 1), dtype=np.int64), FixedRows.of(ones, ones))

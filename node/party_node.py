@@ -832,9 +832,7 @@ class PartyNode:
     def _vote(self, ctx: LevelContext) -> None:
         assert self.party is not None
         with self.timed("computing (votes)"):
-            votes = self.party.votes(
-                ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote, ctx.tree, ctx.level, ctx.open_nodes
-            )
+            votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote, ctx.tree, ctx.level)
         try:
             with self.timed("transactions"):
                 res = self.task.submit_votes(self.account, self.task_id, ctx.tree, ctx.level, votes.tolist())

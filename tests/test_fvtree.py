@@ -354,23 +354,3 @@ def test_side_sums_of_several_parties_are_each_partys_own() -> None:
     assert [[(x.left, x.right) for x in sides] for sides in together] == [
         _sides_by_cumsum(s, nodes, ranks, cuts) for s in parties
     ]
-
-
-def test_votes_from_the_parents_histograms_train_what_summing_every_level_trains(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A party keeps each level's vote histograms and derives the next level's larger siblings from them; a party
-    that cannot (a node restarted mid-tree) sums every level and must vote, and so train, the same."""
-    params = TrainParams(trees=5, depth=5, bins=8, min_rows=5)
-    _, derived = _train(params=params, n=2400)
-    calls: list[bool] = []
-    real = fvtree.LocalParty._vote_parents
-
-    def without(self: fvtree.LocalParty, tree: int, level: int, open_nodes: list[int] | None) -> None:
-        calls.append(real(self, tree, level, open_nodes) is not None)
-        return None
-
-    monkeypatch.setattr(fvtree.LocalParty, "_vote_parents", without)
-    _, summed = _train(params=params, n=2400)
-    assert any(calls)  # the first run had parents to derive from
-    assert _same_training(derived, summed)

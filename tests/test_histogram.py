@@ -6,21 +6,7 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.node.fvtree import open_positions, route
-from fgbdt_chain.node.histogram import (
-    BinnedRows,
-    ParentHistograms,
-    RowGroups,
-    VoteRows,
-    row_width,
-    votes_from_gains,
-)
-
-
-def _best(
-    rows: BinnedRows, group: np.ndarray, groups: int, g: np.ndarray, h: np.ndarray, lam: float, min_rows: int = 1
-) -> np.ndarray:
-    """The vote search's gains on ``g`` and ``h`` as the party takes them (``VoteRows``), without parents."""
-    return rows.best_gains(group, groups, VoteRows.of(g, h), lam, min_rows)[0]
+from fgbdt_chain.node.histogram import BinnedRows, RowGroups, row_width, votes_from_gains
 
 
 def _data(seed: int, n: int = 600, f: int = 9, nb: int = 6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -57,7 +43,7 @@ def test_best_gains_match_dense_computation(seed: int, min_rows: int) -> None:
     slots, g, h = _data(seed)
     rows = BinnedRows(slots, 6)
     group = np.random.default_rng(seed + 10).integers(-1, 5, len(g))  # -1: rows outside every open node
-    fast = _best(rows, group, 5, g, h, 0.5, min_rows)
+    fast = rows.best_gains(group, 5, g, h, 0.5, min_rows)
     slow = _dense_best(slots, group, 5, g, h, 6, 0.5, min_rows)
     assert np.array_equal(np.isinf(fast), np.isinf(slow))
     np.testing.assert_allclose(fast[np.isfinite(fast)], slow[np.isfinite(slow)], rtol=1e-9)
@@ -89,7 +75,7 @@ def test_rejects_bad_shapes_and_slots() -> None:
         BinnedRows(np.full((3, 2), 7, dtype=np.uint8), 6)
     rows = BinnedRows(np.zeros((3, 2), dtype=np.uint8), 6)
     with pytest.raises(ValueError, match="shape"):
-        _best(rows, np.zeros(2, dtype=np.int64), 1, np.zeros(3), np.zeros(3), 0.1)
+        rows.best_gains(np.zeros(2, dtype=np.int64), 1, np.zeros(3), np.zeros(3), 0.1)
 
 
 def _binary_data(seed: int, n: int = 500, f: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -106,7 +92,7 @@ def test_best_gains_of_binary_features_match_dense_computation(seed: int, min_ro
     slots, g, h = _binary_data(seed)
     rows = BinnedRows(slots, 3)
     group = np.random.default_rng(seed + 20).integers(-1, 4, len(g))
-    fast = _best(rows, group, 4, g, h, 0.1, min_rows)
+    fast = rows.best_gains(group, 4, g, h, 0.1, min_rows)
     slow = _dense_best(slots, group, 4, g, h, 3, 0.1, min_rows)
     assert np.array_equal(np.isinf(fast), np.isinf(slow))
     np.testing.assert_allclose(fast[np.isfinite(fast)], slow[np.isfinite(slow)], rtol=1e-9)
@@ -117,7 +103,7 @@ def test_rows_longer_than_the_fixed_width_keep_their_tail() -> None:
     rows = BinnedRows(slots, 6)
     assert rows.tail_cell.size > 0 and rows.row_cells.shape[1] > 0  # both parts of the layout are exercised
     group = np.random.default_rng(4).integers(-1, 3, len(g))
-    fast = _best(rows, group, 3, g, h, 0.5)
+    fast = rows.best_gains(group, 3, g, h, 0.5)
     slow = _dense_best(slots, group, 3, g, h, 6, 0.5, 1)
     np.testing.assert_allclose(fast[np.isfinite(fast)], slow[np.isfinite(slow)], rtol=1e-9)
 
@@ -138,9 +124,9 @@ def test_grouping_does_not_change_a_single_float() -> None:
     slots, g, h = _data(6)
     rows = BinnedRows(slots, 6)
     group = np.random.default_rng(7).integers(-1, 3, len(g))
-    both = _best(rows, group, 3, g, h, 0.5)
+    both = rows.best_gains(group, 3, g, h, 0.5)
     for k in range(3):
-        alone = _best(rows, np.where(group == k, 0, -1), 1, g, h, 0.5)
+        alone = rows.best_gains(np.where(group == k, 0, -1), 1, g, h, 0.5)
         assert both[k].tobytes() == alone[0].tobytes()
     feats = np.array([[0, 1], [2, 2], [8, 4]])
     sums = rows.candidate_histograms(group, 3, feats, g, h)
@@ -186,7 +172,7 @@ def test_split_groups_and_candidates_reject_bad_input() -> None:
     with pytest.raises(ValueError, match="candidate features"):
         rows.group_candidates(groups, np.array([[0, 9]]), g, h)
     with pytest.raises(ValueError, match="num_groups"):
-        _best(rows, np.full(len(slots), 3), 2, g, h, 0.1)
+        rows.best_gains(np.full(len(slots), 3), 2, g, h, 0.1)
 
 
 def test_compiled_votes_follow_numpy_argmax() -> None:
@@ -201,36 +187,45 @@ def test_compiled_votes_follow_numpy_argmax() -> None:
 
 
 def _sequential_best(
-    rows: BinnedRows, group: np.ndarray, groups: int, vote: VoteRows, lam: float, min_rows: int
+    rows: BinnedRows, group: np.ndarray, groups: int, g: np.ndarray, h: np.ndarray, lam: float, min_rows: int
 ) -> np.ndarray:
-    """The vote search as plain loops on Python integers: each cell's exact sum of the rows' integer values, and
-    the gain of every threshold by the float operations, in the order, that the kernel must reproduce exactly (a
-    vote, and so the model, may turn on the last bit)."""
+    """The vote search as plain loops over the rows in increasing order: the float operations, and their order,
+    that the kernel must reproduce exactly (a vote, and so the model, may turn on the last bit)."""
     best = np.full((groups, rows.n_features), -np.inf)
-    g, h = vote.g.tolist(), vote.h.tolist()
     for k in range(groups):
         members = [r for r in range(rows.n_rows) if group[r] == k]
         if not members:
             continue
-        tg, th, tn = sum(g[r] for r in members), sum(h[r] for r in members), len(members)
+        tg, th, tn = 0.0, 0.0, len(members)
+        for r in members:
+            tg += g[r]
+            th += h[r]
         for f in range(rows.n_features):
-            lo, hi = int(rows.cell_start[f]), int(rows.cell_start[f + 1])
-            cg, ch, cn = [0] * hi, [0] * hi, [0] * hi
+            lo, hi, d = int(rows.cell_start[f]), int(rows.cell_start[f + 1]), int(rows.default_cell[f])
+            cg, ch, cn = [0.0] * hi, [0.0] * hi, [0] * hi
             for r in members:
                 c = int(rows.cell_of[f, rows.slots[r, f]])
-                cg[c] += g[r]
-                ch[c] += h[r]
-                cn[c] += 1
-            gl, hl, nl, b = 0, 0, 0, -np.inf
+                if c != d:
+                    cg[c] += g[r]
+                    ch[c] += h[r]
+                    cn[c] += 1
+            sg, sh, sn = 0.0, 0.0, 0
+            for c in range(lo, hi):
+                if c != d:
+                    sg += cg[c]
+                    sh += ch[c]
+                    sn += cn[c]
+            cg[d], ch[d], cn[d] = tg - sg, th - sh, tn - sn
+            gl, hl, nl, b = 0.0, 0.0, 0, -np.inf
             for c in range(lo, hi - 1):
                 gl += cg[c]
                 hl += ch[c]
                 nl += cn[c]
                 if nl < min_rows or tn - nl < min_rows:
                     continue
-                dl, dr = float(hl) * vote.h_unit + lam, float(th - hl) * vote.h_unit + lam
-                sl, sr = float(gl) * vote.g_unit, float(tg - gl) * vote.g_unit
-                gain = (sl * sl / dl if dl > 0 else 0.0) + (sr * sr / dr if dr > 0 else 0.0)
+                gr, hr = tg - gl, th - hl
+                dl, dr = hl + lam, hr + lam
+                gain = (gl * gl / dl if dl > 0 else 0.0) + (gr * gr / dr if dr > 0 else 0.0)
                 if gain > b:
                     b = gain
             best[k, f] = b
@@ -241,13 +236,12 @@ def _sequential_best(
 def test_kernels_are_bit_for_bit_the_sequential_loops(seed: int) -> None:
     rng = np.random.default_rng(seed)
     slots, g, h = _binary_data(seed, n=300, f=5) if seed % 2 else _data(seed, n=300, f=6)
-    g = g * 10.0 ** rng.integers(-8, 8, len(g))  # magnitudes that make float sums depend on their order
+    g = g * 10.0 ** rng.integers(-8, 8, len(g))  # magnitudes that make rounding depend on the order
     rows = BinnedRows(slots, int(slots.max()) + 1)
     group = rng.integers(-1, 4, len(g))
-    vote = VoteRows.of(g, h)
     for lam, min_rows in ((0.1, 1), (0.0, 1), (0.5, 7)):
-        got, _ = rows.best_gains(group, 4, vote, lam, min_rows)
-        assert got.tobytes() == _sequential_best(rows, group, 4, vote, lam, min_rows).tobytes()
+        got = rows.best_gains(group, 4, g, h, lam, min_rows)
+        assert got.tobytes() == _sequential_best(rows, group, 4, g, h, lam, min_rows).tobytes()
     feats = rng.integers(0, slots.shape[1], (4, 2))
     sg, sh, _ = rows.candidate_histograms(group, 4, feats, g, h)
     want_g, want_h = np.zeros(sg.shape), np.zeros(sh.shape)
@@ -284,79 +278,3 @@ def test_exact_candidate_sums_are_the_integer_sums_of_the_rows(seed: int) -> Non
                     assert (int(sums.h_hi[k, c, s]) << 32) + int(sums.h_lo[k, c, s]) == sum(q_h[r] for r in at)
                     assert 0 <= sums.g_lo[k, c, s] < 2**32 and 0 <= sums.h_lo[k, c, s] < 2**32
                     assert sums.n[k, c, s] == len(at)
-
-
-def _tree_levels(seed: int, n: int, depth: int) -> list[tuple[list[int], np.ndarray]]:
-    """Levels of a random tree over ``n`` rows: each level's open node ids (some nodes stop) and every row's
-    position among them (-1: in a closed node), as a party routes its rows."""
-    rng = np.random.default_rng(seed)
-    node = np.ones(n, dtype=np.int64)
-    open_nodes, levels = [1], []
-    for _ in range(depth):
-        pos = np.full(1 << (depth + 1), -1, dtype=np.int64)
-        pos[open_nodes] = np.arange(len(open_nodes))
-        levels.append((list(open_nodes), pos[node]))
-        split = [nid for nid in open_nodes if rng.random() < 0.75]
-        goes_right = rng.random(n) < rng.uniform(0.05, 0.95)
-        moved = np.isin(node, split)
-        node = np.where(moved, 2 * node + goes_right, node)
-        node[~moved & np.isin(node, open_nodes)] = 0  # a node that stopped: its rows leave the level
-        open_nodes = sorted(c for nid in split for c in (2 * nid, 2 * nid + 1))
-    return levels
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_histograms_derived_from_the_parent_are_the_summed_ones(seed: int) -> None:
-    """A level's vote histograms from its parents (the smaller sibling summed, the other its parent's less it) are
-    the directly summed integers, and so are the gains, bit for bit, through every level of a tree."""
-    slots, g, h = _binary_data(seed, n=700) if seed % 2 else _data(seed, n=700)
-    g = g * 10.0 ** np.random.default_rng(seed).integers(-6, 6, len(g))
-    rows = BinnedRows(slots, int(slots.max()) + 1)
-    vote = VoteRows.of(g, h)
-    real = np.r_[0 : int(rows.cell_start[-1]), -1]  # the cells and the totals, not the padding of short rows
-    parents: tuple[list[int], np.ndarray] | None = None
-    derived_any = False
-    for open_nodes, k_of_row in _tree_levels(seed, len(g), 5):
-        direct_best, direct = rows.best_gains(k_of_row, len(open_nodes), vote, 0.3, 2)
-        how = None if parents is None else ParentHistograms.of(open_nodes, np.array(parents[0]), parents[1])
-        best, hist = rows.best_gains(k_of_row, len(open_nodes), vote, 0.3, 2, how)
-        assert best.tobytes() == direct_best.tobytes()
-        assert np.array_equal(hist[:, real], direct[:, real])
-        derived_any |= how is not None and any(2 * (nid >> 1) + 1 in open_nodes for nid in open_nodes if nid > 1)
-        parents = (open_nodes, hist)
-    assert derived_any
-
-
-def test_vote_values_keep_every_sum_inside_64_bits() -> None:
-    """The power-of-two unit keeps the sum of the magnitudes below 2**62 at any scale, so that no sum or
-    difference of sums overflows, and each value within half a unit."""
-    rng = np.random.default_rng(1)
-    for scale in (1e-300, 1e-12, 1.0, 1e12, 1e300):
-        g = rng.normal(size=1000) * scale
-        vote = VoteRows.of(g, np.abs(g))
-        assert int(np.abs(vote.g).sum()) < 2**62 and int(np.abs(vote.g).sum()) >= 2**60
-        assert np.all(np.abs(vote.g * vote.g_unit - g) <= vote.g_unit / 2)
-    huge = VoteRows.of(np.full(4, 1e308), np.full(4, -1e308))  # finite, their sum is not
-    assert int(np.abs(huge.g).sum()) < 2**62 and huge.g[0] * huge.g_unit == pytest.approx(1e308)
-    zero = VoteRows.of(np.zeros(3), np.zeros(3))
-    assert not zero.g.any() and zero.g_unit == 1.0
-    with pytest.raises(ValueError, match="finite"):
-        VoteRows.of(np.array([1.0, np.nan]), np.ones(2))
-    with pytest.raises(ValueError, match="finite"):
-        VoteRows.of(np.ones(2), np.array([np.inf, 1.0]))
-    with pytest.raises(ValueError, match="same shape"):
-        VoteRows.of(np.ones(2), np.ones(3))
-
-
-def test_parent_histograms_that_do_not_fit_are_refused() -> None:
-    slots, g, h = _data(2, n=50)
-    rows = BinnedRows(slots, 6)
-    vote = VoteRows.of(g, h)
-    group = np.arange(50) % 2
-    _, hist = rows.best_gains(np.zeros(50, dtype=np.int64), 1, vote, 0.1)
-    with pytest.raises(ValueError, match="shape"):
-        rows.best_gains(group, 2, vote, 0.1, 1, ParentHistograms.of([2, 3], np.array([1]), hist[:, :-1]))
-    with pytest.raises(ValueError, match="distinct"):
-        rows.best_gains(group, 2, vote, 0.1, 1, ParentHistograms.of([2, 2], np.array([1]), hist))
-    with pytest.raises(ValueError, match="one node id per group"):
-        rows.best_gains(group, 2, vote, 0.1, 1, ParentHistograms.of([2], np.array([1]), hist))
