@@ -630,6 +630,13 @@ class Federation:
         }
         checked = [i for i in taking_part if i not in broken]
         measuring = rule.rule == ref.ENDORSE_STATISTICAL and (level == 0 or self.measure_every_level)
+        if rule.rule == ref.ENDORSE_STATISTICAL and not measuring and self.level_observer is None:
+            # below a root every verifier signs what keeps the exact rules (``decide``), all M - 1 of them, and the
+            # quorum never asks for more: every checked party is accepted at neutral credit, with no verdict to
+            # record for anyone (the loop below would find the same, at 12 decisions a level)
+            for i in broken:
+                self._exclude(i, t, level, broken[i])
+            return checked, {i: ref.NEUTRAL for i in checked}, claims, verdicts, measured
 
         def verify(j: int) -> dict[int, tuple[Verdict, Measurement | None]]:
             """Verifier ``j``'s verdict on every checked party but itself, with the statistics it rests on."""
@@ -854,7 +861,7 @@ class Federation:
             g_vote, h_vote = vote_grads[i]
             return self.parties[i].votes_on(k_of_rows[i], k, g_vote, h_vote, t, level)
 
-        return np.stack(self._each(vote))
+        return np.array(self._each(vote))  # np.stack's result, cheaper
 
     @property
     def carries(self) -> list[Carry | None]:

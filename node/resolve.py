@@ -277,16 +277,17 @@ def level_of(parties: Sequence[FixedSums]) -> FixedLevel | None:
     m = len(parties)
     if m == 0 or m * parties[0].n.shape[-1] > _MAX_TERMS:
         return None
-    g_hi = np.stack([p.g_hi for p in parties])
-    h_hi = np.stack([p.h_hi for p in parties])
+    # ``np.array`` of equal-shaped arrays is ``np.stack``'s result at a quarter of its cost (five per level)
+    g_hi = np.array([p.g_hi for p in parties])
+    h_hi = np.array([p.h_hi for p in parties])
     if max(int(np.abs(g_hi).max(initial=0)), int(np.abs(h_hi).max(initial=0))) >= _MAX_HI:
         return None
     return FixedLevel(
         g_hi,
-        np.stack([p.g_lo for p in parties]),
+        np.array([p.g_lo for p in parties]),
         h_hi,
-        np.stack([p.h_lo for p in parties]),
-        np.stack([p.n for p in parties]),
+        np.array([p.h_lo for p in parties]),
+        np.array([p.n for p in parties]),
     )
 
 
