@@ -91,10 +91,9 @@ class NodeSettings:
     binning_epsilon: float = 1.0
     binning_resolution: int = 64
     seed: int | None = None
-    """None: the DP noise of training is seeded from the party's key for the task (``privacy.secret_noise_seed``: a
-    real deployment; a restart draws the same noise), the sketch's and PSD's from fresh randomness. Set, with
-    ``party_index``, only to reproduce the simulator's noise in experiments and tests: a known seed makes the noise
-    predictable."""
+    """None: the DP noise (sketch, PSD, votes, histograms) is seeded from the party's key for the task
+    (``privacy.secret_noise_seed``: a real deployment; a restart draws the same noise). Set, with ``party_index``,
+    only to reproduce the simulator's noise in experiments and tests: a known seed makes the noise predictable."""
     party_index: int = 0
     attack: Attack | None = None
     """Greedy-party experiments: what this node does to the histograms it sends (``node.attacks``)."""
@@ -345,14 +344,15 @@ class PartyNode:
     # ------------------------------------------------------------------ joining
 
     def _rngs(self) -> tuple[np.random.Generator, np.random.Generator]:
-        s = self.settings
-        if s.seed is None:
-            return np.random.default_rng(), np.random.default_rng()
-        return sketch_rng(s.seed, s.party_index), np.random.default_rng([s.seed, 0x95D, s.party_index])
+        """The noise streams of the bin sketch and the PSD sent with the join: from the same seed as the training
+        noise (``_noise_seed``), so that a node restarted before its join was mined sends the same payload again
+        (with fresh noise, a second PSD could land on chain, in a reverted transaction's public calldata)."""
+        seed, index = self._noise_seed(), self.settings.party_index
+        return sketch_rng(seed, index), np.random.default_rng([seed, 0x95D, index])
 
     def _noise_seed(self) -> int:
-        """The seed of the DP noise this party adds while training: the experiment's, or else one derived from its key
-        for this task (``secret_noise_seed``: a restart draws the same noise, so no sums are released twice)."""
+        """The seed of the DP noise this party adds: the experiment's, or else one derived from its key for this task
+        (``secret_noise_seed``: a restart draws the same noise, so nothing is released twice)."""
         s = self.settings
         if s.seed is not None:
             return s.seed

@@ -279,7 +279,8 @@ def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
 
 def test_a_party_seeds_its_training_noise_from_its_key_unless_an_experiment_gives_a_seed() -> None:
     """Without an experiment's seed the DP noise is keyed to the party's key and task (``secret_noise_seed``), so a
-    node restarted mid-level draws what it drew before; with one, the experiment's seed (the simulator's streams)."""
+    node restarted mid-level (or before its join was mined) draws what it drew before; with one, the experiment's seed
+    (the simulator's streams)."""
 
     def node(key: bytes, task_id: int, seed: int | None) -> PartyNode:
         n = object.__new__(PartyNode)
@@ -291,6 +292,12 @@ def test_a_party_seeds_its_training_noise_from_its_key_unless_an_experiment_give
 
     key = bytes(range(32))
     assert node(key, 3, None)._noise_seed() == node(key, 3, None)._noise_seed()  # a restart: the same stream
+    # the join's sketch and PSD noise too: a node restarted before its join was mined sends the same payload
+    first, again, other = (
+        [rng.random(3).tolist() for rng in n._rngs()]
+        for n in (node(key, 3, None), node(key, 3, None), node(bytes(range(1, 33)), 3, None))
+    )
+    assert first == again and first != other and first[0] != first[1]
     assert node(key, 3, None)._noise_seed() != node(key, 4, None)._noise_seed()
     assert node(key, 3, None)._noise_seed() != node(bytes(range(1, 33)), 3, None)._noise_seed()
     assert node(key, 3, 11)._noise_seed() == 11
