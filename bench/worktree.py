@@ -2,8 +2,8 @@
 
 The machine's speed drifts by 10-20% within an hour here, so a change is measured in the same session as the code
 before it, runs interleaved (``bench.chain_ab``, ``bench.simulate_ab``). The earlier commit goes into a temporary git
-worktree, with this checkout's ``node_modules`` and the shared data sets beside it linked in; each run is a process started in the tree it measures,
-whose working directory puts that tree's ``fgbdt_chain`` first on the import path.
+worktree, with this checkout's ``node_modules`` and the shared data sets beside it linked in; each run is a process
+started in the tree it measures, whose working directory puts that tree's ``fgbdt_chain`` first on the import path.
 """
 
 from __future__ import annotations
