@@ -26,7 +26,9 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node import shapley_kernel
 from fgbdt_chain.node.histogram import FixedSums
+from fgbdt_chain.node.shapley_kernel import level_phis
 
 LIMB = 1 << 32
 _MAX_HI = 2**48
@@ -365,6 +367,44 @@ def _contenders(
     return np.flatnonzero(mask)
 
 
+def _sides_as_ints(at: np.ndarray, whole: np.ndarray) -> tuple[list[list[int]], ...]:
+    """Every party's raw (gL, hL, nL, gR, hR, nR) at each split as Python integers, each (S, M)."""
+    g_left = _join(at[0], at[1])
+    h_left = _join(at[2], at[3])
+    return (
+        g_left.T.tolist(),
+        h_left.T.tolist(),
+        at[4].T.tolist(),
+        (_join(whole[0], whole[1]) - g_left).T.tolist(),
+        (_join(whole[2], whole[3]) - h_left).T.tolist(),
+        (whole[4] - at[4]).T.tolist(),
+    )
+
+
+def _python_shapley(
+    sides: tuple[list[list[int]], ...], s: int, credits: Sequence[ref.Credit], hm: int, lam: int
+) -> tuple[int, list[int]]:
+    """Split ``s``'s credited gain and Shapley values on Python integers: ``ref.credited_sides`` of every party (its
+    integer steps inlined) and ``split_shapley``, with their errors where the contract reverts."""
+    g_l, h_l, n_l, g_r, h_r, n_r = (side[s] for side in sides)
+    if all(c == ref.NEUTRAL for c in credits):
+        gl, gr = g_l, g_r
+        hl, hr = h_l, h_r
+        if hm == ref.HESSIAN_COUNT:
+            hl = [ref.hessian_of(h, n, hm) for h, n in zip(hl, n_l, strict=True)]
+            hr = [ref.hessian_of(h, n, hm) for h, n in zip(hr, n_r, strict=True)]
+    else:
+        gl = [_credited(v, c.g) for v, c in zip(g_l, credits, strict=True)]
+        gr = [_credited(v, c.g) for v, c in zip(g_r, credits, strict=True)]
+        if hm == ref.HESSIAN_COUNT:
+            hl = [_credited(n * ref.ONE, c.n) for n, c in zip(n_l, credits, strict=True)]
+            hr = [_credited(n * ref.ONE, c.n) for n, c in zip(n_r, credits, strict=True)]
+        else:
+            hl = [_credited(v, c.h) for v, c in zip(h_l, credits, strict=True)]
+            hr = [_credited(v, c.h) for v, c in zip(h_r, credits, strict=True)]
+    return split_shapley(gl, hl, gr, hr, lam)
+
+
 def resolve_level(
     level: FixedLevel,
     candidates: Sequence[tuple[int, ...]],
@@ -437,33 +477,20 @@ def resolve_level(
         thr = np.array([s.threshold for _, s in split_nodes], dtype=np.int64)
         at = run[:, :, node, rank, thr]  # (5, M, S): every party's left sums at its node's split
         whole = run[:, :, node, rank, level.n.shape[-1] - 1]
-        g_left = _join(at[0], at[1])
-        h_left = _join(at[2], at[3])
-        g_right = (_join(whole[0], whole[1]) - g_left).T.tolist()
-        h_right = (_join(whole[2], whole[3]) - h_left).T.tolist()
-        n_left = at[4].T.tolist()
-        n_right = (whole[4] - at[4]).T.tolist()
-        g_left_s, h_left_s = g_left.T.tolist(), h_left.T.tolist()
         alpha, lr = params.alpha, params.learning_rate
         party_credits = list(credits) if credits is not None else [ref.NEUTRAL] * m
-        neutral = all(c == ref.NEUTRAL for c in party_credits)
+        # every split's credited gain and Shapley values in one compiled call; what it leaves (bounds it does not
+        # cover) is computed below on Python integers, as it always was
+        compiled = level_phis(at, whole, party_credits, hm, lam)
+        exact: tuple[list[list[int]], ...] | None = None
         for s, (j, split) in enumerate(split_nodes):
-            if neutral:
-                gl, gr = g_left_s[s], g_right[s]
-                hl, hr = h_left_s[s], h_right[s]
-                if hm == ref.HESSIAN_COUNT:
-                    hl = [ref.hessian_of(h, n, hm) for h, n in zip(hl, n_left[s], strict=True)]
-                    hr = [ref.hessian_of(h, n, hm) for h, n in zip(hr, n_right[s], strict=True)]
-            else:  # ``ref.credited_sides`` of every party, its integer steps inlined
-                gl = [_credited(v, c.g) for v, c in zip(g_left_s[s], party_credits, strict=True)]
-                gr = [_credited(v, c.g) for v, c in zip(g_right[s], party_credits, strict=True)]
-                if hm == ref.HESSIAN_COUNT:
-                    hl = [_credited(n * ref.ONE, c.n) for n, c in zip(n_left[s], party_credits, strict=True)]
-                    hr = [_credited(n * ref.ONE, c.n) for n, c in zip(n_right[s], party_credits, strict=True)]
-                else:
-                    hl = [_credited(v, c.h) for v, c in zip(h_left_s[s], party_credits, strict=True)]
-                    hr = [_credited(v, c.h) for v, c in zip(h_right[s], party_credits, strict=True)]
-            credited_gain, phi = split_shapley(gl, hl, gr, hr, lam)
+            done = compiled[s]
+            if done is not None:
+                credited_gain, phi = done
+            else:
+                if exact is None:
+                    exact = _sides_as_ints(at, whole)
+                credited_gain, phi = _python_shapley(exact, s, party_credits, hm, lam)
             feature = split.feature
             kappa = tuple(ref.voting_contribution(v, feature, credited_gain) for v in node_votes[j])
             # contribution(phi, 0, alpha) is check_int256(phi): most parties did not vote for the split feature
@@ -493,3 +520,4 @@ def warm_up() -> None:
     params = ref.Params(lam=ref.ONE, learning_rate=ref.ONE, min_rows=1, alpha=ref.ONE)
     resolve_level(level, [(0, 1)], [[0, 1]], [None], True, params)
     top2_level(np.zeros((2, 1), dtype=np.int64), 2, ref.TIE_HASHED, 0, [1])
+    shapley_kernel.warm_up()
