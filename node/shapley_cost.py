@@ -15,11 +15,11 @@ class SlowShapleyWarning(UserWarning):
 SHAPLEY_COST: tuple[float, float] = (4.2e-7, 6.5e-8)
 """``(a, b)``: one split's exact split Shapley takes about ``a * 2^M + b * M * 2^M`` seconds for M parties.
 
-Fitted by ``python -m bench.shapley_cost`` on ``ledger.reference.split_shapley_fast``, the kernel the simulator runs
-for every split (``node.resolve``; up to ``node.resolve.UNROLLED_PARTIES`` parties, where no warning is due, the same
-integer steps as straight-line code, about a third faster at M = 4); figures in ``bench/results/shapley_cost.md``.
-One core of the development machine: a slower machine takes longer, so the warning below is an order of magnitude,
-not a promise."""
+Fitted by ``python -m bench.shapley_cost`` on ``ledger.reference.split_shapley_fast``, the Python kernel the simulator
+ran for every split until stop 29 (figures in ``bench/results/shapley_cost.md``). The simulator now computes the
+splits within its bounds compiled (``node.shapley_kernel``, the same integers), which is faster, so the estimate
+errs on the slow side. One core of the development machine: a slower machine takes longer, so the warning below is
+an order of magnitude, not a promise."""
 
 SLOW_SHAPLEY_SECONDS = 60.0
 """Above this estimated exact-Shapley time, ``simulate`` and ``train`` say so before they start."""
