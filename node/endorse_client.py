@@ -66,6 +66,9 @@ class _SendWatch:
         self._next = 0
         self._thread: threading.Thread | None = None
         self._wakes_at = math.inf
+        self._generation = 0
+        """The running thread's: ``stop`` moves it on, and a thread whose generation is past ends."""
+        self._fired: set[int] = set()
 
     def start(self, sock: socket.socket, timeout: float) -> int:
         with self._cond:
@@ -73,23 +76,38 @@ class _SendWatch:
             deadline = time.monotonic() + timeout
             self._sends[self._next] = (deadline, sock)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="endorse-send-watch", daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._generation,), name="endorse-send-watch", daemon=True
+                )
                 self._thread.start()
             elif deadline < self._wakes_at:  # only when it would wake too late: not once per send
-                self._cond.notify()
+                self._cond.notify_all()
             return self._next
 
-    def done(self, ticket: int) -> None:
+    def done(self, ticket: int) -> bool:
+        """Ends the send's watch; True when the watch had shut its socket down (the send timed out)."""
         with self._cond:
             self._sends.pop(ticket, None)
+            if ticket in self._fired:
+                self._fired.discard(ticket)
+                return True
+            return False
 
-    def _run(self) -> None:
+    def stop(self) -> None:
+        """Ends the watch thread (the client is closed; a later send starts another)."""
         with self._cond:
-            while True:
+            self._generation += 1
+            self._thread = None
+            self._cond.notify_all()
+
+    def _run(self, generation: int) -> None:
+        with self._cond:
+            while self._generation == generation:
                 now = time.monotonic()
                 for ticket, (deadline, sock) in list(self._sends.items()):
                     if deadline <= now:
                         del self._sends[ticket]
+                        self._fired.add(ticket)
                         with contextlib.suppress(OSError):  # already closed
                             sock.shutdown(socket.SHUT_RDWR)
                 self._wakes_at = min((d for d, _ in self._sends.values()), default=math.inf)
@@ -116,17 +134,20 @@ class EndorseClient:
         with lock:
             for attempt in range(2):
                 reused = url in self._connections
+                timed_out = False
                 try:
                     conn = self._connection(url)
                     ticket = self._watch.start(conn.socket, self.timeout)
                     try:
                         conn.send(message)
                     finally:
-                        self._watch.done(ticket)
+                        timed_out = self._watch.done(ticket)
                     answer = json.loads(conn.recv(timeout=self.timeout))
                     return int(answer["status"]), dict(answer["body"])
                 except ConnectionClosed as exc:
                     self._drop(url)
+                    if timed_out:  # the watch shut the send down: the verifier is not reading, not restarted
+                        raise VerifierUnreachable(f"no progress sending to {url} within {self.timeout} s") from exc
                     if reused and attempt == 0:
                         continue  # the verifier closed a kept connection (e.g. it restarted): once more, afresh
                     raise VerifierUnreachable(_reason(exc)) from exc
@@ -158,6 +179,7 @@ class EndorseClient:
     def close(self) -> None:
         for url in list(self._connections):
             self._drop(url)
+        self._watch.stop()
 
 
 def _reason(exc: BaseException) -> str:

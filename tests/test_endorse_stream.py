@@ -124,39 +124,48 @@ def test_a_restarted_verifier_is_reached_again_and_a_gone_one_is_reported(verifi
         client.ask(endpoint, _body())
 
 
-def test_a_verifier_that_stops_reading_is_unreachable_after_the_timeout() -> None:
+@pytest.mark.parametrize("kept", [False, True])
+def test_a_verifier_that_stops_reading_is_unreachable_after_the_timeout(kept: bool) -> None:
     """The verifier opens the stream and then reads nothing: the asker's send fills the TCP buffers and would block
     (websockets' synchronous send has no timeout). The client shuts the socket down at the timeout and reports the
-    verifier unreachable; the asking thread is never left hanging."""
+    verifier unreachable; the asking thread is never left hanging, and a kept connection is not taken for one the
+    verifier closed (no second connection, no second upload of the message)."""
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     held: list[socket.socket] = []
 
     def accept_and_stall() -> None:
-        conn, _ = listener.accept()
-        held.append(conn)
-        request = b""
-        while b"\r\n\r\n" not in request:
-            request += conn.recv(4096)
-        key = next(
-            line.split(b":", 1)[1].strip()
-            for line in request.split(b"\r\n")
-            if line.lower().startswith(b"sec-websocket-key")
-        )
-        accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
-        conn.sendall(
-            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
-        )  # and then nothing is ever read
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # the listener closed: the test is over
+                return
+            held.append(conn)
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(4096)
+            key = next(
+                line.split(b":", 1)[1].strip()
+                for line in request.split(b"\r\n")
+                if line.lower().startswith(b"sec-websocket-key")
+            )
+            accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+            conn.sendall(
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+            )  # and then nothing is ever read
 
     server = threading.Thread(target=accept_and_stall, daemon=True)
     server.start()
     client = EndorseClient(timeout=0.5)
+    endpoint = f"http://127.0.0.1:{port}"
+    if kept:
+        client._connection(stream_url(endpoint))  # a connection kept from an earlier request
     outcome: list[BaseException | tuple[int, dict[str, Any]]] = []
 
     def ask() -> None:
         try:
-            outcome.append(client.ask(f"http://127.0.0.1:{port}", _body(nodes=120_000)))  # 25 MB: more than TCP buffers
+            outcome.append(client.ask(endpoint, _body(nodes=120_000)))  # 25 MB: more than TCP buffers
         except VerifierUnreachable as exc:
             outcome.append(exc)
 
@@ -167,6 +176,8 @@ def test_a_verifier_that_stops_reading_is_unreachable_after_the_timeout() -> Non
     try:
         assert not asker.is_alive(), "the send to a verifier that stopped reading never returned"
         assert isinstance(outcome[0], VerifierUnreachable)
+        assert "no progress" in str(outcome[0]) or not kept
+        assert len(held) == 1  # asked once, on one connection
         assert time.monotonic() - start < 10
     finally:
         for conn in held:  # first: a send still blocked (the assertion failed) then fails, and closing cannot hang
@@ -174,6 +185,26 @@ def test_a_verifier_that_stops_reading_is_unreachable_after_the_timeout() -> Non
         listener.close()
         asker.join(10)
         client.close()
+
+
+def test_a_closed_client_leaves_no_watch_thread(verifier: Any) -> None:
+    _, endpoint, _, _ = verifier
+
+    def watches() -> int:
+        return sum(t.name == "endorse-send-watch" and t.is_alive() for t in threading.enumerate())
+
+    before = watches()
+    for _ in range(3):
+        client = EndorseClient(timeout=5.0)
+        assert client.ask(endpoint, _body())[0] == 200
+        client.close()
+    deadline = time.monotonic() + 5
+    while watches() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert watches() == before
+    again = EndorseClient(timeout=5.0)  # a client used after close starts a watch again
+    assert again.ask(endpoint, _body())[0] == 200
+    again.close()
 
 
 def test_an_endpoint_without_the_stream_is_a_refusal_not_an_outage() -> None:
