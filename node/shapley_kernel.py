@@ -229,7 +229,7 @@ def level_phis(
     """Each split's (credited gain, phi per party) as ``split_shapley`` over ``ref.credited_sides`` gives them, or
     None where the split is left to those (bounds the kernel does not cover; see the module's docstring)."""
     m, splits = at.shape[1], at.shape[2]
-    if splits == 0 or not 0 < m <= ref.MAX_PARTIES:
+    if splits == 0 or not 0 < m <= ref.MAX_PARTIES or len(credits) != m:  # the Python path says what is wrong
         return [None] * splits
     if not -(2**250) < lam < 2**250:
         return [None] * splits

@@ -63,7 +63,10 @@ def test_splits_beyond_the_bounds_are_left_to_the_python_path() -> None:
     exact = _sides_as_ints(at, whole)
     for s in (0, 1, 2, 4, 5):
         assert got[s] == _python_shapley(exact, s, [ref.NEUTRAL] * 4, ref.HESSIAN_SECOND_ORDER, 1)
-    # a lambda beyond the bound: every split to the Python path
+    # credits for another number of parties (the kernel would read past them), or a lambda beyond the bound: every
+    # split to the Python path, which refuses the first
+    assert level_phis(at, whole, [ref.Credit(ONE, ONE, ONE)] * 6, ref.HESSIAN_SECOND_ORDER, 1) == [None] * 6
+    assert level_phis(at, whole, [ref.Credit(ONE, ONE, ONE)] * 2, ref.HESSIAN_SECOND_ORDER, 1) == [None] * 6
     assert level_phis(at, whole, [ref.NEUTRAL] * 4, ref.HESSIAN_SECOND_ORDER, 2**251) == [None] * 6
     # negative counts (an attacker's), or counts whose n * ONE passes 2^96, in count mode
     at[4, 0, 0] = -5
