@@ -356,7 +356,7 @@ class PartyNode:
         s = self.settings
         if s.seed is not None:
             return s.seed
-        return secret_noise_seed(bytes(self.account.key), self.task.address, self.task_id)
+        return secret_noise_seed(bytes(self.account.key), self.task.client.chain_id, self.task.address, self.task_id)
 
     def join(self) -> None:
         """Ask to join with the PSD and binning sketch, unless this key already did (a restart)."""

@@ -365,12 +365,13 @@ VOTES, HISTOGRAMS, LEAVES = 0, 1, 2
 """Purposes of a party's noise streams (``noise_rng``)."""
 
 
-_SECRET_NOISE_CONTEXT = b"fgbdt-chain/dp-noise/v1"
+_SECRET_NOISE_CONTEXT = b"fgbdt-chain/dp-noise/v2"
 
 
-def secret_noise_seed(private_key: bytes, contract: str, task_id: int) -> int:
-    """A production party's noise seed for one task: an HMAC of the task (contract and id) under the party's own
-    private key.
+def secret_noise_seed(private_key: bytes, chain_id: int, contract: str, task_id: int) -> int:
+    """A production party's noise seed for one task: an HMAC of the task (chain id, contract and id) under the
+    party's own private key. The chain id keeps a key used on two chains from drawing the same noise for the same
+    task id at the same contract address (a contract's address depends only on its deployer and nonce).
 
     Why not fresh entropy: a party restarted mid-level computes its histograms again, and with new noise it would
     show the verifiers a second, independent noisy copy of the same sums (twice the release its budget accounts
@@ -378,9 +379,14 @@ def secret_noise_seed(private_key: bytes, contract: str, task_id: int) -> int:
     release. The seed is as secret as the key, which only the party holds, and differs between tasks."""
     if len(private_key) != 32:
         raise ValueError(f"a private key is 32 bytes, got {len(private_key)}")
-    if task_id < 0:
-        raise ValueError(f"task id must be non-negative, got {task_id}")
-    message = _SECRET_NOISE_CONTEXT + bytes.fromhex(contract.removeprefix("0x").lower()) + task_id.to_bytes(32, "big")
+    if task_id < 0 or chain_id < 0:
+        raise ValueError(f"chain and task ids must be non-negative, got {chain_id} and {task_id}")
+    message = (
+        _SECRET_NOISE_CONTEXT
+        + chain_id.to_bytes(32, "big")
+        + bytes.fromhex(contract.removeprefix("0x").lower())
+        + task_id.to_bytes(32, "big")
+    )
     return int.from_bytes(hmac.new(private_key, message, hashlib.sha256).digest(), "big")
 
 

@@ -285,7 +285,7 @@ def test_a_party_seeds_its_training_noise_from_its_key_unless_an_experiment_give
     def node(key: bytes, task_id: int, seed: int | None) -> PartyNode:
         n = object.__new__(PartyNode)
         n.account = SimpleNamespace(key=key)
-        n.task = SimpleNamespace(address="0x" + "12" * 20)
+        n.task = SimpleNamespace(address="0x" + "12" * 20, client=SimpleNamespace(chain_id=31337))
         n.task_id = task_id
         n.settings = NodeSettings(seed=seed)
         return n

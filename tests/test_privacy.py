@@ -101,21 +101,22 @@ def test_a_partys_secret_noise_seed_is_its_own_per_task_and_the_same_after_a_res
     and must draw the same noise (a second draw would show the verifiers a second release of the same sums)."""
     key, other = bytes(range(1, 33)), bytes(range(2, 34))
     contract = "0x" + "ab" * 20
-    seed = secret_noise_seed(key, contract, 7)
-    assert seed == secret_noise_seed(key, contract.upper().replace("0X", "0x"), 7)  # the address, whatever its case
-    assert len({seed, secret_noise_seed(other, contract, 7), secret_noise_seed(key, contract, 8)}) == 3
-    assert seed != secret_noise_seed(key, "0x" + "ac" * 20, 7)
+    seed = secret_noise_seed(key, 1, contract, 7)
+    assert seed == secret_noise_seed(key, 1, contract.upper().replace("0X", "0x"), 7)  # the address, any case
+    assert len({seed, secret_noise_seed(other, 1, contract, 7), secret_noise_seed(key, 1, contract, 8)}) == 3
+    assert seed != secret_noise_seed(key, 1, "0x" + "ac" * 20, 7)
+    assert seed != secret_noise_seed(key, 31337, contract, 7)  # the same deployment on another chain
     rng = np.random.default_rng(5)
     sums, p = _sums(rng), plan(1.0, 1e-5, 10, 3)
     first = noisy_sums(sums, None, p, noise_rng(seed, 2, 4, 1, HISTOGRAMS))
-    again = noisy_sums(sums, None, p, noise_rng(secret_noise_seed(key, contract, 7), 2, 4, 1, HISTOGRAMS))
+    again = noisy_sums(sums, None, p, noise_rng(secret_noise_seed(key, 1, contract, 7), 2, 4, 1, HISTOGRAMS))
     assert np.array_equal(first.n, again.n) and np.array_equal(first.g_lo, again.g_lo)
-    elsewhere = noisy_sums(sums, None, p, noise_rng(secret_noise_seed(other, contract, 7), 2, 4, 1, HISTOGRAMS))
+    elsewhere = noisy_sums(sums, None, p, noise_rng(secret_noise_seed(other, 1, contract, 7), 2, 4, 1, HISTOGRAMS))
     assert not np.array_equal(first.g_lo, elsewhere.g_lo)
     with pytest.raises(ValueError, match="32 bytes"):
-        secret_noise_seed(key[:31], contract, 7)
+        secret_noise_seed(key[:31], 1, contract, 7)
     with pytest.raises(ValueError, match="non-negative"):
-        secret_noise_seed(key, contract, -1)
+        secret_noise_seed(key, 1, contract, -1)
 
 
 def test_noise_stays_inside_each_features_slots() -> None:
