@@ -1,16 +1,19 @@
 """Per-split cost of exact split Shapley for M = 2..16 parties, and the cost model ``fgbdt simulate`` warns with.
 
 Exact Shapley sums over all 2^M coalitions (NOTES 10), so its cost, not the histograms, is what limits M. This
-measures both Python kernels on one split with realistic fixed-point sums (18-decimal gradients of a few thousand rows):
+measures three kernels on one split with realistic fixed-point sums (18-decimal gradients of a few thousand rows):
 
 * ``ledger.reference.split_shapley``, the reference the contract is checked against;
-* ``ledger.reference.split_shapley_fast``, what the simulator calls for every split (``node.resolve.resolve_level``)
-  and therefore what ``fgbdt simulate`` spends.
+* ``ledger.reference.split_shapley_fast``, the Python path (``node.resolve``), for the splits outside the compiled
+  kernel's bounds;
+* ``compiled``: ``node.shapley_kernel`` on 256-bit integers, what ``fgbdt simulate`` runs for the splits within its
+  bounds (nearly all), called as ``resolve_level`` calls it and checked against the Python path at every M.
 
 Each M is timed after one warm-up call (the fast kernel caches a per-M plan on first use; its build time is reported
 apart), as the best of several repeats. A least-squares fit of ``t(M) = a * 2^M + b * M * 2^M`` (the utilities cost
 one step per coalition, the per-party accumulators one step per party and coalition) over M >= 6, where the constant
-overhead no longer matters, gives the constants that ``node.shapley_cost.SHAPLEY_COST`` uses for its warning.
+overhead no longer matters, gives the constants that ``node.shapley_cost.SHAPLEY_COST`` uses for its warning (the
+compiled kernel's fit).
 
     python -m bench.shapley_cost [--max-parties 16] [--out bench/results/shapley_cost.md]
 """
@@ -33,9 +36,35 @@ from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.shapley_cost import SHAPLEY_COST, shapley_seconds
+from fgbdt_chain.node.shapley_kernel import level_phis
 
 Kernel = Callable[[Sequence[int], Sequence[int], Sequence[int], Sequence[int], int], tuple[int, list[int]]]
-KERNELS: dict[str, Kernel] = {"split_shapley_fast": ref.split_shapley_fast, "split_shapley": ref.split_shapley}
+
+
+def compiled(
+    g_left: Sequence[int], h_left: Sequence[int], g_right: Sequence[int], h_right: Sequence[int], lam: int
+) -> tuple[int, list[int]]:
+    """``node.shapley_kernel`` on one split, as ``resolve_level`` calls it: the sums as limbs (left, and left plus
+    right for the whole node), neutral credits; what it returns is checked against the fast Python kernel."""
+    m = len(g_left)
+    at = np.zeros((5, m, 1), dtype=np.int64)
+    whole = np.zeros((5, m, 1), dtype=np.int64)
+    for p in range(m):
+        for q, (left, right) in enumerate(((g_left[p], g_right[p]), (h_left[p], h_right[p]))):
+            at[2 * q, p, 0], at[2 * q + 1, p, 0] = left >> 32, left & 0xFFFFFFFF
+            both = left + right
+            whole[2 * q, p, 0], whole[2 * q + 1, p, 0] = both >> 32, both & 0xFFFFFFFF
+    result = level_phis(at, whole, [ref.NEUTRAL] * m, ref.HESSIAN_SECOND_ORDER, lam)[0]
+    if result is None:
+        raise ValueError("the split is outside the compiled kernel's bounds")
+    return result
+
+
+KERNELS: dict[str, Kernel] = {
+    "compiled": compiled,
+    "split_shapley_fast": ref.split_shapley_fast,
+    "split_shapley": ref.split_shapley,
+}
 
 
 def split_sums(m: int, seed: int) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -72,11 +101,16 @@ def time_kernel(kernel: Kernel, m: int, min_seconds: float, seed: int) -> dict[s
 
 
 def fit(ms: Sequence[int], seconds: Sequence[float]) -> tuple[float, float]:
-    """Least-squares ``(a, b)`` of ``t = a 2^M + b M 2^M``, weighted by 1/t so that every M counts alike."""
+    """Least-squares ``(a, b)`` of ``t = a 2^M + b M 2^M``, weighted by 1/t so that every M counts alike, with
+    ``b >= 0`` (a cost cannot fall with the parties; the compiled kernel's per-party accumulators are too cheap to
+    show, and a free fit makes ``b`` slightly negative): ``b = 0`` and ``a`` alone when the free fit's ``b`` is."""
     m = np.asarray(ms, dtype=np.float64)
     t = np.asarray(seconds, dtype=np.float64)
     design = np.stack([2.0**m, m * 2.0**m], axis=1) / t[:, None]
     (a, b), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if b < 0:
+        (a,), *_ = np.linalg.lstsq(design[:, :1], np.ones_like(t), rcond=None)
+        b = 0.0
     return float(a), float(b)
 
 
@@ -111,6 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ms = list(range(2, args.max_parties + 1))
     load = os.getloadavg()[0]
     rows: dict[str, dict[int, dict[str, float]]] = {}
+    for m in ms:  # the compiled kernel's numbers are the Python path's
+        sums, lam = split_sums(m, args.seed + m), ref.to_fixed(0.1)
+        if compiled(*sums, lam) != ref.split_shapley_fast(*sums, lam):
+            raise SystemExit(f"the compiled kernel differs from the Python path at M = {m}")
     for name, kernel in KERNELS.items():
         rows[name] = {}
         for m in ms:
@@ -131,27 +169,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Seconds per split of exact split Shapley (best of repeats after a warm-up call), the fitted model "
         f"t(M) = a 2^M + b M 2^M (fit over M >= {args.fit_from}) and the model's value.",
         "",
-        "| M | coalitions | fast: s/split | fast: model | fast: first call (plan) | reference: s/split | "
-        "reference: model |",
-        "|---|---|---|---|---|---|---|",
+        "| M | coalitions | compiled: s/split | compiled: model | fast: s/split | fast: model | "
+        "fast: first call (plan) | reference: s/split | reference: model |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    ca, cb = fits["compiled"]
     fa, fb = fits["split_shapley_fast"]
     ra, rb = fits["split_shapley"]
     for m in ms:
-        fast, slow = rows["split_shapley_fast"][m], rows["split_shapley"][m]
+        comp, fast, slow = rows["compiled"][m], rows["split_shapley_fast"][m], rows["split_shapley"][m]
         lines.append(
-            f"| {m} | {2**m} | {fast['per_split_s']:.3g} | {model_seconds(fa, fb, m):.3g} | "
+            f"| {m} | {2**m} | {comp['per_split_s']:.3g} | {model_seconds(ca, cb, m):.3g} | "
+            f"{fast['per_split_s']:.3g} | {model_seconds(fa, fb, m):.3g} | "
             f"{fast['first_call_s']:.3g} | {slow['per_split_s']:.3g} | {model_seconds(ra, rb, m):.3g} |"
         )
     lines += [
         "",
-        f"split_shapley_fast (what `fgbdt simulate` runs): a = {fa:.3g} s, b = {fb:.3g} s",
+        f"compiled (`node.shapley_kernel`, what `fgbdt simulate` runs for the splits within its bounds): "
+        f"a = {ca:.3g} s, b = {cb:.3g} s",
+        f"split_shapley_fast (the Python path): a = {fa:.3g} s, b = {fb:.3g} s",
         f"split_shapley (the reference): a = {ra:.3g} s, b = {rb:.3g} s",
         f"constants in node/shapley_cost.py SHAPLEY_COST: a = {SHAPLEY_COST[0]:.3g} s, b = {SHAPLEY_COST[1]:.3g} s",
         "",
         "A tree of depth d has at most 2^d - 1 splits, so simulate's Shapley time is at most "
         "trees (2^d - 1) t(M): at M = 16, 500 trees of depth 8 is "
-        f"{500 * 255 * model_seconds(fa, fb, 16) / 3600:.1f} h by the fitted model.",
+        f"{500 * 255 * model_seconds(ca, cb, 16) / 3600:.1f} h by the compiled kernel's fitted model.",
         "",
         "Check on whole simulated federations (pvtree, 3000 synthetic rows, 4 trees of depth 4, no endorsement): "
         "the contract phase (top-2, best split, leaves, Shapley) against `shapley_seconds` for the splits made.",

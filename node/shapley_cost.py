@@ -12,14 +12,14 @@ class SlowShapleyWarning(UserWarning):
     """The run's exact split Shapley is estimated above :data:`SLOW_SHAPLEY_SECONDS`."""
 
 
-SHAPLEY_COST: tuple[float, float] = (4.2e-7, 6.5e-8)
+SHAPLEY_COST: tuple[float, float] = (4.6e-7, 0.0)
 """``(a, b)``: one split's exact split Shapley takes about ``a * 2^M + b * M * 2^M`` seconds for M parties.
 
-Fitted by ``python -m bench.shapley_cost`` on ``ledger.reference.split_shapley_fast``, the Python kernel the simulator
-ran for every split until stop 29 (figures in ``bench/results/shapley_cost.md``). The simulator now computes the
-splits within its bounds compiled (``node.shapley_kernel``, the same integers), which is faster, so the estimate
-errs on the slow side. One core of the development machine: a slower machine takes longer, so the warning below is
-an order of magnitude, not a promise."""
+Fitted by ``python -m bench.shapley_cost`` on the compiled kernel the simulator runs for the splits within its bounds
+(``node.shapley_kernel``; ``b >= 0``, and its per-party accumulators are too cheap to show, so ``b`` is 0), figures in
+``bench/results/shapley_cost.md``. The Python path, for splits outside the kernel's bounds, takes about twice as long
+at M = 10 to 16. One core of the development machine: a slower machine takes longer, so the warning below is an order
+of magnitude, not a promise."""
 
 SLOW_SHAPLEY_SECONDS = 60.0
 """Above this estimated exact-Shapley time, ``simulate`` and ``train`` say so before they start."""

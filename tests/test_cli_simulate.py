@@ -289,8 +289,8 @@ def test_shapley_cost_estimate_follows_the_fitted_model() -> None:
     assert shapley_seconds(4, 500, 8) < SLOW_SHAPLEY_SECONDS < shapley_seconds(16, 500, 8)
     # the constants are the benchmark's fit (bench/shapley_cost.py), within the noise of a rerun
     results = Path(__file__).resolve().parents[1] / "bench" / "results" / "shapley_cost.json"
-    fitted = json.loads(results.read_text())["fit"]["split_shapley_fast"]
-    assert fitted["a"] == pytest.approx(a, rel=0.25) and fitted["b"] == pytest.approx(b, rel=0.25)
+    fitted = json.loads(results.read_text())["fit"]["compiled"]  # node.shapley_kernel, what simulate runs
+    assert fitted["a"] == pytest.approx(a, rel=0.25) and fitted["b"] == pytest.approx(b, rel=0.25, abs=1e-9)
 
 
 def test_slow_shapley_is_announced_before_the_data_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -299,7 +299,7 @@ def test_slow_shapley_is_announced_before_the_data_is_read(tmp_path: Path, capsy
     warning, error = capsys.readouterr().err.strip().splitlines()
     seconds = shapley_seconds(16, 500, 8)
     assert warning.startswith("fgbdt simulate: warning: exact split Shapley for 16 parties")
-    assert f"127,500 splits: up to about {seconds:,.0f} s ({seconds / 3600:.1f} h)" in warning
+    assert f"127,500 splits: up to about {seconds:,.0f} s ({seconds / 60:.0f} min)" in warning  # an hour or so
     assert "never-read.csv" in error  # the warning came first, and nothing else ran before it
     assert main(["simulate", "--data", missing, "--parties", "4", "--trees", "500", "--depth", "8"]) == 2
     assert "warning" not in capsys.readouterr().err
