@@ -103,3 +103,32 @@ def test_threads_train_the_sequential_federation_bit_for_bit(endorse: str, monke
         assert (many.refusals, many.credits, many.finished) == (one.refusals, one.credits, one.finished)
         assert pickle.dumps(many.levels) == pickle.dumps(one.levels)
         assert views == one_views
+
+
+@pytest.mark.parametrize("endorse", ["statistical", "overlap"])
+def test_the_endorsements_decided_at_once_below_a_root_are_the_full_loops(endorse: str) -> None:
+    """Without an observer, the levels below a root under the statistical rule skip the verifiers' twelve decisions
+    (``Federation._submissions``); an observer that reads nothing makes every level take the full loop. Both train
+    the same record, with attackers refused at a root and by the carry rule."""
+    prep = _prep(endorse)
+    attacks = {0: Attack("gradients", 4.0), 2: Attack("targeted", 3.0), 3: Attack("counts", 2.0, start_tree=2)}
+    records = []
+    for observe in (False, True):
+        fed = federation(prep, "fvtree", keep_levels=True, attacks=attacks, threads=1)
+        if observe:
+            fed.level_observer = lambda view: None
+        records.append(fed.train())
+    quick, full = records
+    assert full.refusals and (quick.refusals, quick.credits, quick.finished) == (
+        full.refusals,
+        full.credits,
+        full.finished,
+    )
+    assert pickle.dumps(quick.trees) == pickle.dumps(full.trees)
+    assert (quick.phi, quick.kappa, quick.total, quick.per_tree_total) == (
+        full.phi,
+        full.kappa,
+        full.total,
+        full.per_tree_total,
+    )
+    assert pickle.dumps(quick.levels) == pickle.dumps(full.levels)
