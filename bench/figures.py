@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from bench.stats import mean_se
+from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
@@ -281,13 +281,6 @@ def _plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> None:
     plt.close(fig)
 
 
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = map(int, text.split("-"))
-        return list(range(lo, hi + 1))
-    return [int(s) for s in text.split(",")]
-
-
 PARTS = ("figure6", *SWEEPS)
 
 
@@ -301,7 +294,7 @@ def make(part: str, args: argparse.Namespace, argv: Sequence[str]) -> str:
         command, rows = saved["command"], saved["rows"]
     else:
         command = " ".join(["python -m bench.figures --part", part, *argv])
-        names, seeds = args.datasets.split(","), _seeds(args.seeds)
+        names, seeds = args.datasets.split(","), seeds_of(args.seeds)
         if part in SWEEPS:
             values = SWEEPS[part][1]
             tasks: list[Any] = [(part, n, s, v, args.trees, args.depth) for n in names for s in seeds for v in values]

@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from bench.stats import mean_se
+from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run, standalone_errors
@@ -264,13 +264,6 @@ def plot(part: str, rows: list[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-
-
-def seeds_of(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = map(int, text.split("-"))
-        return list(range(lo, hi + 1))
-    return [int(s) for s in text.split(",")]
 
 
 def report(part: str, doc: dict[str, Any], out: Path) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from bench.stats import mean_se
+from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run, seed_inputs, standalone_errors
 from fgbdt_chain.node.fedxgbllr import train_fedxgbllr
@@ -182,13 +182,6 @@ def render(part: str, rows: list[dict[str, Any]], command: str, out: Path) -> st
     return "\n".join(lines)
 
 
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        lo, hi = map(int, text.split("-"))
-        return list(range(lo, hi + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=sorted(PARTS), required=True)
@@ -204,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         command = "python -m bench.seeds " + " ".join(sys.argv[1:] if argv is None else argv)
         names = args.datasets.split(",") if args.datasets else PARTS[args.part]["datasets"]
-        tasks = [(args.part, n, m, s) for n in names for m in PARTS[args.part]["parties"] for s in _seeds(args.seeds)]
+        tasks = [(args.part, n, m, s) for n in names for m in PARTS[args.part]["parties"] for s in seeds_of(args.seeds)]
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs) as pool:
                 rows = list(pool.map(one_task, tasks))

@@ -20,15 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.stats import mean_se
+from bench.stats import mean_se, seeds_of
 from bench.worktree import ROOT, checkout, short_commit
-
-
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        first, last = (int(x) for x in text.split("-"))
-        return list(range(first, last + 1))
-    return [int(x) for x in text.split(",")]
 
 
 def _one(where: Path, data: str, seed: int, speed_args: list[str], tmp: Path) -> dict[str, Any]:
@@ -54,7 +47,7 @@ def main() -> int:
     pairs: list[dict[str, Any]] = []
     with checkout(base) as tree, tempfile.TemporaryDirectory(prefix="fgbdt-simab-") as tmp:
         for data in args.datasets.split(","):
-            for seed in _seeds(args.seeds):
+            for seed in seeds_of(args.seeds):
                 before = _one(tree, data, seed, speed_args, Path(tmp))
                 after = _one(ROOT, data, seed, speed_args, Path(tmp))
                 pairs.append({"data": data, "seed": seed, "base": before, "head": after})

@@ -12,3 +12,11 @@ def mean_se(values: Iterable[float]) -> tuple[float, float]:
     v = list(values)
     mean = statistics.fmean(v)
     return mean, (statistics.stdev(v) / math.sqrt(len(v)) if len(v) > 1 else 0.0)
+
+
+def seeds_of(text: str) -> list[int]:
+    """The seeds a benchmark's ``--seeds`` names: ``first-last`` (inclusive) or a comma-separated list."""
+    if "-" in text:
+        lo, hi = map(int, text.split("-"))
+        return list(range(lo, hi + 1))
+    return [int(s) for s in text.split(",")]
