@@ -28,7 +28,6 @@ from numba import njit
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.node import shapley_kernel
 from fgbdt_chain.node.histogram import FixedSums
-from fgbdt_chain.node.shapley_kernel import level_phis
 
 LIMB = 1 << 32
 _MAX_HI = 2**48
@@ -481,7 +480,7 @@ def resolve_level(
         party_credits = list(credits) if credits is not None else [ref.NEUTRAL] * m
         # every split's credited gain and Shapley values in one compiled call; what it leaves (bounds it does not
         # cover) is computed below on Python integers, as it always was
-        compiled = level_phis(at, whole, party_credits, hm, lam)
+        compiled = shapley_kernel.level_phis(at, whole, party_credits, hm, lam)
         exact: tuple[list[list[int]], ...] | None = None
         for s, (j, split) in enumerate(split_nodes):
             done = compiled[s]

@@ -198,16 +198,14 @@ def plan_arrays(m: int) -> tuple[np.ndarray, np.ndarray, int]:
     return np.array(steps, dtype=np.int64).reshape(-1, 3), np.array(coef, dtype=np.int64), int(total)
 
 
+_ONE = wi.to_digits(ref.ONE)
+
+
 def warm_up() -> None:
     """Load (or compile) the kernel on a one-party, one-split level."""
     limbs = np.ones((5, 1, 1), dtype=np.int64)
-    digits = np.stack([wi.to_digits(ref.ONE)] * 3)[None]
     steps, coef, total = plan_arrays(1)
-    one = wi.to_digits(ref.ONE)
-    level_shapley(limbs, limbs * 2, digits, False, False, one, one, steps, coef, total)
-
-
-_ONE = wi.to_digits(ref.ONE)
+    level_shapley(limbs, limbs * 2, _credit_digits((ref.NEUTRAL,)), False, False, _ONE, _ONE, steps, coef, total)
 
 
 @lru_cache(maxsize=256)
@@ -229,9 +227,8 @@ def level_phis(
     """Each split's (credited gain, phi per party) as ``split_shapley`` over ``ref.credited_sides`` gives them, or
     None where the split is left to those (bounds the kernel does not cover; see the module's docstring)."""
     m, splits = at.shape[1], at.shape[2]
-    if splits == 0 or not 0 < m <= ref.MAX_PARTIES or len(credits) != m:  # the Python path says what is wrong
-        return [None] * splits
-    if not -(2**250) < lam < 2**250:
+    # credits for another number of parties: the Python path says what is wrong
+    if splits == 0 or not 0 < m <= ref.MAX_PARTIES or len(credits) != m or not -(2**250) < lam < 2**250:
         return [None] * splits
     digits = _credit_digits(tuple(credits))
     neutral = all(c == ref.NEUTRAL for c in credits)

@@ -96,15 +96,6 @@ def below_pow2(a: np.ndarray, k: int) -> bool:  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
-def compare(a: np.ndarray, b: np.ndarray) -> int:  # pragma: no cover - compiled
-    """-1, 0 or 1 as non-negative ``a`` is below, equal to or above ``b``."""
-    for i in range(DIGITS - 1, -1, -1):
-        if a[i] != b[i]:
-            return -1 if a[i] < b[i] else 1
-    return 0
-
-
-@njit(cache=True, nogil=True, inline="always")
 def multiply(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
     """``out = a * b`` for non-negative values whose product is below 2^256 (the caller's bound); ``out`` must not
     be ``a`` or ``b``."""
