@@ -30,7 +30,7 @@ from fgbdt_chain.node.experiment import PrepConfig, federation, partition, prepa
 from fgbdt_chain.node.fvtree import PAPER_DEPTH, LevelView, TrainParams
 from fgbdt_chain.node.histogram import BinnedRows
 from fgbdt_chain.node.model import tree_values
-from fgbdt_chain.node.psd import build_psd, psd_budget
+from fgbdt_chain.node.psd import build_psd, psd_budget, psd_rng
 from fgbdt_chain.node.verify import VerifierLevel, limit, measure
 from fgbdt_chain.node.weights import distribution_weights
 
@@ -72,7 +72,7 @@ def holdout(name: str, theta: float, trees: int, seed: int = 0) -> dict[str, Any
             depth=config.psd_depth,
             max_rows=config.psd_max_rows,
             epsilon=eps,
-            rng=np.random.default_rng([config.seed, 0x95D, p]),
+            rng=psd_rng(config.seed, p),
             label_levels=prep.label_levels,
         )
         for p, idx in enumerate(prep.parts)

@@ -34,7 +34,7 @@ from fgbdt_chain.node.metrics import auc, error_rate, rmse
 from fgbdt_chain.node.model import Model, Tree, bin_matrix, slot_widths
 from fgbdt_chain.node.partition import feature_skewed, skewed_partition
 from fgbdt_chain.node.privacy import NO_PRIVACY, SPLIT, LeafPlan, PrivacyPlan, leaf_plan, noise_seed, plan
-from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
+from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.random_split import DEFAULT_DEPTH as RANDOM_SPLIT_DEPTH
 from fgbdt_chain.node.random_split import DEFAULT_TREES as RANDOM_SPLIT_TREES
 from fgbdt_chain.node.random_split import train_random_split
@@ -236,7 +236,7 @@ class Prepared:
                     depth=c.psd_depth,
                     max_rows=c.psd_max_rows,
                     epsilon=c.psd_budget_epsilon(self.params),
-                    rng=np.random.default_rng(None if c.noise_seed is None else [c.noise_seed, 0x95D, p]),
+                    rng=psd_rng(c.noise_seed, p),
                     label_levels=self.label_levels,
                 )
                 for p, idx in enumerate(self.parts)

@@ -62,7 +62,7 @@ from fgbdt_chain.node.fvtree import LocalParty, TrainParams, open_positions, rou
 from fgbdt_chain.node.histogram import FixedRows, warm_up
 from fgbdt_chain.node.model import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy import plan, secret_noise_seed
-from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget
+from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.publish import decode_join, encode_join
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
 from fgbdt_chain.node.weights import distribution_weights
@@ -348,7 +348,7 @@ class PartyNode:
         noise (``_noise_seed``), so that a node restarted before its join was mined sends the same payload again
         (with fresh noise, a second PSD could land on chain, in a reverted transaction's public calldata)."""
         seed, index = self._noise_seed(), self.settings.party_index
-        return sketch_rng(seed, index), np.random.default_rng([seed, 0x95D, index])
+        return sketch_rng(seed, index), psd_rng(seed, index)
 
     def _noise_seed(self) -> int:
         """The seed of the DP noise this party adds: the experiment's, or else one derived from its key for this task

@@ -138,6 +138,12 @@ def _position_choice(key: bytes, path: str, n: int) -> int:
     return int.from_bytes(digest, "big") % n
 
 
+def psd_rng(seed: int | None, party: int) -> np.random.Generator:
+    """Party ``party``'s own noise stream for its PSD, so a party process reproduces the simulator's PSD (as
+    ``node.binning.sketch_rng`` for the sketch); without a seed, the operating system's entropy."""
+    return np.random.default_rng(None if seed is None else [seed, 0x95D, party])
+
+
 def build_psd(
     X: np.ndarray,
     y: np.ndarray,
