@@ -40,15 +40,17 @@ def test_usage_counts_what_the_receipts_say(chain: ChainClient) -> None:
 
 
 def test_the_largest_transaction_is_found_among_equal_calldata(anvil_client: ChainClient) -> None:
-    """Two transactions with the same calldata, the second a few bytes longer signed (a gas limit that encodes
-    longer): ``max_tx_bytes`` is the longer one's, where taking the first with the most calldata was a byte short."""
+    """Two transactions with the same calldata, the second several bytes longer signed (a gas limit and a value that
+    encode longer): ``max_tx_bytes`` is the longer one's, where taking the first with the most calldata was short.
+    The value's eight bytes keep the second the longer whatever the signatures: a gas limit alone is one byte longer,
+    and a random signature's r or s loses a leading zero byte one time in 256 (CI met that once)."""
     client = anvil_client
     sender = client.new_account(10**21)
     usage = ChainUsage(client.block_number)
     sizes = []
     nonce = client.w3.eth.get_transaction_count(sender.address)
-    for i, gas in enumerate((30_000, 16_000_000)):
-        tx = {"to": sender.address, "value": 0, "data": b"\x01" * 100, "gas": gas, "chainId": client.chain_id}
+    for i, (gas, value) in enumerate(((30_000, 0), (16_000_000, 10**18))):
+        tx = {"to": sender.address, "value": value, "data": b"\x01" * 100, "gas": gas, "chainId": client.chain_id}
         tx |= {"gasPrice": 2 * client.w3.eth.gas_price, "nonce": nonce + i}
         signed = sender.sign_transaction(tx)
         sizes.append(len(signed.raw_transaction))
