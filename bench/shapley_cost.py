@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node import limbs
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
@@ -49,11 +50,9 @@ def compiled(
     m = len(g_left)
     at = np.zeros((5, m, 1), dtype=np.int64)
     whole = np.zeros((5, m, 1), dtype=np.int64)
-    for p in range(m):
-        for q, (left, right) in enumerate(((g_left[p], g_right[p]), (h_left[p], h_right[p]))):
-            at[2 * q, p, 0], at[2 * q + 1, p, 0] = left >> 32, left & 0xFFFFFFFF
-            both = left + right
-            whole[2 * q, p, 0], whole[2 * q + 1, p, 0] = both >> 32, both & 0xFFFFFFFF
+    for q, (left, right) in enumerate(((g_left, g_right), (h_left, h_right))):
+        at[2 * q, :, 0], at[2 * q + 1, :, 0] = limbs.split(left)
+        whole[2 * q, :, 0], whole[2 * q + 1, :, 0] = limbs.split([a + b for a, b in zip(left, right, strict=True)])
     result = level_phis(at, whole, [ref.NEUTRAL] * m, ref.HESSIAN_SECOND_ORDER, lam)[0]
     if result is None:
         raise ValueError("the split is outside the compiled kernel's bounds")

@@ -23,6 +23,8 @@ from typing import Literal
 
 import numpy as np
 
+from fgbdt_chain.node import limbs
+
 AttackKind = Literal["gradients", "gradients-hessians", "counts", "sign-flip", "targeted"]
 ATTACK_KINDS: tuple[AttackKind, ...] = ("gradients", "gradients-hessians", "counts", "sign-flip", "targeted")
 TARGETED_BINS = 2
@@ -75,7 +77,7 @@ class Attack:
         stretched; other kinds leave them as they are."""
         if self.kind != "targeted":
             return g_hi, g_lo
-        value = g_hi.astype(object) * (1 << 32) + g_lo.astype(object)
+        value = limbs.join(g_hi, g_lo)
         scale = round(self.factor * FACTOR_SCALE)
         magnitude = np.abs(g_hi.astype(np.float64) * 2.0**32 + g_lo.astype(np.float64))
         top = np.argsort(-magnitude, axis=-1, kind="stable")[..., :TARGETED_BINS]
@@ -83,6 +85,4 @@ class Attack:
             for b in top[idx]:
                 q = int(value[idx][b]) * scale
                 value[idx][b] = -(-q // FACTOR_SCALE) if q < 0 else q // FACTOR_SCALE
-        hi = np.vectorize(lambda v: v >> 32, otypes=[object])(value)
-        lo = value - hi * (1 << 32)
-        return np.asarray(hi, dtype=np.int64), np.asarray(lo, dtype=np.int64)
+        return limbs.split(value)

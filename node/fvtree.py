@@ -40,6 +40,7 @@ from fgbdt_chain.ledger.edges import histogram_slots
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES, TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, next_score_bound
+from fgbdt_chain.node import limbs
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
@@ -277,7 +278,7 @@ class TrainResult:
 
 def join_limbs(hi: np.ndarray, lo: np.ndarray) -> list[Any]:
     """Python integers ``hi * 2**32 + lo`` of two int64 limb arrays, as nested lists of the same shape."""
-    return list((hi.astype(object) * (1 << 32) + lo.astype(object)).tolist())
+    return list(limbs.join(hi, lo).tolist())
 
 
 def messages_of(sums: FixedSums, candidates: Sequence[tuple[int, ...]]) -> list[ref.NodeHistograms]:

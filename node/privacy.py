@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.node import limbs
 from fgbdt_chain.node.histogram import FixedSums, votes_from_gains
 
 SPLIT: dict[str, float] = {"sketch": 0.05, "psd": 0.15, "votes": 0.15, "histograms": 0.65}
@@ -447,8 +448,8 @@ def noisy_sums(
         raise ValueError(f"widths must have shape {(nodes, ncand)}, got {width.shape}")
     inside = np.arange(nbins)[None, None, :] < width[:, :, None]
     exact = {
-        "g": sums.g_hi.astype(object) * (1 << 32) + sums.g_lo.astype(object),
-        "h": sums.h_hi.astype(object) * (1 << 32) + sums.h_lo.astype(object),
+        "g": limbs.join(sums.g_hi, sums.g_lo),
+        "h": limbs.join(sums.h_hi, sums.h_lo),
         "n": sums.n.astype(object),
     }
     out: dict[str, np.ndarray] = {}
@@ -465,12 +466,6 @@ def noisy_sums(
                 w = int(width[j, c])
                 noisy[j, c, :w] = _project(noisy[j, c, :w], target)
         out[name] = noisy
-    g_hi, g_lo = _limbs(out["g"])
-    h_hi, h_lo = _limbs(out["h"])
+    g_hi, g_lo = limbs.split(out["g"])
+    h_hi, h_lo = limbs.split(out["h"])
     return FixedSums(g_hi, g_lo, h_hi, h_lo, out["n"].astype(np.int64))
-
-
-def _limbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    hi = np.vectorize(lambda v: v >> 32, otypes=[object])(values)
-    lo = values - hi * (1 << 32)
-    return hi.astype(np.int64), lo.astype(np.int64)

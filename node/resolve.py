@@ -28,8 +28,8 @@ from numba import njit
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.node import shapley_kernel
 from fgbdt_chain.node.histogram import FixedSums
+from fgbdt_chain.node.limbs import LIMB, join
 
-LIMB = 1 << 32
 _MAX_HI = 2**48
 """Largest high limb (exclusive), i.e. values below 2**80 in magnitude, that the level sums carry."""
 _MAX_TERMS = 1 << 14
@@ -255,11 +255,6 @@ def _credited(value: int, multiplier: int) -> int:
     return ref.credited(value, multiplier)
 
 
-def _join(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """Python integers ``hi * 2**32 + lo`` of two int64 limb arrays (an object array of the same shape)."""
-    return hi.astype(object) * LIMB + lo.astype(object)
-
-
 @dataclass(frozen=True)
 class FixedLevel:
     """The parties' quantised candidate histograms of one level, as limbs: ``hi``/``lo`` for g and h, each
@@ -368,14 +363,14 @@ def _contenders(
 
 def _sides_as_ints(at: np.ndarray, whole: np.ndarray) -> tuple[list[list[int]], ...]:
     """Every party's raw (gL, hL, nL, gR, hR, nR) at each split as Python integers, each (S, M)."""
-    g_left = _join(at[0], at[1])
-    h_left = _join(at[2], at[3])
+    g_left = join(at[0], at[1])
+    h_left = join(at[2], at[3])
     return (
         g_left.T.tolist(),
         h_left.T.tolist(),
         at[4].T.tolist(),
-        (_join(whole[0], whole[1]) - g_left).T.tolist(),
-        (_join(whole[2], whole[3]) - h_left).T.tolist(),
+        (join(whole[0], whole[1]) - g_left).T.tolist(),
+        (join(whole[2], whole[3]) - h_left).T.tolist(),
         (whole[4] - at[4]).T.tolist(),
     )
 
@@ -428,15 +423,15 @@ def resolve_level(
     if min_rows < 1:
         raise ValueError("min_rows must be at least 1")
     run, tot, cand, left = _level_sums(level.g_hi, level.g_lo, level.h_hi, level.h_lo, level.n, min_rows)
-    tot_g = _join(tot[0], tot[1]).tolist()
-    tot_h = _join(tot[2], tot[3]).tolist()
+    tot_g = join(tot[0], tot[1]).tolist()
+    tot_h = join(tot[2], tot[3]).tolist()
     tot_n = tot[4].tolist()
     # only the thresholds that may be the best, in scan order (``_contenders``): their sums as Python integers
     keep = _contenders(tot, cand, left, len(candidates), lam, hm)
     cand, left = cand[keep], left[:, keep]
     cand_node, cand_rank, cand_thr = cand.T.tolist()
-    left_g = _join(left[0], left[1]).tolist()
-    left_h = _join(left[2], left[3]).tolist()
+    left_g = join(left[0], left[1]).tolist()
+    left_h = join(left[2], left[3]).tolist()
     left_n = left[4].tolist()
     num_cand = len(cand_node)
     m = level.n.shape[0]

@@ -73,6 +73,7 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.node import limbs
 from fgbdt_chain.node.histogram import BinnedRows
 
 TESTS = 5
@@ -143,10 +144,7 @@ def _limbs_to_float(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
 
 
 def _ints_to_float(values: np.ndarray) -> np.ndarray:
-    q = values.astype(object)
-    hi = np.vectorize(lambda v: v >> 32, otypes=[object])(q)
-    lo = q - hi * (1 << 32)
-    return _limbs_to_float(hi.astype(np.float64), lo.astype(np.float64))
+    return _limbs_to_float(*limbs.split(values, np.float64))
 
 
 @dataclass(frozen=True)

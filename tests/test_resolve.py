@@ -9,20 +9,16 @@ from hypothesis import strategies as st
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.node import limbs
 from fgbdt_chain.node.fvtree import messages_of
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
-from fgbdt_chain.node.resolve import LIMB, FixedLevel, _contenders, _level_sums, level_of, resolve_level, top2_level
-
-
-def _limbs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Normalised limbs (``hi * 2**32 + lo``, ``0 <= lo < 2**32``) of an object array of Python integers."""
-    hi = np.vectorize(lambda v: v >> 32, otypes=[object])(values)
-    return hi.astype(np.int64), (values - hi * LIMB).astype(np.int64)
+from fgbdt_chain.node.limbs import LIMB
+from fgbdt_chain.node.resolve import FixedLevel, _contenders, _level_sums, level_of, resolve_level, top2_level
 
 
 def _fixed(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> FixedSums:
-    g_hi, g_lo = _limbs(g)
-    h_hi, h_lo = _limbs(h)
+    g_hi, g_lo = limbs.split(g)
+    h_hi, h_lo = limbs.split(h)
     return FixedSums(g_hi, g_lo, h_hi, h_lo, n.astype(np.int64))
 
 
