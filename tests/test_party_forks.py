@@ -3,6 +3,7 @@ own log, and is handled as ``subprocess.Popen`` is (exit codes, timeouts, signal
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -73,6 +74,17 @@ def test_a_running_party_times_out_and_stops_on_a_signal(forks: PartyForks, tmp_
     killed.terminate()  # signalling an ended party does nothing (its pid may be another process's by now)
 
 
+def _fds(pid: int) -> dict[int, str]:
+    """A process's open descriptors and their targets. One the process closes between the listing and the
+    ``readlink`` is left out: the child closes the server's descriptors while the test reads (a review measured a
+    ``FileNotFoundError`` in 8 of 1,300 forks)."""
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            out[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+    return out
+
+
 @forking
 def test_a_party_reads_nothing_and_keeps_none_of_the_servers_descriptors(
     forks: PartyForks, tmp_path: Path, silent_chain: str
@@ -81,7 +93,7 @@ def test_a_party_reads_nothing_and_keeps_none_of_the_servers_descriptors(
     try:
         deadline = time.monotonic() + 30
         while True:  # the fork is reported at once; the child sets its descriptors a moment later
-            fds = {int(fd): os.readlink(f"/proc/{party.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{party.pid}/fd")}
+            fds = _fds(party.pid)
             settled = fds.get(2) == str(tmp_path / "node.log") and not any("pipe:" in t for t in fds.values())
             if settled or time.monotonic() > deadline:
                 break
