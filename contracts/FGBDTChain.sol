@@ -2,6 +2,7 @@
 pragma solidity ^0.8.24;
 
 import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
+import {FGBDTBallotLib} from "./FGBDTBallot.sol";
 import {FGBDTMathLib} from "./FGBDTMath.sol";
 import {FGBDTCommitLib} from "./FGBDTCommit.sol";
 import {FGBDTConfigLib} from "./FGBDTConfig.sol";
@@ -74,7 +75,8 @@ contract FGBDTChain is ERC2771Context {
         address[] parties;
     }
 
-    /// @notice A party's record in a task. `votes` packs the current level's votes, 2 bytes each (0 = abstain).
+    /// @notice A party's record in a task. `votes` packs the current level's votes, 2 bytes each (0 = abstain);
+    ///         `aheadVotes` those it sent ahead for the next level (step `aheadStep`) while the level resolves.
     ///         `creditG/H/N` are the multipliers its split sums are credited at in the current tree (fixed point):
     ///         the smallest its endorsers attested for the tree's root, so a party that stretches its histograms
     ///         is credited as if it had not.
@@ -89,10 +91,12 @@ contract FGBDTChain is ERC2771Context {
         uint80 creditN;
         uint32 partStep;
         uint16 partNodes;
+        uint32 aheadStep;
         bytes32 psdHash;
         bytes32 histRoot;
         int256 contribution;
-        bytes votes;
+        FGBDTBallotLib.Ballot votes;
+        FGBDTBallotLib.Ballot aheadVotes;
     }
 
     /// @notice One node of a tree: candidates, totals (from its parent's split) and result.
@@ -172,6 +176,7 @@ contract FGBDTChain is ERC2771Context {
     error DidNotVote(uint256 taskId, address party);
     error AlreadySubmitted(uint256 taskId, address party);
     error LengthMismatch(uint256 expected, uint256 actual);
+    // raised by FGBDTBallotLib.store (same selector): declared here so that the contract's ABI decodes it
     error InvalidVote(uint256 index, int256 vote);
     error StepDeadlinePassed(uint256 taskId, uint64 deadline);
     error StepStillOpen(uint256 taskId, uint64 deadline);
@@ -406,53 +411,79 @@ contract FGBDTChain is ERC2771Context {
 
     /// @notice Submit one vote per open node of the current level, in increasing node id (-1 abstains). The vote
     ///         that completes the step's ballots also closes it (`VotingClosed`, the candidates fixed).
+    ///         Ahead: while the level before resolves, a party whose histograms it accepted may vote on the next
+    ///         level of the same tree, one vote per child of every open node (two per node, left first, increasing
+    ///         id); when that level opens, the votes of its nodes are the party's ballot, and ballots from every
+    ///         party taking part close its voting at once. The votes then travel with the resolution instead of in
+    ///         a round of their own.
     /// @param taskId The task.
     /// @param tree Current tree (guards against stale transactions).
-    /// @param level Current level.
-    /// @param votes Feature index or -1 per open node.
+    /// @param level Current level, or the next one of the same tree while the current one resolves.
+    /// @param votes Feature index or -1 per open node (ahead: per child of every open node).
     function submitVotes(uint256 taskId, uint256 tree, uint256 level, int256[] calldata votes) external {
-        Task storage t = _trainingTask(taskId, tree, level, Phase.Voting);
+        Task storage t = _task(taskId);
+        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
         Member storage m = _approved(taskId);
-        if (!_active(t, m)) revert Excluded(taskId, _msgSender());
-        if (m.votedStep == t.step) revert AlreadyVoted(taskId, _msgSender());
-        if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
         uint256 k = _popcount(t.openMask);
-        if (votes.length != k) revert LengthMismatch(k, votes.length);
-        bytes memory packed = new bytes(2 * k);
-        uint256 nf = t.numFeatures;
-        for (uint256 i = 0; i < k; ++i) {
-            int256 v = votes[i];
-            if (v != -1 && (v < 0 || uint256(v) >= nf)) revert InvalidVote(i, v);
-            uint256 code = uint256(v + 1);
-            packed[2 * i] = bytes1(uint8(code >> 8));
-            packed[2 * i + 1] = bytes1(uint8(code));
+        bool ahead = t.phase == Phase.Resolving && tree == t.tree && level == uint256(t.level) + 1;
+        if (ahead) {
+            // the next level must vote: within the depth, in a tree that does not draw its candidates
+            if (level >= t.cfg.depth || _drawn(t)) revert WrongPhase(taskId, t.phase);
+            // taking part in the next step: the resolving step accepted its histograms
+            if (m.histStep != t.step) revert Excluded(taskId, _msgSender());
+            if (m.aheadStep == t.step + 1) revert AlreadyVoted(taskId, _msgSender());
+            k *= 2;
+        } else {
+            if (tree != t.tree || level != t.level) revert WrongStep(taskId, t.tree, t.level);
+            if (t.phase != Phase.Voting) revert WrongPhase(taskId, t.phase);
+            if (!_active(t, m)) revert Excluded(taskId, _msgSender());
+            if (m.votedStep == t.step) revert AlreadyVoted(taskId, _msgSender());
+            if (block.number > t.stepDeadline) revert StepDeadlinePassed(taskId, t.stepDeadline);
         }
-        m.votes = packed;
+        if (votes.length != k) revert LengthMismatch(k, votes.length);
+        emit VotesSubmitted(taskId, tree, level, _msgSender(), votes);
+        if (ahead) {
+            FGBDTBallotLib.store(m.aheadVotes, votes, t.numFeatures);
+            m.aheadStep = t.step + 1;
+            return;
+        }
+        FGBDTBallotLib.store(m.votes, votes, t.numFeatures);
         m.votedStep = t.step;
         t.voteCount += 1;
-        emit VotesSubmitted(taskId, tree, level, _msgSender(), votes);
         if (t.voteCount == t.activeCount) _closeVoting(taskId, t);
     }
 
-    /// @notice Close voting once its deadline passed, fixing each node's top-2 from the ballots cast (a step whose
-    ///         every party taking part voted closed itself).
+    /// @notice Close the current step once its deadline passed (anyone may call): voting, fixing each node's top-2
+    ///         from the ballots cast, or the histogram step, opening resolution without the voters (with drawn
+    ///         candidates: the parties taking part) that neither submitted nor declined. A complete step closed itself.
     /// @param taskId The task.
-    function closeVoting(uint256 taskId) external {
-        Task storage t = _taskInPhase(taskId, Phase.Voting);
-        if (t.voteCount < t.activeCount && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
-        _closeVoting(taskId, t);
+    function closeStep(uint256 taskId) external {
+        Task storage t = _task(taskId);
+        if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
+        Phase phase = t.phase;
+        if (phase == Phase.Resolving) revert WrongPhase(taskId, phase);
+        bool voting = phase == Phase.Voting;
+        bool complete = voting ? t.voteCount >= t.activeCount : _histogramsComplete(t);
+        if (!complete && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
+        if (voting) _closeVoting(taskId, t);
+        else _closeHistograms(taskId, t);
     }
 
-    /// @dev Fix the top-2 of the step's ballots and open the histogram step: by `closeVoting`, or by the vote that
-    ///      completes the ballots (no separate closing transaction, no extra block, on the happy path).
+    /// @dev Fix the top-2 of the step's ballots and open the histogram step: by `closeStep`, or by the vote that
+    ///      completes the ballots, or by the resolution that opens a level whose every ballot came ahead (no separate
+    ///      closing transaction, no extra block, on the happy path). The ballots go to `levelTop2` one after another
+    ///      in one byte string.
     function _closeVoting(uint256 taskId, Task storage t) private {
         uint256 mCount = t.parties.length;
         uint256 step = t.step;
-        bytes[] memory ballots = new bytes[](t.voteCount);
+        bytes memory ballots;
         uint256 nb;
         for (uint256 p = 0; p < mCount; ++p) {
             Member storage m = _members[taskId][t.parties[p]];
-            if (m.votedStep == step) ballots[nb++] = m.votes;
+            if (m.votedStep == step) {
+                ballots = bytes.concat(ballots, m.votes.packed);
+                ++nb;
+            }
         }
         _fixCandidates(taskId, t, ballots, t.cfg.tieBreak);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
@@ -527,15 +558,6 @@ contract FGBDTChain is ERC2771Context {
         t.declineCount += 1;
         emit HistogramsDeclined(taskId, tree, level, _msgSender());
         if (_histogramsComplete(t)) _closeHistograms(taskId, t);
-    }
-
-    /// @notice Close the histogram step once its deadline passed without every voter (with drawn candidates: every
-    ///         party taking part) having submitted or declined; resolution opens. A complete step closed itself.
-    /// @param taskId The task.
-    function closeHistograms(uint256 taskId) external {
-        Task storage t = _taskInPhase(taskId, Phase.Histograms);
-        if (!_histogramsComplete(t) && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
-        _closeHistograms(taskId, t);
     }
 
     /// @dev Whether every voter (with drawn candidates: every party taking part) submitted or declined.
@@ -1022,7 +1044,8 @@ contract FGBDTChain is ERC2771Context {
         for (uint256 p = 0; p < s; ++p) {
             Member storage m = _members[r.taskId][r.subs[p]];
             if (voted) {
-                uint256 code = (uint256(uint8(m.votes[2 * r.rank])) << 8) | uint256(uint8(m.votes[2 * r.rank + 1]));
+                bytes storage ballot = m.votes.packed;
+                uint256 code = (uint256(uint8(ballot[2 * r.rank])) << 8) | uint256(uint8(ballot[2 * r.rank + 1]));
                 if (code == feature + 1) kappa[p] = creditedGain;
             }
             contrib[p] = (alpha * kappa[p]) / ONE + phi[p];
@@ -1109,12 +1132,30 @@ contract FGBDTChain is ERC2771Context {
         t.activeCount = uint16(active);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
         emit LevelStarted(taskId, t.tree, t.level, mask, t.stepDeadline);
-        if (_drawn(t)) _fixCandidates(taskId, t, new bytes[](0), FGBDTMathLib.TIE_HASHED);
+        if (_drawn(t)) _fixCandidates(taskId, t, "", FGBDTMathLib.TIE_HASHED);
+    }
+
+    /// @dev The ballots sent ahead for the level that just opened (`submitVotes`), each cut to its open nodes; when
+    ///      every party taking part sent one, voting closes in the same transaction. Only a party whose histograms
+    ///      the step before accepted could send one, so each is from a party taking part now.
+    function _takeAhead(uint256 taskId, Task storage t, uint256 previous) private {
+        uint256 step = t.step;
+        uint256 mCount = t.parties.length;
+        uint256 taken;
+        for (uint256 p = 0; p < mCount; ++p) {
+            Member storage m = _members[taskId][t.parties[p]];
+            if (m.aheadStep != step) continue;
+            FGBDTBallotLib.takeAhead(m.votes, m.aheadVotes, previous, t.openMask, t.level);
+            m.votedStep = uint32(step);
+            ++taken;
+        }
+        t.voteCount = uint16(taken);
+        if (taken > 0 && taken == t.activeCount) _closeVoting(taskId, t);
     }
 
     /// @dev Fix and record every open node's two candidates: the top-2 of the level's ballots under `rule` (with
     ///      drawn candidates no ballots and the hashed key alone: the level goes straight to its histogram step).
-    function _fixCandidates(uint256 taskId, Task storage t, bytes[] memory ballots, uint8 rule) private {
+    function _fixCandidates(uint256 taskId, Task storage t, bytes memory ballots, uint8 rule) private {
         uint256 tree = t.tree;
         uint256 mask = t.openMask;
         uint256[] memory fixed_ = FGBDTMathLib.levelTop2(ballots, t.numFeatures, rule, tree, t.level, mask);
@@ -1131,8 +1172,10 @@ contract FGBDTChain is ERC2771Context {
 
     function _advance(uint256 taskId, Task storage t) private {
         if (t.nextMask != 0) {
+            uint256 previous = t.openMask;
             t.level += 1;
             _startLevel(taskId, t, t.nextMask);
+            if (!_drawn(t)) _takeAhead(taskId, t, previous);
         } else if (uint256(t.tree) + 1 < t.cfg.trees) {
             _startTree(taskId, t, uint256(t.tree) + 1);
         } else {

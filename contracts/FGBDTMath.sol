@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {FGBDTBallotLib} from "./FGBDTBallot.sol";
+
 /// @title FGBDTMathLib
 /// @notice The contract math of FGBDT-Chain: equation 7 gains, leaf values, top-2 voting, best split and exact split
 ///         Shapley values. Every function mirrors `ledger/reference.py` bit for bit: int256 fixed point with 18
@@ -106,13 +108,14 @@ library FGBDTMathLib {
     }
 
     /// @dev Every open node's top-2 at one level from the parties' packed ballots (2 bytes per open node in
-    ///      increasing id, feature + 1, 0 abstains), as `FGBDTChain.closeVoting` and drawn candidates fix them: no
+    ///      increasing id, feature + 1, 0 abstains; the ballots one after the other in `ballots`, one flat byte
+    ///      string, which is cheaper to pass than an array of them), as `FGBDTChain.closeVoting` and drawn candidates fix them: no
     ///      ballots give each node the two lowest tie keys (reference `top2` of empty votes). A public library function,
     ///      called by DELEGATECALL, so that the task contract stays under EIP-170's size limit.
     /// @return fixed_ Per open node in increasing id, `node << 32 | first << 16 | second` (one packed word keeps the
     ///         caller's decoding small).
     function levelTop2(
-        bytes[] memory ballots,
+        bytes memory ballots,
         uint256 numFeatures,
         uint8 rule,
         uint256 tree,
@@ -128,8 +131,8 @@ library FGBDTMathLib {
         for (uint256 b = 0; b < base; ++b) {
             if ((mask >> b) & 1 == 0) continue;
             uint256[] memory counts = new uint256[](numFeatures);
-            for (uint256 q = 0; q < ballots.length; ++q) {
-                uint256 code = (uint256(uint8(ballots[q][2 * i])) << 8) | uint256(uint8(ballots[q][2 * i + 1]));
+            for (uint256 q = 2 * i; q < ballots.length; q += 2 * k) {
+                uint256 code = (uint256(uint8(ballots[q])) << 8) | uint256(uint8(ballots[q + 1]));
                 if (code != 0) counts[code - 1] += 1;
             }
             (uint256 first, uint256 second) = top2FromCounts(counts, rule, tree, base + b);
@@ -420,6 +423,20 @@ contract FGBDTMath {
         uint256 node
     ) external pure returns (uint256 first, uint256 second) {
         return FGBDTMathLib.top2(votes, numFeatures, rule, tree, node);
+    }
+
+    /// @notice A ballot sent ahead of its level as the ballot of the nodes that opened (`FGBDTBallotLib.aheadBallot`).
+    /// @param ahead 4 bytes per node open at `level - 1` (2 per child, left first), increasing id.
+    /// @param previous The open mask of `level - 1`.
+    /// @param mask The open mask of `level`.
+    /// @param level The level that opened, at least 1.
+    /// @return ballot 2 bytes per node open at `level`, increasing id.
+    function aheadBallot(bytes calldata ahead, uint256 previous, uint256 mask, uint256 level)
+        external
+        pure
+        returns (bytes memory ballot)
+    {
+        return FGBDTBallotLib.aheadBallot(ahead, previous, mask, level);
     }
 
     /// @notice Best split of a node over its candidates' aggregated histograms (flattened `k * nbins + b`).

@@ -397,6 +397,7 @@ class _Auditor:
     def _replay_levels(self) -> None:
         starts = self.by_name.get("LevelStarted", [])
         tree, level, open_nodes = 0, 0, [1]
+        previous: list[int] = []  # the open nodes of the level before in the same tree (none at a root)
         inherited: dict[tuple[int, int], ref.Totals] = {}
         i = 0
         while True:
@@ -418,16 +419,18 @@ class _Auditor:
             for nd in open_nodes:
                 self.nodes.setdefault((tree, nd), NodeState(tree=tree))
                 self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], kind=KIND_OPEN)
-            nxt = self._level(tree, level, open_nodes, st, inherited)
+            nxt = self._level(tree, level, open_nodes, previous, st, inherited)
             if nxt is None:  # the level is still running: nothing after it may exist
                 if i < len(starts):
                     self.fail("a complete level before the next LevelStarted", "resolved level", "incomplete", **where)
                 break
             self.counts.levels += 1
+            if not nxt:
+                self._ahead_of_no_level(tree, level + 1, open_nodes)
             if nxt:
-                level, open_nodes = level + 1, nxt
+                level, previous, open_nodes = level + 1, open_nodes, nxt
             elif tree + 1 < self.trees:
-                tree, level, open_nodes = tree + 1, 0, [1]
+                tree, level, previous, open_nodes = tree + 1, 0, [], [1]
             else:
                 if i < len(starts):
                     self.fail("no level after the last tree", "TaskCompleted", "LevelStarted", tree=tree + 1)
@@ -443,10 +446,12 @@ class _Auditor:
         tree: int,
         level: int,
         open_nodes: list[int],
+        previous: list[int],
         started: Event,
         inherited: dict[tuple[int, int], ref.Totals],
     ) -> list[int] | None:
-        """Check one level; the next level's open nodes, or None while the level is still in progress."""
+        """Check one level (``previous``: the open nodes of the level before in its tree); the next level's open
+        nodes, or None while the level is still in progress."""
         where: dict[str, Any] = {"tree": tree, "level": level}
         progress = f"tree {tree}, level {level}"
         step = self.cfg["stepBlocks"]
@@ -457,7 +462,7 @@ class _Auditor:
         if ref.draws(tree, self.cfg.get("votedTrees", ref.ALL_TREES_VOTED)):
             found = self._drawn(tree, level, open_nodes, started, where)
         else:
-            found = self._voted(tree, level, open_nodes, started, where, progress)
+            found = self._voted(tree, level, open_nodes, previous, started, where, progress)
         if found is None:
             return None
         votes, cands, deadline = found
@@ -526,10 +531,19 @@ class _Auditor:
         return nxt
 
     def _voted(
-        self, tree: int, level: int, open_nodes: list[int], started: Event, where: dict[str, Any], progress: str
+        self,
+        tree: int,
+        level: int,
+        open_nodes: list[int],
+        previous: list[int],
+        started: Event,
+        where: dict[str, Any],
+        progress: str,
     ) -> tuple[dict[str, list[int]], dict[int, tuple[int, int]], int] | None:
         """The vote round of a level with voted candidates: every ballot, the close, the top-2. Returns the ballots,
-        the candidates and the histogram step's deadline, or None while voting is open."""
+        the candidates and the histogram step's deadline, or None while voting is open. A ballot sent ahead (before
+        the level started, while the level before resolved) holds two votes per node of ``previous`` and counts as
+        the votes of the nodes that opened (``reference.ahead_ballot``), as the contract takes it."""
         k = len(open_nodes)
         step = self.cfg["stepBlocks"]
         votes: dict[str, list[int]] = {}
@@ -543,6 +557,13 @@ class _Auditor:
             if self.active is not None and party not in self.active:
                 self.fail("voter took part in the previous step (continuity)", "a party taking part", party, **w)
             vs = [int(v) for v in ev.args["votes"]]
+            if (ev.block_number, ev.log_index) < (started.block_number, started.log_index):
+                if len(vs) != 2 * len(previous):
+                    self.fail(
+                        "number of votes sent ahead (two per node of the level before)", 2 * len(previous), len(vs), **w
+                    )
+                    continue
+                vs = ref.ahead_ballot(vs, previous, open_nodes)
             if len(vs) != k:
                 self.fail("number of votes", k, len(vs), **w)
             for j, v in enumerate(vs):
@@ -580,6 +601,19 @@ class _Auditor:
             for j, nd in enumerate(open_nodes)
         }
         return votes, cands, int(closed.args["deadline"])
+
+    def _ahead_of_no_level(self, tree: int, level: int, previous: list[int]) -> None:
+        """Ballots sent ahead for a level that never opened (the level before made no split): the contract keeps
+        them unused; each must still have been a well-formed ballot sent ahead, two votes per node of ``previous``."""
+        for ev in self.take_level(tree, level, "VotesSubmitted"):
+            w = {"tree": tree, "level": level, "party": _addr(ev.args["party"])}
+            if len(ev.args["votes"]) != 2 * len(previous):
+                self.fail(
+                    "number of votes sent ahead (two per node of the level before)",
+                    2 * len(previous),
+                    len(ev.args["votes"]),
+                    **w,
+                )
 
     def _drawn(
         self, tree: int, level: int, open_nodes: list[int], started: Event, where: dict[str, Any]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +116,8 @@ class ChainClient:
         self._fees: tuple[float, int, int] | None = None
         self._sync_send: bool | None = None
         """Whether the node offers ``eth_sendRawTransactionSync`` (None: not tried yet)."""
+        self._automines: bool | None = None
+        """Whether the node mines a block per transaction (None: not asked yet; ``automines``)."""
         self._gas_seen: dict[str, tuple[int, float]] = {}
         """Per function: the most gas a successful transaction used, and the most per calldata byte."""
         self._outcomes: dict[str, tuple[int, int]] = {}
@@ -277,6 +279,80 @@ class ChainClient:
             events=self.decode_events(receipt["logs"]),
         )
 
+    def transact_ahead(
+        self, contract: Contract, function: str, *args: Any, sender: LocalAccount, tip: int = 1
+    ) -> Callable[[], TxResult]:
+        """Send a transaction without waiting for its block; the returned function waits and gives its result (a
+        revert raises :class:`ContractRevert`, with no retry: a later transaction of the sender may already be in;
+        ``TimeoutError`` when no block took it, e.g. a node restarted from an older state).
+
+        Why: a party's transactions of one round that do not depend on each other (its votes sent ahead, then its
+        resolution) go in the same block, in nonce order, where waiting for each cost a block apiece on a network
+        that mines at intervals. ``tip`` wei more per gas than :meth:`transact` pays puts it before other senders'
+        transactions of the block (nodes order a block by fee), such as the resolution that opens the level.
+
+        A node that mines a block per transaction (:meth:`automines`) gains nothing from it and would pay a receipt
+        poll: there the transaction is sent as :meth:`transact` sends it, and the function returns its result."""
+        if self.automines():
+            done = self.transact(contract, function, *args, sender=sender)
+
+            def mined(timeout: float = 0.0) -> TxResult:
+                return done
+
+            return mined
+        data = self.encode_call(contract, function, args)
+        tx: dict[str, Any] = {"to": contract.address, "data": data, "value": 0}
+        tx |= {"from": sender.address, "chainId": self.chain_id}
+        gas_limit, base_fee = self._fee_basis()
+        guess = self._gas_guess(function, len(_hex(data)) // 2)
+        if guess is None:
+            try:
+                estimated = int(self.w3.eth.estimate_gas(tx))  # type: ignore[arg-type]
+            except Exception as exc:
+                self._count(function, reverted=True)
+                raise self._revert(exc, function) from exc
+            guess = estimated + estimated // 4 + 50_000
+        tx["gas"] = min(gas_limit, guess)
+        tx["gasPrice"] = 2 * base_fee + 1 + tip
+        with self._lock_for(sender.address):
+            if sender.address not in self._nonces:
+                self._nonces[sender.address] = int(self.w3.eth.get_transaction_count(sender.address, "pending"))
+            tx["nonce"] = self._nonces[sender.address]
+            signed = sender.sign_transaction(tx)
+            try:
+                tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
+            except Exception as exc:
+                self._nonces.pop(sender.address, None)
+                raise self._revert(exc, function) from exc
+            self._nonces[sender.address] += 1
+
+        def result(timeout: float = 120.0) -> TxResult:
+            receipt = self._wait_receipt(tx_hash, timeout=timeout)
+            if int(receipt["status"]) != 1:
+                self._count(function, reverted=True)
+                raise self._replay_failure(tx, receipt, function)
+            self._count(function, reverted=False)
+            return TxResult(
+                function=function,
+                tx_hash=receipt["transactionHash"].hex(),
+                block_number=int(receipt["blockNumber"]),
+                gas_used=int(receipt["gasUsed"]),
+                events=self.decode_events(receipt["logs"]),
+            )
+
+        return result
+
+    def automines(self) -> bool:
+        """Whether the node mines a block per transaction (anvil's ``anvil_getAutomine``; asked once). A node without
+        the method (geth, Besu, the embedded chain) counts as mining at intervals, as a network does."""
+        if self._automines is None:
+            try:
+                answer = self.w3.provider.make_request(RPCEndpoint("anvil_getAutomine"), [])
+                self._automines = answer.get("result") is True
+            except Exception:  # the transport refused: the same answer as a node without the method
+                self._automines = False
+        return self._automines
+
     def encode_call(self, contract: Contract, function: str, args: Sequence[Any]) -> str:
         """Calldata of ``function(*args)``: straight through the ABI codec (see :mod:`ledger.abi_codec`), or web3's
         contract function where the codec does not take the arguments as given (e.g. hex strings for bytes)."""
@@ -408,9 +484,11 @@ class ChainClient:
         return self.decoder.decode(data, function)
 
     def forget_nonces(self) -> None:
-        """Re-read every sender's nonce from the chain next time: after an outage a sent transaction may be lost."""
+        """Re-read every sender's nonce from the chain next time: after an outage a sent transaction may be lost (and
+        the node may be another, mining otherwise)."""
         with self._global:
             self._nonces.clear()
+            self._automines = None
 
     def _lock_for(self, address: str) -> threading.Lock:
         with self._global:
@@ -500,7 +578,7 @@ class ChainClient:
         not sent yet, and where the node lacks ``eth_sendRawTransactionSync``: there the estimate's round trip is
         the lesser cost. A revert then costs a mined, failed transaction, replayed as a call to name its error; a
         short guess is retried once with the estimate. A function that often reverts (a party's speculative
-        ``closeVoting``, say) keeps the estimate as its dry run, since a failed transaction costs a block.
+        ``closeStep``, say) keeps the estimate as its dry run, since a failed transaction costs a block.
         Measured: estimates were 27% of a party's main thread on anvil, the sends themselves 8% (``bench.chain``)."""
         if self._sync_send is not True:
             return None

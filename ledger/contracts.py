@@ -7,7 +7,7 @@ live in :mod:`ledger.encoding` and here only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import astuple, dataclass
 from enum import IntEnum
 from typing import Any
@@ -26,7 +26,16 @@ from fgbdt_chain.ledger.encoding import (
     node_hash,
     sign_endorsement,
 )
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, MAX_PARTIES, NEUTRAL, ONE, Credit, NodeHistograms, Split
+from fgbdt_chain.ledger.reference import (
+    ALL_TREES_VOTED,
+    MAX_PARTIES,
+    NEUTRAL,
+    ONE,
+    Credit,
+    NodeHistograms,
+    Params,
+    Split,
+)
 from fgbdt_chain.ledger.tx_size import CALLDATA_LIMIT, histogram_parts
 
 
@@ -88,6 +97,10 @@ class TaskConfig:
     def as_tuple(self) -> tuple[int, ...]:
         """The ABI tuple."""
         return astuple(self)
+
+    def params(self) -> Params:
+        """The integer parameters the contract resolves nodes with, as ``reference.resolve_node`` takes them."""
+        return Params(self.lam, self.learning_rate, self.min_rows, self.alpha, self.hessian_mode)
 
 
 def level_nodes(level: int, mask: int) -> list[int]:
@@ -185,6 +198,10 @@ class MathContract:
         """``top2``."""
         a, b = self.client.call(self.contract, "top2", list(votes), num_features, rule, tree, node)
         return int(a), int(b)
+
+    def ahead_ballot(self, ahead: bytes, previous_mask: int, mask: int, level: int) -> bytes:
+        """``aheadBallot``: a packed ballot sent ahead, cut to the nodes of ``mask`` (2 bytes per node)."""
+        return bytes(self.client.call(self.contract, "aheadBallot", ahead, previous_mask, mask, level))
 
     def top2_many(self, cases: Sequence[tuple[Sequence[int], int, int, int, int]]) -> list[tuple[int, int]]:
         """Many ``top2`` calls, batched; each case is (votes, num_features, rule, tree, node)."""
@@ -307,9 +324,18 @@ class TaskContract:
         """``submitVotes``: one vote per open node, -1 abstains."""
         return self._tx("submitVotes", task_id, tree, level, list(votes), sender=sender)
 
-    def close_voting(self, sender: LocalAccount, task_id: int) -> TxResult:
-        """``closeVoting``."""
-        return self._tx("closeVoting", task_id, sender=sender)
+    def submit_votes_ahead(
+        self, sender: LocalAccount, task_id: int, tree: int, level: int, votes: Sequence[int]
+    ) -> Callable[[], TxResult]:
+        """``submitVotes`` ahead (the next level's, two per open node), sent without waiting for its block
+        (:meth:`ChainClient.transact_ahead`): the resolution the party sends next goes in the same block, after it."""
+        return self.client.transact_ahead(
+            self.contract, "submitVotes", task_id, tree, level, list(votes), sender=sender
+        )
+
+    def close_step(self, sender: LocalAccount, task_id: int) -> TxResult:
+        """``closeStep``: the vote or histogram step, once its deadline passed."""
+        return self._tx("closeStep", task_id, sender=sender)
 
     def submit_histograms(
         self,
@@ -374,10 +400,6 @@ class TaskContract:
     def decline_histograms(self, sender: LocalAccount, task_id: int, tree: int, level: int) -> TxResult:
         """``declineHistograms``: a voter steps aside for this level's histograms (refused endorsement)."""
         return self._tx("declineHistograms", task_id, tree, level, sender=sender)
-
-    def close_histograms(self, sender: LocalAccount, task_id: int) -> TxResult:
-        """``closeHistograms``."""
-        return self._tx("closeHistograms", task_id, sender=sender)
 
     def resolve_node(
         self,

@@ -63,13 +63,17 @@ def run_level(
     resolve_batch: int = 1,
     credit: CreditSource | None = None,
     endorsers: Sequence[LocalAccount] | None = None,
+    taken: Mapping[str, Sequence[int]] | None = None,
+    ahead: Mapping[str, Sequence[int]] | None = None,
 ) -> LevelOutcome:
     """Run the current level. ``parties`` are the parties taking part, in party order; ``silent_*`` ones do not send
     that step, so the driver mines past the deadline before closing it (a party silent once takes no further part).
     ``resolve_batch`` > 1 resolves that many nodes per ``resolveNodes`` transaction instead of one ``resolveNode``
     each; 0 leaves the level unresolved (for tests of the resolution itself). ``credit`` says what each endorser
     attests (neutral by default); the first ``quorum`` other approved parties among ``endorsers`` (default:
-    ``parties``) endorse."""
+    ``parties``) endorse. ``taken``: the ballots the level took when it opened from votes sent ahead
+    (``reference.ahead_ballot``), whose parties do not vote again; ``ahead``: votes to send ahead for the next level
+    (two per open node), once the histograms closed and before the resolution."""
     st = task.state(task_id)
     tree, level, open_nodes = st.tree, st.level, st.open_nodes()
     cfg = task.config(task_id)
@@ -82,7 +86,12 @@ def run_level(
             rec = task.node(task_id, tree, nd)
             out.candidates[nd] = (rec.cand0, rec.cand1)
     else:
+        taken = taken or {}
         for p in parties:
+            if p.address in taken:
+                out.voters.append(p.address)
+                out.votes[p.address] = list(taken[p.address])
+                continue
             if p.address in silent_votes:
                 continue
             out.txs.append(task.submit_votes(p, task_id, tree, level, votes[p.address]))
@@ -90,9 +99,14 @@ def run_level(
             out.votes[p.address] = list(votes[p.address])
         if task.state(task_id).phase == Phase.VOTING:  # not closed by a last vote: some party was silent
             _mine_past(task, task_id)
-            out.txs.append(task.close_voting(resolver, task_id))
-        for ev in out.txs[-1].events_named("CandidatesFixed"):
+            out.txs.append(task.close_step(resolver, task_id))
+        fixed = out.txs[-1].events_named("CandidatesFixed") if out.txs else []
+        for ev in fixed:
             out.candidates[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
+        if not fixed:  # every ballot came ahead: the transaction that opened the level fixed them
+            for nd in open_nodes:
+                rec = task.node(task_id, tree, nd)
+                out.candidates[nd] = (rec.cand0, rec.cand1)
     approved = task.parties(task_id)
     need = quorum(len(approved), cfg.quorum_num, cfg.quorum_den)
     accounts: dict[str, LocalAccount] = {str(p.address): p for p in (endorsers or parties)}
@@ -111,8 +125,11 @@ def run_level(
         out.hists[p.address] = hists
     if task.state(task_id).phase == Phase.HISTOGRAMS:  # not closed by a last submission: some voter was silent
         _mine_past(task, task_id)
-        out.txs.append(task.close_histograms(resolver, task_id))
+        out.txs.append(task.close_step(resolver, task_id))
     level_hists = [out.hists[a] for a in out.submitters]
+    for p in parties:
+        if ahead is not None and p.address in ahead:
+            out.txs.append(task.submit_votes(p, task_id, tree, level + 1, ahead[p.address]))
     for i in range(0, len(open_nodes) if resolve_batch else 0, max(1, resolve_batch)):
         batch = open_nodes[i : i + resolve_batch]
         if resolve_batch == 1:

@@ -224,6 +224,22 @@ def draws(tree: int, voted_trees: int) -> bool:
     return tree >= voted_trees
 
 
+def ahead_ballot(ahead: Sequence[int], previous_open: Sequence[int], open_nodes: Sequence[int]) -> list[int]:
+    """A party's votes sent ahead, while the level before resolves, as its ballot of the level that opened
+    (``FGBDTBallotLib.aheadBallot``): ``ahead`` holds two votes per node of ``previous_open`` (left child, right
+    child; increasing ids), and each node of ``open_nodes`` (increasing ids, children of those) keeps its own.
+
+    Why ahead: a party that resolved the level itself knows the next level's nodes before the chain does, so its votes
+    travel with the resolution round instead of in a round of their own (two dependent rounds per level, not three)."""
+    if len(ahead) != 2 * len(previous_open):
+        raise ValueError(f"{len(ahead)} votes sent ahead for {len(previous_open)} nodes: two per node are needed")
+    slot = {2 * parent + c: 2 * i + c for i, parent in enumerate(previous_open) for c in (0, 1)}
+    missing = [n for n in open_nodes if n not in slot]
+    if missing:
+        raise ValueError(f"nodes {missing} are not children of the level before's open nodes")
+    return [ahead[slot[n]] for n in open_nodes]
+
+
 def drawn_candidates(num_features: int, tree: int, node: int) -> tuple[int, int]:
     """A node's candidates in a tree that draws them: the top-2 of empty ballots, so the two features with the
     lowest hashed tie keys of (``tree``, ``node``): fixed by public values alone, as the contract fixes them when the

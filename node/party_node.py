@@ -27,7 +27,7 @@ from web3.exceptions import Web3RPCError
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.chain_model import ModelNotReady, task_edges
-from fgbdt_chain.ledger.client import ChainClient, Event
+from fgbdt_chain.ledger.client import ChainClient, Event, TxResult
 from fgbdt_chain.ledger.contracts import (
     HISTOGRAM_EVENTS,
     Endorsement,
@@ -64,6 +64,7 @@ from fgbdt_chain.node.model import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy import plan, secret_noise_seed
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.publish import decode_join, encode_join
+from fgbdt_chain.node.resolve import level_splits
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
 from fgbdt_chain.node.weights import distribution_weights
 
@@ -138,10 +139,11 @@ class LevelContext:
 def candidates_block(st: TaskState, step_blocks: int) -> int | None:
     """The block where the current level's candidates were fixed, from the task state alone; None before they are.
 
-    Why it is exact: the transaction that fixes them (the vote that completes the ballots, ``closeVoting``, or, in a
-    drawn tree, the one that opens the level) also sets the histogram step's deadline to its block plus
-    ``stepBlocks``. So the candidates' events are read from that one block, where finding it took a block-number
-    request and a scan of the level's ``LevelStarted`` events on every party's path into the histogram step."""
+    Why it is exact: the transaction that fixes them (the vote that completes the ballots, the resolution that opens
+    a level whose every ballot came ahead, ``closeStep``, or, in a drawn tree, the one that opens the level) also sets
+    the histogram step's deadline to its block plus ``stepBlocks``. So the candidates' events are read from that one
+    block, where finding it took a block-number request and a scan of the level's ``LevelStarted`` events on every
+    party's path into the histogram step."""
     if st.status != Status.TRAINING or st.phase != Phase.HISTOGRAMS:
         return None
     return st.step_deadline - step_blocks
@@ -317,6 +319,13 @@ class PartyNode:
         self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
+        self._ahead: set[tuple[int, int]] = set()
+        """The (tree, level)s this party sent its votes ahead for, or tried to (once per level)."""
+        self._pending_ahead: tuple[int, int, int, Callable[[], TxResult]] | None = None
+        """(tree, level, nodes, its result) of the votes sent ahead and not waited for yet."""
+        self._routed: tuple[int, int, tuple[int, ...], dict[int, tuple[int, int]], np.ndarray] | None = None
+        """(tree, level, open nodes, the splits that opened them, each row's node) of the level the votes sent ahead
+        routed the rows to."""
         self._roots: dict[int, dict[tuple[str, int], bytes]] = {}
         """Per finished tree, every submission's root by (party, level), read once from the events' heads."""
         self._submitted: dict[int, dict[tuple[str, int], list[int]]] = {}
@@ -357,6 +366,13 @@ class PartyNode:
         if s.seed is not None:
             return s.seed
         return secret_noise_seed(bytes(self.account.key), self.task.client.chain_id, self.task.address, self.task_id)
+
+    def registered_endpoint(self) -> str | None:
+        """The endorsement endpoint this party joined the task with (its ``JoinRequested``), None before it joined."""
+        for ev in self.task.client.logs(self.task.contract, ["JoinRequested"], self.task_id):
+            if str(ev.args["party"]) == self.address:
+                return str(ev.args["endpoint"])
+        return None
 
     def join(self) -> None:
         """Ask to join with the PSD and binning sketch, unless this key already did (a restart)."""
@@ -489,6 +505,17 @@ class PartyNode:
             self.party.score += values[ids]
             self.applied_trees += 1
 
+    def _routed_ahead(self, tree: int, level: int, open_nodes: Sequence[int]) -> np.ndarray | None:
+        """Each row's node at the level, as the votes sent ahead routed them, where the chain made the same splits
+        (else None: routed again from the chain's records)."""
+        if self._routed is None:
+            return None
+        t, lv, nodes, local, ids = self._routed
+        chain = self.trees.splits.get(tree, {})
+        if (t, lv, nodes) != (tree, level, tuple(open_nodes)) or any(chain.get(n) != s for n, s in local.items()):
+            return None
+        return ids
+
     def _knows_level(self, tree: int, level: int, open_nodes: Sequence[int]) -> bool:
         return splits_open(self.trees.splits.get(tree, {}), level, open_nodes)
 
@@ -518,7 +545,9 @@ class PartyNode:
                 self.trees.refresh(since=self._level_block(tree, 0))  # the tree again; then give the node time
                 if not self._knows_level(tree, level, open_nodes):
                     raise ChainLag(f"tree {tree} level {level}: the splits that opened it are not served yet")
-            ids = self._route(tree, level)
+            ids = self._routed_ahead(tree, level, open_nodes)
+            if ids is None:
+                ids = self._route(tree, level)
             k_of_row = open_positions(ids, open_nodes, self.params.depth)
             g, h, h_vote = self._grads
             ctx = LevelContext(tree, level, list(open_nodes), k_of_row, g, h, h_vote)
@@ -527,7 +556,7 @@ class PartyNode:
             return ctx
 
     def candidates(self, ctx: LevelContext) -> list[tuple[int, int]]:
-        """The level's candidates as fixed by ``closeVoting`` (drawn candidates: as the level opened): from its
+        """The level's candidates as fixed by the closing of its vote (drawn candidates: as the level opened): from its
         ``CandidatesFixed`` events (one log query), else from the node records (a node that does not serve the level's
         logs yet)."""
         if not ctx.candidates:
@@ -708,6 +737,7 @@ class PartyNode:
         with self.lock:
             self._fresh_from = None
             self._seen.clear()
+            self._ahead.clear()
             # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
             self._level_blocks.clear()
@@ -740,7 +770,7 @@ class PartyNode:
             if not self.excluded and not self._has(["VotesSubmitted"], st.tree, st.level):
                 self._vote(ctx)
             elif self._close_due(st, now):
-                self._try("closeVoting", self.task.close_voting)
+                self._try("closeStep", self.task.close_step)
             if st.level == 0:
                 self._prefetch_carries(st.tree)
         elif st.phase == Phase.HISTOGRAMS:
@@ -751,10 +781,14 @@ class PartyNode:
             if voted and not done:
                 self._send_histograms(ctx, st.step_deadline)
             elif self._close_due(st, now):
-                self._try("closeHistograms", self.task.close_histograms)
+                self._try("closeStep", self.task.close_step)
         else:
             started = self._resolving_since.setdefault((st.tree, st.level), now)
+            # the votes first, not waited for: the resolution goes in the same block, after them, and the one that
+            # opens the next level finds the ballot
+            self._vote_ahead(ctx)
             self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
+            self._settle_ahead()
         return False
 
     def _prefetch_carries(self, tree: int) -> None:
@@ -794,8 +828,10 @@ class PartyNode:
             return True
         if self._fresh_from is not None and (tree, level) >= self._fresh_from:
             return False  # followed from its start by this process: its own event would be in _seen
+        # votes sent ahead landed while the level before resolved
+        since = level - 1 if names[0] == "VotesSubmitted" and level > 0 else level
         with self.timed("chain reads"):
-            events = self.task.client.logs(self.task.contract, names, self.task_id, self._level_block(tree, level))
+            events = self.task.client.logs(self.task.contract, names, self.task_id, self._level_block(tree, since))
         for ev in events:
             a = ev.args
             if int(a["tree"]) == tree and int(a["level"]) == level and str(a["party"]) == self.address:
@@ -1037,6 +1073,99 @@ class PartyNode:
                 if failures > 20:
                     raise NodeError(f"resolving nodes {nodes} keeps failing: {exc}") from exc
                 return
+
+    def _vote_ahead(self, ctx: LevelContext) -> None:
+        """Vote on the next level of the tree while this one resolves (``submitVotes`` ahead): two votes per open
+        node, one per child, the children that do not open abstaining.
+
+        Why: the level's submissions fix every split (``node.resolve.level_splits``: the contract's best split of
+        the aggregated histograms), so this party knows the next level's nodes and where its rows go before the chain
+        resolves the level. Its votes then travel in the resolution round instead of a round of their own; when every
+        party taking part voted ahead, the resolution that opens the level also closes its voting. Only a party whose
+        histograms the level accepted may, from the submissions it holds (``_held_submissions``); otherwise, or if
+        the transaction fails, it votes when the level opens, as before."""
+        nxt = ctx.level + 1
+        key = (ctx.tree, nxt)
+        if (
+            self.excluded
+            or key in self._ahead
+            or nxt >= self.params.depth
+            or ref.draws(ctx.tree, self.cfg.voted_trees)
+            or ("HistogramsSubmitted", ctx.tree, ctx.level) not in self._seen
+            or self._has(["VotesSubmitted"], ctx.tree, nxt)  # sent before a restart
+        ):
+            return
+        assert self.party is not None
+        with self.timed("chain reads"):
+            submitters = self._closed_submitters(ctx)
+        if submitters is None:
+            return  # the level's close is not served yet: the next poll looks again
+        self._ahead.add(key)
+        submissions = self._held_submissions(ctx, submitters)
+        if submissions is None:
+            return
+        with self.timed("computing (votes)"):
+            try:
+                splits = level_splits(submissions, self.candidates(ctx), self.cfg.params())
+            except ref.FixedPointOverflow:
+                return  # the contract reverts this level's resolution: nothing opens
+            local = {n: (s.feature, s.threshold) for n, s in zip(ctx.open_nodes, splits, strict=True) if s is not None}
+            next_open = sorted(c for n in local for c in (2 * n, 2 * n + 1))
+            if not next_open:
+                return  # no split: the next level of the tree never opens
+            ids = route(self.party.rows.slots, self._route(ctx.tree, ctx.level), local)
+            self._routed = (ctx.tree, nxt, tuple(next_open), local, ids)  # the next level's context reuses these
+            k_of_row = open_positions(ids, next_open, self.params.depth)
+            votes = self.party.votes(k_of_row, len(next_open), ctx.g, ctx.h_vote, ctx.tree, nxt)
+            mine = dict(zip(next_open, votes.tolist(), strict=True))
+            ahead = [mine.get(c, ref.ABSTAIN) for n in ctx.open_nodes for c in (2 * n, 2 * n + 1)]
+        try:
+            with self.timed("transactions"):
+                pending = self.task.submit_votes_ahead(self.account, self.task_id, ctx.tree, nxt, ahead)
+        except ContractRevert as exc:
+            self.log(f"tree {ctx.tree} level {nxt}: votes not taken ahead ({exc.name}); voting when the level opens")
+            return
+        self._pending_ahead = (ctx.tree, nxt, len(next_open), pending)
+
+    def _settle_ahead(self) -> None:
+        """Wait for the votes sent ahead (``_vote_ahead``), once this party's resolution of the round is sent."""
+        if self._pending_ahead is None:
+            return
+        tree, level, nodes, pending = self._pending_ahead
+        self._pending_ahead = None
+        try:
+            with self.timed("transactions"):
+                res = pending()
+        except (ContractRevert, TimeoutError) as exc:
+            why = exc.name if isinstance(exc, ContractRevert) else "not mined"
+            self.log(f"tree {tree} level {level}: votes not taken ahead ({why}); voting when the level opens")
+            self.task.client.forget_nonces()  # the next transaction asks the node for this sender's nonce
+            return
+        self._seen.add(("VotesSubmitted", tree, level))
+        self.log(f"tree {tree} level {level}: voted ahead on {nodes} nodes (gas {res.gas_used})")
+
+    def _closed_submitters(self, ctx: LevelContext) -> int | None:
+        """How many parties' histograms the level accepted (its ``HistogramsClosed``), None while not served."""
+        start = self._level_block(ctx.tree, ctx.level)
+        for ev in self.task.client.logs(self.task.contract, ["HistogramsClosed"], self.task_id, start):
+            if (int(ev.args["tree"]), int(ev.args["level"])) == (ctx.tree, ctx.level):
+                return int(ev.args["submitters"])
+        return None
+
+    def _held_submissions(self, ctx: LevelContext, submitters: int) -> list[list[ref.NodeHistograms]] | None:
+        """The level's submissions in party order as this party holds them: its own and those it endorsed, when they
+        are as many as the chain accepted; else None (a party it endorsed did not get in, or one it refused did).
+
+        Not read back from the events: a level's histograms are megabytes, and reading them cost more than the
+        round the votes save (measured on anvil). Every party endorsed here and counted by the chain is what the
+        chain holds: the contract takes a submission only with the root its endorsers signed. The one case this
+        misses is a party endorsed here that dropped out while another refused here got in, at the same level; the
+        ballot is then this party's vote on nodes the chain did not open as it assumed: like any vote, it counts for
+        the candidates, and the chain's splits and resolution stay the contract's."""
+        held = self._endorsed_histograms(ctx)
+        if held is None or len(held) != submitters:
+            return None
+        return held
 
     def _endorsed_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]] | None:
         """The level's submissions as this party knows them without reading the chain: its own histograms if it

@@ -17,6 +17,7 @@ would revert.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -26,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.node import shapley_kernel
+from fgbdt_chain.node import limbs, shapley_kernel
 from fgbdt_chain.node.histogram import FixedSums
 from fgbdt_chain.node.limbs import LIMB, join
 
@@ -515,3 +516,38 @@ def warm_up() -> None:
     resolve_level(level, [(0, 1)], [[0, 1]], [None], True, params)
     top2_level(np.zeros((2, 1), dtype=np.int64), 2, ref.TIE_HASHED, 0, [1])
     shapley_kernel.warm_up()
+
+
+def level_splits(
+    submissions: Sequence[Sequence[ref.NodeHistograms]], candidates: Sequence[tuple[int, ...]], params: ref.Params
+) -> list[ref.Split | None]:
+    """Each open node's split as the contract will make it from the submitting parties' level histograms (party
+    order; each party's one per open node), None where the node becomes a leaf: ``reference.best_split`` of the
+    aggregated histograms, which neither the votes, the inherited totals nor the credits change.
+
+    Why: a party that votes ahead (``submitVotes`` while the level resolves) needs the next level's open nodes and
+    where its rows go before the chain resolves the level. The level goes through ``resolve_level``'s compiled
+    search where the limbs carry the sums, else node by node through the reference (which raises where the contract
+    reverts)."""
+    if not submissions:
+        return [None] * len(candidates)
+    sums = []
+    try:
+        for hists in submissions:
+            g_hi, g_lo = limbs.split([h.g for h in hists])
+            h_hi, h_lo = limbs.split([h.h for h in hists])
+            sums.append(FixedSums(g_hi, g_lo, h_hi, h_lo, np.array([h.n for h in hists], dtype=np.int64)))
+    except OverflowError:  # a high limb beyond int64: the reference below
+        sums = []
+    level = level_of(sums) if sums else None
+    if level is not None:
+        with contextlib.suppress(ref.FixedPointOverflow):
+            abstain = [[ref.ABSTAIN] * len(submissions)] * len(candidates)
+            results, _ = resolve_level(level, candidates, abstain, [None] * len(candidates), False, params)
+            return [r.split for r in results]
+    return [
+        ref.best_split(
+            ref.aggregate([hists[j] for hists in submissions]), params.lam, params.min_rows, params.hessian_mode
+        )
+        for j in range(len(candidates))
+    ]

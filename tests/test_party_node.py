@@ -265,6 +265,7 @@ def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
     node._heads = None
     node.seconds = {}
     node._seen = {("VotesSubmitted", 4, 2)}
+    node._ahead = {(4, 2)}
     node._fresh_from = (4, 0)
     node._level_blocks = {(4, 0): 90, (4, 2): 97}
     node._level_scan = 98
@@ -273,6 +274,7 @@ def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
     assert node._has(["VotesSubmitted"], 4, 2) and asked == []  # remembered: no read
     node._forget_recent_chain()
     assert node._level_blocks == {} and node._level_scan == 0 and node.trees.next_block == 0
+    assert node._ahead == set()  # a vote sent ahead may be gone too: it may send it again
     assert not node._has(["VotesSubmitted"], 4, 2)  # read again, and not there: it votes again
     assert ("VotesSubmitted", 0) in asked  # from a level start the node still has, not block 97
 

@@ -13,7 +13,15 @@ from fgbdt_chain.node import limbs
 from fgbdt_chain.node.fvtree import messages_of
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
 from fgbdt_chain.node.limbs import LIMB
-from fgbdt_chain.node.resolve import FixedLevel, _contenders, _level_sums, level_of, resolve_level, top2_level
+from fgbdt_chain.node.resolve import (
+    FixedLevel,
+    _contenders,
+    _level_sums,
+    level_of,
+    level_splits,
+    resolve_level,
+    top2_level,
+)
 
 
 def _fixed(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> FixedSums:
@@ -339,3 +347,39 @@ def test_unrolled_split_shapley_equals_the_reference(m: int) -> None:
         assert _shapley_or_overflow(split_shapley, g_l, h_l, g_r, h_r, lam) == want
     with pytest.raises(ValueError, match="same length"):
         split_shapley([1] * m, [1] * (m + 1), [1] * m, [1] * m, 1)
+
+
+def _scaled(hists: list[ref.NodeHistograms], factor: int) -> list[ref.NodeHistograms]:
+    """The same histograms with every g and h times ``factor`` (the counts kept)."""
+    return [
+        ref.NodeHistograms(
+            h.features,
+            tuple(tuple(v * factor for v in row) for row in h.g),
+            tuple(tuple(v * factor for v in row) for row in h.h),
+            h.n,
+        )
+        for h in hists
+    ]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_level_splits_are_the_reference_best_splits(seed: int) -> None:
+    """``level_splits`` (what a party votes ahead on) gives every node ``best_split`` of its aggregated histograms:
+    through the compiled search, and through the reference where the limbs cannot carry the sums (times 2**40)."""
+    rng = np.random.default_rng(seed)
+    m, k, nbins = int(rng.integers(1, 6)), int(rng.integers(1, 9)), int(rng.integers(2, 9))
+    sums = _random_sums(rng, m, k, nbins, int(10 ** rng.integers(0, 4)))
+    cands = [tuple(int(f) for f in rng.choice(6, 2, replace=False)) for _ in range(k)]
+    exact = [messages_of(s, cands) for s in sums]
+    splits = 0
+    for submissions in (exact, [_scaled(s, 2**40) for s in exact]):
+        for hessian in (ref.HESSIAN_SECOND_ORDER, ref.HESSIAN_COUNT):
+            for lam, min_rows in ((ONE // 10, 1), (0, 1), (ONE, 4)):
+                params = ref.Params(lam, ONE // 10, min_rows, ONE // 2, hessian)
+                want = [
+                    ref.best_split(ref.aggregate([s[j] for s in submissions]), lam, min_rows, hessian) for j in range(k)
+                ]
+                assert level_splits(submissions, cands, params) == want
+                splits += sum(w is not None for w in want)
+    assert splits  # the comparison covers splits, not only leaves
+    assert level_splits([], [(0, 1)], ref.Params(ONE, ONE, 1, ONE, 0)) == [None]

@@ -96,7 +96,7 @@ def test_failed_transaction_names_the_error_of_a_race_within_its_block(anvil_cli
     provider.make_request("evm_setAutomine", [False])
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(task.close_voting, c, fed.task_id) for c in closers]
+            futures = [pool.submit(task.close_step, c, fed.task_id) for c in closers]
             deadline = time.monotonic() + 10
             while anvil_client.w3.eth.get_block("pending")["transactions"].__len__() < 2:
                 assert time.monotonic() < deadline, "both closing transactions should be pending"
@@ -110,7 +110,8 @@ def test_failed_transaction_names_the_error_of_a_race_within_its_block(anvil_cli
                     outcomes.append(exc.name)
     finally:
         provider.make_request("evm_setAutomine", [True])
-    assert sorted(outcomes) == ["WrongPhase", "closeVoting"]
+    # the first closes voting; the second finds the histogram step open
+    assert sorted(outcomes) == ["StepStillOpen", "closeStep"]
 
 
 def test_known_functions_are_sent_without_a_second_execution(anvil_client: ChainClient) -> None:

@@ -92,9 +92,10 @@ def test_invalid_config(chain: ChainClient, task_contract: TaskContract) -> None
 
 
 def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: TaskContract) -> None:
-    """With drawn candidates the level opens in its histogram step with the candidates fixed: votes and closing a
-    vote revert ``WrongPhase``; the histogram step closes early once every party taking part sent or declined; a
-    party out of the task (silent once) is refused with ``Excluded``, not ``DidNotVote``."""
+    """With drawn candidates the level opens in its histogram step with the candidates fixed: votes revert
+    ``WrongPhase`` and closing the step before its deadline ``StepStillOpen``; the histogram step closes early once
+    every party taking part sent or declined; a party out of the task (silent once) is refused with ``Excluded``, not
+    ``DidNotVote``."""
     cfg = TaskConfig(trees=1, depth=2, bins=3, voted_trees=0, min_parties=3, max_parties=3)
     fed = open_task(chain, task_contract, cfg, 3)
     t, tid = fed.task, fed.task_id
@@ -103,8 +104,7 @@ def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: 
     rec = t.node(tid, 0, 1)
     assert (rec.cand0, rec.cand1) == ref.drawn_candidates(fed.num_features, 0, 1)
     reverts("WrongPhase", t.submit_votes, fed.parties[0], tid, 0, 0, [0])
-    reverts("WrongPhase", t.close_voting, fed.resolver, tid)
-    reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
+    reverts("StepStillOpen", t.close_step, fed.resolver, tid)
     rows = RowSource(random.Random(3), [p.address for p in fed.parties], 40, fed.num_features, cfg.bins + 1)
     rows.start_tree(0)
     out = run_level(t, tid, fed.parties, {}, rows, fed.resolver, silent_hists={fed.parties[2].address}, resolve_batch=1)
@@ -117,11 +117,11 @@ def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: 
     reverts("Excluded", t.submit_histograms, fed.parties[2], tid, 0, 1, [], [])
     reverts("Excluded", t.decline_histograms, fed.parties[2], tid, 0, 1)
     t.decline_histograms(fed.parties[0], tid, 0, 1)
-    reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
+    reverts("StepStillOpen", t.close_step, fed.resolver, tid)
     # both parties taking part have answered: the last decline closes the step, no wait for the deadline
     assert t.decline_histograms(fed.parties[1], tid, 0, 1).events_named("HistogramsClosed")
     assert t.state(tid).phase == Phase.RESOLVING
-    reverts("WrongPhase", t.close_histograms, fed.resolver, tid)
+    reverts("WrongPhase", t.close_step, fed.resolver, tid)
 
 
 def test_vote_guards(fed: Federation) -> None:
@@ -135,8 +135,7 @@ def test_vote_guards(fed: Federation) -> None:
     reverts("WrongPhase", t.submit_histograms, p, tid, 0, 0, _hists(fed), [])
     t.submit_votes(p, tid, 0, 0, [-1])
     reverts("AlreadyVoted", t.submit_votes, p, tid, 0, 0, [1])
-    reverts("StepStillOpen", t.close_voting, fed.resolver, tid)
-    reverts("WrongPhase", t.close_histograms, fed.resolver, tid)
+    reverts("StepStillOpen", t.close_step, fed.resolver, tid)
 
 
 def test_endorsement_guards(chain: ChainClient, fed: Federation) -> None:
@@ -221,7 +220,7 @@ def test_resolution_guards(fed: Federation) -> None:
     # everything after completion is refused
     p = fed.parties[0]
     reverts("WrongStatus", t.submit_votes, p, tid, 0, 0, [0])
-    reverts("WrongStatus", t.close_voting, fed.resolver, tid)
+    reverts("WrongStatus", t.close_step, fed.resolver, tid)
     reverts("WrongStatus", t.resolve_node, fed.resolver, tid, 1, [1], all_hists)
     reverts("WrongStatus", t.start, fed.requester, tid, EDGES)
 
@@ -231,7 +230,7 @@ def test_histograms_need_a_vote(fed: Federation) -> None:
     for p in fed.parties[1:]:
         t.submit_votes(p, tid, 0, 0, [0])
     fed.task.client.mine(CFG.step_blocks + 1)
-    t.close_voting(fed.resolver, tid)
+    t.close_step(fed.resolver, tid)
     p = fed.parties[0]
     hists = _hists(fed)
     sigs = [t.endorse(q, tid, 0, 0, p.address, hists) for q in fed.parties[1:3]]
@@ -243,10 +242,10 @@ def test_deadlines_skip_missing_party_only_after_deadline(chain: ChainClient, fe
     silent = fed.parties[3]
     for p in fed.parties[:3]:
         t.submit_votes(p, tid, 0, 0, [1])
-    reverts("StepStillOpen", t.close_voting, fed.resolver, tid)
+    reverts("StepStillOpen", t.close_step, fed.resolver, tid)
     chain.mine(t.state(tid).step_deadline - chain.block_number + 1)
     reverts("StepDeadlinePassed", t.submit_votes, silent, tid, 0, 0, [1])
-    closed = t.close_voting(fed.resolver, tid)
+    closed = t.close_step(fed.resolver, tid)
     assert closed.event("VotingClosed").args["voters"] == 3
     assert t.state(tid).phase == Phase.HISTOGRAMS
     # histogram step: one voter stays silent, the step cannot close early, then closes without it
@@ -254,12 +253,12 @@ def test_deadlines_skip_missing_party_only_after_deadline(chain: ChainClient, fe
     for p in fed.parties[:2]:
         sigs = [t.endorse(q, tid, 0, 0, p.address, hists[p.address]) for q in fed.parties if q != p][:2]
         t.submit_histograms(p, tid, 0, 0, hists[p.address], sigs)
-    reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
+    reverts("StepStillOpen", t.close_step, fed.resolver, tid)
     chain.mine(t.state(tid).step_deadline - chain.block_number + 1)
     late = fed.parties[2]
     sigs = [t.endorse(q, tid, 0, 0, late.address, hists[late.address]) for q in fed.parties if q != late][:2]
     reverts("StepDeadlinePassed", t.submit_histograms, late, tid, 0, 0, hists[late.address], sigs)
-    assert t.close_histograms(fed.resolver, tid).event("HistogramsClosed").args["submitters"] == 2
+    assert t.close_step(fed.resolver, tid).event("HistogramsClosed").args["submitters"] == 2
     res = t.resolve_node(fed.resolver, tid, 1, [1], [hists[p.address] for p in fed.parties[:2]])
     assert list(res.event("ContributionsAdded").args["parties"]) == [p.address for p in fed.parties[:2]]
     assert t.contribution(tid, silent.address) == 0 and t.contribution(tid, late.address) == 0
@@ -402,7 +401,7 @@ def test_declining_voter_lets_the_step_close_early(chain: ChainClient, fed: Fede
     for p in fed.parties[:3]:
         t.submit_votes(p, tid, 0, 0, [1])
     chain.mine(t.state(tid).step_deadline - chain.block_number + 1)
-    t.close_voting(fed.resolver, tid)
+    t.close_step(fed.resolver, tid)
     reverts("DidNotVote", t.decline_histograms, silent, tid, 0, 0)
     reverts("WrongStep", t.decline_histograms, decliner, tid, 0, 1)
     hists = {p.address: _hists(fed, seed=i) for i, p in enumerate(fed.parties)}
@@ -420,7 +419,7 @@ def test_declining_voter_lets_the_step_close_early(chain: ChainClient, fed: Fede
         hists[p0.address],
         [t.endorse(q, tid, 0, 0, p0.address, hists[p0.address]) for q in (p1, decliner)],
     )
-    reverts("StepStillOpen", t.close_histograms, fed.resolver, tid)
+    reverts("StepStillOpen", t.close_step, fed.resolver, tid)
     t.submit_histograms(
         p1,
         tid,

@@ -153,3 +153,43 @@ def test_top2_rejects_invalid_vote_and_unknown_rule(math: MathContract) -> None:
     assert exc.value.name == "InvalidVote"
     with pytest.raises(ValueError, match="not a feature index"):
         ref.top2([0, 3], 3, 2)
+
+
+def _packed(votes: list[int]) -> bytes:
+    """Votes as the contract packs ballots: feature + 1 (0 abstains) in two big-endian bytes each."""
+    return b"".join((v + 1).to_bytes(2, "big") for v in votes)
+
+
+@st.composite
+def ahead_cases(draw: st.DrawFn) -> tuple[int, list[int], list[int], list[int]]:
+    """A level that opened (``level`` >= 1) from a random open set of the level before, and ballots sent ahead."""
+    level = draw(st.integers(1, 8))
+    parents = draw(st.lists(st.integers(0, (1 << (level - 1)) - 1), min_size=1, unique=True))
+    previous = sorted((1 << (level - 1)) + b for b in parents)
+    children = [2 * p + c for p in previous for c in (0, 1)]
+    opened = sorted(draw(st.lists(st.sampled_from(children), unique=True)))
+    ahead = draw(st.lists(st.integers(-1, 299), min_size=2 * len(previous), max_size=2 * len(previous)))
+    return level, previous, opened, ahead
+
+
+def _mask(nodes: list[int], level: int) -> int:
+    return sum(1 << (n - (1 << level)) for n in nodes)
+
+
+@SETTINGS
+@given(st.lists(ahead_cases(), min_size=BATCH, max_size=BATCH))
+def test_ahead_ballot_matches_reference(anvil_math: MathContract, cases: list) -> None:
+    """The ballot sent ahead, cut to the nodes that opened, is the reference's ``ahead_ballot``, byte for byte."""
+    for level, previous, opened, ahead in cases:
+        got = anvil_math.ahead_ballot(_packed(ahead), _mask(previous, level - 1), _mask(opened, level), level)
+        assert got == _packed(ref.ahead_ballot(ahead, previous, opened))
+
+
+def test_ahead_ballot_keeps_each_child_its_own_vote() -> None:
+    """Nodes 2 and 3 open at level 1; at level 2 only 5 and 6 do: the right child of 2, the left child of 3."""
+    assert ref.ahead_ballot([10, 11, 12, 13], [2, 3], [5, 6]) == [11, 12]
+    assert ref.ahead_ballot([10, 11], [3], []) == []
+    with pytest.raises(ValueError, match="two per node"):
+        ref.ahead_ballot([10, 11, 12], [2, 3], [4])
+    with pytest.raises(ValueError, match="not children"):
+        ref.ahead_ballot([10, 11], [2], [6])

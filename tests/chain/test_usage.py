@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -104,3 +105,47 @@ def test_usage_over_the_embedded_chains_http_server() -> None:
         assert report["gas_used"] == report["max_tx_gas"] == receipt["gasUsed"]
     finally:
         node.stop()
+
+
+def test_a_transaction_sent_ahead_shares_the_block_and_goes_first() -> None:
+    """``transact_ahead`` on a node that mines at intervals: the sender's next transaction goes in the same block,
+    after it (nonce order), and its tip puts it before another sender's transaction sent earlier at the base price;
+    the result is the mined transaction's. A node that mines a block per transaction gets it sent as ``transact``."""
+    node = start_anvil(block_time=2)
+    try:
+        client = ChainClient.connect(node.url)
+        assert not client.automines()
+        task = TaskContract.deploy(client, client.new_account(10**22))
+        first, other = client.new_account(10**21), client.new_account(10**21)
+        args = (TaskConfig().as_tuple(), [0], [10**18], b"\x00" * 32)
+        start = client.block_number
+        while client.block_number == start:  # right after a block: the next is a whole interval away
+            time.sleep(0.05)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            earlier = pool.submit(client.transact, task.contract, "createTask", *args, sender=other)
+            time.sleep(0.2)  # in the pool before the transactions sent ahead
+            ahead = client.transact_ahead(task.contract, "createTask", *args, sender=first)
+            after = client.transact(task.contract, "createTask", *args, sender=first)
+            sent, theirs = ahead(), earlier.result(timeout=30)
+        assert sent.block_number == after.block_number == theirs.block_number
+        index = {
+            r.tx_hash: int(client.w3.eth.get_transaction_receipt(r.tx_hash)["transactionIndex"])
+            for r in (sent, after, theirs)
+        }
+        assert index[sent.tx_hash] < index[after.tx_hash] and index[sent.tx_hash] < index[theirs.tx_hash]
+        assert sent.events_named("TaskCreated")
+    finally:
+        node.stop()
+
+
+def test_a_transaction_sent_ahead_on_an_automining_node_is_mined_at_once(anvil_client: ChainClient) -> None:
+    client = anvil_client
+    assert client.automines()
+    task = TaskContract.deploy(client, client.new_account(10**22))
+    sender = client.new_account(10**21)
+    before = client.block_number
+    result = client.transact_ahead(
+        task.contract, "createTask", TaskConfig().as_tuple(), [0], [10**18], b"\x00" * 32, sender=sender
+    )
+    assert client.block_number == before + 1  # mined before the call returned
+    assert result().events_named("TaskCreated")

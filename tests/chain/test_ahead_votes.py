@@ -1,0 +1,145 @@
+"""Votes sent ahead (issue 13, item 1): while a level resolves, a party whose histograms it accepted votes on the
+next level of the tree, two votes per open node (one per child); when that level opens, the votes of its nodes are
+the party's ballot, and when every party taking part sent one, the transaction that opens the level closes its
+voting too. Every level is compared with the reference, and the audit replays the task."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from chain_helpers import (
+    Replay,
+    RowSource,
+    assert_level_matches,
+    edges_for,
+    open_task,
+    params_of,
+    random_votes,
+    reverts,
+)
+
+from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.audit import audit_events, read_task
+from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.federation import run_level
+from fgbdt_chain.ledger.reference import ONE
+
+pytestmark = pytest.mark.chain
+
+CFG = TaskConfig(trees=3, depth=3, bins=4, voted_trees=2, min_parties=3, max_parties=3, lam=ONE, min_rows=2, alpha=ONE)
+
+
+def _votes_ahead(rng: random.Random, senders: list, nodes: int, features: int) -> dict[str, list[int]]:
+    return {p.address: [rng.randint(-1, features - 1) for _ in range(2 * nodes)] for p in senders}
+
+
+def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: ChainClient) -> None:
+    """Every party sends ahead at one level, one party of three at the next, in turn: a level whose every ballot
+    came ahead opens in its histogram step (one transaction opens it and closes its voting); a level with some
+    opens in its vote step and the others vote as before. A drawn tree takes none. Candidates, splits,
+    contributions and payouts equal the reference's, and the audit finds the chain consistent."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
+    fed = open_task(anvil_client, task, CFG, 3, num_features=5, reward=3 * 10**18, edges=edges_for(CFG.bins))
+    tid, nf = fed.task_id, fed.num_features
+    rng = random.Random(7)
+    replay = Replay(params_of(CFG), CFG.depth)
+    rows = RowSource(rng, [p.address for p in fed.parties], 60, nf, CFG.bins + 1)
+    taken: dict[str, list[int]] = {}
+    opened = {"closed": 0, "voting": 0}
+    turn = 0
+    while (st := task.state(tid)).status == Status.TRAINING:
+        if st.level == 0:
+            rows.start_tree(st.tree)
+        nodes = st.open_nodes()
+        votes = random_votes(rng, fed.parties, len(nodes), nf)
+        inner = st.level + 1 < CFG.depth and not ref.draws(st.tree, CFG.voted_trees)
+        senders = fed.parties if turn % 2 == 0 else fed.parties[1:2]
+        ahead = _votes_ahead(rng, senders, len(nodes), nf) if inner else None
+        out = run_level(task, tid, fed.parties, votes, rows, fed.resolver, taken=taken, ahead=ahead)
+        turn += 1
+        replay.level(out, rows)
+        assert_level_matches(fed, replay, out)
+        after = task.state(tid)
+        taken = {}
+        if ahead and after.status == Status.TRAINING and (after.tree, after.level) == (st.tree, st.level + 1):
+            taken = {a: ref.ahead_ballot(v, nodes, after.open_nodes()) for a, v in ahead.items()}
+            opening = out.txs[-1]  # the last resolution
+            assert opening.events_named("LevelStarted")
+            if len(taken) == len(fed.parties):
+                assert after.phase == Phase.HISTOGRAMS and opening.events_named("VotingClosed")
+                opened["closed"] += 1
+            else:
+                assert after.phase == Phase.VOTING and not opening.events_named("VotingClosed")
+                opened["voting"] += 1
+    assert opened["closed"] >= 1 and opened["voting"] >= 1, opened
+    for p in fed.parties:
+        assert task.contribution(tid, p.address) == replay.contributions.get(p.address, 0)
+    due = ref.payouts([replay.contributions.get(p.address, 0) for p in fed.parties], [True] * 3, 3 * 10**18)
+    assert [task.owed(tid, p.address) for p in fed.parties] == list(due.paid)
+    audit = audit_events(read_task(anvil_client, task.address, tid))
+    assert audit.ok and audit.completed, audit.first_mismatch
+
+
+def test_votes_sent_ahead_are_checked(anvil_client: ChainClient) -> None:
+    """Ahead only while the level before resolves, for the next level of the same tree within the depth, two votes
+    per open node, once, by a party whose histograms the level accepted; the ballot taken, the party cannot vote on
+    the level again. Votes sent ahead of a level that never opens (no split) are not counted at the next root."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
+    cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=2, step_blocks=8)
+    fed = open_task(anvil_client, task, cfg, 3, num_features=5, edges=edges_for(cfg.bins))
+    tid, (p0, p1, p2) = fed.task_id, fed.parties
+    rng = random.Random(3)
+    rows = RowSource(rng, [p.address for p in fed.parties], 60, fed.num_features, cfg.bins + 1)
+    rows.start_tree(0)
+    reverts("WrongStep", task.submit_votes, p0, tid, 0, 1, [0, 0])  # voting on the root: not ahead yet
+    # p2 stays silent with its histograms: the root resolves without it
+    out = run_level(
+        task,
+        tid,
+        fed.parties,
+        random_votes(rng, fed.parties, 1, 5),
+        rows,
+        fed.resolver,
+        silent_hists={p2.address},
+        resolve_batch=0,
+    )
+    assert task.state(tid).phase == Phase.RESOLVING
+    reverts("Excluded", task.submit_votes, p2, tid, 0, 1, [0, 0])
+    reverts("LengthMismatch", task.submit_votes, p0, tid, 0, 1, [0])
+    reverts("InvalidVote", task.submit_votes, p0, tid, 0, 1, [0, 5])
+    reverts("WrongStep", task.submit_votes, p0, tid, 0, 2, [0, 0])
+    reverts("WrongStep", task.submit_votes, p0, tid, 1, 0, [0])
+    task.submit_votes(p0, tid, 0, 1, [3, 4])
+    reverts("AlreadyVoted", task.submit_votes, p0, tid, 0, 1, [1, 1])
+    opening = task.resolve_node(fed.resolver, tid, 1, [1], [out.hists[a] for a in out.submitters])
+    out.resolutions[1] = opening
+    rows.follow(out)
+    st = task.state(tid)
+    assert (st.tree, st.level, st.phase) == (0, 1, Phase.VOTING), "p1 sent nothing ahead: voting stays open"
+    split = opening.events_named("NodeSplit")
+    assert split, "the root split (the rows are chosen to split it)"
+    reverts("AlreadyVoted", task.submit_votes, p0, tid, 0, 1, [2, 2])  # its ballot was taken when the level opened
+    reverts("Excluded", task.submit_votes, p2, tid, 0, 1, [2, 2])
+    closed = task.submit_votes(p1, tid, 0, 1, [1, 1])
+    assert int(closed.event("VotingClosed").args["voters"]) == 2
+    # p0's ballot is [3, 4] for nodes 2 and 3, p1's [1, 1]: one vote each, features 1 before 3 and 4 by count tie
+    for node, mine in zip((2, 3), (3, 4), strict=True):
+        rec = task.node(tid, 0, node)
+        assert (rec.cand0, rec.cand1) == ref.top2([mine, 1], 5, cfg.tie_break, 0, node)
+    # the last level of the tree: nothing may be sent ahead past the depth
+    hists = run_level(
+        task,
+        tid,
+        [p0, p1],
+        {},
+        rows,
+        fed.resolver,
+        taken={p0.address: [3, 4], p1.address: [1, 1]},
+        resolve_batch=0,
+        endorsers=fed.parties,
+    )
+    assert task.state(tid).phase == Phase.RESOLVING
+    reverts("WrongPhase", task.submit_votes, p0, tid, 0, 2, [0, 0, 0, 0])
+    assert hists.submitters == [p0.address, p1.address]
