@@ -6,7 +6,9 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of
 from fgbdt_chain.deploy.cli import UserError
@@ -42,6 +44,26 @@ def register(sub: Any) -> None:
         help="nodes resolved per transaction (bounded by the chain's block gas limit)",
     )
     p.set_defaults(func=run_node)
+
+
+def _serve(node: PartyNode, host: str, port: int, log: Callable[[str], None]) -> EndorsementServer:
+    """The endorsement server, on ``port``; port 0 takes the port this party registered when it joined (a restart:
+    the other parties ask the endpoint on chain), else any free one."""
+    if port == 0:
+        registered = urlsplit(node.registered_endpoint() or "")
+        if registered.hostname == host and registered.port:
+            server = EndorsementServer(node, host, registered.port)
+            try:
+                server.start()
+                return server
+            except RuntimeError:
+                log(
+                    f"cannot listen on {registered.geturl()} again, the endpoint this party joined with (in use?): "
+                    "the others cannot ask it for endorsements"
+                )
+    server = EndorsementServer(node, host, port)
+    server.start()
+    return server
 
 
 def run_node(args: argparse.Namespace) -> int:
@@ -84,9 +106,8 @@ def run_node(args: argparse.Namespace) -> int:
         node = PartyNode(task, args.task, account, data, "", settings, log)
     except NodeError as exc:
         raise UserError(str(exc)) from exc
-    server = EndorsementServer(node, host, int(port))
-    server.start()
-    bound = server.server.servers[0].sockets[0].getsockname()[1] if int(port) == 0 else int(port)
+    server = _serve(node, host, int(port), log)
+    bound = server.server.servers[0].sockets[0].getsockname()[1]
     node.endpoint = f"http://{host}:{bound}"
     log(f"endorsement endpoint {node.endpoint}; chain {target.rpc_url}; task {args.task}")
     # SIGTERM (the requester stopping its parties) unwinds like an exit, so the node logs where its time went
