@@ -734,6 +734,7 @@ class Federation:
         carrying = self._carrying()
         roots: list[ref.Totals] = []
         carry_levels: list[tuple[list[ref.NodeResult], list[FixedSums], list[int], bool]] = []
+        before = 0  # the open nodes of the level before
         for level in range(p.depth):
             if not open_nodes:
                 break
@@ -828,7 +829,9 @@ class Federation:
                 carry_levels.append((results, sums, accepted, last))
             voting = self.algo in VOTING and not ref.draws(t, p.voted_trees)
             ncand = self.n_features if self.algo == "allfeatures" else 2
-            level_bytes = level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting).total
+            # below a root the votes went ahead with the level before's resolution: two per node of that level
+            ahead_of = before if level > 0 else None
+            level_bytes = level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting, ahead_of=ahead_of).total
             for i in taking_part:
                 traffic[i] += level_bytes
             clock = self._tick("contract: top-2, best split, leaves, Shapley (ledger.reference)", clock)
@@ -840,7 +843,7 @@ class Federation:
                 records.append(LevelRecord(t, level, list(open_nodes), votes.tolist(), cands, results, accepted))
             else:
                 records.append(LevelRecord(t, level, [], [], [], results, accepted))
-            open_nodes = next_open
+            open_nodes, before = next_open, k
         for party, ids in zip(self.parties, node_ids, strict=True):
             party.score += leaf_value[ids]
         if carrying:

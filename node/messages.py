@@ -53,12 +53,21 @@ class LevelTraffic:
 
 
 def level_traffic(
-    open_nodes: int, candidates: int, nbins: int, parties: int, quorum: int, *, voting: bool = True
+    open_nodes: int,
+    candidates: int,
+    nbins: int,
+    parties: int,
+    quorum: int,
+    *,
+    voting: bool = True,
+    ahead_of: int | None = None,
 ) -> LevelTraffic:
-    """Bytes one party sends in a level with ``open_nodes`` nodes and ``candidates`` histograms per node."""
+    """Bytes one party sends in a level with ``open_nodes`` nodes and ``candidates`` histograms per node.
+    ``ahead_of``: the open nodes of the level before, when the votes went ahead with its resolution (two per node,
+    ``submitVotes`` ahead), else the votes are one per open node (a tree's root)."""
     header = SELECTOR + 3 * WORD  # task, tree, level
     cells = open_nodes * candidates * nbins
-    votes = header + abi_array(open_nodes) if voting else 0
+    votes = header + abi_array(open_nodes if ahead_of is None else 2 * ahead_of) if voting else 0
     payload = header + 3 * abi_array(cells)  # g, h, n
     histograms = payload + abi_endorsements(quorum)
     others = parties - 1

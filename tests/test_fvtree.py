@@ -200,6 +200,9 @@ def test_messages_size_matches_abi_encoding() -> None:
     t = level_traffic(3, 2, 5, 4, 2)
     votes = encode(["uint256", "uint256", "uint256", "int256[]"], [1, 2, 3, [0, 1, -1]])
     assert t.votes == 4 + len(votes)
+    # sent ahead with the resolution of a level of two open nodes: two votes per node of that level
+    ahead = encode(["uint256", "uint256", "uint256", "int256[]"], [1, 2, 3, [0, 1, -1, 2]])
+    assert level_traffic(3, 2, 5, 4, 2, ahead_of=2).votes == 4 + len(ahead)
     cells = 3 * 2 * 5
     hist = encode(
         ["uint256", "uint256", "uint256", "int256[]", "int256[]", "uint256[]", "(bytes,uint256,uint256,uint256)[]"],
