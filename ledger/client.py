@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from eth_abi.exceptions import EncodingError
 from eth_account import Account
@@ -35,6 +35,8 @@ DEFAULT_GAS_LIMIT: int = 1_000_000_000
 """Block gas limit of the chains the ledger starts: large enough for the widest level's histogram transaction."""
 REVERTS_BEFORE_ESTIMATING = 4
 """A function goes out on a guessed gas limit only while its reverts number at most a quarter of its successes."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -301,30 +303,8 @@ class ChainClient:
 
             return mined
         data = self.encode_call(contract, function, args)
-        tx: dict[str, Any] = {"to": contract.address, "data": data, "value": 0}
-        tx |= {"from": sender.address, "chainId": self.chain_id}
-        gas_limit, base_fee = self._fee_basis()
-        guess = self._gas_guess(function, len(_hex(data)) // 2)
-        if guess is None:
-            try:
-                estimated = int(self.w3.eth.estimate_gas(tx))  # type: ignore[arg-type]
-            except Exception as exc:
-                self._count(function, reverted=True)
-                raise self._revert(exc, function) from exc
-            guess = estimated + estimated // 4 + 50_000
-        tx["gas"] = min(gas_limit, guess)
-        tx["gasPrice"] = 2 * base_fee + 1 + tip
-        with self._lock_for(sender.address):
-            if sender.address not in self._nonces:
-                self._nonces[sender.address] = int(self.w3.eth.get_transaction_count(sender.address, "pending"))
-            tx["nonce"] = self._nonces[sender.address]
-            signed = sender.sign_transaction(tx)
-            try:
-                tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
-            except Exception as exc:
-                self._nonces.pop(sender.address, None)
-                raise self._revert(exc, function) from exc
-            self._nonces[sender.address] += 1
+        tx = self._priced(sender, {"to": contract.address, "data": data, "value": 0}, function, tip=tip)
+        tx_hash = self._send_in_order(sender, tx, function, self.w3.eth.send_raw_transaction)
 
         def result(timeout: float = 120.0) -> TxResult:
             receipt = self._wait_receipt(tx_hash, timeout=timeout)
@@ -497,37 +477,15 @@ class ChainClient:
     def _send(
         self, sender: LocalAccount, tx: dict[str, Any], function: str, contract: Contract | None, estimate: bool = False
     ) -> Any:
-        tx = {**tx, "from": sender.address, "chainId": self.chain_id}
-        gas_limit, base_fee = self._fee_basis()
         size = len(_hex(tx.get("data", ""))) // 2
-        guess = None if estimate else self._gas_guess(function, size)
-        if guess is None:
-            try:
-                estimated = int(self.w3.eth.estimate_gas(tx))  # type: ignore[arg-type]
-            except Exception as exc:
-                self._count(function, reverted=True)
-                raise self._revert(exc, function) from exc
-            tx["gas"] = min(gas_limit, estimated + estimated // 4 + 50_000)
-        else:
-            tx["gas"] = min(gas_limit, guess)
-        # Twice the base fee (plus 1 wei) always clears the next block; eth_gasPrice on anvil suggests ~1000x more,
-        # which would drain test accounts on large transactions for nothing.
-        tx["gasPrice"] = 2 * base_fee + 1
-        lock = self._lock_for(sender.address)
-        with lock:
-            if sender.address not in self._nonces:
-                self._nonces[sender.address] = int(self.w3.eth.get_transaction_count(sender.address, "pending"))
-            tx["nonce"] = self._nonces[sender.address]
-            signed = sender.sign_transaction(tx)
-            try:
-                receipt = self._send_sync(signed.raw_transaction)
-                tx_hash = signed.hash
-                if receipt is None:
-                    tx_hash = self.w3.eth.send_raw_transaction(signed.raw_transaction)
-            except Exception as exc:
-                self._nonces.pop(sender.address, None)  # resynchronise from the node next time
-                raise self._revert(exc, function) from exc
-            self._nonces[sender.address] += 1
+        tx = self._priced(sender, tx, function, estimate=estimate)
+
+        def send(raw: bytes) -> tuple[Any, Any]:
+            """(receipt, None) where the node answers with the receipt, else (None, the hash) once in its pool."""
+            answer = self._send_sync(raw)
+            return (answer, None) if answer is not None else (None, self.w3.eth.send_raw_transaction(raw))
+
+        receipt, tx_hash = self._send_in_order(sender, tx, function, send)
         if receipt is None:
             receipt = self._wait_receipt(tx_hash, timeout=600.0)
         if int(receipt["status"]) != 1:
@@ -556,6 +514,44 @@ class ChainClient:
             self._gas_seen[function] = (max(top, used), max(rate, used / max(size, 1)))
         self._count(function, reverted=False)
         return receipt
+
+    def _priced(
+        self, sender: LocalAccount, tx: dict[str, Any], function: str, estimate: bool = False, tip: int = 0
+    ) -> dict[str, Any]:
+        """``tx`` from ``sender`` with its gas limit (``_gas_guess`` from earlier receipts, else an estimate, whose
+        revert raises the function's error) and its gas price, ``tip`` wei above the usual."""
+        tx = {**tx, "from": sender.address, "chainId": self.chain_id}
+        gas_limit, base_fee = self._fee_basis()
+        guess = None if estimate else self._gas_guess(function, len(_hex(tx.get("data", ""))) // 2)
+        if guess is None:
+            try:
+                estimated = int(self.w3.eth.estimate_gas(tx))  # type: ignore[arg-type]
+            except Exception as exc:
+                self._count(function, reverted=True)
+                raise self._revert(exc, function) from exc
+            guess = estimated + estimated // 4 + 50_000
+        tx["gas"] = min(gas_limit, guess)
+        # Twice the base fee (plus 1 wei) always clears the next block; eth_gasPrice on anvil suggests ~1000x more,
+        # which would drain test accounts on large transactions for nothing.
+        tx["gasPrice"] = 2 * base_fee + 1 + tip
+        return tx
+
+    def _send_in_order(self, sender: LocalAccount, tx: dict[str, Any], function: str, send: Callable[[bytes], T]) -> T:
+        """Sign ``tx`` with the sender's next nonce and ``send`` it, under the sender's lock so that its
+        transactions reach the node in nonce order; a failed send has the nonce read from the node next time.
+        Returns what ``send`` returned."""
+        with self._lock_for(sender.address):
+            if sender.address not in self._nonces:
+                self._nonces[sender.address] = int(self.w3.eth.get_transaction_count(sender.address, "pending"))
+            tx["nonce"] = self._nonces[sender.address]
+            signed = sender.sign_transaction(tx)
+            try:
+                out = send(signed.raw_transaction)
+            except Exception as exc:
+                self._nonces.pop(sender.address, None)  # resynchronise from the node next time
+                raise self._revert(exc, function) from exc
+            self._nonces[sender.address] += 1
+        return out
 
     def outcomes(self) -> dict[str, tuple[int, int, int]]:
         """Per contract function, (mined and successful, failed, out of gas): a failure is a reverted estimate or a
