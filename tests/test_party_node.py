@@ -303,3 +303,46 @@ def test_a_party_seeds_its_training_noise_from_its_key_unless_an_experiment_give
     assert node(key, 3, None)._noise_seed() != node(key, 4, None)._noise_seed()
     assert node(key, 3, None)._noise_seed() != node(bytes(range(1, 33)), 3, None)._noise_seed()
     assert node(key, 3, 11)._noise_seed() == 11
+
+
+def _ahead_node() -> Any:
+    """A party node with only what the votes sent ahead read: three parties, itself the second."""
+    node = object.__new__(PartyNode)
+    node.parties = ["0xA", "0xB", "0xC"]
+    node.address = "0xB"
+    node._seen = set()
+    node._endorsed = {}
+    node._routed = None
+    node.trees = SimpleNamespace(splits={})
+    return node
+
+
+def test_votes_go_ahead_only_from_as_many_submissions_as_the_chain_accepted() -> None:
+    """The submissions a party holds (its own, those it endorsed) serve when they are as many as the level's
+    ``HistogramsClosed`` counts, in party order; a party it endorsed that did not get in (fewer counted) means it
+    votes when the level opens instead."""
+    node = _ahead_node()
+    ctx = LevelContext(0, 1, [2, 3], np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
+    mine, a, c = ["mine"], ["a"], ["c"]
+    assert node._held_submissions(ctx, 3) is None  # endorsed nobody: nothing held
+    node._endorsed[(0, 1)] = {"0xC": c, "0xA": a}
+    ctx.histograms = mine
+    assert node._held_submissions(ctx, 2) == [a, c]  # its own not submitted: the two it endorsed
+    node._seen.add(("HistogramsSubmitted", 0, 1))
+    assert node._held_submissions(ctx, 3) == [a, mine, c]
+    assert node._held_submissions(ctx, 2) is None  # the chain took one fewer than this party holds
+    ctx.from_events = True  # a resolution from the endorsed copies failed: they are not trusted
+    assert node._held_submissions(ctx, 3) is None
+
+
+def test_rows_routed_ahead_serve_the_level_only_where_the_chain_split_alike() -> None:
+    node = _ahead_node()
+    ids = np.array([4, 5, 6, 7])
+    node._routed = (0, 2, (4, 5, 6, 7), {2: (1, 3), 3: (0, 2)}, ids)
+    assert node._routed_ahead(0, 2, [4, 5, 6, 7]) is None  # the chain's splits not known yet
+    node.trees.splits[0] = {1: (2, 2), 2: (1, 3), 3: (0, 2)}
+    assert node._routed_ahead(0, 2, [4, 5, 6, 7]) is ids
+    assert node._routed_ahead(0, 2, [4, 5]) is None  # another level
+    assert node._routed_ahead(1, 2, [4, 5, 6, 7]) is None  # another tree
+    node.trees.splits[0] = {1: (2, 2), 2: (1, 4), 3: (0, 2)}  # node 2 split at another threshold
+    assert node._routed_ahead(0, 2, [4, 5, 6, 7]) is None
