@@ -420,13 +420,14 @@ class _Auditor:
                 self.nodes.setdefault((tree, nd), NodeState(tree=tree))
                 self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], kind=KIND_OPEN)
             nxt = self._level(tree, level, open_nodes, previous, st, inherited)
-            if nxt is None:  # the level is still running: nothing after it may exist
+            if nxt is None:  # the level is still running: nothing after it may exist, but ballots sent ahead
+                self._ahead_not_taken(tree, level + 1, open_nodes)
                 if i < len(starts):
                     self.fail("a complete level before the next LevelStarted", "resolved level", "incomplete", **where)
                 break
             self.counts.levels += 1
             if not nxt:
-                self._ahead_of_no_level(tree, level + 1, open_nodes)
+                self._ahead_not_taken(tree, level + 1, open_nodes)
             if nxt:
                 level, previous, open_nodes = level + 1, open_nodes, nxt
             elif tree + 1 < self.trees:
@@ -558,12 +559,10 @@ class _Auditor:
                 self.fail("voter took part in the previous step (continuity)", "a party taking part", party, **w)
             vs = [int(v) for v in ev.args["votes"]]
             if (ev.block_number, ev.log_index) < (started.block_number, started.log_index):
-                if len(vs) != 2 * len(previous):
-                    self.fail(
-                        "number of votes sent ahead (two per node of the level before)", 2 * len(previous), len(vs), **w
-                    )
+                raw = self._ahead_ballot(ev, previous, w)
+                if raw is None:
                     continue
-                vs = ref.ahead_ballot(vs, previous, open_nodes)
+                vs = ref.ahead_ballot(raw, previous, open_nodes)
             if len(vs) != k:
                 self.fail("number of votes", k, len(vs), **w)
             for j, v in enumerate(vs):
@@ -602,18 +601,29 @@ class _Auditor:
         }
         return votes, cands, int(closed.args["deadline"])
 
-    def _ahead_of_no_level(self, tree: int, level: int, previous: list[int]) -> None:
-        """Ballots sent ahead for a level that never opened (the level before made no split): the contract keeps
-        them unused; each must still have been a well-formed ballot sent ahead, two votes per node of ``previous``."""
+    def _ahead_not_taken(self, tree: int, level: int, previous: list[int]) -> None:
+        """Ballots sent ahead for a level that never opened (the level before made no split) or has not opened yet
+        (the level before is resolving): the contract holds them unused; each must be a ballot the contract takes
+        ahead (``_ahead_ballot``)."""
         for ev in self.take_level(tree, level, "VotesSubmitted"):
-            w = {"tree": tree, "level": level, "party": _addr(ev.args["party"])}
-            if len(ev.args["votes"]) != 2 * len(previous):
-                self.fail(
-                    "number of votes sent ahead (two per node of the level before)",
-                    2 * len(previous),
-                    len(ev.args["votes"]),
-                    **w,
-                )
+            self._ahead_ballot(ev, previous, {"tree": tree, "level": level, "party": _addr(ev.args["party"])})
+
+    def _ahead_ballot(self, ev: Event, previous: list[int], where: dict[str, Any]) -> list[int] | None:
+        """A ballot sent ahead as the contract takes it: from an approved party, two votes per node of ``previous``,
+        each a feature or -1 (it refuses the whole ballot otherwise). Its votes, or None where it is not one."""
+        if _addr(ev.args["party"]) not in self.party_set:
+            self.fail("voter is an approved party", "approved party", _addr(ev.args["party"]), **where)
+        vs = [int(v) for v in ev.args["votes"]]
+        if len(vs) != 2 * len(previous):
+            self.fail(
+                "number of votes sent ahead (two per node of the level before)", 2 * len(previous), len(vs), **where
+            )
+            return None
+        bad = [v for v in vs if v != ref.ABSTAIN and not 0 <= v < self.num_features]
+        if bad:
+            self.fail("vote sent ahead is a feature or -1", f"[-1, {self.num_features})", bad[0], **where)
+            return None
+        return vs
 
     def _drawn(
         self, tree: int, level: int, open_nodes: list[int], started: Event, where: dict[str, Any]

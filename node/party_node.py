@@ -738,6 +738,7 @@ class PartyNode:
             self._fresh_from = None
             self._seen.clear()
             self._ahead.clear()
+            self._pending_ahead = None
             # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
             self._level_blocks.clear()
@@ -751,7 +752,9 @@ class PartyNode:
             st = self.task.state(self.task_id)
         self._state = (announced, st) if announced >= 0 else None
         if st.status == Status.TRAINING and self._fresh_from is None:
-            self._fresh_from = (st.tree, st.level + 1)
+            # the levels this process follows from their start; a resolving level's next one may already hold this
+            # party's votes sent ahead (before a restart or an outage), so it is not one of them
+            self._fresh_from = (st.tree, st.level + (2 if st.phase == Phase.RESOLVING else 1))
         if st.status == Status.COMPLETED:
             total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
             self.log(f"task completed; this party's contribution {total:.6f}")
@@ -1092,7 +1095,6 @@ class PartyNode:
             or nxt >= self.params.depth
             or ref.draws(ctx.tree, self.cfg.voted_trees)
             or ("HistogramsSubmitted", ctx.tree, ctx.level) not in self._seen
-            or self._has(["VotesSubmitted"], ctx.tree, nxt)  # sent before a restart
         ):
             return
         assert self.party is not None
@@ -1132,15 +1134,21 @@ class PartyNode:
         if self._pending_ahead is None:
             return
         tree, level, nodes, pending = self._pending_ahead
-        self._pending_ahead = None
-        try:
+        try:  # a lost connection leaves it pending: the outage's recovery forgets it and reads the chain again
             with self.timed("transactions"):
                 res = pending()
-        except (ContractRevert, TimeoutError) as exc:
-            why = exc.name if isinstance(exc, ContractRevert) else "not mined"
-            self.log(f"tree {tree} level {level}: votes not taken ahead ({why}); voting when the level opens")
-            self.task.client.forget_nonces()  # the next transaction asks the node for this sender's nonce
+        except ContractRevert as exc:
+            self._pending_ahead = None
+            self.log(f"tree {tree} level {level}: votes not taken ahead ({exc.name}); voting when the level opens")
             return
+        except TimeoutError:
+            self._pending_ahead = None
+            self.log(f"tree {tree} level {level}: votes sent ahead not mined yet; the chain says later if they were")
+            self.task.client.forget_nonces()  # the next transaction asks the node for this sender's nonce
+            if self._fresh_from is not None:  # they may still be mined and counted: that level's record is read
+                self._fresh_from = max(self._fresh_from, (tree, level + 1))
+            return
+        self._pending_ahead = None
         self._seen.add(("VotesSubmitted", tree, level))
         self.log(f"tree {tree} level {level}: voted ahead on {nodes} nodes (gas {res.gas_used})")
 

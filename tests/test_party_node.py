@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from web3.exceptions import Web3RPCError
 
+from fgbdt_chain.ledger.contracts import Phase, Status, TaskState
 from fgbdt_chain.ledger.encoding import merkle_root, node_hash
 from fgbdt_chain.ledger.errors import ContractRevert
 from fgbdt_chain.ledger.reference import ONE, NodeHistograms
@@ -346,3 +347,37 @@ def test_rows_routed_ahead_serve_the_level_only_where_the_chain_split_alike() ->
     assert node._routed_ahead(1, 2, [4, 5, 6, 7]) is None  # another tree
     node.trees.splits[0] = {1: (2, 2), 2: (1, 4), 3: (0, 2)}  # node 2 split at another threshold
     assert node._routed_ahead(0, 2, [4, 5, 6, 7]) is None
+
+
+def test_a_party_that_first_looks_at_a_resolving_level_reads_its_next_levels_votes_from_the_chain() -> None:
+    """Votes sent ahead belong to the level after the resolving one: a party that starts following the task there
+    (a restart, an outage) may have sent them already, so that level is not one it followed from its start and its
+    vote record is read from the chain (a review found it skipped the histograms of a level that opened with them)."""
+    node = _ahead_node()
+    node._fresh_from = None
+    resolving = TaskState("0x0", Status.TRAINING, Phase.RESOLVING, 4, 1, 0b11, 0, 120, 0)
+    node.task = SimpleNamespace(state=lambda task_id: resolving)
+    node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
+    node.log = lambda message: None
+
+    def lagging(*args: object) -> None:
+        raise ChainLag("not served yet")  # ends the look right after the state is read
+
+    node.context = lagging
+    node._again = False
+    assert node.step() is False
+    assert node._fresh_from == (4, 3)
+    asked: list[tuple[str, int]] = []
+
+    def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
+        asked.append((names[0], start))
+        event = SimpleNamespace(args={"tree": 4, "level": 2, "party": node.address})
+        return [event]  # its votes sent ahead, before the level started
+
+    node.task = SimpleNamespace(client=SimpleNamespace(logs=logs), contract=None)
+    node.lock = threading.RLock()
+    node._level_blocks = {(4, 0): 90, (4, 1): 95, (4, 2): 99}
+    node._level_scan = 100
+    node._announced_latest = lambda: -1
+    assert node._has(["VotesSubmitted"], 4, 2)
+    assert asked == [("VotesSubmitted", 95)]  # from the level before's start, where votes sent ahead are
