@@ -273,6 +273,10 @@ class ChainClient:
         """Send a transaction and wait for it. Reverts raise :class:`ContractRevert` with the error's name."""
         data = self.encode_call(contract, function, args)
         receipt = self._send(sender, {"to": contract.address, "data": data, "value": value}, function, contract)
+        return self._result(function, receipt)
+
+    def _result(self, function: str, receipt: Any) -> TxResult:
+        """A mined transaction's result, its logs decoded."""
         return TxResult(
             function=function,
             tx_hash=receipt["transactionHash"].hex(),
@@ -312,13 +316,7 @@ class ChainClient:
                 self._count(function, reverted=True)
                 raise self._replay_failure(tx, receipt, function)
             self._count(function, reverted=False)
-            return TxResult(
-                function=function,
-                tx_hash=receipt["transactionHash"].hex(),
-                block_number=int(receipt["blockNumber"]),
-                gas_used=int(receipt["gasUsed"]),
-                events=self.decode_events(receipt["logs"]),
-            )
+            return self._result(function, receipt)
 
         return result
 
