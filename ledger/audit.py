@@ -141,6 +141,8 @@ class AuditCounts:
     levels: int = 0
     nodes: int = 0
     vote_sets: int = 0
+    ahead_sets: int = 0
+    """Of those, the ones sent ahead with the level before's resolution (``submitVotes`` ahead)."""
     histograms: int = 0
     signatures: int = 0
     payouts: int = 0
@@ -171,7 +173,8 @@ class AuditReport:
         if self.privacy is not None:
             guarantee = f"; ({self.privacy['epsilon']:g}, {self.privacy['delta']:g})-DP per party"
         return (
-            f"OK: {c.trees} trees, {c.levels} levels, {c.nodes} nodes, {c.vote_sets} vote sets, "
+            f"OK: {c.trees} trees, {c.levels} levels, {c.nodes} nodes, {c.vote_sets} vote sets "
+            f"({c.ahead_sets} sent ahead), "
             f"{c.histograms} histogram submissions, {c.signatures} signatures, {c.payouts} payouts checked; {stage}"
             + ("" if c.state_checked else "; contract storage not checked")
             + guarantee
@@ -563,6 +566,7 @@ class _Auditor:
                 if raw is None:
                     continue
                 vs = ref.ahead_ballot(raw, previous, open_nodes)
+                self.counts.ahead_sets += 1
             if len(vs) != k:
                 self.fail("number of votes", k, len(vs), **w)
             for j, v in enumerate(vs):

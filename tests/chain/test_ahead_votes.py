@@ -47,7 +47,7 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
     replay = Replay(params_of(CFG), CFG.depth)
     rows = RowSource(rng, [p.address for p in fed.parties], 60, nf, CFG.bins + 1)
     taken: dict[str, list[int]] = {}
-    opened = {"closed": 0, "voting": 0}
+    opened = {"closed": 0, "voting": 0, "ballots": 0}
     turn = 0
     while (st := task.state(tid)).status == Status.TRAINING:
         if st.level == 0:
@@ -65,6 +65,7 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
         taken = {}
         if ahead and after.status == Status.TRAINING and (after.tree, after.level) == (st.tree, st.level + 1):
             taken = {a: ref.ahead_ballot(v, nodes, after.open_nodes()) for a, v in ahead.items()}
+            opened["ballots"] += len(taken)
             opening = out.txs[-1]  # the last resolution
             assert opening.events_named("LevelStarted")
             if len(taken) == len(fed.parties):
@@ -80,6 +81,7 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
     assert [task.owed(tid, p.address) for p in fed.parties] == list(due.paid)
     audit = audit_events(read_task(anvil_client, task.address, tid))
     assert audit.ok and audit.completed, audit.first_mismatch
+    assert audit.counts.ahead_sets == opened["ballots"]  # the audit counts the ballots the levels took ahead
 
 
 def test_votes_sent_ahead_are_checked(anvil_client: ChainClient) -> None:
