@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
 import {FGBDTBallotLib} from "./FGBDTBallot.sol";
+import {Member, Membership, FGBDTPayoutLib} from "./FGBDTMember.sol";
 import {FGBDTMathLib} from "./FGBDTMath.sol";
 import {FGBDTCommitLib} from "./FGBDTCommit.sol";
 import {FGBDTConfigLib} from "./FGBDTConfig.sol";
@@ -41,14 +42,6 @@ contract FGBDTChain is ERC2771Context {
         Resolving
     }
 
-    /// @notice A party's membership in a task.
-    enum Membership {
-        None,
-        Pending,
-        Approved,
-        Refused
-    }
-
     /// @notice Mutable state of a task.
     struct Task {
         address requester;
@@ -73,30 +66,6 @@ contract FGBDTChain is ERC2771Context {
         bytes32 binEdgesHash;
         FGBDTConfigLib.Config cfg;
         address[] parties;
-    }
-
-    /// @notice A party's record in a task. `votes` packs the current level's votes, 2 bytes each (0 = abstain);
-    ///         `aheadVotes` those it sent ahead for the next level (step `aheadStep`) while the level resolves.
-    ///         `creditG/H/N` are the multipliers its split sums are credited at in the current tree (fixed point):
-    ///         the smallest its endorsers attested for the tree's root, so a party that stretches its histograms
-    ///         is credited as if it had not.
-    struct Member {
-        Membership status;
-        uint16 index;
-        uint32 votedStep;
-        uint32 histStep;
-        uint32 declinedStep;
-        uint80 creditG;
-        uint80 creditH;
-        uint80 creditN;
-        uint32 partStep;
-        uint16 partNodes;
-        uint32 aheadStep;
-        bytes32 psdHash;
-        bytes32 histRoot;
-        int256 contribution;
-        FGBDTBallotLib.Ballot votes;
-        FGBDTBallotLib.Ballot aheadVotes;
     }
 
     /// @notice One node of a tree: candidates, totals (from its parent's split) and result.
@@ -1185,41 +1154,8 @@ contract FGBDTChain is ERC2771Context {
 
     function _complete(uint256 taskId, Task storage t) private {
         t.status = Status.Completed;
-        uint256 mCount = t.parties.length;
-        int256 positive;
-        for (uint256 p = 0; p < mCount; ++p) {
-            int256 cp = _members[taskId][t.parties[p]].contribution;
-            if (cp > 0) positive += cp;
-        }
-        uint256 reward = t.reward;
-        uint256 paid;
-        if (positive > 0) {
-            // amount = reward * c_p / positive, exact while positive < 2^128; beyond that both are shifted right
-            // together so the product cannot overflow (reward < 2^128 is enforced at creation).
-            uint256 shift;
-            while ((uint256(positive) >> shift) >= 1 << 128) ++shift;
-            uint256 denominator = uint256(positive) >> shift;
-            for (uint256 p = 0; p < mCount; ++p) {
-                address a = t.parties[p];
-                Member storage m = _members[taskId][a];
-                int256 cp = m.contribution;
-                if (cp <= 0) continue;
-                uint256 amount = (reward * (uint256(cp) >> shift)) / denominator;
-                if (amount == 0) continue;
-                // paid on completion only: a party whose histograms the last step did not accept left the task
-                if (m.histStep != t.step) {
-                    emit RewardForfeited(taskId, a, amount);
-                    continue;
-                }
-                owed[taskId][a] += amount;
-                paid += amount;
-                emit RewardAssigned(taskId, a, amount);
-            }
-        }
-        if (reward > paid) {
-            owed[taskId][t.requester] += reward - paid;
-            emit RewardAssigned(taskId, t.requester, reward - paid);
-        }
+        int256 positive =
+            FGBDTPayoutLib.payout(_members[taskId], t.parties, owed[taskId], taskId, t.reward, t.requester, t.step);
         emit TaskCompleted(taskId, positive);
     }
 }
