@@ -423,14 +423,13 @@ class _Auditor:
                 self.nodes.setdefault((tree, nd), NodeState(tree=tree))
                 self.nodes[(tree, nd)] = _with(self.nodes[(tree, nd)], kind=KIND_OPEN)
             nxt = self._level(tree, level, open_nodes, previous, st, inherited)
-            if nxt is None:  # the level is still running: nothing after it may exist, but ballots sent ahead
+            if not nxt:  # no next level of the tree (yet, or ever): what was sent ahead for it is held unused
                 self._ahead_not_taken(tree, level + 1, open_nodes)
+            if nxt is None:  # the level is still running: nothing after it may exist
                 if i < len(starts):
                     self.fail("a complete level before the next LevelStarted", "resolved level", "incomplete", **where)
                 break
             self.counts.levels += 1
-            if not nxt:
-                self._ahead_not_taken(tree, level + 1, open_nodes)
             if nxt:
                 level, previous, open_nodes = level + 1, open_nodes, nxt
             elif tree + 1 < self.trees:
@@ -608,15 +607,18 @@ class _Auditor:
     def _ahead_not_taken(self, tree: int, level: int, previous: list[int]) -> None:
         """Ballots sent ahead for a level that never opened (the level before made no split) or has not opened yet
         (the level before is resolving): the contract holds them unused; each must be a ballot the contract takes
-        ahead (``_ahead_ballot``)."""
+        ahead (``_ahead_ballot``) from an approved party."""
         for ev in self.take_level(tree, level, "VotesSubmitted"):
-            self._ahead_ballot(ev, previous, {"tree": tree, "level": level, "party": _addr(ev.args["party"])})
+            party = _addr(ev.args["party"])
+            where = {"tree": tree, "level": level, "party": party}
+            if party not in self.party_set:
+                self.fail("voter is an approved party", "approved party", party, **where)
+            self._ahead_ballot(ev, previous, where)
 
     def _ahead_ballot(self, ev: Event, previous: list[int], where: dict[str, Any]) -> list[int] | None:
-        """A ballot sent ahead as the contract takes it: from an approved party, two votes per node of ``previous``,
-        each a feature or -1 (it refuses the whole ballot otherwise). Its votes, or None where it is not one."""
-        if _addr(ev.args["party"]) not in self.party_set:
-            self.fail("voter is an approved party", "approved party", _addr(ev.args["party"]), **where)
+        """A ballot sent ahead as the contract takes it: two votes per node of ``previous``, each a feature or -1
+        (it refuses the whole ballot otherwise). Its votes, or None where it is not one. (Who sent it is checked by
+        the caller, as for any ballot.)"""
         vs = [int(v) for v in ev.args["votes"]]
         if len(vs) != 2 * len(previous):
             self.fail(
