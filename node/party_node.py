@@ -324,8 +324,8 @@ class PartyNode:
         self._pending_ahead: tuple[int, int, int, Callable[[], TxResult]] | None = None
         """(tree, level, nodes, its result) of the votes sent ahead and not waited for yet."""
         self._routed: tuple[int, int, tuple[int, ...], dict[int, tuple[int, int]], np.ndarray] | None = None
-        """(tree, level, open nodes, the splits that opened them, each row's node) of the level the votes sent ahead
-        routed the rows to."""
+        """(tree, level, open nodes, the splits that opened them, each row's node, 0 for a row in a leaf) of the level
+        the votes sent ahead routed the rows to: only the rows' places among the open nodes are read from it."""
         self._roots: dict[int, dict[tuple[str, int], bytes]] = {}
         """Per finished tree, every submission's root by (party, level), read once from the events' heads."""
         self._submitted: dict[int, dict[tuple[str, int], list[int]]] = {}
@@ -1115,7 +1115,11 @@ class PartyNode:
             next_open = sorted(c for n in local for c in (2 * n, 2 * n + 1))
             if not next_open:
                 return  # no split: the next level of the tree never opens
-            ids = route(self.party.rows.slots, self._route(ctx.tree, ctx.level), local)
+            # each row's node at this level from its place in the context (0 for a row in a leaf, which no split
+            # moves), then one routing step: not the whole tree routed again from its root
+            nodes = np.asarray(ctx.open_nodes, dtype=np.int64)
+            at = np.where(ctx.k_of_row >= 0, nodes[np.maximum(ctx.k_of_row, 0)], 0)
+            ids = route(self.party.rows.slots, at, local)
             self._routed = (ctx.tree, nxt, tuple(next_open), local, ids)  # the next level's context reuses these
             k_of_row = open_positions(ids, next_open, self.params.depth)
             votes = self.party.votes(k_of_row, len(next_open), ctx.g, ctx.h_vote, ctx.tree, nxt)
