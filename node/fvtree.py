@@ -40,7 +40,7 @@ from fgbdt_chain.ledger.edges import histogram_slots
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES, TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, next_score_bound
-from fgbdt_chain.node import limbs
+from fgbdt_chain.node import limbs, party_kernels
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
@@ -48,6 +48,7 @@ from fgbdt_chain.node.messages import level_traffic
 from fgbdt_chain.node.model import Node, Tree
 from fgbdt_chain.node.objective import gradients
 from fgbdt_chain.node.parallel import PartyThreads
+from fgbdt_chain.node.party_kernels import PartyKernels, TreeLevels
 from fgbdt_chain.node.privacy import (
     HISTOGRAMS,
     NO_PRIVACY,
@@ -378,9 +379,19 @@ class LocalParty:
     ) -> np.ndarray:
         """``votes`` on values already refitted by ``vote_gradients``; a private party draws its vote by the
         exponential mechanism, over every threshold (no row minimum: feasibility would depend on one row)."""
+        best = self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam, self.vote_min_rows)
+        return self.votes_from(best, tree, level)
+
+    @property
+    def vote_min_rows(self) -> int:
+        """Rows a side needs for a vote's gain: one, or none for a private party (feasibility would depend on one
+        row)."""
+        return 0 if self.privacy.private else 1
+
+    def votes_from(self, best: np.ndarray, tree: int, level: int) -> np.ndarray:
+        """This party's votes from its best gains per (node, feature), taken with ``vote_min_rows``."""
         if not self.privacy.private:
-            return votes_from_gains(self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam))
-        best = self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam, min_rows=0)
+            return votes_from_gains(best)
         return exponential_votes(best, self.privacy, noise_rng(self.noise_seed, self.index, tree, level, VOTES))
 
     def level_sums(
@@ -394,7 +405,19 @@ class LocalParty:
     ) -> FixedSums:
         """The candidate histograms of the open nodes (rows grouped by node), as this party sends them: exact, or
         with its privacy noise projected onto ``totals`` (its released sides at the parents; None at a root)."""
-        sums = self.rows.group_candidates_fixed(groups, candidates, rows)
+        exact = self.rows.group_candidates_fixed(groups, candidates, rows)
+        return self.sent_sums(exact, candidates, tree, level, totals)
+
+    def sent_sums(
+        self,
+        sums: FixedSums,
+        candidates: np.ndarray,
+        tree: int,
+        level: int = 0,
+        totals: Sequence[tuple[int, int, int]] | None = None,
+    ) -> FixedSums:
+        """The exact candidate sums of the open nodes as this party sends them (``level_sums``): ``sums`` itself
+        unless an attack or privacy noise changes them."""
         attack = self.attacks(tree)
         if attack is not None and attack.kind == "targeted":
             g_hi, g_lo = attack.bins(sums.g_hi, sums.g_lo)
@@ -499,8 +522,10 @@ class Federation:
             for i, (s, y, w) in enumerate(zip(party_slots, party_y, weights, strict=True))
         ]
         self.party_threads = PartyThreads([party.n_rows for party in self.parties], threads)
-        """Where the parties' work of a level runs (``node.parallel``): on ``threads`` threads, by default every core,
+        """Where the verifiers' work of a root runs (``node.parallel``): on ``threads`` threads, by default every core,
         1 for a plain loop; the results are the same either way."""
+        self.kernels = PartyKernels([party.rows for party in self.parties], self.party_threads.threads)
+        """The parties' votes, candidate histograms and partitions of a level, one call each on as many cores."""
         for i, attack in (attacks or {}).items():
             if not 0 <= i < self.m:
                 raise ValueError(f"attacking party {i} is not one of the {self.m} parties")
@@ -719,9 +744,8 @@ class Federation:
         fixed_rows = [party.fixed_rows(g, h, t) for party, (g, h, _) in zip(self.parties, grads, strict=True)]
         # each party's rows: node id, position among the level's open nodes (-1: in a leaf), and the rows of
         # every open node, all kept up to date by the splits instead of being recomputed every level
-        node_ids = [np.ones(party.n_rows, dtype=np.int64) for party in self.parties]
-        k_of_rows = [np.zeros(party.n_rows, dtype=np.int64) for party in self.parties]
-        groups = [RowGroups.everything(party.n_rows) for party in self.parties]
+        rows = self.kernels.tree([v[0] for v in vote_grads], [v[1] for v in vote_grads], fixed_rows)
+        node_ids, k_of_rows = self.kernels.node_id, self.kernels.group_of_row
         tree = Tree()
         leaf_value = np.zeros(1 << (p.depth + 1), dtype=np.float64)
         inherited: dict[int, ref.Totals | None] = {1: None}
@@ -746,17 +770,22 @@ class Federation:
                 votes = np.full((self.m, k), ref.ABSTAIN, dtype=np.int64)
                 cands = top2_level(votes, self.n_features, ref.TIE_HASHED, t, open_nodes)
             else:
-                votes = self._votes(t, level, k, k_of_rows, vote_grads)
+                votes = self._votes(t, level, rows)
                 cands = top2_level(votes, self.n_features, TIE_BREAKS[p.tie_break], t, open_nodes)
             node_votes = votes.T.tolist()
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             cand_arr = np.asarray(cands, dtype=np.int64)
             taking_part = [i for i in range(self.m) if self.active[i]]
+            exact = rows.candidates_fixed(cand_arr)
             sums = [
-                party.level_sums(gr, cand_arr, fr, t, level, _released_totals(sides.get(i), open_nodes, level))
-                if self.privacy.private
-                else party.level_sums(gr, cand_arr, fr, t)
-                for i, (party, gr, fr) in enumerate(zip(self.parties, groups, fixed_rows, strict=True))
+                party.sent_sums(
+                    FixedSums(*(a[i] for a in exact)),
+                    cand_arr,
+                    t,
+                    level,
+                    _released_totals(sides.get(i), open_nodes, level) if self.privacy.private else None,
+                )
+                for i, party in enumerate(self.parties)
             ]
             clock = self._tick("party: candidate histograms", clock)
             accepted, credit, claims, verdicts, measured = self._submissions(
@@ -835,10 +864,7 @@ class Federation:
             for i in taking_part:
                 traffic[i] += level_bytes
             clock = self._tick("contract: top-2, best split, leaves, Shapley (ledger.reference)", clock)
-            groups = [
-                party.rows.split_groups(gr, split_feature, split_threshold, ids, kr)
-                for party, gr, ids, kr in zip(self.parties, groups, node_ids, k_of_rows, strict=True)
-            ]
+            rows.split(split_feature, split_threshold)
             if self.keep_levels:
                 records.append(LevelRecord(t, level, list(open_nodes), votes.tolist(), cands, results, accepted))
             else:
@@ -853,19 +879,22 @@ class Federation:
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic, tree_credit
 
-    def _votes(
-        self, t: int, level: int, k: int, k_of_rows: Sequence[np.ndarray], vote_grads: Sequence[tuple[np.ndarray, ...]]
-    ) -> np.ndarray:
-        """Every party's vote for each of the level's ``k`` open nodes, shape (parties, k): abstentions from a party
+    def _votes(self, t: int, level: int, rows: TreeLevels) -> np.ndarray:
+        """Every party's vote for each of the level's open nodes, shape (parties, nodes): abstentions from a party
         out of the task (no vote on chain)."""
-
-        def vote(i: int) -> np.ndarray:
-            if not self.active[i]:
-                return np.full(k, ref.ABSTAIN, dtype=np.int64)
-            g_vote, h_vote = vote_grads[i]
-            return self.parties[i].votes_on(k_of_rows[i], k, g_vote, h_vote, t, level)
-
-        return np.array(self._each(vote))  # np.stack's result, cheaper
+        best = rows.best_gains(self.params.lam, self.parties[0].vote_min_rows, self.active)
+        m, k, f = best.shape
+        if self.privacy.private:
+            votes = np.array(
+                [
+                    party.votes_from(best[i], t, level) if self.active[i] else np.full(k, ref.ABSTAIN, dtype=np.int64)
+                    for i, party in enumerate(self.parties)
+                ]
+            )
+        else:  # each party's ``votes_from``, every (party, node) row of gains in one call
+            votes = votes_from_gains(best.reshape(m * k, f)).reshape(m, k)
+        votes[~np.asarray(self.active)] = ref.ABSTAIN
+        return votes
 
     @property
     def carries(self) -> list[Carry | None]:
@@ -1109,5 +1138,6 @@ def params_dict(params: TrainParams) -> dict[str, Any]:
 def warm_up() -> None:
     """Load (or compile) this module's kernel on a tiny level, so that a timed run measures training."""
     one = np.ones((1, 1, 2), dtype=np.int64)
+    party_kernels.warm_up()
     _node_totals(FixedSums(one, one, one, one, one), [0])
     _parties_sides([FixedSums(one, one, one, one, one)] * 2, [0], [0], [1])

@@ -207,6 +207,14 @@ def _group_candidates(  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _check_features(features: np.ndarray, num_features: int) -> None:  # pragma: no cover - compiled
+    for k in range(features.shape[0]):
+        for c in range(features.shape[1]):
+            if features[k, c] < 0 or features[k, c] >= num_features:
+                raise ValueError("a candidate feature is not a feature index")
+
+
+@njit(cache=True, nogil=True)
 def _group_candidates_fixed(  # pragma: no cover - compiled
     order: np.ndarray,
     start: np.ndarray,
@@ -219,16 +227,39 @@ def _group_candidates_fixed(  # pragma: no cover - compiled
     count: np.ndarray,
     nbins: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    _check_features(features, slots_t.shape[0])
     num_groups, nc = features.shape
-    for k in range(num_groups):
-        for c in range(nc):
-            if features[k, c] < 0 or features[k, c] >= slots_t.shape[0]:
-                raise ValueError("a candidate feature is not a feature index")
     ghi = np.zeros((num_groups, nc, nbins), dtype=np.int64)
     glo = np.zeros((num_groups, nc, nbins), dtype=np.int64)
     hhi = np.zeros((num_groups, nc, nbins), dtype=np.int64)
     hlo = np.zeros((num_groups, nc, nbins), dtype=np.int64)
     hn = np.zeros((num_groups, nc, nbins), dtype=np.int64)
+    candidates_into(order, start, slots_t, features, g_hi, g_lo, h_hi, h_lo, count, ghi, glo, hhi, hlo, hn)
+    return ghi, glo, hhi, hlo, hn
+
+
+@njit(cache=True, nogil=True)
+def candidates_into(  # pragma: no cover - compiled
+    order: np.ndarray,
+    start: np.ndarray,
+    slots_t: np.ndarray,
+    features: np.ndarray,
+    g_hi: np.ndarray,
+    g_lo: np.ndarray,
+    h_hi: np.ndarray,
+    h_lo: np.ndarray,
+    count: np.ndarray,
+    ghi: np.ndarray,
+    glo: np.ndarray,
+    hhi: np.ndarray,
+    hlo: np.ndarray,
+    hn: np.ndarray,
+) -> None:
+    """The exact candidate histograms of one party's grouped rows, added into zeroed (groups, C, nbins) arrays and
+    normalised (the features already checked): the body of ``_group_candidates_fixed``, which
+    ``node.party_kernels`` runs for every party at once."""
+    num_groups, nc = features.shape
+    nbins = ghi.shape[2]
     for k in range(num_groups):
         if nc == 2:
             # both candidates in one pass over the group's rows, each row's values read once (integer sums: the
@@ -267,7 +298,6 @@ def _group_candidates_fixed(  # pragma: no cover - compiled
                 glo[k, c, s] &= 0xFFFFFFFF
                 hhi[k, c, s] += hlo[k, c, s] >> 32
                 hlo[k, c, s] &= 0xFFFFFFFF
-    return ghi, glo, hhi, hlo, hn
 
 
 @njit(cache=True, nogil=True)
@@ -301,16 +331,47 @@ def _partition_rows(  # pragma: no cover - compiled
     node_id: np.ndarray,
     group_of_row: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    num_groups = start.shape[0] - 1
-    num_split, total = 0, 0
-    for k in range(num_groups):
-        if split_feature[k] >= slots_t.shape[0]:
+    num_split = _check_splits(split_feature, slots_t.shape[0])
+    new_start = np.zeros(2 * num_split + 1, dtype=np.int64)
+    new_order = np.empty(order.shape[0], dtype=np.int64)
+    total = partition_into(
+        slots_t, order, start, split_feature, split_threshold, node_id, group_of_row, new_order, new_start
+    )
+    return new_order[:total], new_start
+
+
+@njit(cache=True, nogil=True)
+def _check_splits(split_feature: np.ndarray, num_features: int) -> int:  # pragma: no cover - compiled
+    """The number of splitting groups; raises on a split feature that is not a feature index."""
+    num_split = 0
+    for k in range(split_feature.shape[0]):
+        if split_feature[k] >= num_features:
             raise ValueError("a split feature is not a feature index")
         if split_feature[k] >= 0:
             num_split += 1
+    return num_split
+
+
+@njit(cache=True, nogil=True)
+def partition_into(  # pragma: no cover - compiled
+    slots_t: np.ndarray,
+    order: np.ndarray,
+    start: np.ndarray,
+    split_feature: np.ndarray,
+    split_threshold: np.ndarray,
+    node_id: np.ndarray,
+    group_of_row: np.ndarray,
+    new_order: np.ndarray,
+    new_start: np.ndarray,
+) -> int:
+    """One party's partition (the splits already checked) into ``new_order`` (at least as long as ``order``) and
+    the zeroed ``new_start``; returns how many rows stay in a group. The body of ``_partition_rows``, which
+    ``node.party_kernels`` runs for every party at once."""
+    num_groups = start.shape[0] - 1
+    total = 0
+    for k in range(num_groups):
+        if split_feature[k] >= 0:
             total += start[k + 1] - start[k]
-    new_start = np.zeros(2 * num_split + 1, dtype=np.int64)
-    new_order = np.empty(total, dtype=np.int64)
     right = np.empty(total, dtype=np.int64)
     out, child = 0, 0
     for k in range(num_groups):
@@ -338,7 +399,7 @@ def _partition_rows(  # pragma: no cover - compiled
         new_start[child + 1] = new_start[child] + n_left
         new_start[child + 2] = out
         child += 2
-    return new_order, new_start
+    return out
 
 
 @dataclass(frozen=True)

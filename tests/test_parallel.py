@@ -6,15 +6,17 @@ import gc
 import pickle
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
+from fgbdt_chain.node import fvtree, party_kernels
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import Prepared, PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import LocalParty, TrainParams, TrainResult
+from fgbdt_chain.node.fvtree import TrainParams, TrainResult
 from fgbdt_chain.node.parallel import PartyThreads, balanced_blocks
 
 
@@ -77,32 +79,47 @@ def _train(prep: Prepared, threads: int, attacks: dict[int, Attack]) -> tuple[Tr
 @pytest.mark.parametrize("endorse", ["statistical", "overlap", "none"])
 def test_threads_train_the_sequential_federation_bit_for_bit(endorse: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Votes, verdicts, statistics, refusals (in party order), trees and contributions are the sequential loop's,
-    on two and on three threads (uneven blocks); and the votes did run off the calling thread."""
-    voters: set[int] = set()
-    votes_on = LocalParty.votes_on
+    on two and on three threads (uneven blocks); and the work did go to the cores: the verifiers' checks to the
+    threads, the parties' level kernels to their parallel variants (``node.party_kernels``)."""
+    verifiers: set[int] = set()
+    decide = fvtree.decide
+    parallel_calls: list[str] = []
 
-    def recorded(party: LocalParty, *args: Any) -> np.ndarray:
-        voters.add(threading.get_ident())
-        return votes_on(party, *args)
+    def recorded(*args: Any) -> Any:
+        verifiers.add(threading.get_ident())
+        return decide(*args)
 
-    monkeypatch.setattr(LocalParty, "votes_on", recorded)
+    monkeypatch.setattr(fvtree, "decide", recorded)
+    for name in ("_gains_parallel", "_candidates_parallel", "_partition_parallel"):
+        kernel = getattr(party_kernels, name)
+        monkeypatch.setattr(party_kernels, name, _counting(kernel, name, parallel_calls))
     prep = _prep(endorse)
     # refused at the same root by an exact rule and by the verifiers, then by the carry rule
     attacks = {0: Attack("gradients", 4.0), 2: Attack("sign-flip", 1.0), 3: Attack("counts", 2.0, start_tree=2)}
     one, one_views = _train(prep, 1, attacks)
-    assert voters == {threading.get_ident()}
+    assert verifiers <= {threading.get_ident()} and not parallel_calls
     if endorse != "none":
         assert [(r.party, r.tree, r.level) for r in one.refusals[:2]] == [(0, 0, 0), (2, 0, 0)]
     for threads in (2, 3):
-        voters.clear()
+        verifiers.clear()
         many, views = _train(prep, threads, attacks)
-        assert len(voters) == threads
+        assert len(verifiers) == (threads if endorse != "none" else 0)
+        assert {"_gains_parallel", "_candidates_parallel", "_partition_parallel"} <= set(parallel_calls)
+        parallel_calls.clear()
         assert pickle.dumps(many.trees) == pickle.dumps(one.trees)
         assert (many.phi, many.kappa, many.total) == (one.phi, one.kappa, one.total)
         assert many.per_tree_total == one.per_tree_total
         assert (many.refusals, many.credits, many.finished) == (one.refusals, one.credits, one.finished)
         assert pickle.dumps(many.levels) == pickle.dumps(one.levels)
         assert views == one_views
+
+
+def _counting(kernel: Callable[..., None], name: str, calls: list[str]) -> Callable[..., None]:
+    def run(*args: Any) -> None:
+        calls.append(name)
+        kernel(*args)
+
+    return run
 
 
 @pytest.mark.parametrize("endorse", ["statistical", "overlap"])

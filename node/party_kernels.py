@@ -1,0 +1,526 @@
+"""Every simulated party's kernel of a level phase in one compiled call, the parties spread over the cores.
+
+Why: ``simulate`` runs M parties in one process, and a level's party-side phases (the votes' refitted histograms,
+the exact candidate histograms, the splits' partitions) are each one kernel per party of a few tens to a hundred
+microseconds. Handing them to Python threads (``node.parallel``) costs about 0.1 ms per hand-over and turns of the
+interpreter lock, as much as the candidates and partitions themselves, so those stayed on one thread. Here each
+phase is one numba call whose loop over the parties is a ``prange``: OpenMP's threads take the parties with no
+interpreter in between, and one Python call replaces M.
+
+Each party's work is the very kernel its node runs (``node.histogram``: ``_row_gains``, ``candidates_into``,
+``partition_into``) on the same arrays, so the floats and integers are the same bit for bit whatever the number of
+threads (tests compare them with the per-party calls). A ``threads=1`` federation, or a process where numba has no
+thread-safe threading layer, runs the same loop serially: numba's workqueue layer aborts when two Python threads
+enter parallel kernels at once, and the API server runs trainings on threads. GNU OpenMP's threads do not survive a
+fork, so only the simulator calls these; a party node (``node.party_node``, forked by ``deploy.party_forks``) runs
+its own kernels serially.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numba
+import numpy as np
+from numba import njit, prange
+from numba.typed import List
+
+from fgbdt_chain.node.histogram import (
+    BinnedRows,
+    FixedRows,
+    RowGroups,
+    _check_features,
+    _check_splits,
+    _row_gains,
+    candidates_into,
+    partition_into,
+)
+
+Arrays = Sequence[np.ndarray]
+"""One array per party, in party order, as a ``numba.typed.List`` (its arrays alike): one compiled kernel serves
+every party count, where a tuple would be compiled again for each (15 s for the six kernels)."""
+
+numba.config.THREADING_LAYER = "threadsafe"  # type: ignore[attr-defined]
+"""tbb or OpenMP, never workqueue (module docstring); set before the first parallel launch of the process."""
+
+
+@njit(cache=True, nogil=True)
+def _gains_of(  # pragma: no cover - compiled
+    p: int,
+    row_cells: Arrays,
+    tail_ptr: Arrays,
+    tail_cell: Arrays,
+    group_of_row: Arrays,
+    num_groups: int,
+    cell_start: Arrays,
+    default_cell: Arrays,
+    g: Arrays,
+    h: Arrays,
+    lam: float,
+    min_rows: int,
+    active: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    if active[p]:
+        out[p] = _row_gains(
+            row_cells[p],
+            tail_ptr[p],
+            tail_cell[p],
+            group_of_row[p],
+            num_groups,
+            cell_start[p],
+            default_cell[p],
+            g[p],
+            h[p],
+            lam,
+            min_rows,
+        )
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _gains_parallel(  # pragma: no cover - compiled
+    row_cells: Arrays,
+    tail_ptr: Arrays,
+    tail_cell: Arrays,
+    group_of_row: Arrays,
+    num_groups: int,
+    cell_start: Arrays,
+    default_cell: Arrays,
+    g: Arrays,
+    h: Arrays,
+    lam: float,
+    min_rows: int,
+    active: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    for i in prange(len(row_cells)):
+        p = int(np.int64(i))  # prange's index is unsigned; numba lists take a signed one
+        _gains_of(
+            p,
+            row_cells,
+            tail_ptr,
+            tail_cell,
+            group_of_row,
+            num_groups,
+            cell_start,
+            default_cell,
+            g,
+            h,
+            lam,
+            min_rows,
+            active,
+            out,
+        )
+
+
+@njit(cache=True, nogil=True)
+def _gains_serial(  # pragma: no cover - compiled
+    row_cells: Arrays,
+    tail_ptr: Arrays,
+    tail_cell: Arrays,
+    group_of_row: Arrays,
+    num_groups: int,
+    cell_start: Arrays,
+    default_cell: Arrays,
+    g: Arrays,
+    h: Arrays,
+    lam: float,
+    min_rows: int,
+    active: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    for p in range(len(row_cells)):
+        _gains_of(
+            p,
+            row_cells,
+            tail_ptr,
+            tail_cell,
+            group_of_row,
+            num_groups,
+            cell_start,
+            default_cell,
+            g,
+            h,
+            lam,
+            min_rows,
+            active,
+            out,
+        )
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _candidates_parallel(  # pragma: no cover - compiled
+    order: Arrays,
+    start: np.ndarray,
+    slots_t: Arrays,
+    features: np.ndarray,
+    g_hi: Arrays,
+    g_lo: Arrays,
+    h_hi: Arrays,
+    h_lo: Arrays,
+    count: Arrays,
+    ghi: np.ndarray,
+    glo: np.ndarray,
+    hhi: np.ndarray,
+    hlo: np.ndarray,
+    hn: np.ndarray,
+) -> None:
+    _check_features(features, slots_t[0].shape[0])
+    for i in prange(len(order)):
+        p = int(np.int64(i))  # prange's index is unsigned; numba lists take a signed one
+        candidates_into(
+            order[p],
+            start[p],
+            slots_t[p],
+            features,
+            g_hi[p],
+            g_lo[p],
+            h_hi[p],
+            h_lo[p],
+            count[p],
+            ghi[p],
+            glo[p],
+            hhi[p],
+            hlo[p],
+            hn[p],
+        )
+
+
+@njit(cache=True, nogil=True)
+def _candidates_serial(  # pragma: no cover - compiled
+    order: Arrays,
+    start: np.ndarray,
+    slots_t: Arrays,
+    features: np.ndarray,
+    g_hi: Arrays,
+    g_lo: Arrays,
+    h_hi: Arrays,
+    h_lo: Arrays,
+    count: Arrays,
+    ghi: np.ndarray,
+    glo: np.ndarray,
+    hhi: np.ndarray,
+    hlo: np.ndarray,
+    hn: np.ndarray,
+) -> None:
+    _check_features(features, slots_t[0].shape[0])
+    for p in range(len(order)):
+        candidates_into(
+            order[p],
+            start[p],
+            slots_t[p],
+            features,
+            g_hi[p],
+            g_lo[p],
+            h_hi[p],
+            h_lo[p],
+            count[p],
+            ghi[p],
+            glo[p],
+            hhi[p],
+            hlo[p],
+            hn[p],
+        )
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _partition_parallel(  # pragma: no cover - compiled
+    slots_t: Arrays,
+    order: Arrays,
+    start: np.ndarray,
+    split_feature: np.ndarray,
+    split_threshold: np.ndarray,
+    node_id: Arrays,
+    group_of_row: Arrays,
+    new_order: Arrays,
+    new_start: np.ndarray,
+) -> None:
+    _check_splits(split_feature, slots_t[0].shape[0])
+    for i in prange(len(order)):
+        p = int(np.int64(i))  # prange's index is unsigned; numba lists take a signed one
+        partition_into(
+            slots_t[p],
+            order[p],
+            start[p],
+            split_feature,
+            split_threshold,
+            node_id[p],
+            group_of_row[p],
+            new_order[p],
+            new_start[p],
+        )
+
+
+@njit(cache=True, nogil=True)
+def _partition_serial(  # pragma: no cover - compiled
+    slots_t: Arrays,
+    order: Arrays,
+    start: np.ndarray,
+    split_feature: np.ndarray,
+    split_threshold: np.ndarray,
+    node_id: Arrays,
+    group_of_row: Arrays,
+    new_order: Arrays,
+    new_start: np.ndarray,
+) -> None:
+    _check_splits(split_feature, slots_t[0].shape[0])
+    for p in range(len(order)):
+        partition_into(
+            slots_t[p],
+            order[p],
+            start[p],
+            split_feature,
+            split_threshold,
+            node_id[p],
+            group_of_row[p],
+            new_order[p],
+            new_start[p],
+        )
+
+
+def _listed(arrays: Sequence[np.ndarray], dtype: type | None = None) -> Arrays:
+    """The arrays as a numba list, which shares their memory: all of one dtype (``dtype``, or the widest, when the
+    parties' cell numbers need different widths)."""
+    kind = np.result_type(*arrays) if dtype is None else np.dtype(dtype)
+    return List([np.ascontiguousarray(a, dtype=kind) for a in arrays])
+
+
+@njit(cache=True, nogil=True)
+def _restart(order: Arrays, start: np.ndarray, group_of_row: Arrays, node_id: Arrays) -> None:  # pragma: no cover
+    """Every party's rows as one group, at the root (node 1)."""
+    for p in range(len(order)):
+        rows, groups, ids = order[p], group_of_row[p], node_id[p]
+        n = rows.shape[0]
+        for r in range(n):
+            rows[r] = r
+            groups[r] = 0
+            ids[r] = 1
+        start[p, 0], start[p, 1] = 0, n
+
+
+FIXED_FIELDS = ("g_hi", "g_lo", "h_hi", "h_lo", "count")
+"""``FixedRows``' arrays, in the kernels' argument order."""
+
+_PARALLEL_FAILED: list[str] = []
+"""Why parallel kernels cannot run in this process (no thread-safe threading layer), once found out."""
+
+
+class PartyKernels:
+    """The parties' rows, laid out once for the phases' one-call kernels, on ``threads`` threads (1: serially)."""
+
+    def __init__(self, rows: Sequence[BinnedRows], threads: int) -> None:
+        if not rows:
+            raise ValueError("need at least one party's rows")
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        features = {r.n_features for r in rows}
+        nbins = {r.nbins for r in rows}
+        if len(features) != 1 or len(nbins) != 1:
+            raise ValueError(f"the parties' rows disagree on features {sorted(features)} or slots {sorted(nbins)}")
+        self._rows = list(rows)
+        self.parties = len(rows)
+        self.n_features = rows[0].n_features
+        self.nbins = rows[0].nbins
+        self.n_rows = [r.n_rows for r in rows]
+        self.threads = min(threads, numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+        self.row_cells = _listed([r.row_cells for r in rows])
+        self.tail_cell = _listed([r.tail_cell for r in rows])
+        self.tail_ptr = _listed([r.tail_ptr for r in rows], np.int64)
+        self.cell_start = _listed([r.cell_start for r in rows], np.int64)
+        self.default_cell = _listed([r.default_cell for r in rows], np.int64)
+        self.slots_t = _listed([r.slots_t for r in rows], np.uint8)
+        # a tree's rows, in buffers the lists share with these arrays (a list costs 20 us per party to build): the
+        # rows' places and node ids, the votes' gradients, the fixed-point rows, and the row groups (the current
+        # order and a spare that the partition writes into, then swapped)
+        self.group_of_row = [np.zeros(n, dtype=np.int64) for n in self.n_rows]
+        self.node_id = [np.ones(n, dtype=np.int64) for n in self.n_rows]
+        self._g_vote = [np.zeros(n) for n in self.n_rows]
+        self._h_vote = [np.zeros(n) for n in self.n_rows]
+        self._fixed = [[np.zeros(n, dtype=np.int64) for n in self.n_rows] for _ in FIXED_FIELDS]
+        self._lists = {
+            "group_of_row": _listed(self.group_of_row),
+            "node_id": _listed(self.node_id),
+            "g_vote": _listed(self._g_vote),
+            "h_vote": _listed(self._h_vote),
+            **{name: _listed(arrays) for name, arrays in zip(FIXED_FIELDS, self._fixed, strict=True)},
+        }
+        self._orders = (
+            _listed([np.empty(n, dtype=np.int64) for n in self.n_rows]),
+            _listed([np.empty(n, dtype=np.int64) for n in self.n_rows]),
+        )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PartyKernels:
+        """A copy of its own (numba lists do not copy): the same rows, fresh buffers."""
+        return PartyKernels(copy.deepcopy(self._rows, memo), self.threads)
+
+    def tree(
+        self, g_vote: Sequence[np.ndarray], h_vote: Sequence[np.ndarray], fixed: Sequence[FixedRows]
+    ) -> TreeLevels:
+        """A tree's levels from its root: every row in the root's group, ``group_of_row`` 0 and ``node_id`` 1 (the
+        arrays of this object, which the splits update in place; valid until the next tree), on the parties'
+        vote gradients and fixed-point rows (copied in)."""
+        for arrays in (g_vote, h_vote, [f.count for f in fixed]):
+            if len(arrays) != self.parties or any(a.shape != (n,) for a, n in zip(arrays, self.n_rows, strict=True)):
+                raise ValueError(f"need one array per party of its rows ({self.n_rows})")
+        for into, values in ((self._g_vote, g_vote), (self._h_vote, h_vote)):
+            for a, v in zip(into, values, strict=True):
+                np.copyto(a, v)
+        for into, name in zip(self._fixed, FIXED_FIELDS, strict=True):
+            for a, f in zip(into, fixed, strict=True):
+                np.copyto(a, getattr(f, name))
+        return TreeLevels(self)
+
+    @contextlib.contextmanager
+    def _cores(self) -> Iterator[bool]:
+        """Whether to run the parallel variant, with numba's thread count for this call set when it is not every
+        thread numba has (``set_num_threads`` is per calling thread, and costs as much as a small kernel)."""
+        if self.threads == 1 or _PARALLEL_FAILED:
+            yield False
+            return
+        if self.threads == numba.config.NUMBA_NUM_THREADS:  # type: ignore[attr-defined]
+            yield True
+            return
+        before = numba.get_num_threads()
+        numba.set_num_threads(self.threads)
+        try:
+            yield True
+        finally:
+            numba.set_num_threads(before)
+
+    def _run(self, parallel: object, serial: object, *args: object) -> None:
+        with self._cores() as on_cores:
+            if on_cores:
+                try:
+                    parallel(*args)  # type: ignore[operator]
+                    return
+                except ValueError as exc:
+                    if "threading layer" not in str(exc):
+                        raise
+                    _PARALLEL_FAILED.append(str(exc))
+            serial(*args)  # type: ignore[operator]
+
+
+class TreeLevels:
+    """One tree's rows of every party, level by level: the votes' gains, the candidate histograms and the
+    partition, each one call for all parties (``PartyKernels.tree``)."""
+
+    def __init__(self, kernels: PartyKernels) -> None:
+        self.kernels = kernels
+        lists = kernels._lists
+        self.group_of_row, self.node_id = lists["group_of_row"], lists["node_id"]
+        self.g_vote, self.h_vote = lists["g_vote"], lists["h_vote"]
+        self.fixed = tuple(lists[name] for name in FIXED_FIELDS)
+        self.order, self.spare = kernels._orders
+        self.start = np.empty((kernels.parties, 2), dtype=np.int64)
+        _restart(self.order, self.start, self.group_of_row, self.node_id)
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.start.shape[1]) - 1
+
+    def groups(self, party: int) -> RowGroups:
+        """Party ``party``'s rows of every group now (a copy)."""
+        start = self.start[party].copy()
+        return RowGroups(self.order[party][: start[-1]].copy(), start)
+
+    def best_gains(self, lam: float, min_rows: int, active: Sequence[bool]) -> np.ndarray:
+        """Every active party's ``BinnedRows.best_gains`` on its vote gradients, shape (parties, groups,
+        features); -inf for the others."""
+        k = self.kernels
+        out = np.full((k.parties, self.num_groups, k.n_features), -np.inf)
+        k._run(
+            _gains_parallel,
+            _gains_serial,
+            k.row_cells,
+            k.tail_ptr,
+            k.tail_cell,
+            self.group_of_row,
+            self.num_groups,
+            k.cell_start,
+            k.default_cell,
+            self.g_vote,
+            self.h_vote,
+            float(lam),
+            int(min_rows),
+            np.asarray(active, dtype=np.bool_),
+            out,
+        )
+        return out
+
+    def candidates_fixed(
+        self, features: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every party's ``BinnedRows.group_candidates_fixed`` as limbs and counts, each (parties, groups, C,
+        nbins): party ``i``'s ``FixedSums`` is the five arrays' ``[i]``."""
+        k = self.kernels
+        if features.ndim != 2 or features.shape[0] != self.num_groups:
+            raise ValueError(f"features must have shape ({self.num_groups}, C), got {features.shape}")
+        shape = (k.parties, self.num_groups, features.shape[1], k.nbins)
+        ghi, glo, hhi, hlo, hn = (np.zeros(shape, dtype=np.int64) for _ in range(5))
+        try:
+            k._run(
+                _candidates_parallel,
+                _candidates_serial,
+                self.order,
+                self.start,
+                k.slots_t,
+                np.ascontiguousarray(features, dtype=np.int64),
+                *self.fixed,
+                ghi,
+                glo,
+                hhi,
+                hlo,
+                hn,
+            )
+        except ValueError as exc:
+            if "feature index" in str(exc):
+                raise ValueError(f"candidate features must be in [0, {k.n_features})") from exc
+            raise
+        return ghi, glo, hhi, hlo, hn
+
+    def split(self, split_feature: np.ndarray, split_threshold: np.ndarray) -> None:
+        """Every party's ``BinnedRows.split_groups``: the next level's groups, the rows' node ids and positions."""
+        k = self.kernels
+        if split_feature.shape != (self.num_groups,) or split_threshold.shape != (self.num_groups,):
+            raise ValueError(f"need one split feature and threshold per group ({self.num_groups})")
+        new_start = np.zeros((k.parties, 2 * int((split_feature >= 0).sum()) + 1), dtype=np.int64)
+        k._run(
+            _partition_parallel,
+            _partition_serial,
+            k.slots_t,
+            self.order,
+            self.start,
+            np.ascontiguousarray(split_feature, dtype=np.int64),
+            np.ascontiguousarray(split_threshold, dtype=np.int64),
+            self.node_id,
+            self.group_of_row,
+            self.spare,
+            new_start,
+        )
+        self.order, self.spare, self.start = self.spare, self.order, new_start
+        self.kernels._orders = self.order, self.spare
+
+
+class _Compiler(PartyKernels):
+    """Compiles (or loads) both variants of each kernel for the arguments it is given, without running them."""
+
+    def _run(self, parallel: object, serial: object, *args: object) -> None:
+        signature = tuple(numba.typeof(a) for a in args)
+        for kernel in (parallel, serial):
+            kernel.compile(signature)  # type: ignore[attr-defined]
+
+
+def warm_up() -> None:
+    """Load (or compile) the one-call kernels, so that a timed run measures training. Nothing runs in parallel, so
+    no OpenMP thread starts: a process that forks afterwards (``deploy.party_forks``) stays fork-safe."""
+    rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
+    kernels = _Compiler([rows, rows], 2)
+    ones = [np.ones(2) for _ in range(2)]
+    fixed = [FixedRows.of(np.ones(2), np.ones(2))] * 2
+    levels = kernels.tree(ones, ones, fixed)
+    levels.best_gains(1.0, 1, [True, True])
+    levels.candidates_fixed(np.zeros((1, 2), dtype=np.int64))
+    levels.split(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))

@@ -1,0 +1,133 @@
+"""Every party's level kernel in one call (``node.party_kernels``) against each party's own kernel, bit for bit."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from fgbdt_chain.node import party_kernels
+from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
+from fgbdt_chain.node.party_kernels import PartyKernels
+
+
+def _parties(seed: int, sizes: list[int], features: int = 6, nbins: int = 5) -> list[BinnedRows]:
+    """Parties of different sizes and layouts: sparse columns around a common slot (short and long rows), a
+    constant column and one spread over every slot."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in sizes:
+        slots = np.where(rng.random((n, features)) < 0.7, 0, rng.integers(0, nbins, (n, features)))
+        slots[:, 1] = 2  # constant
+        slots[:, 2] = rng.integers(0, nbins, n)
+        out.append(BinnedRows(slots.astype(np.uint8), nbins))
+    return out
+
+
+def _rows(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, FixedRows]:
+    g = rng.normal(size=n)
+    h = rng.uniform(0.05, 0.25, n)
+    return g * rng.uniform(0.5, 2, n), h, FixedRows.of(g, h, rng.integers(1, 3, n))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_tree_grown_by_the_one_call_kernels_is_each_partys_own(threads: int) -> None:
+    """Level by level with random splits (leaves among them): the gains, the exact candidate sums, the rows' groups,
+    node ids and places are the per-party kernels' (``BinnedRows``), inactive parties left at -inf."""
+    rng = np.random.default_rng(3)
+    sizes = [400, 37, 250]
+    rows = _parties(1, sizes)
+    kernels = PartyKernels(rows, threads)
+    for _ in range(2):  # a second tree reuses the buffers from a fresh root
+        inputs = [_rows(rng, n) for n in sizes]
+        levels = kernels.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs])
+        groups = [RowGroups.everything(n) for n in sizes]
+        k_of = [np.zeros(n, dtype=np.int64) for n in sizes]
+        ids = [np.ones(n, dtype=np.int64) for n in sizes]
+        k = 1
+        for level in range(4):
+            active = [True, level != 2, True]
+            best = levels.best_gains(0.5, 1 + level % 2, active)
+            for p, party in enumerate(rows):
+                own = party.best_gains(k_of[p], k, inputs[p][0], inputs[p][1], 0.5, 1 + level % 2)
+                assert np.array_equal(best[p], own if active[p] else np.full_like(own, -np.inf))
+            features = rng.integers(0, 6, (k, 2))
+            sums = levels.candidates_fixed(features)
+            for p, party in enumerate(rows):
+                own = party.group_candidates_fixed(groups[p], features, inputs[p][2])
+                for mine, theirs in zip(sums, (own.g_hi, own.g_lo, own.h_hi, own.h_lo, own.n), strict=True):
+                    assert np.array_equal(mine[p], theirs)
+            split_feature = np.where(rng.random(k) < 0.8, rng.integers(0, 6, k), -1)
+            if not (split_feature >= 0).any():
+                split_feature[0] = 2
+            threshold = rng.integers(0, 4, k)
+            levels.split(split_feature, threshold)
+            for p, party in enumerate(rows):
+                groups[p] = party.split_groups(groups[p], split_feature, threshold, ids[p], k_of[p])
+                assert np.array_equal(levels.groups(p).order, groups[p].order)
+                assert np.array_equal(levels.groups(p).start, groups[p].start)
+                assert np.array_equal(kernels.group_of_row[p], k_of[p])
+                assert np.array_equal(kernels.node_id[p], ids[p])
+            k = 2 * int((split_feature >= 0).sum())
+
+
+def test_parties_whose_cell_numbers_need_different_widths_share_one_kernel() -> None:
+    """A party with more cells than 16 bits number (int64 cells) next to small ones: one list of the widest type."""
+    wide = BinnedRows(np.random.default_rng(0).integers(0, 256, (1000, 300)).astype(np.uint8), 256)
+    narrow = BinnedRows(np.zeros((20, 300), dtype=np.uint8), 256)
+    assert wide.row_cells.dtype != narrow.row_cells.dtype
+    kernels = PartyKernels([wide, narrow], 2)
+    rng = np.random.default_rng(1)
+    inputs = [_rows(rng, n) for n in (1000, 20)]
+    levels = kernels.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs])
+    best = levels.best_gains(1.0, 1, [True, True])
+    for p, party in enumerate((wide, narrow)):
+        own = party.best_gains(np.zeros(party.n_rows, dtype=np.int64), 1, inputs[p][0], inputs[p][1], 1.0)
+        assert np.array_equal(best[p], own)
+
+
+def test_bad_input_is_refused_with_what_was_wrong() -> None:
+    rows = _parties(2, [30, 40])
+    kernels = PartyKernels(rows, 2)
+    rng = np.random.default_rng(0)
+    good = [_rows(rng, n) for n in (30, 40)]
+    with pytest.raises(ValueError, match=r"one array per party of its rows \(\[30, 40\]\)"):
+        kernels.tree([good[0][0], good[0][0]], [g[1] for g in good], [g[2] for g in good])
+    levels = kernels.tree([g[0] for g in good], [g[1] for g in good], [g[2] for g in good])
+    with pytest.raises(ValueError, match=r"candidate features must be in \[0, 6\)"):
+        levels.candidates_fixed(np.array([[0, 6]]))
+    with pytest.raises(ValueError, match=r"shape \(1, C\)"):
+        levels.candidates_fixed(np.zeros((2, 2), dtype=np.int64))
+    with pytest.raises(ValueError, match="one split feature and threshold per group"):
+        levels.split(np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64))
+    with pytest.raises(ValueError, match="split feature is not a feature index"):
+        levels.split(np.array([6]), np.array([0]))
+    with pytest.raises(ValueError, match="disagree on features"):
+        PartyKernels([rows[0], BinnedRows(np.zeros((3, 2), dtype=np.uint8), 5)], 1)
+    with pytest.raises(ValueError, match="at least 1"):
+        PartyKernels(rows, 0)
+
+
+def test_a_copied_federations_kernels_have_buffers_of_their_own() -> None:
+    """``copy.deepcopy`` (an experiment continuing a federation two ways) gives kernels on the same rows whose
+    buffers the original's trees do not touch."""
+    rows = _parties(4, [50, 60])
+    kernels = PartyKernels(rows, 2)
+    twin = copy.deepcopy(kernels)
+    assert twin.parties == 2 and twin.n_rows == [50, 60]
+    rng = np.random.default_rng(0)
+    inputs = [_rows(rng, n) for n in (50, 60)]
+    twin.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs]).split(
+        np.array([2]), np.array([1])
+    )
+    kernels.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs])
+    assert all(np.array_equal(ids, np.ones_like(ids)) for ids in kernels.node_id)
+    assert not all(np.array_equal(ids, np.ones_like(ids)) for ids in twin.node_id)
+
+
+def test_warm_up_compiles_without_starting_threads() -> None:
+    """The fork server loads every kernel before forking (``deploy.party_forks``): the warm-up must not run a
+    parallel region (OpenMP's threads do not survive a fork)."""
+    party_kernels.warm_up()
+    assert party_kernels._gains_parallel.signatures and party_kernels._partition_parallel.signatures
