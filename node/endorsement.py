@@ -85,10 +85,18 @@ def decide(
     if rule.rule == ref.ENDORSE_OVERLAP:
         return check_overlap(rows, k_of_row, candidates, g, estimator, claims, rule.overlap_threshold), None
     if not root:
-        return Verdict(True, (), ref.NEUTRAL), None
+        return statistical_verdict(rule, None), None
     level = level if level is not None else VerifierLevel.of(rows, k_of_row, candidates, g, h)
     m = measure(level, estimator, claims, root=root, noise_sd=rule.noise_sd)
-    return judge(m, rule.refusal_rate), m
+    return statistical_verdict(rule, m), m
+
+
+def statistical_verdict(rule: EndorsementRule, root: Measurement | None) -> Verdict:
+    """The statistical rule's verdict: the test of the statistics measured at a tree's root, and below it (None) a
+    signature on what keeps the exact rules, at neutral credit (``decide``)."""
+    if root is None:
+        return Verdict(True, (), ref.NEUTRAL)
+    return judge(root, rule.refusal_rate)
 
 
 def choose(verdicts: dict[int, Verdict], need: int) -> tuple[list[int], ref.Credit] | None:

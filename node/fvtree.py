@@ -42,7 +42,7 @@ from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES, TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, next_score_bound
 from fgbdt_chain.node import limbs, party_kernels
 from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum
+from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum, statistical_verdict
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
 from fgbdt_chain.node.messages import level_traffic
 from fgbdt_chain.node.model import Node, Tree
@@ -59,7 +59,7 @@ from fgbdt_chain.node.privacy import (
     noisy_sums,
 )
 from fgbdt_chain.node.resolve import level_of, resolve_level, top2_level
-from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel, measure
+from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel, measure_many
 
 T = TypeVar("T")
 
@@ -665,21 +665,20 @@ class Federation:
             return checked, {i: ref.NEUTRAL for i in checked}, claims, verdicts, measured
 
         def verify(j: int) -> dict[int, tuple[Verdict, Measurement | None]]:
-            """Verifier ``j``'s verdict on every checked party but itself, with the statistics it rests on."""
-            parties = [i for i in checked if i != j]
+            """Verifier ``j``'s verdict on every checked party but itself (measuring nothing)."""
             rows, k_of_row, (g, h) = self.parties[j].rows, k_of_rows[j], grads[j][:2]
-            # the verifier's side of the level is the same whichever party it checks
-            side = VerifierLevel.of(rows, k_of_row, cand_arr, g, h) if measuring and parties else None
-            out: dict[int, tuple[Verdict, Measurement | None]] = {}
-            for i in parties:
-                verdict, m = decide(rule, rows, k_of_row, cand_arr, g, h, estimators[j][i], claims[i], level == 0, side)
-                if m is None and side is not None:
-                    m = measure(side, estimators[j][i], claims[i], root=level == 0, noise_sd=rule.noise_sd)
-                out[i] = verdict, m
-            return out
+            return {
+                i: decide(rule, rows, k_of_row, cand_arr, g, h, estimators[j][i], claims[i], level == 0)
+                for i in checked
+                if i != j
+            }
 
-        costly = measuring or rule.rule == ref.ENDORSE_OVERLAP
-        decided = self._each(verify) if costly else [verify(j) for j in range(self.m)]
+        if measuring:
+            decided = self._measured(level, checked, cand_arr, k_of_rows, grads, claims)
+        elif rule.rule == ref.ENDORSE_OVERLAP:  # each verifier's estimates of every node: on the cores
+            decided = self._each(verify)
+        else:
+            decided = [verify(j) for j in range(self.m)]
         accepted: list[int] = []
         credit: dict[int, ref.Credit] = {}
         for i in taking_part:
@@ -699,6 +698,33 @@ class Federation:
             accepted.append(i)
             credit[i] = chosen[1]
         return accepted, credit, claims, verdicts, measured
+
+    def _measured(
+        self,
+        level: int,
+        checked: Sequence[int],
+        cand_arr: np.ndarray,
+        k_of_rows: Sequence[np.ndarray],
+        grads: Sequence[tuple[np.ndarray, ...]],
+        claims: Sequence[Claims],
+    ) -> list[dict[int, tuple[Verdict, Measurement | None]]]:
+        """Under the statistical rule where it is measured: every verifier's statistics of every checked party but
+        itself, in one call on the cores (``measure_many``), and the verdicts ``decide`` gives on them."""
+        rule = self.endorsement
+        assert rule is not None and self.estimators is not None
+        sides: dict[int, VerifierLevel] = {}
+        checks = []
+        pairs = [(j, i) for j in range(self.m) for i in checked if i != j]
+        for j, i in pairs:
+            if j not in sides:  # the verifier's side of the level is the same whichever party it checks
+                sides[j] = VerifierLevel.of(self.parties[j].rows, k_of_rows[j], cand_arr, grads[j][0], grads[j][1])
+            checks.append((sides[j], self.estimators[j][i], claims[i]))
+        root = level == 0
+        measured = measure_many(checks, root=root, noise_sd=rule.noise_sd, threads=self.kernels.threads)
+        decided: list[dict[int, tuple[Verdict, Measurement | None]]] = [{} for _ in range(self.m)]
+        for (j, i), m in zip(pairs, measured, strict=True):
+            decided[j][i] = statistical_verdict(rule, m if root else None), m
+        return decided
 
     def _broken_rule(
         self,
@@ -776,10 +802,13 @@ class Federation:
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             cand_arr = np.asarray(cands, dtype=np.int64)
             taking_part = [i for i in range(self.m) if self.active[i]]
-            exact = rows.candidates_fixed(cand_arr)
+            exact = FixedSums(*rows.candidates_fixed(cand_arr))  # every party's, stacked
+            raw = [
+                FixedSums(exact.g_hi[i], exact.g_lo[i], exact.h_hi[i], exact.h_lo[i], exact.n[i]) for i in range(self.m)
+            ]
             sums = [
                 party.sent_sums(
-                    FixedSums(*(a[i] for a in exact)),
+                    raw[i],
                     cand_arr,
                     t,
                     level,
@@ -820,8 +849,15 @@ class Federation:
             node_inherited = [inherited[nid] for nid in open_nodes]
             sub_votes = [[row[i] for i in accepted] for row in node_votes]
             sub_credits = [tree_credit[i] for i in accepted]
+            as_sent = len(accepted) == self.m and all(s is r for s, r in zip(sums, raw, strict=True))
             results, totals = self._resolve(
-                [sums[i] for i in accepted], cands, sub_votes, node_inherited, last, sub_credits
+                [sums[i] for i in accepted],
+                cands,
+                sub_votes,
+                node_inherited,
+                last,
+                sub_credits,
+                exact if as_sent else None,
             )
             split_feature = np.full(k, -1, dtype=np.int64)
             split_threshold = np.zeros(k, dtype=np.int64)
@@ -961,10 +997,12 @@ class Federation:
         inherited: Sequence[ref.Totals | None],
         last: bool,
         credits: Sequence[ref.Credit],
+        stacked: FixedSums | None = None,
     ) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
-        """The contract's resolution of the level from the accepted parties' sums: on exact limbs when they carry
-        the sums, else on the messages as Python integers (where the contract would revert, this raises)."""
-        level = level_of(sums)
+        """The contract's resolution of the level from the accepted parties' sums (``stacked``: the same, stacked
+        by party): on exact limbs when they carry the sums, else on the messages as Python integers (where the
+        contract would revert, this raises)."""
+        level = level_of(sums, stacked)
         if level is not None:
             with contextlib.suppress(ref.FixedPointOverflow):
                 return resolve_level(level, cands, node_votes, inherited, last, self.cparams, credits)

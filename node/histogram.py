@@ -70,6 +70,30 @@ def _row_gains(  # pragma: no cover - compiled
     lam: float,
     min_rows: int,
 ) -> np.ndarray:
+    best = np.full((num_groups, default_cell.shape[0]), -np.inf)
+    row_gains_into(
+        row_cells, tail_ptr, tail_cell, group_of_row, num_groups, cell_start, default_cell, g, h, lam, min_rows, best
+    )
+    return best
+
+
+@njit(cache=True, nogil=True)
+def row_gains_into(  # pragma: no cover - compiled
+    row_cells: np.ndarray,
+    tail_ptr: np.ndarray,
+    tail_cell: np.ndarray,
+    group_of_row: np.ndarray,
+    num_groups: int,
+    cell_start: np.ndarray,
+    default_cell: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    lam: float,
+    min_rows: int,
+    best: np.ndarray,
+) -> None:
+    """``_row_gains`` into ``best`` (groups, features), which the caller filled with -inf: ``node.party_kernels``
+    gives each party its slice of one array."""
     num_features = default_cell.shape[0]
     num_cells = cell_start[num_features]
     width = row_cells.shape[1]
@@ -102,7 +126,6 @@ def _row_gains(  # pragma: no cover - compiled
                 hgh[k, c, 0] += gr
                 hgh[k, c, 1] += hr
                 hn[k, c] += 1
-    best = np.full((num_groups, num_features), -np.inf)
     for k in range(num_groups):
         if tn[k] == 0:
             continue
@@ -154,7 +177,6 @@ def _row_gains(  # pragma: no cover - compiled
                 if gain > b:
                     b = gain
             best[k, f] = b
-    return best
 
 
 @njit(cache=True, nogil=True)

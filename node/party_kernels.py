@@ -18,9 +18,8 @@ its own kernels serially.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numba
@@ -34,10 +33,11 @@ from fgbdt_chain.node.histogram import (
     RowGroups,
     _check_features,
     _check_splits,
-    _row_gains,
     candidates_into,
     partition_into,
+    row_gains_into,
 )
+from fgbdt_chain.node.parallel import balanced_blocks
 
 Arrays = Sequence[np.ndarray]
 """One array per party, in party order, as a ``numba.typed.List`` (its arrays alike): one compiled kernel serves
@@ -65,7 +65,7 @@ def _gains_of(  # pragma: no cover - compiled
     out: np.ndarray,
 ) -> None:
     if active[p]:
-        out[p] = _row_gains(
+        row_gains_into(
             row_cells[p],
             tail_ptr[p],
             tail_cell[p],
@@ -77,11 +77,14 @@ def _gains_of(  # pragma: no cover - compiled
             h[p],
             lam,
             min_rows,
+            out[p],
         )
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _gains_parallel(  # pragma: no cover - compiled
+    block_start: np.ndarray,
+    block_party: np.ndarray,
     row_cells: Arrays,
     tail_ptr: Arrays,
     tail_cell: Arrays,
@@ -96,28 +99,31 @@ def _gains_parallel(  # pragma: no cover - compiled
     active: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    for i in prange(len(row_cells)):
-        p = int(np.int64(i))  # prange's index is unsigned; numba lists take a signed one
-        _gains_of(
-            p,
-            row_cells,
-            tail_ptr,
-            tail_cell,
-            group_of_row,
-            num_groups,
-            cell_start,
-            default_cell,
-            g,
-            h,
-            lam,
-            min_rows,
-            active,
-            out,
-        )
+    for b in prange(block_start.shape[0] - 1):
+        for t in range(block_start[b], block_start[b + 1]):
+            p = block_party[t]
+            _gains_of(
+                p,
+                row_cells,
+                tail_ptr,
+                tail_cell,
+                group_of_row,
+                num_groups,
+                cell_start,
+                default_cell,
+                g,
+                h,
+                lam,
+                min_rows,
+                active,
+                out,
+            )
 
 
 @njit(cache=True, nogil=True)
 def _gains_serial(  # pragma: no cover - compiled
+    block_start: np.ndarray,
+    block_party: np.ndarray,
     row_cells: Arrays,
     tail_ptr: Arrays,
     tail_cell: Arrays,
@@ -132,27 +138,31 @@ def _gains_serial(  # pragma: no cover - compiled
     active: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    for p in range(len(row_cells)):
-        _gains_of(
-            p,
-            row_cells,
-            tail_ptr,
-            tail_cell,
-            group_of_row,
-            num_groups,
-            cell_start,
-            default_cell,
-            g,
-            h,
-            lam,
-            min_rows,
-            active,
-            out,
-        )
+    for b in range(block_start.shape[0] - 1):
+        for t in range(block_start[b], block_start[b + 1]):
+            p = block_party[t]
+            _gains_of(
+                p,
+                row_cells,
+                tail_ptr,
+                tail_cell,
+                group_of_row,
+                num_groups,
+                cell_start,
+                default_cell,
+                g,
+                h,
+                lam,
+                min_rows,
+                active,
+                out,
+            )
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _candidates_parallel(  # pragma: no cover - compiled
+    block_start: np.ndarray,
+    block_party: np.ndarray,
     order: Arrays,
     start: np.ndarray,
     slots_t: Arrays,
@@ -169,28 +179,39 @@ def _candidates_parallel(  # pragma: no cover - compiled
     hn: np.ndarray,
 ) -> None:
     _check_features(features, slots_t[0].shape[0])
-    for i in prange(len(order)):
-        p = int(np.int64(i))  # prange's index is unsigned; numba lists take a signed one
-        candidates_into(
-            order[p],
-            start[p],
-            slots_t[p],
-            features,
-            g_hi[p],
-            g_lo[p],
-            h_hi[p],
-            h_lo[p],
-            count[p],
-            ghi[p],
-            glo[p],
-            hhi[p],
-            hlo[p],
-            hn[p],
-        )
+    for b in prange(block_start.shape[0] - 1):
+        for t in range(block_start[b], block_start[b + 1]):
+            p = block_party[t]
+            # summed in arrays of the thread's own, then copied: the parties' slices of the outputs share cache lines
+            # at a level of one or two nodes, and two threads adding into one line take turns owning it
+            sums = np.zeros((5, ghi.shape[1], ghi.shape[2], ghi.shape[3]), dtype=np.int64)
+            candidates_into(
+                order[p],
+                start[p],
+                slots_t[p],
+                features,
+                g_hi[p],
+                g_lo[p],
+                h_hi[p],
+                h_lo[p],
+                count[p],
+                sums[0],
+                sums[1],
+                sums[2],
+                sums[3],
+                sums[4],
+            )
+            ghi[p] = sums[0]
+            glo[p] = sums[1]
+            hhi[p] = sums[2]
+            hlo[p] = sums[3]
+            hn[p] = sums[4]
 
 
 @njit(cache=True, nogil=True)
 def _candidates_serial(  # pragma: no cover - compiled
+    block_start: np.ndarray,
+    block_party: np.ndarray,
     order: Arrays,
     start: np.ndarray,
     slots_t: Arrays,
@@ -207,27 +228,31 @@ def _candidates_serial(  # pragma: no cover - compiled
     hn: np.ndarray,
 ) -> None:
     _check_features(features, slots_t[0].shape[0])
-    for p in range(len(order)):
-        candidates_into(
-            order[p],
-            start[p],
-            slots_t[p],
-            features,
-            g_hi[p],
-            g_lo[p],
-            h_hi[p],
-            h_lo[p],
-            count[p],
-            ghi[p],
-            glo[p],
-            hhi[p],
-            hlo[p],
-            hn[p],
-        )
+    for b in range(block_start.shape[0] - 1):
+        for t in range(block_start[b], block_start[b + 1]):
+            p = block_party[t]
+            candidates_into(
+                order[p],
+                start[p],
+                slots_t[p],
+                features,
+                g_hi[p],
+                g_lo[p],
+                h_hi[p],
+                h_lo[p],
+                count[p],
+                ghi[p],
+                glo[p],
+                hhi[p],
+                hlo[p],
+                hn[p],
+            )
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _partition_parallel(  # pragma: no cover - compiled
+    block_start: np.ndarray,
+    block_party: np.ndarray,
     slots_t: Arrays,
     order: Arrays,
     start: np.ndarray,
@@ -239,23 +264,26 @@ def _partition_parallel(  # pragma: no cover - compiled
     new_start: np.ndarray,
 ) -> None:
     _check_splits(split_feature, slots_t[0].shape[0])
-    for i in prange(len(order)):
-        p = int(np.int64(i))  # prange's index is unsigned; numba lists take a signed one
-        partition_into(
-            slots_t[p],
-            order[p],
-            start[p],
-            split_feature,
-            split_threshold,
-            node_id[p],
-            group_of_row[p],
-            new_order[p],
-            new_start[p],
-        )
+    for b in prange(block_start.shape[0] - 1):
+        for t in range(block_start[b], block_start[b + 1]):
+            p = block_party[t]
+            partition_into(
+                slots_t[p],
+                order[p],
+                start[p],
+                split_feature,
+                split_threshold,
+                node_id[p],
+                group_of_row[p],
+                new_order[p],
+                new_start[p],
+            )
 
 
 @njit(cache=True, nogil=True)
 def _partition_serial(  # pragma: no cover - compiled
+    block_start: np.ndarray,
+    block_party: np.ndarray,
     slots_t: Arrays,
     order: Arrays,
     start: np.ndarray,
@@ -267,18 +295,20 @@ def _partition_serial(  # pragma: no cover - compiled
     new_start: np.ndarray,
 ) -> None:
     _check_splits(split_feature, slots_t[0].shape[0])
-    for p in range(len(order)):
-        partition_into(
-            slots_t[p],
-            order[p],
-            start[p],
-            split_feature,
-            split_threshold,
-            node_id[p],
-            group_of_row[p],
-            new_order[p],
-            new_start[p],
-        )
+    for b in range(block_start.shape[0] - 1):
+        for t in range(block_start[b], block_start[b + 1]):
+            p = block_party[t]
+            partition_into(
+                slots_t[p],
+                order[p],
+                start[p],
+                split_feature,
+                split_threshold,
+                node_id[p],
+                group_of_row[p],
+                new_order[p],
+                new_start[p],
+            )
 
 
 def _listed(arrays: Sequence[np.ndarray], dtype: type | None = None) -> Arrays:
@@ -308,6 +338,48 @@ _PARALLEL_FAILED: list[str] = []
 """Why parallel kernels cannot run in this process (no thread-safe threading layer), once found out."""
 
 
+def blocks_of(sizes: Sequence[int], threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Items of these sizes (a party's rows) dealt into one block per thread of near-equal total size
+    (``node.parallel.balanced_blocks``), as the kernels take them: each block's start in ``party`` and the items in
+    block order. OpenMP gives each thread an equal share of a ``prange``'s iterations, not of their work, so the
+    blocks are the iterations: with a9a's parties of 10,672, 10,672, 5,609 and 5,608 rows, parties 0 and 1 on one
+    thread would leave the other waiting for a third of the time."""
+    blocks = balanced_blocks(sizes, max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+    start = np.cumsum([0] + [len(b) for b in blocks]).astype(np.int64)
+    return start, np.array([i for b in blocks for i in b], dtype=np.int64)
+
+
+def run_on_cores(
+    threads: int,
+    blocks: tuple[np.ndarray, np.ndarray],
+    parallel: Callable[..., None],
+    serial: Callable[..., None],
+    *args: object,
+) -> None:
+    """``parallel(*blocks, *args)`` (a ``prange`` over the ``blocks_of`` blocks) on ``threads`` threads, or
+    ``serial(*blocks, *args)``, the same loop as a plain ``range``, on one thread or where numba has no thread-safe
+    threading layer (module docstring)."""
+    threads = min(threads, numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    if threads > 1 and not _PARALLEL_FAILED:
+        # numba's thread count is per calling thread and costs as much as a small kernel to set: only when it is not
+        # every thread numba has
+        every = threads == numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
+        before = 0 if every else numba.get_num_threads()
+        if not every:
+            numba.set_num_threads(threads)
+        try:
+            parallel(*blocks, *args)
+            return
+        except ValueError as exc:
+            if "threading layer" not in str(exc):
+                raise
+            _PARALLEL_FAILED.append(str(exc))
+        finally:
+            if not every:
+                numba.set_num_threads(before)
+    serial(*blocks, *args)
+
+
 class PartyKernels:
     """The parties' rows, laid out once for the phases' one-call kernels, on ``threads`` threads (1: serially)."""
 
@@ -326,6 +398,7 @@ class PartyKernels:
         self.nbins = rows[0].nbins
         self.n_rows = [r.n_rows for r in rows]
         self.threads = min(threads, numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+        self.block_start, self.block_party = blocks_of(self.n_rows, self.threads)
         self.row_cells = _listed([r.row_cells for r in rows])
         self.tail_cell = _listed([r.tail_cell for r in rows])
         self.tail_ptr = _listed([r.tail_ptr for r in rows], np.int64)
@@ -373,34 +446,8 @@ class PartyKernels:
                 np.copyto(a, getattr(f, name))
         return TreeLevels(self)
 
-    @contextlib.contextmanager
-    def _cores(self) -> Iterator[bool]:
-        """Whether to run the parallel variant, with numba's thread count for this call set when it is not every
-        thread numba has (``set_num_threads`` is per calling thread, and costs as much as a small kernel)."""
-        if self.threads == 1 or _PARALLEL_FAILED:
-            yield False
-            return
-        if self.threads == numba.config.NUMBA_NUM_THREADS:  # type: ignore[attr-defined]
-            yield True
-            return
-        before = numba.get_num_threads()
-        numba.set_num_threads(self.threads)
-        try:
-            yield True
-        finally:
-            numba.set_num_threads(before)
-
-    def _run(self, parallel: object, serial: object, *args: object) -> None:
-        with self._cores() as on_cores:
-            if on_cores:
-                try:
-                    parallel(*args)  # type: ignore[operator]
-                    return
-                except ValueError as exc:
-                    if "threading layer" not in str(exc):
-                        raise
-                    _PARALLEL_FAILED.append(str(exc))
-            serial(*args)  # type: ignore[operator]
+    def _run(self, parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
+        run_on_cores(self.threads, (self.block_start, self.block_party), parallel, serial, *args)
 
 
 class TreeLevels:
@@ -507,10 +554,15 @@ class TreeLevels:
 class _Compiler(PartyKernels):
     """Compiles (or loads) both variants of each kernel for the arguments it is given, without running them."""
 
-    def _run(self, parallel: object, serial: object, *args: object) -> None:
-        signature = tuple(numba.typeof(a) for a in args)
-        for kernel in (parallel, serial):
-            kernel.compile(signature)  # type: ignore[attr-defined]
+    def _run(self, parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
+        compile_both(parallel, serial, self.block_start, self.block_party, *args)
+
+
+def compile_both(parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
+    """Compiles (or loads from the cache) both variants of a kernel for these arguments, without running either."""
+    signature = tuple(numba.typeof(a) for a in args)
+    for kernel in (parallel, serial):
+        kernel.compile(signature)  # type: ignore[attr-defined]
 
 
 def warm_up() -> None:

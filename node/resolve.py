@@ -268,24 +268,27 @@ class FixedLevel:
     n: np.ndarray
 
 
-def level_of(parties: Sequence[FixedSums]) -> FixedLevel | None:
+def level_of(parties: Sequence[FixedSums], stacked: FixedSums | None = None) -> FixedLevel | None:
     """The submitting parties' exact sums as one level, or None when the limbs cannot carry their sums (values of
-    2**80 or more, or too many terms per limb): then the messages and ``resolve_node`` must be used."""
+    2**80 or more, or too many terms per limb): then the messages and ``resolve_node`` must be used.
+
+    ``stacked``: the same sums already stacked party by party (each array (M, K, C, B)), as the simulator's
+    kernels make them, which saves stacking them again."""
     m = len(parties)
     if m == 0 or m * parties[0].n.shape[-1] > _MAX_TERMS:
         return None
-    # ``np.array`` of equal-shaped arrays is ``np.stack``'s result at a quarter of its cost (five per level)
-    g_hi = np.array([p.g_hi for p in parties])
-    h_hi = np.array([p.h_hi for p in parties])
+    if stacked is not None:
+        if stacked.n.shape[0] != m:
+            raise ValueError(f"{stacked.n.shape[0]} parties' sums stacked for {m} parties")
+        g_hi, g_lo, h_hi, h_lo, n = stacked.g_hi, stacked.g_lo, stacked.h_hi, stacked.h_lo, stacked.n
+    else:
+        # ``np.array`` of equal-shaped arrays is ``np.stack``'s result at a quarter of its cost (five per level)
+        g_hi, g_lo, h_hi, h_lo, n = (
+            np.array([getattr(p, name) for p in parties]) for name in ("g_hi", "g_lo", "h_hi", "h_lo", "n")
+        )
     if max(int(np.abs(g_hi).max(initial=0)), int(np.abs(h_hi).max(initial=0))) >= _MAX_HI:
         return None
-    return FixedLevel(
-        g_hi,
-        np.array([p.g_lo for p in parties]),
-        h_hi,
-        np.array([p.h_lo for p in parties]),
-        np.array([p.n for p in parties]),
-    )
+    return FixedLevel(g_hi, g_lo, h_hi, h_lo, n)
 
 
 _ROUNDING = 2.0**-53

@@ -68,13 +68,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from statistics import NormalDist
+from typing import Any, TypeVar
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
+from numba.typed import List
 
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.node import limbs
 from fgbdt_chain.node.histogram import BinnedRows
+from fgbdt_chain.node.party_kernels import blocks_of, compile_both, run_on_cores
 
 TESTS = 5
 """Tests per check (gradient, hessian and count stretch, gradient flip, and the root count): ``alpha`` is split evenly
@@ -436,14 +439,220 @@ def measure(
     else:
         weight, leaf, inv_rows = (a[level.idx] for a in (estimator.weight, estimator.leaf, estimator.inv_rows))
     num_leaves = estimator.leaf_rows.shape[0]
-    b = estimator.psd_scale
-    ncell = k * nbins
-    claimed = np.stack([c.transpose(1, 0, 2).reshape(2, ncell) for c in (claims.g, claims.h, claims.n)])
-    noise_var = np.array([s * s for s in noise_sd], dtype=np.float64)
-    stats = _measure(level.cells, ncell, level.xs, weight, leaf, inv_rows, num_leaves, float(b), claimed, noise_var)
+    claimed, noise_var = _claimed(claims), _noise_var(noise_sd)
+    b = float(estimator.psd_scale)
+    stats = _measure(level.cells, k * nbins, level.xs, weight, leaf, inv_rows, num_leaves, b, claimed, noise_var)
+    return _measurement(stats, estimator, claims, root, noise_sd)
+
+
+def measure_many(
+    checks: Sequence[tuple[VerifierLevel, PartyEstimator, Claims]],
+    *,
+    root: bool,
+    noise_sd: tuple[float, float, float] = (0.0, 0.0, 0.0),
+    threads: int = 1,
+    compile_only: bool = False,
+) -> list[Measurement]:
+    """``measure`` of every (verifier's side, its view of a party, the party's claims), the statistics of all of them
+    in one call spread over ``threads`` threads (``node.party_kernels.run_on_cores``): the same floats, each check's
+    sums in its own row order. A side or claims shared by several checks (one verifier checking every party, one
+    party checked by every verifier) are passed once. ``compile_only``: load (or compile) the kernels for these
+    arguments without running them (a warm-up that starts no thread)."""
+    if not checks:
+        return []
+    sides, side_of = _distinct([level for level, _, _ in checks])
+    parties, claims_of = _distinct([claims for _, _, claims in checks])
+    for level, _, claims in checks:
+        if claims.g.shape != (level.nodes, 2, level.nbins):
+            raise ValueError(f"claims of shape {claims.g.shape}, expected {(level.nodes, 2, level.nbins)}")
+    ncell = {level.nodes * level.nbins for level in sides}
+    if len(ncell) != 1:
+        raise ValueError("every check of a level has as many cells")
+    weight, leaf, inv_rows = _rows_of(checks)
+    out = np.zeros((len(checks), 3, 6))
+    args = (
+        List([level.cells for level in sides]),
+        List([level.xs for level in sides]),
+        side_of,
+        ncell.pop(),
+        weight,
+        leaf,
+        inv_rows,
+        np.array([estimator.leaf_rows.shape[0] for _, estimator, _ in checks], dtype=np.int64),
+        np.array([estimator.psd_scale for _, estimator, _ in checks], dtype=np.float64),
+        List([_claimed(claims) for claims in parties]),
+        claims_of,
+        _noise_var(noise_sd),
+        out,
+    )
+    blocks = blocks_of([level.idx.size for level, _, _ in checks], threads)
+    if compile_only:
+        compile_both(_measure_parallel, _measure_serial, *blocks, *args)
+    else:
+        run_on_cores(threads, blocks, _measure_parallel, _measure_serial, *args)
+    return [
+        _measurement(stats, estimator, claims, root, noise_sd)
+        for stats, (_, estimator, claims) in zip(out, checks, strict=True)
+    ]
+
+
+T = TypeVar("T")
+
+
+def _distinct(items: Sequence[T]) -> tuple[list[T], np.ndarray]:
+    """The distinct objects (by identity), in first-seen order, and each item's index among them."""
+    seen: dict[int, int] = {}
+    out: list[T] = []
+    index = np.empty(len(items), dtype=np.int64)
+    for k, item in enumerate(items):
+        at = seen.setdefault(id(item), len(out))
+        if at == len(out):
+            out.append(item)
+        index[k] = at
+    return out, index
+
+
+_ROW_LISTS: dict[tuple[int, ...], tuple[tuple[PartyEstimator, ...], tuple[Any, Any, Any]]] = {}
+"""The estimators' row arrays as numba lists, for checks of every row of their verifiers (a tree's root): the same
+estimators come back at every tree, and a list costs 5 us per array to build."""
+
+
+def _rows_of(checks: Sequence[tuple[VerifierLevel, PartyEstimator, Claims]]) -> tuple[Any, Any, Any]:
+    """Each check's (weight, leaf, 1 / leaf rows) of the verifier's rows in the level, as three numba lists."""
+    estimators = tuple(estimator for _, estimator, _ in checks)
+    if all(level.idx.size == estimator.weight.size for level, estimator, _ in checks):  # every row: no copies
+        key = tuple(map(id, estimators))
+        cached = _ROW_LISTS.get(key)
+        if cached is not None and all(a is b for a, b in zip(cached[0], estimators, strict=True)):
+            return cached[1]
+        lists = tuple(List([getattr(e, name) for e in estimators]) for name in ("weight", "leaf", "inv_rows"))
+        if len(_ROW_LISTS) >= 8:
+            _ROW_LISTS.pop(next(iter(_ROW_LISTS)))
+        _ROW_LISTS[key] = estimators, lists  # the estimators kept: their ids cannot be reused while cached
+        return lists
+    rows = [
+        (estimator.weight[level.idx], estimator.leaf[level.idx], estimator.inv_rows[level.idx])
+        for level, estimator, _ in checks
+    ]
+    return tuple(List([r[q] for r in rows]) for q in range(3))
+
+
+def _claimed(claims: Claims) -> np.ndarray:
+    """A party's claims as the kernel reads them: (quantity, candidate, node * nbins + bin)."""
+    k, _, nbins = claims.g.shape
+    return np.stack([c.transpose(1, 0, 2).reshape(2, k * nbins) for c in (claims.g, claims.h, claims.n)])
+
+
+def _noise_var(noise_sd: tuple[float, float, float]) -> np.ndarray:
+    return np.array([s * s for s in noise_sd], dtype=np.float64)
+
+
+def _measurement(
+    stats: np.ndarray, estimator: PartyEstimator, claims: Claims, root: bool, noise_sd: tuple[float, float, float]
+) -> Measurement:
     qg, qh, qn = (Quantity(s[0], s[1], math.sqrt(s[2]), s[3], s[4], s[5]) for s in stats.tolist())
     root_rows = float(claims.n[:, 0, :].sum()) if root else None
-    return Measurement(qg, qh, qn, root_rows, estimator.psd_total, num_leaves, b, noise_sd[2])
+    num_leaves = estimator.leaf_rows.shape[0]
+    return Measurement(qg, qh, qn, root_rows, estimator.psd_total, num_leaves, estimator.psd_scale, noise_sd[2])
+
+
+@njit(cache=True, nogil=True)
+def _measure_one(  # pragma: no cover - compiled
+    p: int,
+    cells: Sequence[np.ndarray],
+    xs: Sequence[np.ndarray],
+    side_of: np.ndarray,
+    ncell: int,
+    weight: Sequence[np.ndarray],
+    leaf: Sequence[np.ndarray],
+    inv_rows: Sequence[np.ndarray],
+    num_leaves: np.ndarray,
+    b: np.ndarray,
+    claims: Sequence[np.ndarray],
+    claims_of: np.ndarray,
+    noise_var: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    s = side_of[p]
+    out[p] = _measure(
+        cells[s], ncell, xs[s], weight[p], leaf[p], inv_rows[p], num_leaves[p], b[p], claims[claims_of[p]], noise_var
+    )
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _measure_parallel(  # pragma: no cover - compiled
+    block_start: np.ndarray,
+    block_party: np.ndarray,
+    cells: Sequence[np.ndarray],
+    xs: Sequence[np.ndarray],
+    side_of: np.ndarray,
+    ncell: int,
+    weight: Sequence[np.ndarray],
+    leaf: Sequence[np.ndarray],
+    inv_rows: Sequence[np.ndarray],
+    num_leaves: np.ndarray,
+    b: np.ndarray,
+    claims: Sequence[np.ndarray],
+    claims_of: np.ndarray,
+    noise_var: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    for block in prange(block_start.shape[0] - 1):
+        for t in range(block_start[block], block_start[block + 1]):
+            _measure_one(
+                block_party[t],
+                cells,
+                xs,
+                side_of,
+                ncell,
+                weight,
+                leaf,
+                inv_rows,
+                num_leaves,
+                b,
+                claims,
+                claims_of,
+                noise_var,
+                out,
+            )
+
+
+@njit(cache=True, nogil=True)
+def _measure_serial(  # pragma: no cover - compiled
+    block_start: np.ndarray,
+    block_party: np.ndarray,
+    cells: Sequence[np.ndarray],
+    xs: Sequence[np.ndarray],
+    side_of: np.ndarray,
+    ncell: int,
+    weight: Sequence[np.ndarray],
+    leaf: Sequence[np.ndarray],
+    inv_rows: Sequence[np.ndarray],
+    num_leaves: np.ndarray,
+    b: np.ndarray,
+    claims: Sequence[np.ndarray],
+    claims_of: np.ndarray,
+    noise_var: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    for block in range(block_start.shape[0] - 1):
+        for t in range(block_start[block], block_start[block + 1]):
+            _measure_one(
+                block_party[t],
+                cells,
+                xs,
+                side_of,
+                ncell,
+                weight,
+                leaf,
+                inv_rows,
+                num_leaves,
+                b,
+                claims,
+                claims_of,
+                noise_var,
+                out,
+            )
 
 
 @lru_cache(maxsize=64)
@@ -567,3 +776,4 @@ def warm_up() -> None:
     estimator = PartyEstimator.build(ones, np.zeros(2, dtype=np.int64), 1, 1.0, 2.0)
     claims = Claims(np.ones((1, 2, 2)), np.ones((1, 2, 2)), np.ones((1, 2, 2)))
     measure(level, estimator, claims, root=True)
+    measure_many([(level, estimator, claims)] * 2, root=True, threads=2, compile_only=True)

@@ -239,7 +239,7 @@ def test_batched_contract_side_equals_resolve_node_on_the_messages(
     params = TrainParams(trees=4, depth=4, bins=8, min_rows=5, hessian=hessian)
     fed, fast = _train(params=params, parties=4)
     scores = fed.score
-    monkeypatch.setattr(fvtree, "level_of", lambda sums: None)
+    monkeypatch.setattr(fvtree, "level_of", lambda sums, stacked=None: None)
     fed_ref, slow = _train(params=params, parties=4)
     assert _same_training(fast, slow) and np.array_equal(scores, fed_ref.score)
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fgbdt_chain.node import fvtree, party_kernels
+from fgbdt_chain.node import fvtree, party_kernels, verify
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import Prepared, PrepConfig, federation, prepare
@@ -79,8 +79,9 @@ def _train(prep: Prepared, threads: int, attacks: dict[int, Attack]) -> tuple[Tr
 @pytest.mark.parametrize("endorse", ["statistical", "overlap", "none"])
 def test_threads_train_the_sequential_federation_bit_for_bit(endorse: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Votes, verdicts, statistics, refusals (in party order), trees and contributions are the sequential loop's,
-    on two and on three threads (uneven blocks); and the work did go to the cores: the verifiers' checks to the
-    threads, the parties' level kernels to their parallel variants (``node.party_kernels``)."""
+    on two and on three threads (uneven blocks); and the work did go to the cores: the overlap rule's checks to the
+    threads, the statistical rule's statistics and the parties' level kernels to their parallel variants
+    (``node.party_kernels``)."""
     verifiers: set[int] = set()
     decide = fvtree.decide
     parallel_calls: list[str] = []
@@ -90,9 +91,13 @@ def test_threads_train_the_sequential_federation_bit_for_bit(endorse: str, monke
         return decide(*args)
 
     monkeypatch.setattr(fvtree, "decide", recorded)
-    for name in ("_gains_parallel", "_candidates_parallel", "_partition_parallel"):
-        kernel = getattr(party_kernels, name)
-        monkeypatch.setattr(party_kernels, name, _counting(kernel, name, parallel_calls))
+    for module, name in (
+        (party_kernels, "_gains_parallel"),
+        (party_kernels, "_candidates_parallel"),
+        (party_kernels, "_partition_parallel"),
+        (verify, "_measure_parallel"),
+    ):
+        monkeypatch.setattr(module, name, _counting(getattr(module, name), name, parallel_calls))
     prep = _prep(endorse)
     # refused at the same root by an exact rule and by the verifiers, then by the carry rule
     attacks = {0: Attack("gradients", 4.0), 2: Attack("sign-flip", 1.0), 3: Attack("counts", 2.0, start_tree=2)}
@@ -103,7 +108,9 @@ def test_threads_train_the_sequential_federation_bit_for_bit(endorse: str, monke
     for threads in (2, 3):
         verifiers.clear()
         many, views = _train(prep, threads, attacks)
-        assert len(verifiers) == (threads if endorse != "none" else 0)
+        # the overlap rule's checks on threads, the statistical rule's statistics in one parallel call
+        assert len(verifiers) == (threads if endorse == "overlap" else 0)
+        assert ("_measure_parallel" in parallel_calls) == (endorse == "statistical")
         assert {"_gains_parallel", "_candidates_parallel", "_partition_parallel"} <= set(parallel_calls)
         parallel_calls.clear()
         assert pickle.dumps(many.trees) == pickle.dumps(one.trees)

@@ -81,6 +81,22 @@ def test_sums_the_limbs_cannot_carry_go_to_the_reference() -> None:
     assert level_of([]) is None
 
 
+def test_sums_already_stacked_make_the_same_level() -> None:
+    """The simulator's kernels stack every party's sums (``node.party_kernels``): passed along, the level is the
+    one stacking the parties' sums gives, refused alike where the limbs cannot carry it, and checked for its
+    party count."""
+    sums = _random_sums(np.random.default_rng(2), 3, 2, 4, 1)
+    stacked = FixedSums(*(np.array([getattr(s, f) for s in sums]) for f in ("g_hi", "g_lo", "h_hi", "h_lo", "n")))
+    one, other = level_of(sums), level_of(sums, stacked)
+    assert one is not None and other is not None
+    for f in ("g_hi", "g_lo", "h_hi", "h_lo", "n"):
+        assert np.array_equal(getattr(one, f), getattr(other, f))
+    stacked.h_hi[1, 0, 0, 0] = -(2**48)
+    assert level_of(sums, stacked) is None
+    with pytest.raises(ValueError, match="3 parties' sums stacked for 2 parties"):
+        level_of(sums[:2], stacked)
+
+
 def _reference_level(
     sums: list[FixedSums],
     cands: list[tuple[int, ...]],

@@ -9,7 +9,7 @@ import pytest
 from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.node.endorsement import EndorsementRule, decide
+from fgbdt_chain.node.endorsement import EndorsementRule, decide, statistical_verdict
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
 from fgbdt_chain.node.psd import build_psd
 from fgbdt_chain.node.verify import (
@@ -23,6 +23,7 @@ from fgbdt_chain.node.verify import (
     estimate_histograms,
     level_overlap,
     measure,
+    measure_many,
     overlap,
     relative_differences,
 )
@@ -367,3 +368,27 @@ def test_the_fused_statistics_kernel_equals_one_pass_per_quantity_bit_for_bit(se
     got = _measure(*args)
     want = _measure_by_quantity(*args)
     assert got.tobytes() == want.tobytes(), (got, want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_measuring_many_checks_at_once_is_measuring_each(threads: int) -> None:
+    """``measure_many`` (every check of a level in one call, on the cores) gives each check's ``measure`` bit for
+    bit: at a root, below it (the verifier's rows subset) and with privacy noise; and the statistical verdict on it
+    is ``decide``'s."""
+    rng = np.random.default_rng(7)
+    feds = [_federation(rng, rows) for rows in (300, 120, 500)]
+    rule = EndorsementRule(ref.ENDORSE_STATISTICAL, 0.01, noise_sd=(0.1, 0.05, 0.5))
+    for root in (True, False):
+        checks = []
+        for verifier, k_of_row, cands, g, h, est, claims in feds:
+            if not root:
+                k_of_row = (rng.random(k_of_row.size) < 0.6).astype(np.int64) - 1  # some rows in the open node
+            checks.append((VerifierLevel.of(verifier, k_of_row, cands, g, h), est, claims))
+        many = measure_many(checks, root=root, noise_sd=rule.noise_sd, threads=threads)
+        each = [measure(level, est, claims, root=root, noise_sd=rule.noise_sd) for level, est, claims in checks]
+        assert many == each
+    verifier, k_of_row, cands, g, h, est, claims = feds[0]
+    verdict, m = decide(rule, verifier, k_of_row, cands, g, h, est, claims, True)
+    assert m is not None and statistical_verdict(rule, m) == verdict
+    assert statistical_verdict(rule, None) == decide(rule, verifier, k_of_row, cands, g, h, est, claims, False)[0]
+    assert measure_many([], root=True) == []
