@@ -1,0 +1,88 @@
+"""Where ``simulate``'s floor is: its compiled kernels' time against everything else, on one thread.
+
+The train time on one thread is the kernels' time plus the Python that drives them. The kernels are what numba's
+dispatchers run (their own time under cProfile, which does not slow compiled code down); the rest is the per-level
+Python (the contract side's records, the verifiers' decisions, the hand-overs). On ``threads`` cores the kernels
+can at best divide by that many, the Python cannot, so ``kernels / threads + rest`` is what the design allows and
+``kernels / threads`` what a fully compiled level would.
+
+    python -m bench.simulate_floor --out bench/results/simulate_floor.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import sys
+import time
+from typing import Any
+
+from numba.core.registry import CPUDispatcher
+
+from bench.datasets import load
+from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
+from fgbdt_chain.node import fvtree, histogram, objective, party_kernels, resolve, shapley_kernel, verify
+from fgbdt_chain.node.experiment import PrepConfig, federation, prepare
+from fgbdt_chain.node.fvtree import TrainParams
+
+
+def _kernels() -> set[tuple[str, int, str]]:
+    """cProfile's keys (file, first line, name) of every numba kernel the simulator calls."""
+    out = set()
+    for module in (histogram, party_kernels, verify, resolve, shapley_kernel, objective, fvtree):
+        for obj in vars(module).values():
+            if isinstance(obj, CPUDispatcher):
+                code = obj.py_func.__code__
+                out.add((code.co_filename, code.co_firstlineno, code.co_name))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="a9a")
+    ap.add_argument("--trees", type=int, default=500)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--parties", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    train, test = load(args.data, args.seed)
+    params = TrainParams(trees=args.trees, depth=args.depth, bins=16, voted_trees=ALL_TREES_VOTED)
+    prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=0.8, seed=args.seed))
+    prep.weights()
+    histogram.warm_up()
+    start = time.perf_counter()
+    federation(prep, "fvtree", threads=1).train()
+    one_thread = time.perf_counter() - start
+    profile = cProfile.Profile()
+    fed = federation(prep, "fvtree", threads=1)
+    profile.enable()
+    fed.train()
+    profile.disable()
+    stats: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    kernels = _kernels()
+    own = {key[2]: value[2] for key, value in stats.items() if key in kernels and value[2] > 0}
+    total = sum(own.values())
+    report = {
+        "data": args.data,
+        "trees": args.trees,
+        "depth": args.depth,
+        "parties": args.parties,
+        "one_thread_seconds": one_thread,
+        "kernel_seconds": total,
+        "rest_seconds": one_thread - total,
+        "kernels": dict(sorted(own.items(), key=lambda kv: -kv[1])),
+    }
+    print(f"one thread {one_thread:.2f} s: kernels {total:.2f} s, the rest {one_thread - total:.2f} s")
+    for name, seconds in report["kernels"].items():
+        print(f"  {name:28s} {seconds:.3f} s")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
