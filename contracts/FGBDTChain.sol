@@ -53,6 +53,7 @@ contract FGBDTChain is ERC2771Context {
         uint32 step;
         uint16 voteCount;
         uint16 histCount;
+        uint16 histMask;
         uint16 declineCount;
         uint16 activeCount;
         uint16 slots;
@@ -201,7 +202,11 @@ contract FGBDTChain is ERC2771Context {
         int256[] data
     );
     event HistogramsDeclined(uint256 indexed taskId, uint256 tree, uint256 level, address indexed party);
-    event HistogramsClosed(uint256 indexed taskId, uint256 tree, uint256 level, uint256 submitters);
+    /// @dev `submitterMask`: bit p set when `parties[p]`'s histograms are in, so that a party can tell exactly
+    ///      which submissions the level resolves (`submitters` of them).
+    event HistogramsClosed(
+        uint256 indexed taskId, uint256 tree, uint256 level, uint256 submitters, uint256 submitterMask
+    );
     event NodeSplit(
         uint256 indexed taskId,
         uint256 tree,
@@ -511,6 +516,7 @@ contract FGBDTChain is ERC2771Context {
         m.histStep = t.step;
         if (level == 0) (m.creditG, m.creditH, m.creditN) = (uint80(credit[0]), uint80(credit[1]), uint80(credit[2]));
         t.histCount += 1;
+        t.histMask |= uint16(1 << m.index);
         emit HistogramsSubmitted(taskId, tree, level, _msgSender(), root, valid, credit, data);
         if (_histogramsComplete(t)) _closeHistograms(taskId, t);
     }
@@ -536,7 +542,7 @@ contract FGBDTChain is ERC2771Context {
 
     function _closeHistograms(uint256 taskId, Task storage t) private {
         t.phase = Phase.Resolving;
-        emit HistogramsClosed(taskId, t.tree, t.level, t.histCount);
+        emit HistogramsClosed(taskId, t.tree, t.level, t.histCount, t.histMask);
     }
 
     /// @notice Resolve one open node of the current level (anyone may call): replay the submitting parties'
@@ -1094,6 +1100,7 @@ contract FGBDTChain is ERC2771Context {
         t.step += 1;
         t.voteCount = 0;
         t.histCount = 0;
+        t.histMask = 0;
         t.declineCount = 0;
         uint256 active;
         uint256 mCount = t.parties.length;

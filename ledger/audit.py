@@ -507,6 +507,9 @@ class _Auditor:
             return None
         if int(hclosed.args["submitters"]) != len(hists):
             self.fail("HistogramsClosed submitters", len(hists), int(hclosed.args["submitters"]), **where)
+        mask = sum(1 << i for i, p in enumerate(self.parties) if p in hists)
+        if int(hclosed.args["submitterMask"]) != mask:
+            self.fail("HistogramsClosed submitter mask", bin(mask), bin(int(hclosed.args["submitterMask"])), **where)
         if len(hists) + len(declined) < len(votes) and hclosed.block_number <= deadline:
             self.fail(
                 "histograms closed after their deadline or with every voter submitted or declined",

@@ -1157,43 +1157,49 @@ class PartyNode:
         self.log(f"tree {tree} level {level}: voted ahead on {nodes} nodes (gas {res.gas_used})")
 
     def _closed_submitters(self, ctx: LevelContext) -> int | None:
-        """How many parties' histograms the level accepted (its ``HistogramsClosed``), None while not served."""
+        """Which parties' histograms the level accepted, as its ``HistogramsClosed`` marks them (bit ``p`` for
+        ``parties[p]``), None while not served."""
         start = self._level_block(ctx.tree, ctx.level)
         for ev in self.task.client.logs(self.task.contract, ["HistogramsClosed"], self.task_id, start):
             if (int(ev.args["tree"]), int(ev.args["level"])) == (ctx.tree, ctx.level):
-                return int(ev.args["submitters"])
+                return int(ev.args["submitterMask"])
         return None
 
     def _held_submissions(self, ctx: LevelContext, submitters: int) -> list[list[ref.NodeHistograms]] | None:
         """The level's submissions in party order as this party holds them: its own and those it endorsed, when they
-        are as many as the chain accepted; else None (a party it endorsed did not get in, or one it refused did).
+        are from exactly the parties the chain accepted (``submitters``, the ``HistogramsClosed`` mask); else None
+        (a party it endorsed did not get in, or one it refused did).
 
         Not read back from the events: a level's histograms are megabytes, and reading them cost more than the
-        round the votes save (measured on anvil). Every party endorsed here and counted by the chain is what the
-        chain holds: the contract takes a submission only with the root its endorsers signed. The one case this
-        misses is a party endorsed here that dropped out while another refused here got in, at the same level; the
-        ballot is then this party's vote on nodes the chain did not open as it assumed: like any vote, it counts for
-        the candidates, and the chain's splits and resolution stay the contract's."""
-        held = self._endorsed_histograms(ctx)
-        if held is None or len(held) != submitters:
+        round the votes save (measured on anvil). Every party endorsed here and accepted by the chain is what the
+        chain holds: the contract takes a submission only with the root its endorsers signed."""
+        held = self._held_by_party(ctx)
+        accepted = {p for i, p in enumerate(self.parties) if (submitters >> i) & 1}
+        if held is None or set(held) != accepted:
             return None
-        return held
+        return [held[p] for p in self.parties if p in held]
 
     def _endorsed_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]] | None:
+        """The level's submissions as this party knows them without reading the chain, in party order
+        (``_held_by_party``)."""
+        held = self._held_by_party(ctx)
+        return None if held is None else [held[p] for p in self.parties if p in held]
+
+    def _held_by_party(self, ctx: LevelContext) -> dict[str, list[ref.NodeHistograms]] | None:
         """The level's submissions as this party knows them without reading the chain: its own histograms if it
-        submitted, and the histograms it endorsed of every other party, in party order. None where that cannot be
-        the whole level (this party endorsed nobody, after a restart, or a resolution from them failed). The contract
+        submitted, and the histograms it endorsed of every other party, by party. None where that cannot be the
+        whole level (this party endorsed nobody, after a restart, or a resolution from them failed). The contract
         checks every party's histograms against its commitment, so a wrong guess reverts and changes nothing."""
         endorsed = self._endorsed.get((ctx.tree, ctx.level), {})
         if ctx.from_events or not endorsed:
             return None
-        out = []
+        out = {}
         for p in self.parties:
             if p == self.address:
                 if ("HistogramsSubmitted", ctx.tree, ctx.level) in self._seen and ctx.histograms is not None:
-                    out.append(ctx.histograms)
+                    out[p] = ctx.histograms
             elif p in endorsed:
-                out.append(endorsed[p])
+                out[p] = endorsed[p]
         return out
 
     def _submitted_histograms(self, ctx: LevelContext) -> list[list[ref.NodeHistograms]]:

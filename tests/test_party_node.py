@@ -318,22 +318,25 @@ def _ahead_node() -> Any:
     return node
 
 
-def test_votes_go_ahead_only_from_as_many_submissions_as_the_chain_accepted() -> None:
-    """The submissions a party holds (its own, those it endorsed) serve when they are as many as the level's
-    ``HistogramsClosed`` counts, in party order; a party it endorsed that did not get in (fewer counted) means it
-    votes when the level opens instead."""
+def test_votes_go_ahead_only_from_the_submissions_the_chain_accepted() -> None:
+    """The submissions a party holds (its own, those it endorsed) serve when they are from exactly the parties the
+    level's ``HistogramsClosed`` marks (bit p for party p), in party order; otherwise, as when a party it endorsed
+    did not get in while one it refused did (as many, other parties), it votes when the level opens instead."""
     node = _ahead_node()
     ctx = LevelContext(0, 1, [2, 3], np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
     mine, a, c = ["mine"], ["a"], ["c"]
-    assert node._held_submissions(ctx, 3) is None  # endorsed nobody: nothing held
+    assert node._held_submissions(ctx, 0b111) is None  # endorsed nobody: nothing held
     node._endorsed[(0, 1)] = {"0xC": c, "0xA": a}
     ctx.histograms = mine
-    assert node._held_submissions(ctx, 2) == [a, c]  # its own not submitted: the two it endorsed
+    assert node._held_submissions(ctx, 0b101) == [a, c]  # its own not submitted: the two it endorsed
     node._seen.add(("HistogramsSubmitted", 0, 1))
-    assert node._held_submissions(ctx, 3) == [a, mine, c]
-    assert node._held_submissions(ctx, 2) is None  # the chain took one fewer than this party holds
+    assert node._held_submissions(ctx, 0b111) == [a, mine, c]
+    assert node._held_submissions(ctx, 0b011) is None  # the chain took one fewer than this party holds
+    node._endorsed[(0, 1)] = {"0xA": a}
+    assert node._held_submissions(ctx, 0b110) is None  # as many as held, but 0xC instead of 0xA
+    assert node._held_submissions(ctx, 0b011) == [a, mine]
     ctx.from_events = True  # a resolution from the endorsed copies failed: they are not trusted
-    assert node._held_submissions(ctx, 3) is None
+    assert node._held_submissions(ctx, 0b011) is None
 
 
 def test_rows_routed_ahead_serve_the_level_only_where_the_chain_split_alike() -> None:

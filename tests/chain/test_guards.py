@@ -119,7 +119,8 @@ def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: 
     t.decline_histograms(fed.parties[0], tid, 0, 1)
     reverts("StepStillOpen", t.close_step, fed.resolver, tid)
     # both parties taking part have answered: the last decline closes the step, no wait for the deadline
-    assert t.decline_histograms(fed.parties[1], tid, 0, 1).events_named("HistogramsClosed")
+    closed = t.decline_histograms(fed.parties[1], tid, 0, 1).event("HistogramsClosed")
+    assert (closed.args["submitters"], closed.args["submitterMask"]) == (0, 0)  # the mask starts each level empty
     assert t.state(tid).phase == Phase.RESOLVING
     reverts("WrongPhase", t.close_step, fed.resolver, tid)
 
@@ -258,7 +259,8 @@ def test_deadlines_skip_missing_party_only_after_deadline(chain: ChainClient, fe
     late = fed.parties[2]
     sigs = [t.endorse(q, tid, 0, 0, late.address, hists[late.address]) for q in fed.parties if q != late][:2]
     reverts("StepDeadlinePassed", t.submit_histograms, late, tid, 0, 0, hists[late.address], sigs)
-    assert t.close_step(fed.resolver, tid).event("HistogramsClosed").args["submitters"] == 2
+    closed = t.close_step(fed.resolver, tid).event("HistogramsClosed")
+    assert (closed.args["submitters"], closed.args["submitterMask"]) == (2, 0b011)  # parties 0 and 1, not 2
     res = t.resolve_node(fed.resolver, tid, 1, [1], [hists[p.address] for p in fed.parties[:2]])
     assert list(res.event("ContributionsAdded").args["parties"]) == [p.address for p in fed.parties[:2]]
     assert t.contribution(tid, silent.address) == 0 and t.contribution(tid, late.address) == 0
@@ -431,7 +433,7 @@ def test_declining_voter_lets_the_step_close_early(chain: ChainClient, fed: Fede
     assert chain.block_number <= t.state(tid).step_deadline
     assert t.state(tid).phase == Phase.RESOLVING  # closed by p1's submission, the last one owed
     closed = [ev for ev in t.client.logs(t.contract, ["HistogramsClosed"], tid) if int(ev.args["tree"]) == 0]
-    assert [int(ev.args["submitters"]) for ev in closed] == [2]
+    assert [(int(ev.args["submitters"]), int(ev.args["submitterMask"])) for ev in closed] == [(2, 0b0011)]
     res = t.resolve_node(fed.resolver, tid, 1, [1], [hists[p0.address], hists[p1.address]])
     assert list(res.event("ContributionsAdded").args["parties"]) == [p0.address, p1.address]
     assert t.contribution(tid, decliner.address) == 0
