@@ -19,6 +19,7 @@ its own kernels serially.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -338,6 +339,50 @@ _PARALLEL_FAILED: list[str] = []
 """Why parallel kernels cannot run in this process (no thread-safe threading layer), once found out."""
 
 
+def others_running() -> int | None:
+    """How many threads of other processes are running or waiting to run right now (Linux: the system's runnable
+    count in ``/proc/loadavg`` less this process's threads in state R), None where that cannot be read.
+
+    Why: OpenMP gives each thread a fixed share of a ``prange`` and waits at its end for all of them, its own
+    threads spinning meanwhile. A thread that shares a core with another process's runnable thread gets that core
+    only between the other's time slices, so each region waits milliseconds for it: with one core of two kept busy,
+    50 trees of depth 6 on a9a took 3.4-3.9 s on two threads against 0.35 s on an idle machine (measured; Python
+    threads, which sleep while they wait, took 0.46 s). So the kernels run on as many threads as there are cores
+    with nothing else to run."""
+    try:
+        return min(_others_now(), _others_now())  # a thread runnable for an instant is not a busy core
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _others_now() -> int:
+    """One look at ``others_running``: this process's running threads first, so that one of them going to sleep
+    meanwhile (OpenMP's idle threads spin, then sleep) is not taken for another process's."""
+    own = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        own += stat[stat.rindex(")") + 2] == "R"
+    with open("/proc/loadavg") as f:
+        running = int(f.read().split()[3].split("/")[0])
+    return max(0, running - max(own, 1))
+
+
+def free_threads(threads: int) -> int:
+    """``threads``, or fewer where other processes keep cores of this process busy (``others_running``): the threads
+    the kernels should take now."""
+    if threads <= 1:
+        return 1
+    others = others_running()
+    if others is None:
+        return threads
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(threads, cores - others))
+
+
 def blocks_of(sizes: Sequence[int], threads: int) -> tuple[np.ndarray, np.ndarray]:
     """Items of these sizes (a party's rows) dealt into one block per thread of near-equal total size
     (``node.parallel.balanced_blocks``), as the kernels take them: each block's start in ``party`` and the items in
@@ -398,7 +443,10 @@ class PartyKernels:
         self.nbins = rows[0].nbins
         self.n_rows = [r.n_rows for r in rows]
         self.threads = min(threads, numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
-        self.block_start, self.block_party = blocks_of(self.n_rows, self.threads)
+        self.now = self.threads
+        self._free_before = self.threads
+        """The threads the current tree's kernels take (``free_threads``, looked at once per tree)."""
+        self._blocks = {n: blocks_of(self.n_rows, n) for n in range(1, self.threads + 1)}
         self.row_cells = _listed([r.row_cells for r in rows])
         self.tail_cell = _listed([r.tail_cell for r in rows])
         self.tail_ptr = _listed([r.tail_ptr for r in rows], np.int64)
@@ -444,10 +492,15 @@ class PartyKernels:
         for into, name in zip(self._fixed, FIXED_FIELDS, strict=True):
             for a, f in zip(into, fixed, strict=True):
                 np.copyto(a, getattr(f, name))
+        # fewer threads only when the cores were busy at this tree's start and the last one's: a thread of the
+        # kernel's own or of the system runnable for an instant is often seen once (13 of 500 trees on an idle
+        # machine), a process that keeps a core busy every time
+        free = free_threads(self.threads)
+        self.now, self._free_before = max(free, self._free_before), free
         return TreeLevels(self)
 
     def _run(self, parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
-        run_on_cores(self.threads, (self.block_start, self.block_party), parallel, serial, *args)
+        run_on_cores(self.now, self._blocks[self.now], parallel, serial, *args)
 
 
 class TreeLevels:
@@ -555,7 +608,7 @@ class _Compiler(PartyKernels):
     """Compiles (or loads) both variants of each kernel for the arguments it is given, without running them."""
 
     def _run(self, parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
-        compile_both(parallel, serial, self.block_start, self.block_party, *args)
+        compile_both(parallel, serial, *self._blocks[self.threads], *args)
 
 
 def compile_both(parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,3 +135,37 @@ def test_warm_up_compiles_without_starting_threads() -> None:
     parallel region (OpenMP's threads do not survive a fork)."""
     party_kernels.warm_up()
     assert party_kernels._gains_parallel.signatures and party_kernels._partition_parallel.signatures
+
+
+@pytest.mark.skipif(not Path("/proc/loadavg").exists(), reason="reads Linux's /proc")
+def test_a_process_keeping_a_core_busy_is_seen() -> None:
+    """``others_running`` counts another process's runnable thread (a busy loop is runnable whether or not it holds
+    a core at that instant), and ``free_threads`` leaves the kernels at least one thread and at most those asked."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        seen = party_kernels.others_running()
+        assert seen is not None and seen >= 1
+        assert 1 <= party_kernels.free_threads(2) <= 2
+    finally:
+        hog.kill()
+        hog.wait()
+    assert party_kernels.free_threads(1) == 1
+
+
+def test_the_kernels_leave_their_threads_only_for_cores_busy_twice_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree's kernels take fewer threads only when the cores were busy at its start and the tree before's: a
+    runnable blip seen once leaves them all."""
+    rows = _parties(5, [30, 40])
+    kernels = PartyKernels(rows, 2)
+    if kernels.threads < 2:
+        pytest.skip("numba has one thread here")
+    rng = np.random.default_rng(0)
+    inputs = [_rows(rng, n) for n in (30, 40)]
+    looks = iter([1, 2, 1, 1, 1, 2, 2])
+    monkeypatch.setattr(party_kernels, "free_threads", lambda threads: next(looks))
+    taken = []
+    for _ in range(7):
+        kernels.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs])
+        taken.append(kernels.now)
+    assert taken == [2, 2, 2, 1, 1, 2, 2]
