@@ -720,7 +720,9 @@ class Federation:
                 sides[j] = VerifierLevel.of(self.parties[j].rows, k_of_rows[j], cand_arr, grads[j][0], grads[j][1])
             checks.append((sides[j], self.estimators[j][i], claims[i]))
         root = level == 0
-        measured = measure_many(checks, root=root, noise_sd=rule.noise_sd, threads=self.kernels.now)
+        measured = measure_many(
+            checks, root=root, noise_sd=rule.noise_sd, threads=self.kernels.now, cache=self.kernels.row_lists
+        )
         decided: list[dict[int, tuple[Verdict, Measurement | None]]] = [{} for _ in range(self.m)]
         for (j, i), m in zip(pairs, measured, strict=True):
             decided[j][i] = statistical_verdict(rule, m if root else None), m

@@ -71,9 +71,10 @@ def _row_gains(  # pragma: no cover - compiled
     min_rows: int,
 ) -> np.ndarray:
     best = np.full((num_groups, default_cell.shape[0]), -np.inf)
-    row_gains_into(
+    if not row_gains_into(
         row_cells, tail_ptr, tail_cell, group_of_row, num_groups, cell_start, default_cell, g, h, lam, min_rows, best
-    )
+    ):
+        raise ValueError("a row's group is not below num_groups")
     return best
 
 
@@ -91,9 +92,10 @@ def row_gains_into(  # pragma: no cover - compiled
     lam: float,
     min_rows: int,
     best: np.ndarray,
-) -> None:
+) -> bool:
     """``_row_gains`` into ``best`` (groups, features), which the caller filled with -inf: ``node.party_kernels``
-    gives each party its slice of one array."""
+    gives each party its slice of one array. False, with ``best`` incomplete, where a row's group is not below
+    ``num_groups``: the caller raises, since an exception raised on one of OpenMP's threads is lost."""
     num_features = default_cell.shape[0]
     num_cells = cell_start[num_features]
     width = row_cells.shape[1]
@@ -109,7 +111,7 @@ def row_gains_into(  # pragma: no cover - compiled
         if k < 0:
             continue
         if k >= num_groups:
-            raise ValueError("a row's group is not below num_groups")
+            return False
         gr, hr = g[r], h[r]
         tg[k] += gr
         th[k] += hr
@@ -177,6 +179,7 @@ def row_gains_into(  # pragma: no cover - compiled
                 if gain > b:
                     b = gain
             best[k, f] = b
+    return True
 
 
 @njit(cache=True, nogil=True)

@@ -11,14 +11,14 @@ Each party's work is the very kernel its node runs (``node.histogram``: ``_row_g
 ``partition_into``) on the same arrays, so the floats and integers are the same bit for bit whatever the number of
 threads (tests compare them with the per-party calls). A ``threads=1`` federation, or a process where numba has no
 thread-safe threading layer, runs the same loop serially: numba's workqueue layer aborts when two Python threads
-enter parallel kernels at once, and the API server runs trainings on threads. GNU OpenMP's threads do not survive a
-fork, so only the simulator calls these; a party node (``node.party_node``, forked by ``deploy.party_forks``) runs
-its own kernels serially.
+enter parallel kernels at once, and trainings may run on threads. So does a process forked from one that compiled
+them: GNU OpenMP does not survive a fork, and numba kills a forked child that runs a parallel kernel. (A party node,
+forked by ``deploy.party_forks``, runs its own kernels, per party, serially anyway.) An exception is never raised
+on OpenMP's threads, where it would be lost: a kernel flags what is wrong and the caller raises.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -65,21 +65,21 @@ def _gains_of(  # pragma: no cover - compiled
     active: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    if active[p]:
-        row_gains_into(
-            row_cells[p],
-            tail_ptr[p],
-            tail_cell[p],
-            group_of_row[p],
-            num_groups,
-            cell_start[p],
-            default_cell[p],
-            g[p],
-            h[p],
-            lam,
-            min_rows,
-            out[p],
-        )
+    if active[p] and not row_gains_into(
+        row_cells[p],
+        tail_ptr[p],
+        tail_cell[p],
+        group_of_row[p],
+        num_groups,
+        cell_start[p],
+        default_cell[p],
+        g[p],
+        h[p],
+        lam,
+        min_rows,
+        out[p],
+    ):
+        active[p] = False  # flagged for the caller: raising on one of OpenMP's threads loses the error
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -409,20 +409,40 @@ def run_on_cores(
         # numba's thread count is per calling thread and costs as much as a small kernel to set: only when it is not
         # every thread numba has
         every = threads == numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
-        before = 0 if every else numba.get_num_threads()
-        if not every:
-            numba.set_num_threads(threads)
+        before = 0
         try:
-            parallel(*blocks, *args)
-            return
-        except ValueError as exc:
-            if "threading layer" not in str(exc):
-                raise
-            _PARALLEL_FAILED.append(str(exc))
-        finally:
             if not every:
-                numba.set_num_threads(before)
+                before = numba.get_num_threads()
+                numba.set_num_threads(threads)
+            try:
+                parallel(*blocks, *args)
+                return
+            finally:
+                if not every:
+                    numba.set_num_threads(before)
+        except ValueError as exc:
+            if not _no_layer(exc):
+                raise
     serial(*blocks, *args)
+
+
+def _no_layer(exc: ValueError) -> bool:
+    """Whether numba refused a parallel kernel for want of a threading layer; remembered, so that every later call
+    runs the serial twin."""
+    if "threading layer" not in str(exc):
+        return False
+    _PARALLEL_FAILED.append(str(exc))
+    return True
+
+
+def _forked() -> None:
+    """A child forked from a process that has used GNU OpenMP (compiling a parallel kernel is enough) is killed by
+    numba when it runs one: its kernels run serially (a party node forked by ``deploy.party_forks`` runs its own
+    serial kernels anyway)."""
+    _PARALLEL_FAILED.append("forked: GNU OpenMP does not survive a fork")
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class PartyKernels:
@@ -444,8 +464,10 @@ class PartyKernels:
         self.n_rows = [r.n_rows for r in rows]
         self.threads = min(threads, numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
         self.now = self.threads
-        self._free_before = self.threads
         """The threads the current tree's kernels take (``free_threads``, looked at once per tree)."""
+        self._free_before = self.threads
+        self.row_lists: dict[tuple[int, ...], Any] = {}
+        """The verifiers' row lists of this federation's roots (``verify.measure_many``'s cache): dropped with it."""
         self._blocks = {n: blocks_of(self.n_rows, n) for n in range(1, self.threads + 1)}
         self.row_cells = _listed([r.row_cells for r in rows])
         self.tail_cell = _listed([r.tail_cell for r in rows])
@@ -473,9 +495,10 @@ class PartyKernels:
             _listed([np.empty(n, dtype=np.int64) for n in self.n_rows]),
         )
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> PartyKernels:
-        """A copy of its own (numba lists do not copy): the same rows, fresh buffers."""
-        return PartyKernels(copy.deepcopy(self._rows, memo), self.threads)
+    def __reduce__(self) -> tuple[type[PartyKernels], tuple[list[BinnedRows], int]]:
+        """Copied and pickled as its rows and threads (numba lists do neither): a copy gets buffers and caches of
+        its own."""
+        return PartyKernels, (self._rows, self.threads)
 
     def tree(
         self, g_vote: Sequence[np.ndarray], h_vote: Sequence[np.ndarray], fixed: Sequence[FixedRows]
@@ -530,7 +553,10 @@ class TreeLevels:
         """Every active party's ``BinnedRows.best_gains`` on its vote gradients, shape (parties, groups,
         features); -inf for the others."""
         k = self.kernels
+        if len(active) != k.parties:
+            raise ValueError(f"one active flag per party ({k.parties}), got {len(active)}")
         out = np.full((k.parties, self.num_groups, k.n_features), -np.inf)
+        flags = np.array(active, dtype=np.bool_)
         k._run(
             _gains_parallel,
             _gains_serial,
@@ -545,9 +571,11 @@ class TreeLevels:
             self.h_vote,
             float(lam),
             int(min_rows),
-            np.asarray(active, dtype=np.bool_),
+            flags,
             out,
         )
+        if not np.array_equal(flags, np.asarray(active, dtype=np.bool_)):  # a kernel cleared it: a bad group
+            raise ValueError("a row's group is not below num_groups")
         return out
 
     def candidates_fixed(
@@ -614,13 +642,19 @@ class _Compiler(PartyKernels):
 def compile_both(parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
     """Compiles (or loads from the cache) both variants of a kernel for these arguments, without running either."""
     signature = tuple(numba.typeof(a) for a in args)
-    for kernel in (parallel, serial):
-        kernel.compile(signature)  # type: ignore[attr-defined]
+    serial.compile(signature)  # type: ignore[attr-defined]
+    if _PARALLEL_FAILED:
+        return
+    try:
+        parallel.compile(signature)  # type: ignore[attr-defined]
+    except ValueError as exc:  # no threading layer: the serial twin serves
+        if not _no_layer(exc):
+            raise
 
 
 def warm_up() -> None:
-    """Load (or compile) the one-call kernels, so that a timed run measures training. Nothing runs in parallel, so
-    no OpenMP thread starts: a process that forks afterwards (``deploy.party_forks``) stays fork-safe."""
+    """Load (or compile) the one-call kernels, so that a timed run measures training; nothing runs. A child forked
+    afterwards (``deploy.party_forks``) runs them serially (``_forked``)."""
     rows = BinnedRows(np.array([[0, 1], [1, 0]], dtype=np.uint8), 2)
     kernels = _Compiler([rows, rows], 2)
     ones = [np.ones(2) for _ in range(2)]

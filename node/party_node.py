@@ -1171,8 +1171,10 @@ class PartyNode:
         (a party it endorsed did not get in, or one it refused did).
 
         Not read back from the events: a level's histograms are megabytes, and reading them cost more than the
-        round the votes save (measured on anvil). Every party endorsed here and accepted by the chain is what the
-        chain holds: the contract takes a submission only with the root its endorsers signed."""
+        round the votes save (measured on anvil). What this party holds of another is what that party showed it;
+        one that submitted other histograms, endorsed by others, would make this ballot a vote on nodes the chain
+        does not open as assumed: counted like any vote for the candidates, while the chain's splits and
+        resolution stay the contract's."""
         held = self._held_by_party(ctx)
         accepted = {p for i, p in enumerate(self.parties) if (submitters >> i) & 1}
         if held is None or set(held) != accepted:

@@ -68,7 +68,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from statistics import NormalDist
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from numba import njit, prange
@@ -452,12 +452,15 @@ def measure_many(
     noise_sd: tuple[float, float, float] = (0.0, 0.0, 0.0),
     threads: int = 1,
     compile_only: bool = False,
+    cache: dict[tuple[int, ...], Any] | None = None,
 ) -> list[Measurement]:
     """``measure`` of every (verifier's side, its view of a party, the party's claims), the statistics of all of them
     in one call spread over ``threads`` threads (``node.party_kernels.run_on_cores``): the same floats, each check's
     sums in its own row order. A side or claims shared by several checks (one verifier checking every party, one
     party checked by every verifier) are passed once. ``compile_only``: load (or compile) the kernels for these
-    arguments without running them (a warm-up that starts no thread)."""
+    arguments without running them (a warm-up that starts no thread). ``cache``: where the estimators' row lists of
+    checks of every row (a tree's root) are kept from one call to the next, the same estimators coming back at every
+    tree (a numba list costs 5 us per array to build); its owner drops them with it."""
     if not checks:
         return []
     sides, side_of = _distinct([level for level, _, _ in checks])
@@ -468,7 +471,7 @@ def measure_many(
     ncell = {level.nodes * level.nbins for level in sides}
     if len(ncell) != 1:
         raise ValueError("every check of a level has as many cells")
-    weight, leaf, inv_rows = _rows_of(checks)
+    weight, leaf, inv_rows = _rows_of(checks, cache)
     out = np.zeros((len(checks), 3, 6))
     args = (
         List([level.cells for level in sides]),
@@ -512,23 +515,22 @@ def _distinct(items: Sequence[T]) -> tuple[list[T], np.ndarray]:
     return out, index
 
 
-_ROW_LISTS: dict[tuple[int, ...], tuple[tuple[PartyEstimator, ...], tuple[Any, Any, Any]]] = {}
-"""The estimators' row arrays as numba lists, for checks of every row of their verifiers (a tree's root): the same
-estimators come back at every tree, and a list costs 5 us per array to build."""
-
-
-def _rows_of(checks: Sequence[tuple[VerifierLevel, PartyEstimator, Claims]]) -> tuple[Any, Any, Any]:
-    """Each check's (weight, leaf, 1 / leaf rows) of the verifier's rows in the level, as three numba lists."""
+def _rows_of(
+    checks: Sequence[tuple[VerifierLevel, PartyEstimator, Claims]], cache: dict[tuple[int, ...], Any] | None
+) -> tuple[Any, Any, Any]:
+    """Each check's (weight, leaf, 1 / leaf rows) of the verifier's rows in the level, as three numba lists (kept in
+    ``cache`` for checks of every row, at most 8 sets of estimators)."""
     estimators = tuple(estimator for _, estimator, _ in checks)
     if all(level.idx.size == estimator.weight.size for level, estimator, _ in checks):  # every row: no copies
         key = tuple(map(id, estimators))
-        cached = _ROW_LISTS.get(key)
+        cached = None if cache is None else cache.get(key)
         if cached is not None and all(a is b for a, b in zip(cached[0], estimators, strict=True)):
-            return cached[1]
+            return cast(tuple[Any, Any, Any], cached[1])
         lists = tuple(List([getattr(e, name) for e in estimators]) for name in ("weight", "leaf", "inv_rows"))
-        if len(_ROW_LISTS) >= 8:
-            _ROW_LISTS.pop(next(iter(_ROW_LISTS)))
-        _ROW_LISTS[key] = estimators, lists  # the estimators kept: their ids cannot be reused while cached
+        if cache is not None:
+            if len(cache) >= 8:
+                cache.pop(next(iter(cache)))
+            cache[key] = estimators, lists  # the estimators kept: their ids cannot be reused while cached
         return lists
     rows = [
         (estimator.weight[level.idx], estimator.leaf[level.idx], estimator.inv_rows[level.idx])

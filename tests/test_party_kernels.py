@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import pickle
 import subprocess
 import sys
 import time
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.node import party_kernels
+from fgbdt_chain.node.fvtree import Federation, TrainParams
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
 from fgbdt_chain.node.party_kernels import PartyKernels
 
@@ -130,11 +133,62 @@ def test_a_copied_federations_kernels_have_buffers_of_their_own() -> None:
     assert not all(np.array_equal(ids, np.ones_like(ids)) for ids in twin.node_id)
 
 
-def test_warm_up_compiles_without_starting_threads() -> None:
-    """The fork server loads every kernel before forking (``deploy.party_forks``): the warm-up must not run a
-    parallel region (OpenMP's threads do not survive a fork)."""
+def test_a_child_forked_after_the_warm_up_runs_the_kernels_serially() -> None:
+    """The fork server loads every kernel before forking (``deploy.party_forks``), and compiling a parallel kernel
+    already starts GNU OpenMP, which a forked child cannot use (numba kills it): the child runs the serial twins
+    and gets the same gains."""
     party_kernels.warm_up()
     assert party_kernels._gains_parallel.signatures and party_kernels._partition_parallel.signatures
+    rows = _parties(6, [60, 80])
+    rng = np.random.default_rng(2)
+    inputs = [_rows(rng, n) for n in (60, 80)]
+    want = PartyKernels(rows, 2).tree(*(list(x) for x in zip(*inputs, strict=True))).best_gains(0.5, 1, [True] * 2)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(read)
+            kernels = PartyKernels(rows, 2)
+            got = kernels.tree(*(list(x) for x in zip(*inputs, strict=True))).best_gains(0.5, 1, [True] * 2)
+            os.write(write, b"same" if np.array_equal(got, want) and party_kernels._PARALLEL_FAILED else b"differ")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        answer = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and answer == b"same"
+
+
+def test_a_bad_group_raises_at_every_thread_count() -> None:
+    """A row whose group is not below the level's count is refused with the same error on one thread and on the
+    cores, whichever party has it (an exception raised on one of OpenMP's threads would be lost)."""
+    rows = _parties(7, [50, 70])
+    rng = np.random.default_rng(4)
+    inputs = [_rows(rng, n) for n in (50, 70)]
+    for threads in (1, 2):
+        kernels = PartyKernels(rows, threads)
+        for party in (0, 1):
+            levels = kernels.tree(*(list(x) for x in zip(*inputs, strict=True)))
+            kernels.group_of_row[party][5] = 3
+            with pytest.raises(ValueError, match="group is not below num_groups"):
+                levels.best_gains(0.5, 1, [True, True])
+        with pytest.raises(ValueError, match=r"one active flag per party \(2\), got 1"):
+            kernels.tree(*(list(x) for x in zip(*inputs, strict=True))).best_gains(0.5, 1, [True])
+
+
+def test_a_federation_pickles_and_resumes() -> None:
+    """Its kernels pickle as their rows (numba lists do not): a pickled federation trains on as the original."""
+    rng = np.random.default_rng(1)
+    slots = [rng.integers(0, 4, (n, 3)).astype(np.uint8) for n in (40, 50)]
+    ys = [(rng.random(n) < 0.5).astype(float) for n in (40, 50)]
+    fed = Federation(slots, ys, TrainParams(trees=4, depth=2, bins=4), algo="pvtree")
+    fed.train(until=2)
+    again = pickle.loads(pickle.dumps(fed))
+    assert again.kernels is not fed.kernels and again.kernels.row_lists == {}
+    assert pickle.dumps(again.train().trees) == pickle.dumps(fed.train().trees)
 
 
 @pytest.mark.skipif(not Path("/proc/loadavg").exists(), reason="reads Linux's /proc")
