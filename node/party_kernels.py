@@ -82,6 +82,11 @@ def _gains_of(  # pragma: no cover - compiled
         active[p] = False  # flagged for the caller: raising on one of OpenMP's threads loses the error
 
 
+# Each phase's loop over the blocks of parties (``blocks_of``) comes twice, as a ``prange`` and as a plain loop
+# (``run_on_cores`` picks one), with the arguments spelled out: passed as one tuple, they cost 50 us of dispatch per
+# call (numba types a tuple of lists in Python), more than the partition itself.
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _gains_parallel(  # pragma: no cover - compiled
     block_start: np.ndarray,
