@@ -213,7 +213,7 @@ def _load() -> None:
     import fgbdt_chain.deploy.cmd_node  # noqa: F401
     from fgbdt_chain.node.histogram import warm_up
 
-    warm_up()
+    warm_up(simulator=False)
 
 
 def _send(out: int, message: dict[str, Any]) -> None:

@@ -1175,9 +1175,11 @@ def params_dict(params: TrainParams) -> dict[str, Any]:
     return asdict(params)
 
 
-def warm_up() -> None:
-    """Load (or compile) this module's kernel on a tiny level, so that a timed run measures training."""
+def warm_up(simulator: bool = True) -> None:
+    """Load (or compile) this module's kernel on a tiny level, so that a timed run measures training; with
+    ``simulator``, also the federation's one-call kernels (``node.party_kernels``), which a party node never runs."""
     one = np.ones((1, 1, 2), dtype=np.int64)
-    party_kernels.warm_up()
+    if simulator:
+        party_kernels.warm_up()
     _node_totals(FixedSums(one, one, one, one, one), [0])
     _parties_sides([FixedSums(one, one, one, one, one)] * 2, [0], [0], [1])

@@ -676,9 +676,13 @@ def votes_from_gains(best: np.ndarray) -> np.ndarray:
     return np.where(has, vote, -1)
 
 
-def warm_up() -> None:
+def warm_up(simulator: bool = True) -> None:
     """Load (or compile) the kernels on tiny inputs, so that a timed run measures training, not the JIT (the
-    contract side's kernels in ``node.resolve`` and ``node.fvtree`` and the verifiers' in ``node.verify`` too)."""
+    contract side's kernels in ``node.resolve`` and ``node.fvtree`` and the verifiers' in ``node.verify`` too).
+
+    ``simulator=False``: only what one party node runs. The simulator's kernels for every party at once
+    (``node.party_kernels``, ``verify.measure_many``) took the fork server's load from 0.9 to 2.2 s, and every
+    party started that much later on chain (measured)."""
     # late: the contract side and the verifiers' statistics are not something histograms depend on
     from fgbdt_chain.node import fvtree, resolve, verify
 
@@ -691,5 +695,5 @@ def warm_up() -> None:
     rows.group_candidates_fixed(groups, np.zeros((1, 1), dtype=np.int64), FixedRows.of(ones, ones))
     rows.split_groups(groups, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.ones(2, np.int64), group)
     resolve.warm_up()
-    verify.warm_up()
-    fvtree.warm_up()
+    verify.warm_up(simulator)
+    fvtree.warm_up(simulator)

@@ -633,7 +633,7 @@ class PartyNode:
         # The compiled kernels load (numba's target context and its cache, about a second of CPU) on a thread while
         # this party joins and waits for the requester's approval and start, instead of on the first level, where
         # every party waits for the slowest; a kernel called before they are in waits on numba's compile lock.
-        threading.Thread(target=warm_up, name="kernel warm-up", daemon=True).start()
+        threading.Thread(target=warm_up, args=(False,), name="kernel warm-up", daemon=True).start()
         self._survive(self.join)
         self._survive(self.wait_for_start)
         try:
