@@ -865,6 +865,8 @@ class Federation:
             split_threshold = np.zeros(k, dtype=np.int64)
             next_open: list[int] = []
             next_sides: dict[int, dict[int, Sides]] = {i: {} for i in accepted}
+            # sides kept where a rule can break (an attacker) or a private party projects onto them
+            keep_sides = [i for i in accepted if self.parties[i].attacks(t) is not None or self.privacy.private]
             for j, nid in enumerate(open_nodes):
                 res = results[j]
                 for q, i in enumerate(accepted):
@@ -887,10 +889,8 @@ class Federation:
                 else:
                     inherited[2 * nid], inherited[2 * nid + 1] = res.left, res.right
                     next_open += [2 * nid, 2 * nid + 1]
-                    for i in accepted:
-                        # kept where a rule can break (an attacker) or a private party projects onto them
-                        if self.parties[i].attacks(t) is not None or self.privacy.private:
-                            next_sides[i][nid] = _sides(sums[i], [j], [s.rank], [s.threshold])[0]
+                    for i in keep_sides:
+                        next_sides[i][nid] = _sides(sums[i], [j], [s.rank], [s.threshold])[0]
             sides = next_sides
             if carrying:
                 carry_levels.append((results, sums, accepted, last))
