@@ -931,7 +931,7 @@ class Federation:
             )
         else:  # each party's ``votes_from``, every (party, node) row of gains in one call
             votes = votes_from_gains(best.reshape(m * k, f)).reshape(m, k)
-        votes[~np.asarray(self.active)] = ref.ABSTAIN
+            votes[~np.asarray(self.active)] = ref.ABSTAIN
         return votes
 
     @property

@@ -38,7 +38,7 @@ from fgbdt_chain.node.histogram import (
     partition_into,
     row_gains_into,
 )
-from fgbdt_chain.node.parallel import balanced_blocks
+from fgbdt_chain.node.parallel import balanced_blocks, default_threads
 
 Arrays = Sequence[np.ndarray]
 """One array per party, in party order, as a ``numba.typed.List`` (its arrays alike): one compiled kernel serves
@@ -384,8 +384,7 @@ def free_threads(threads: int) -> int:
     others = others_running()
     if others is None:
         return threads
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(threads, cores - others))
+    return max(1, min(threads, default_threads() - others))
 
 
 def blocks_of(sizes: Sequence[int], threads: int) -> tuple[np.ndarray, np.ndarray]:

@@ -431,17 +431,13 @@ def measure(
     """Verifier j's statistics of party m's level (module docstring); ``root`` says whether this is a tree's root
     (where the count total is checked against m's PSD); ``noise_sd`` is the standard deviation of the privacy noise
     on every bin of g, h and n (public: ``node.privacy``), which the claims carry on top of their sampling noise."""
-    k, nbins = level.nodes, level.nbins
-    if claims.g.shape != (k, 2, nbins):
-        raise ValueError(f"claims of shape {claims.g.shape}, expected {(k, 2, nbins)}")
-    if level.idx.size == estimator.weight.size:  # every row of the verifier (a tree's root): no copies
-        weight, leaf, inv_rows = estimator.weight, estimator.leaf, estimator.inv_rows
-    else:
-        weight, leaf, inv_rows = (a[level.idx] for a in (estimator.weight, estimator.leaf, estimator.inv_rows))
+    _check_claims(level, claims)
+    weight, leaf, inv_rows = _rows(level, estimator)
     num_leaves = estimator.leaf_rows.shape[0]
     claimed, noise_var = _claimed(claims), _noise_var(noise_sd)
     b = float(estimator.psd_scale)
-    stats = _measure(level.cells, k * nbins, level.xs, weight, leaf, inv_rows, num_leaves, b, claimed, noise_var)
+    ncell = level.nodes * level.nbins
+    stats = _measure(level.cells, ncell, level.xs, weight, leaf, inv_rows, num_leaves, b, claimed, noise_var)
     return _measurement(stats, estimator, claims, root, noise_sd)
 
 
@@ -466,8 +462,7 @@ def measure_many(
     sides, side_of = _distinct([level for level, _, _ in checks])
     parties, claims_of = _distinct([claims for _, _, claims in checks])
     for level, _, claims in checks:
-        if claims.g.shape != (level.nodes, 2, level.nbins):
-            raise ValueError(f"claims of shape {claims.g.shape}, expected {(level.nodes, 2, level.nbins)}")
+        _check_claims(level, claims)
     ncell = {level.nodes * level.nbins for level in sides}
     if len(ncell) != 1:
         raise ValueError("every check of a level has as many cells")
@@ -521,22 +516,32 @@ def _rows_of(
     """Each check's (weight, leaf, 1 / leaf rows) of the verifier's rows in the level, as three numba lists (kept in
     ``cache`` for checks of every row, at most 8 sets of estimators)."""
     estimators = tuple(estimator for _, estimator, _ in checks)
-    if all(level.idx.size == estimator.weight.size for level, estimator, _ in checks):  # every row: no copies
+    rows = [_rows(level, estimator) for level, estimator, _ in checks]
+    if all(r[0] is e.weight for r, e in zip(rows, estimators, strict=True)):  # every row: the estimators' own arrays
         key = tuple(map(id, estimators))
         cached = None if cache is None else cache.get(key)
         if cached is not None and all(a is b for a, b in zip(cached[0], estimators, strict=True)):
             return cast(tuple[Any, Any, Any], cached[1])
-        lists = tuple(List([getattr(e, name) for e in estimators]) for name in ("weight", "leaf", "inv_rows"))
+        lists = tuple(List([r[q] for r in rows]) for q in range(3))
         if cache is not None:
             if len(cache) >= 8:
                 cache.pop(next(iter(cache)))
             cache[key] = estimators, lists  # the estimators kept: their ids cannot be reused while cached
         return lists
-    rows = [
-        (estimator.weight[level.idx], estimator.leaf[level.idx], estimator.inv_rows[level.idx])
-        for level, estimator, _ in checks
-    ]
     return tuple(List([r[q] for r in rows]) for q in range(3))
+
+
+def _check_claims(level: VerifierLevel, claims: Claims) -> None:
+    if claims.g.shape != (level.nodes, 2, level.nbins):
+        raise ValueError(f"claims of shape {claims.g.shape}, expected {(level.nodes, 2, level.nbins)}")
+
+
+def _rows(level: VerifierLevel, estimator: PartyEstimator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The estimator's (weight, leaf, 1 / leaf rows) of the verifier's rows in the level: its own arrays where the
+    level holds every row (a tree's root), else copies of those rows."""
+    if level.idx.size == estimator.weight.size:
+        return estimator.weight, estimator.leaf, estimator.inv_rows
+    return estimator.weight[level.idx], estimator.leaf[level.idx], estimator.inv_rows[level.idx]
 
 
 def _claimed(claims: Claims) -> np.ndarray:
