@@ -34,28 +34,39 @@ library FGBDTBallotLib {
         ballot.packed = packed;
     }
 
-    /// @notice Store the ballot sent ahead as the ballot of the level that opened (`aheadBallot`).
+    /// @notice Store the ballot sent ahead as the ballot of the level that opened (`aheadBallot`), if it has that
+    ///         level's form: 2 bytes per child of every node of `previous`, or 2 bytes for a root (`previous` 0).
+    ///         A party that sent the next tree's root while its tree went on (or the reverse) guessed wrong: its
+    ///         ballot is left, and it votes in the level's round.
     /// @param ballot Where the level's ballot is kept.
     /// @param ahead The ballot sent ahead.
-    /// @param previous The open mask of `level - 1`.
+    /// @param previous The open mask of `level - 1`; 0 when a tree's root opened.
     /// @param mask The open mask of `level`.
-    /// @param level The level that opened, at least 1.
+    /// @param level The level that opened.
+    /// @return taken Whether the ballot had the level's form and is now its ballot.
     function takeAhead(Ballot storage ballot, Ballot storage ahead, uint256 previous, uint256 mask, uint256 level)
         public
+        returns (bool taken)
     {
-        ballot.packed = aheadBallot(ahead.packed, previous, mask, level);
+        bytes memory sent = ahead.packed;
+        uint256 parents;
+        for (uint256 b = previous; b != 0; b >>= 1) parents += b & 1;
+        if (sent.length != (previous == 0 ? 2 : 4 * parents)) return false;
+        ballot.packed = aheadBallot(sent, previous, mask, level);
+        return true;
     }
 
     /// @dev A ballot sent ahead holds 2 bytes per child of every node open at `level - 1` (increasing parent id, left
     ///      child first); the children open at `level` (`mask`, bit b = node 2^level + b) keep theirs, in increasing
     ///      id. A child's bit is 2b or 2b + 1 for its parent's bit b, so parents in increasing order give the children
-    ///      in increasing order.
+    ///      in increasing order. A root's ballot (level 0) is its one vote, as sent.
     /// @return ballot 2 bytes per node open at `level`.
     function aheadBallot(bytes memory ahead, uint256 previous, uint256 mask, uint256 level)
         internal
         pure
         returns (bytes memory ballot)
     {
+        if (level == 0) return ahead;
         uint256 parents = 1 << (level - 1);
         uint256 k;
         for (uint256 b = 0; b < 2 * parents; ++b) if ((mask >> b) & 1 == 1) ++k;

@@ -389,24 +389,28 @@ contract FGBDTChain is ERC2771Context {
     ///         level of the same tree, one vote per child of every open node (two per node, left first, increasing
     ///         id); when that level opens, the votes of its nodes are the party's ballot, and ballots from every
     ///         party taking part close its voting at once. The votes then travel with the resolution instead of in
-    ///         a round of their own.
+    ///         a round of their own. Likewise the next tree's root (level 0 of tree + 1, one vote), taken if the
+    ///         resolving level ends the tree; a ballot whose form the opening level does not have is not taken.
     /// @param taskId The task.
-    /// @param tree Current tree (guards against stale transactions).
-    /// @param level Current level, or the next one of the same tree while the current one resolves.
-    /// @param votes Feature index or -1 per open node (ahead: per child of every open node).
+    /// @param tree Current tree (guards against stale transactions), or the next one ahead of its root.
+    /// @param level Current level, or ahead: the next one of the same tree, or 0 of the next tree.
+    /// @param votes Feature index or -1 per open node (ahead: per child of every open node; one for a root).
     function submitVotes(uint256 taskId, uint256 tree, uint256 level, int256[] calldata votes) external {
         Task storage t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
         Member storage m = _approved(taskId);
         uint256 k = _popcount(t.openMask);
-        bool ahead = t.phase == Phase.Resolving && tree == t.tree && level == uint256(t.level) + 1;
+        bool root = level == 0 && tree == uint256(t.tree) + 1;
+        bool ahead = t.phase == Phase.Resolving && (root || (tree == t.tree && level == uint256(t.level) + 1));
         if (ahead) {
-            // the next level must vote: within the depth, in a tree that does not draw its candidates
-            if (level >= t.cfg.depth || _drawn(t)) revert WrongPhase(taskId, t.phase);
+            // the level must vote: within the depth and the trees, in a tree that does not draw its candidates
+            if (root ? tree >= t.cfg.votedTrees || tree >= t.cfg.trees : level >= t.cfg.depth || _drawn(t)) {
+                revert WrongPhase(taskId, t.phase);
+            }
             // taking part in the next step: the resolving step accepted its histograms
             if (m.histStep != t.step) revert Excluded(taskId, _msgSender());
             if (m.aheadStep == t.step + 1) revert AlreadyVoted(taskId, _msgSender());
-            k *= 2;
+            k = root ? 1 : 2 * k;
         } else {
             if (tree != t.tree || level != t.level) revert WrongStep(taskId, t.tree, t.level);
             if (t.phase != Phase.Voting) revert WrongPhase(taskId, t.phase);
@@ -1121,7 +1125,7 @@ contract FGBDTChain is ERC2771Context {
         for (uint256 p = 0; p < mCount; ++p) {
             Member storage m = _members[taskId][t.parties[p]];
             if (m.aheadStep != step) continue;
-            FGBDTBallotLib.takeAhead(m.votes, m.aheadVotes, previous, t.openMask, t.level);
+            if (!FGBDTBallotLib.takeAhead(m.votes, m.aheadVotes, previous, t.openMask, t.level)) continue;
             m.votedStep = uint32(step);
             ++taken;
         }
@@ -1146,17 +1150,21 @@ contract FGBDTChain is ERC2771Context {
         t.phase = Phase.Histograms;
     }
 
+    /// @dev Open the next level, or the next tree's root, and take the ballots sent ahead for it (`previous` 0: the
+    ///      root form); or complete the task after its last tree.
     function _advance(uint256 taskId, Task storage t) private {
+        uint256 previous = t.openMask;
         if (t.nextMask != 0) {
-            uint256 previous = t.openMask;
             t.level += 1;
             _startLevel(taskId, t, t.nextMask);
-            if (!_drawn(t)) _takeAhead(taskId, t, previous);
         } else if (uint256(t.tree) + 1 < t.cfg.trees) {
+            previous = 0;
             _startTree(taskId, t, uint256(t.tree) + 1);
         } else {
             _complete(taskId, t);
+            return;
         }
+        if (!_drawn(t)) _takeAhead(taskId, t, previous);
     }
 
     function _complete(uint256 taskId, Task storage t) private {

@@ -426,10 +426,11 @@ contract FGBDTMath {
     }
 
     /// @notice A ballot sent ahead of its level as the ballot of the nodes that opened (`FGBDTBallotLib.aheadBallot`).
-    /// @param ahead 4 bytes per node open at `level - 1` (2 per child, left first), increasing id.
-    /// @param previous The open mask of `level - 1`.
+    /// @param ahead 4 bytes per node open at `level - 1` (2 per child, left first), increasing id; at a root, its
+    ///        2 bytes.
+    /// @param previous The open mask of `level - 1` (0 at a root).
     /// @param mask The open mask of `level`.
-    /// @param level The level that opened, at least 1.
+    /// @param level The level that opened.
     /// @return ballot 2 bytes per node open at `level`, increasing id.
     function aheadBallot(bytes calldata ahead, uint256 previous, uint256 mask, uint256 level)
         external

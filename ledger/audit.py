@@ -268,6 +268,9 @@ class _Auditor:
         # the exact rules' state: who took part in the previous step, each party's side sums at the previous
         # level's splits, and each party's credit for the current tree
         self.active: set[str] | None = None
+        self.last_closed: tuple[int, int] | None = None
+        """Where the last ``HistogramsClosed`` replayed is (block, log index): a root's ballot sent ahead is taken
+        only if sent after the close of the tree before's last level, while that level resolved."""
         self.sides: dict[str, dict[int, Sides]] = {}
         self.credits: dict[str, ref.Credit] = {}
         # the verifiers' carry rule: each party's histograms of the current and the previous tree, level by level,
@@ -425,7 +428,8 @@ class _Auditor:
             nxt = self._level(tree, level, open_nodes, previous, st, inherited)
             if not nxt:  # no next level of the tree (yet, or ever): what was sent ahead for it is held unused
                 self._ahead_not_taken(tree, level + 1, open_nodes)
-            if nxt is None:  # the level is still running: nothing after it may exist
+            if nxt is None:  # the level is still running: nothing after it may exist but ballots sent ahead
+                self._ahead_not_taken(tree + 1, 0, [])
                 if i < len(starts):
                     self.fail("a complete level before the next LevelStarted", "resolved level", "incomplete", **where)
                 break
@@ -505,6 +509,7 @@ class _Auditor:
         if hclosed is None:
             self.pending = f"{progress}, histograms open"
             return None
+        self.last_closed = (hclosed.block_number, hclosed.log_index)
         if int(hclosed.args["submitters"]) != len(hists):
             self.fail("HistogramsClosed submitters", len(hists), int(hclosed.args["submitters"]), **where)
         mask = sum(1 << i for i, p in enumerate(self.parties) if p in hists)
@@ -558,12 +563,19 @@ class _Auditor:
             w = {**where, "party": party}
             if party not in self.party_set:
                 self.fail("voter is an approved party", "approved party", party, **w)
+            at = (ev.block_number, ev.log_index)
+            early = at < (started.block_number, started.log_index)
+            if early and not previous and (self.last_closed is None or at < self.last_closed):
+                # a root's ballot sent ahead while an earlier level of the tree before resolved (the tree went on):
+                # held unused, and the party votes in the round
+                self._ahead_ballot(ev, previous, w)
+                continue
             if party in votes:
                 self.fail("one vote set per party", 1, 2, **w)
             if self.active is not None and party not in self.active:
                 self.fail("voter took part in the previous step (continuity)", "a party taking part", party, **w)
             vs = [int(v) for v in ev.args["votes"]]
-            if (ev.block_number, ev.log_index) < (started.block_number, started.log_index):
+            if early:
                 raw = self._ahead_ballot(ev, previous, w)
                 if raw is None:
                     continue
@@ -609,8 +621,8 @@ class _Auditor:
 
     def _ahead_not_taken(self, tree: int, level: int, previous: list[int]) -> None:
         """Ballots sent ahead for a level that never opened (the level before made no split) or has not opened yet
-        (the level before is resolving): the contract holds them unused; each must be a ballot the contract takes
-        ahead (``_ahead_ballot``) from an approved party."""
+        (the level before is resolving; ``previous`` empty: the next tree's root): the contract holds them unused;
+        each must be a ballot the contract takes ahead (``_ahead_ballot``) from an approved party."""
         for ev in self.take_level(tree, level, "VotesSubmitted"):
             party = _addr(ev.args["party"])
             where = {"tree": tree, "level": level, "party": party}
@@ -619,13 +631,14 @@ class _Auditor:
             self._ahead_ballot(ev, previous, where)
 
     def _ahead_ballot(self, ev: Event, previous: list[int], where: dict[str, Any]) -> list[int] | None:
-        """A ballot sent ahead as the contract takes it: two votes per node of ``previous``, each a feature or -1
-        (it refuses the whole ballot otherwise). Its votes, or None where it is not one. (Who sent it is checked by
-        the caller, as for any ballot.)"""
+        """A ballot sent ahead as the contract takes it: two votes per node of ``previous``, or one for a root
+        (``previous`` empty), each a feature or -1 (it refuses the whole ballot otherwise). Its votes, or None where
+        it is not one. (Who sent it is checked by the caller, as for any ballot.)"""
         vs = [int(v) for v in ev.args["votes"]]
-        if len(vs) != 2 * len(previous):
+        want = 2 * len(previous) if previous else 1
+        if len(vs) != want:
             self.fail(
-                "number of votes sent ahead (two per node of the level before)", 2 * len(previous), len(vs), **where
+                "number of votes sent ahead (two per node of the level before, one at a root)", want, len(vs), **where
             )
             return None
         bad = [v for v in vs if v != ref.ABSTAIN and not 0 <= v < self.num_features]

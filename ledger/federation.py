@@ -65,6 +65,7 @@ def run_level(
     endorsers: Sequence[LocalAccount] | None = None,
     taken: Mapping[str, Sequence[int]] | None = None,
     ahead: Mapping[str, Sequence[int]] | None = None,
+    ahead_root: Mapping[str, Sequence[int]] | None = None,
 ) -> LevelOutcome:
     """Run the current level. ``parties`` are the parties taking part, in party order; ``silent_*`` ones do not send
     that step, so the driver mines past the deadline before closing it (a party silent once takes no further part).
@@ -73,7 +74,8 @@ def run_level(
     attests (neutral by default); the first ``quorum`` other approved parties among ``endorsers`` (default:
     ``parties``) endorse. ``taken``: the ballots the level took when it opened from votes sent ahead
     (``reference.ahead_ballot``), whose parties do not vote again; ``ahead``: votes to send ahead for the next level
-    (two per open node), once the histograms closed and before the resolution."""
+    (two per open node), once the histograms closed and before the resolution; ``ahead_root``: likewise, the next
+    tree's root (one vote each), taken if the level ends the tree."""
     st = task.state(task_id)
     tree, level, open_nodes = st.tree, st.level, st.open_nodes()
     cfg = task.config(task_id)
@@ -130,6 +132,8 @@ def run_level(
     for p in parties:
         if ahead is not None and p.address in ahead:
             out.txs.append(task.submit_votes(p, task_id, tree, level + 1, ahead[p.address]))
+        if ahead_root is not None and p.address in ahead_root:
+            out.txs.append(task.submit_votes(p, task_id, tree + 1, 0, ahead_root[p.address]))
     for i in range(0, len(open_nodes) if resolve_batch else 0, max(1, resolve_batch)):
         batch = open_nodes[i : i + resolve_batch]
         if resolve_batch == 1:

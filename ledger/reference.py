@@ -227,10 +227,17 @@ def draws(tree: int, voted_trees: int) -> bool:
 def ahead_ballot(ahead: Sequence[int], previous_open: Sequence[int], open_nodes: Sequence[int]) -> list[int]:
     """A party's votes sent ahead, while the level before resolves, as its ballot of the level that opened
     (``FGBDTBallotLib.aheadBallot``): ``ahead`` holds two votes per node of ``previous_open`` (left child, right
-    child; increasing ids), and each node of ``open_nodes`` (increasing ids, children of those) keeps its own.
+    child; increasing ids), and each node of ``open_nodes`` (increasing ids, children of those) keeps its own. At a
+    tree's root (``previous_open`` empty: sent while the tree before resolved its last level) it is the root's one
+    vote.
 
     Why ahead: a party that resolved the level itself knows the next level's nodes before the chain does, so its votes
-    travel with the resolution round instead of in a round of their own (two dependent rounds per level, not three)."""
+    travel with the resolution round instead of in a round of their own (two dependent rounds per level, not three);
+    one that resolved a tree's last level knows the tree, hence its next gradients and its vote on the next root."""
+    if not previous_open:
+        if len(ahead) != 1 or list(open_nodes) != [1]:
+            raise ValueError(f"{len(ahead)} votes sent ahead of a root for nodes {list(open_nodes)}: one, for node 1")
+        return [ahead[0]]
     if len(ahead) != 2 * len(previous_open):
         raise ValueError(f"{len(ahead)} votes sent ahead for {len(previous_open)} nodes: two per node are needed")
     slot = {2 * parent + c: 2 * i + c for i, parent in enumerate(previous_open) for c in (0, 1)}

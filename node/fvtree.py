@@ -341,9 +341,10 @@ class LocalParty:
     def n_rows(self) -> int:
         return self.rows.n_rows
 
-    def gradients(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(g, h, h used for votes and gains) at the current scores."""
-        g, h = gradients(self.params.objective, self.y, self.score)
+    def gradients(self, score: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(g, h, h used for votes and gains) at the current scores, or at ``score`` (the scores a tree not yet
+        applied will give: a node votes on the next root ahead)."""
+        g, h = gradients(self.params.objective, self.y, self.score if score is None else score)
         return g, h, (np.ones_like(h) if self.params.hessian == "count" else h)
 
     def attacks(self, tree: int) -> Attack | None:

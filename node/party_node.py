@@ -64,7 +64,7 @@ from fgbdt_chain.node.model import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy import plan, secret_noise_seed
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.publish import decode_join, encode_join
-from fgbdt_chain.node.resolve import level_splits
+from fgbdt_chain.node.resolve import level_splits, tree_end
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
 from fgbdt_chain.node.weights import distribution_weights
 
@@ -207,6 +207,8 @@ class TreeLog:
         """The latest block a live subscription announced, -1 without one."""
         self.splits: dict[int, dict[int, tuple[int, int]]] = {}
         self.leaves: dict[int, dict[int, int]] = {}
+        self.totals: dict[int, dict[int, ref.Totals]] = {}
+        """Each split's children's totals (the chain's record of them), by tree and child id."""
         self.next_block = 0
 
     def refresh(self, since: int | None = None) -> None:
@@ -230,6 +232,9 @@ class TreeLog:
             t, node = int(ev.args["tree"]), int(ev.args["node"])
             if ev.name == "NodeSplit":
                 self.splits.setdefault(t, {})[node] = (int(ev.args["feature"]), int(ev.args["threshold"]))
+                g_l, h_l, n_l, g_r, h_r, n_r = (int(v) for v in ev.args["sides"])
+                children = self.totals.setdefault(t, {})
+                children[2 * node], children[2 * node + 1] = ref.Totals(g_l, h_l, n_l), ref.Totals(g_r, h_r, n_r)
             else:
                 self.leaves.setdefault(t, {})[node] = int(ev.args["value"])
         self.next_block = counted + 1
@@ -752,9 +757,13 @@ class PartyNode:
             st = self.task.state(self.task_id)
         self._state = (announced, st) if announced >= 0 else None
         if st.status == Status.TRAINING and self._fresh_from is None:
-            # the levels this process follows from their start; a resolving level's next one may already hold this
-            # party's votes sent ahead (before a restart or an outage), so it is not one of them
-            self._fresh_from = (st.tree, st.level + (2 if st.phase == Phase.RESOLVING else 1))
+            # the levels this process follows from their start; a resolving level's next one (after a tree's last
+            # level, the next root) may already hold this party's votes sent ahead (before a restart or an outage),
+            # so it is not one of them
+            self._fresh_from = (st.tree, st.level + 1)
+            if st.phase == Phase.RESOLVING:
+                last = st.level + 1 >= self.params.depth
+                self._fresh_from = (st.tree + 1, 1) if last else (st.tree, st.level + 2)
         if st.status == Status.COMPLETED:
             total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
             self.log(f"task completed; this party's contribution {total:.6f}")
@@ -831,10 +840,14 @@ class PartyNode:
             return True
         if self._fresh_from is not None and (tree, level) >= self._fresh_from:
             return False  # followed from its start by this process: its own event would be in _seen
-        # votes sent ahead landed while the level before resolved
-        since = level - 1 if names[0] == "VotesSubmitted" and level > 0 else level
+        # votes sent ahead landed while the level before resolved (a root's: the tree before's last level)
+        start = self._level_block(tree, level)
+        if names[0] == "VotesSubmitted" and (tree, level) != (0, 0):
+            start = (
+                self._level_block(tree, level - 1) if level > 0 else self._level_block(tree - 1, self.params.depth - 1)
+            )
         with self.timed("chain reads"):
-            events = self.task.client.logs(self.task.contract, names, self.task_id, self._level_block(tree, since))
+            events = self.task.client.logs(self.task.contract, names, self.task_id, start)
         for ev in events:
             a = ev.args
             if int(a["tree"]) == tree and int(a["level"]) == level and str(a["party"]) == self.address:
@@ -1079,7 +1092,8 @@ class PartyNode:
 
     def _vote_ahead(self, ctx: LevelContext) -> None:
         """Vote on the next level of the tree while this one resolves (``submitVotes`` ahead): two votes per open
-        node, one per child, the children that do not open abstaining.
+        node, one per child, the children that do not open abstaining; at the tree's last level, on the next tree's
+        root (``_root_ahead``).
 
         Why: the level's submissions fix every split (``node.resolve.level_splits``: the contract's best split of
         the aggregated histograms), so this party knows the next level's nodes and where its rows go before the chain
@@ -1088,12 +1102,13 @@ class PartyNode:
         histograms the level accepted may, from the submissions it holds (``_held_submissions``); otherwise, or if
         the transaction fails, it votes when the level opens, as before."""
         nxt = ctx.level + 1
-        key = (ctx.tree, nxt)
+        last = nxt >= self.params.depth
+        target = (ctx.tree + 1, 0) if last else (ctx.tree, nxt)
         if (
             self.excluded
-            or key in self._ahead
-            or nxt >= self.params.depth
-            or ref.draws(ctx.tree, self.cfg.voted_trees)
+            or target in self._ahead
+            or ref.draws(target[0], self.cfg.voted_trees)
+            or target[0] >= self.cfg.trees
             or ("HistogramsSubmitted", ctx.tree, ctx.level) not in self._seen
         ):
             return
@@ -1102,36 +1117,73 @@ class PartyNode:
             submitters = self._closed_submitters(ctx)
         if submitters is None:
             return  # the level's close is not served yet: the next poll looks again
-        self._ahead.add(key)
+        self._ahead.add(target)
         submissions = self._held_submissions(ctx, submitters)
         if submissions is None:
             return
         with self.timed("computing (votes)"):
-            try:
-                splits = level_splits(submissions, self.candidates(ctx), self.cfg.params())
-            except ref.FixedPointOverflow:
-                return  # the contract reverts this level's resolution: nothing opens
-            local = {n: (s.feature, s.threshold) for n, s in zip(ctx.open_nodes, splits, strict=True) if s is not None}
-            next_open = sorted(c for n in local for c in (2 * n, 2 * n + 1))
-            if not next_open:
-                return  # no split: the next level of the tree never opens
-            # each row's node at this level from its place in the context (0 for a row in a leaf, which no split
-            # moves), then one routing step: not the whole tree routed again from its root
-            nodes = np.asarray(ctx.open_nodes, dtype=np.int64)
-            at = np.where(ctx.k_of_row >= 0, nodes[np.maximum(ctx.k_of_row, 0)], 0)
-            ids = route(self.party.rows.slots, at, local)
-            self._routed = (ctx.tree, nxt, tuple(next_open), local, ids)  # the next level's context reuses these
-            k_of_row = open_positions(ids, next_open, self.params.depth)
-            votes = self.party.votes(k_of_row, len(next_open), ctx.g, ctx.h_vote, ctx.tree, nxt)
-            mine = dict(zip(next_open, votes.tolist(), strict=True))
-            ahead = [mine.get(c, ref.ABSTAIN) for n in ctx.open_nodes for c in (2 * n, 2 * n + 1)]
+            ahead = self._root_ahead(ctx, submissions) if last else self._level_ahead(ctx, submissions)
+        if ahead is None:
+            return
         try:
             with self.timed("transactions"):
-                pending = self.task.submit_votes_ahead(self.account, self.task_id, ctx.tree, nxt, ahead)
+                pending = self.task.submit_votes_ahead(self.account, self.task_id, *target, ahead)
         except ContractRevert as exc:
-            self.log(f"tree {ctx.tree} level {nxt}: votes not taken ahead ({exc.name}); voting when the level opens")
+            self.log(f"tree {target[0]} level {target[1]}: votes not taken ahead ({exc.name}); voting when it opens")
             return
-        self._pending_ahead = (ctx.tree, nxt, len(next_open), pending)
+        self._pending_ahead = (*target, 1 if last else len(ahead) // 2, pending)
+
+    def _level_ahead(self, ctx: LevelContext, submissions: list[list[ref.NodeHistograms]]) -> list[int] | None:
+        """The ballot of the tree's next level sent ahead, None where no node of it opens."""
+        assert self.party is not None
+        nxt = ctx.level + 1
+        try:
+            splits = level_splits(submissions, self.candidates(ctx), self.cfg.params())
+        except ref.FixedPointOverflow:
+            return None  # the contract reverts this level's resolution: nothing opens
+        local = {n: (s.feature, s.threshold) for n, s in zip(ctx.open_nodes, splits, strict=True) if s is not None}
+        next_open = sorted(c for n in local for c in (2 * n, 2 * n + 1))
+        if not next_open:
+            return None  # no split: the next level of the tree never opens
+        # each row's node at this level from its place in the context (0 for a row in a leaf, which no split
+        # moves), then one routing step: not the whole tree routed again from its root
+        nodes = np.asarray(ctx.open_nodes, dtype=np.int64)
+        at = np.where(ctx.k_of_row >= 0, nodes[np.maximum(ctx.k_of_row, 0)], 0)
+        ids = route(self.party.rows.slots, at, local)
+        self._routed = (ctx.tree, nxt, tuple(next_open), local, ids)  # the next level's context reuses these
+        k_of_row = open_positions(ids, next_open, self.params.depth)
+        votes = self.party.votes(k_of_row, len(next_open), ctx.g, ctx.h_vote, ctx.tree, nxt)
+        mine = dict(zip(next_open, votes.tolist(), strict=True))
+        return [mine.get(c, ref.ABSTAIN) for n in ctx.open_nodes for c in (2 * n, 2 * n + 1)]
+
+    def _root_ahead(self, ctx: LevelContext, submissions: list[list[ref.NodeHistograms]]) -> list[int] | None:
+        """The next tree's root ballot, sent ahead at this tree's last level (by depth: the chain surely ends the
+        tree there and takes it), None where the tree's leaves are not all known yet.
+
+        The level's submissions give its splits and leaves as the contract will make them (``tree_end``, with each
+        node's totals from its parent's split on chain); with the leaves of the levels before, every row's score
+        after the tree, hence the next gradients and this party's root vote: the vote it would cast when the root
+        opens, where ``context`` computes the same gradients from the chain's leaves."""
+        assert self.party is not None
+        tree = ctx.tree
+        chain_totals = self.trees.totals.get(tree, {})
+        inherited = [None if n == 1 else chain_totals.get(n) for n in ctx.open_nodes]
+        if any(t is None for n, t in zip(ctx.open_nodes, inherited, strict=True) if n != 1):
+            return None  # a parent's split is not served yet
+        end = tree_end(submissions, self.candidates(ctx), ctx.open_nodes, inherited, self.cfg.params())
+        if end is None:
+            return None
+        splits, leaves = end
+        leaves = {**self.trees.leaves.get(tree, {}), **leaves}
+        ids = route(self.party.rows.slots, self._route(tree, ctx.level), splits)
+        if not set(np.unique(ids).tolist()) <= set(leaves):
+            return None  # a leaf of a level before is not served yet
+        values = np.zeros(1 << (self.params.depth + 1))
+        for nid, v in leaves.items():
+            values[nid] = v / ref.ONE
+        _, _, h_vote = grads = self.party.gradients(self.party.score + values[ids])
+        root = np.zeros(self.party.n_rows, dtype=np.int64)  # every row at the root, the one open node
+        return [int(v) for v in self.party.votes(root, 1, grads[0], h_vote, tree + 1, 0)]
 
     def _settle_ahead(self) -> None:
         """Wait for the votes sent ahead (``_vote_ahead``), once this party's resolution of the round is sent."""

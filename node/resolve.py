@@ -534,15 +534,7 @@ def level_splits(
     reverts)."""
     if not submissions:
         return [None] * len(candidates)
-    sums = []
-    try:
-        for hists in submissions:
-            g_hi, g_lo = limbs.split([h.g for h in hists])
-            h_hi, h_lo = limbs.split([h.h for h in hists])
-            sums.append(FixedSums(g_hi, g_lo, h_hi, h_lo, np.array([h.n for h in hists], dtype=np.int64)))
-    except OverflowError:  # a high limb beyond int64: the reference below
-        sums = []
-    level = level_of(sums) if sums else None
+    level = _level_of_messages(submissions)
     if level is not None:
         with contextlib.suppress(ref.FixedPointOverflow):
             abstain = [[ref.ABSTAIN] * len(submissions)] * len(candidates)
@@ -554,3 +546,52 @@ def level_splits(
         )
         for j in range(len(candidates))
     ]
+
+
+def _level_of_messages(submissions: Sequence[Sequence[ref.NodeHistograms]]) -> FixedLevel | None:
+    """``level_of`` the submitting parties' level histograms as sent (party order), None where the limbs cannot
+    carry them."""
+    sums = []
+    try:
+        for hists in submissions:
+            g_hi, g_lo = limbs.split([h.g for h in hists])
+            h_hi, h_lo = limbs.split([h.h for h in hists])
+            sums.append(FixedSums(g_hi, g_lo, h_hi, h_lo, np.array([h.n for h in hists], dtype=np.int64)))
+    except OverflowError:  # a high limb beyond int64
+        return None
+    return level_of(sums) if sums else None
+
+
+def tree_end(
+    submissions: Sequence[Sequence[ref.NodeHistograms]],
+    candidates: Sequence[tuple[int, ...]],
+    open_nodes: Sequence[int],
+    inherited: Sequence[ref.Totals | None],
+    params: ref.Params,
+) -> tuple[dict[int, tuple[int, int]], dict[int, int]] | None:
+    """The splits (node: (feature, threshold)) and leaf values the contract makes when it resolves a tree's last
+    level from these submissions: an open node that does not split is a leaf of its totals (``inherited``: from its
+    parent's split; None at a root), a split node's two children are leaves of its sides. None where the limbs
+    cannot carry the sums or the contract would revert: then nothing is known ahead.
+
+    Why: with the tree's leaves a party knows its next gradients, so it can send the next tree's root ballot with
+    the last level's resolution (``submitVotes`` ahead of a root) instead of in a round of its own."""
+    level = _level_of_messages(submissions) if submissions else None
+    if level is None:
+        return None
+    abstain = [[ref.ABSTAIN] * len(submissions)] * len(candidates)
+    try:
+        results, _ = resolve_level(level, candidates, abstain, inherited, True, params)
+    except ref.FixedPointOverflow:
+        return None
+    splits: dict[int, tuple[int, int]] = {}
+    leaves: dict[int, int] = {}
+    for node, r in zip(open_nodes, results, strict=True):
+        if r.split is None:
+            assert r.leaf is not None
+            leaves[node] = r.leaf
+        else:
+            assert r.left_leaf is not None and r.right_leaf is not None
+            splits[node] = (r.split.feature, r.split.threshold)
+            leaves[2 * node], leaves[2 * node + 1] = r.left_leaf, r.right_leaf
+    return splits, leaves

@@ -15,7 +15,7 @@ from web3.exceptions import Web3RPCError
 from fgbdt_chain.ledger.contracts import Phase, Status, TaskState
 from fgbdt_chain.ledger.encoding import merkle_root, node_hash
 from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.reference import ONE, NodeHistograms, Totals
 from fgbdt_chain.ledger.tx_size import resolution_batches
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.party_node import (
@@ -229,7 +229,7 @@ def test_the_tree_log_reads_up_to_the_announced_block_without_asking_the_number(
 
         def logs(self, contract: object, names: list[str], task_id: int, start: int, latest: int | str) -> list:
             asked.append((start, latest))
-            split = {"tree": 1, "node": 1, "feature": 3, "threshold": 2}
+            split = {"tree": 1, "node": 1, "feature": 3, "threshold": 2, "sides": [5, 7, 3, -5, 9, 4]}
             return [SimpleNamespace(name="NodeSplit", args=split)] if start == 0 else []
 
     task = SimpleNamespace(client=Client(), contract=None)
@@ -238,6 +238,7 @@ def test_the_tree_log_reads_up_to_the_announced_block_without_asking_the_number(
     log.refresh()
     assert asked == [(0, "latest")] and numbers == [] and log.next_block == 13
     assert log.splits == {1: {1: (3, 2)}}
+    assert log.totals == {1: {2: Totals(5, 7, 3), 3: Totals(-5, 9, 4)}}  # the children's, from the sides
     log.refresh()  # nothing announced since: no request at all
     assert len(asked) == 1
     announced[0] = 15
@@ -358,6 +359,7 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_its_next_levels_vot
     vote record is read from the chain (a review found it skipped the histograms of a level that opened with them)."""
     node = _ahead_node()
     node._fresh_from = None
+    node.params = SimpleNamespace(depth=6)
     resolving = TaskState("0x0", Status.TRAINING, Phase.RESOLVING, 4, 1, 0b11, 0, 120, 0)
     node.task = SimpleNamespace(state=lambda task_id: resolving)
     node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
@@ -384,3 +386,37 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_its_next_levels_vot
     node._announced_latest = lambda: -1
     assert node._has(["VotesSubmitted"], 4, 2)
     assert asked == [("VotesSubmitted", 95)]  # from the level before's start, where votes sent ahead are
+
+
+def test_a_party_that_first_looks_at_a_trees_last_level_reads_the_next_roots_votes_from_the_chain() -> None:
+    """At a tree's last level the votes sent ahead are the next tree's root ballot: a party that starts following
+    the task there reads that root's vote record from the chain, from the last level's start, where the ballot sent
+    ahead is (before the root's own start)."""
+    node = _ahead_node()
+    node._fresh_from = None
+    node.params = SimpleNamespace(depth=3)
+    resolving = TaskState("0x0", Status.TRAINING, Phase.RESOLVING, 4, 2, 0b1, 0, 120, 0)
+    node.task = SimpleNamespace(state=lambda task_id: resolving)
+    node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
+    node.log = lambda message: None
+
+    def lagging(*args: object) -> None:
+        raise ChainLag("not served yet")
+
+    node.context = lagging
+    node._again = False
+    assert node.step() is False
+    assert node._fresh_from == (5, 1)  # the next tree's root is not followed from its start
+    asked: list[tuple[str, int]] = []
+
+    def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
+        asked.append((names[0], start))
+        return [SimpleNamespace(args={"tree": 5, "level": 0, "party": node.address})]
+
+    node.task = SimpleNamespace(client=SimpleNamespace(logs=logs), contract=None)
+    node.lock = threading.RLock()
+    node._level_blocks = {(4, 1): 80, (4, 2): 90, (5, 0): 99}
+    node._level_scan = 100
+    node._announced_latest = lambda: -1
+    assert node._has(["VotesSubmitted"], 5, 0)
+    assert asked == [("VotesSubmitted", 90)]  # from the tree before's last level, where the root ballot went ahead

@@ -21,6 +21,7 @@ from fgbdt_chain.node.resolve import (
     level_splits,
     resolve_level,
     top2_level,
+    tree_end,
 )
 
 
@@ -399,3 +400,36 @@ def test_level_splits_are_the_reference_best_splits(seed: int) -> None:
                 splits += sum(w is not None for w in want)
     assert splits  # the comparison covers splits, not only leaves
     assert level_splits([], [(0, 1)], ref.Params(ONE, ONE, 1, ONE, 0)) == [None]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_trees_end_is_the_reference_resolution_of_its_last_level(seed: int) -> None:
+    """``tree_end`` (what a party votes on the next root ahead from) gives the splits and leaf values
+    ``resolve_node`` makes at a tree's last level: a node that does not split is a leaf of its inherited totals, a
+    split node's children leaves of its sides."""
+    rng = np.random.default_rng(100 + seed)
+    m, k, nbins = int(rng.integers(1, 6)), int(rng.integers(1, 9)), int(rng.integers(2, 9))
+    sums = _random_sums(rng, m, k, nbins, int(10 ** rng.integers(0, 4)))
+    cands = [tuple(int(f) for f in rng.choice(6, 2, replace=False)) for _ in range(k)]
+    submissions = [messages_of(s, cands) for s in sums]
+    open_nodes = sorted(int(n) for n in rng.choice(np.arange(8, 16), k, replace=False))
+    inherited = [ref.Totals(int(rng.integers(-(10**9), 10**9)), int(rng.integers(1, 10**9)), 7) for _ in range(k)]
+    params = ref.Params(ONE // 10, ONE // 10, 1, ONE // 2, ref.HESSIAN_SECOND_ORDER)
+    end = tree_end(submissions, cands, open_nodes, inherited, params)
+    assert end is not None
+    splits, leaves = end
+    want_splits, want_leaves = {}, {}
+    for j, node in enumerate(open_nodes):
+        r = ref.resolve_node([s[j] for s in submissions], [ref.ABSTAIN] * m, inherited[j], True, params)
+        if r.split is None:
+            want_leaves[node] = r.leaf
+        else:
+            want_splits[node] = (r.split.feature, r.split.threshold)
+            want_leaves[2 * node], want_leaves[2 * node + 1] = r.left_leaf, r.right_leaf
+    assert (splits, leaves) == (want_splits, want_leaves)
+    # a root (no inherited totals) takes its candidate 0's; sums beyond the limbs are not known ahead
+    root = tree_end([s[:1] for s in submissions], cands[:1], [1], [None], params)
+    r = ref.resolve_node([s[0] for s in submissions], [ref.ABSTAIN] * m, None, True, params)
+    assert root is not None and root[1] == ({1: r.leaf} if r.split is None else {2: r.left_leaf, 3: r.right_leaf})
+    assert tree_end([_scaled(s, 2**80) for s in submissions], cands, open_nodes, inherited, params) is None
+    assert tree_end([], cands, open_nodes, inherited, params) is None

@@ -38,7 +38,8 @@ def _votes_ahead(rng: random.Random, senders: list, nodes: int, features: int) -
 def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: ChainClient) -> None:
     """Every party sends ahead at one level, one party of three at the next, in turn: a level whose every ballot
     came ahead opens in its histogram step (one transaction opens it and closes its voting); a level with some
-    opens in its vote step and the others vote as before. A drawn tree takes none. Candidates, splits,
+    opens in its vote step and the others vote as before. At a tree's last level the next tree's root goes ahead
+    the same way. A drawn tree takes none. Candidates, splits,
     contributions and payouts equal the reference's, and the audit finds the chain consistent."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
     fed = open_task(anvil_client, task, CFG, 3, num_features=5, reward=3 * 10**18, edges=edges_for(CFG.bins))
@@ -47,7 +48,7 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
     replay = Replay(params_of(CFG), CFG.depth)
     rows = RowSource(rng, [p.address for p in fed.parties], 60, nf, CFG.bins + 1)
     taken: dict[str, list[int]] = {}
-    opened = {"closed": 0, "voting": 0, "ballots": 0}
+    opened = {"closed": 0, "voting": 0, "ballots": 0, "roots": 0}
     turn = 0
     while (st := task.state(tid)).status == Status.TRAINING:
         if st.level == 0:
@@ -57,14 +58,23 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
         inner = st.level + 1 < CFG.depth and not ref.draws(st.tree, CFG.voted_trees)
         senders = fed.parties if turn % 2 == 0 else fed.parties[1:2]
         ahead = _votes_ahead(rng, senders, len(nodes), nf) if inner else None
-        out = run_level(task, tid, fed.parties, votes, rows, fed.resolver, taken=taken, ahead=ahead)
+        # at a tree's last level, the next tree's root (if it votes)
+        root_next = not inner and st.tree + 1 < CFG.trees and not ref.draws(st.tree + 1, CFG.voted_trees)
+        ahead_root = {p.address: [rng.randint(-1, nf - 1)] for p in senders} if root_next else None
+        out = run_level(
+            task, tid, fed.parties, votes, rows, fed.resolver, taken=taken, ahead=ahead, ahead_root=ahead_root
+        )
         turn += 1
         replay.level(out, rows)
         assert_level_matches(fed, replay, out)
         after = task.state(tid)
         taken = {}
+        if ahead_root and after.status == Status.TRAINING and (after.tree, after.level) == (st.tree + 1, 0):
+            taken = {a: ref.ahead_ballot(v, [], [1]) for a, v in ahead_root.items()}
+            opened["roots"] += len(taken)
         if ahead and after.status == Status.TRAINING and (after.tree, after.level) == (st.tree, st.level + 1):
             taken = {a: ref.ahead_ballot(v, nodes, after.open_nodes()) for a, v in ahead.items()}
+        if taken:
             opened["ballots"] += len(taken)
             opening = out.txs[-1]  # the last resolution
             assert opening.events_named("LevelStarted")
@@ -74,7 +84,7 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
             else:
                 assert after.phase == Phase.VOTING and not opening.events_named("VotingClosed")
                 opened["voting"] += 1
-    assert opened["closed"] >= 1 and opened["voting"] >= 1, opened
+    assert opened["closed"] >= 1 and opened["voting"] >= 1 and opened["roots"] >= 1, opened
     for p in fed.parties:
         assert task.contribution(tid, p.address) == replay.contributions.get(p.address, 0)
     due = ref.payouts([replay.contributions.get(p.address, 0) for p in fed.parties], [True] * 3, 3 * 10**18)
@@ -112,9 +122,13 @@ def test_votes_sent_ahead_are_checked(anvil_client: ChainClient) -> None:
     reverts("LengthMismatch", task.submit_votes, p0, tid, 0, 1, [0])
     reverts("InvalidVote", task.submit_votes, p0, tid, 0, 1, [0, 5])
     reverts("WrongStep", task.submit_votes, p0, tid, 0, 2, [0, 0])
-    reverts("WrongStep", task.submit_votes, p0, tid, 1, 0, [0])
+    reverts("WrongStep", task.submit_votes, p0, tid, 2, 0, [0])  # a root ahead is the next tree's only
+    reverts("LengthMismatch", task.submit_votes, p1, tid, 1, 0, [0, 0])  # a root ahead holds one vote
     task.submit_votes(p0, tid, 0, 1, [3, 4])
     reverts("AlreadyVoted", task.submit_votes, p0, tid, 0, 1, [1, 1])
+    reverts("AlreadyVoted", task.submit_votes, p0, tid, 1, 0, [1])  # one ballot ahead per step, of either form
+    # p1 guesses that the root ends the tree: its root ballot for tree 1 is held, and not taken when level 1 opens
+    task.submit_votes(p1, tid, 1, 0, [0])
     # the audit of the task in progress holds the ballot sent ahead of a level not open yet (a review found it
     # reported a mismatch there)
     audit = audit_events(read_task(anvil_client, task.address, tid))
@@ -149,3 +163,38 @@ def test_votes_sent_ahead_are_checked(anvil_client: ChainClient) -> None:
     assert task.state(tid).phase == Phase.RESOLVING
     reverts("WrongPhase", task.submit_votes, p0, tid, 0, 2, [0, 0, 0, 0])
     assert hists.submitters == [p0.address, p1.address]
+    reverts("LengthMismatch", task.submit_votes, p1, tid, 1, 0, [0, 0])
+    reverts("Excluded", task.submit_votes, p2, tid, 1, 0, [0])
+    # p0 sends the next tree's root ahead; p1 does not, and its root ballot of the step before is not counted
+    task.submit_votes(p0, tid, 1, 0, [2])
+    level_hists = [hists.hists[a] for a in hists.submitters]
+    for node in hists.open_nodes:
+        opening = task.resolve_node(fed.resolver, tid, node, hists.open_nodes, level_hists)
+        hists.resolutions[node] = opening
+    rows.follow(hists)
+    st = task.state(tid)
+    assert (st.tree, st.level, st.phase) == (1, 0, Phase.VOTING), "p1 voted on the root only ahead of level 1"
+    assert opening.events_named("LevelStarted") and not opening.events_named("VotingClosed")
+    reverts("AlreadyVoted", task.submit_votes, p0, tid, 1, 0, [4])  # its root ballot was taken when the tree opened
+    closed = task.submit_votes(p1, tid, 1, 0, [1])
+    assert int(closed.event("VotingClosed").args["voters"]) == 2
+    rec = task.node(tid, 1, 1)
+    assert (rec.cand0, rec.cand1) == ref.top2([2, 1], 5, cfg.tie_break, 1, 1)
+    # the last tree: no root ahead past it
+    rows.start_tree(1)
+    run_level(
+        task,
+        tid,
+        [p0, p1],
+        {},
+        rows,
+        fed.resolver,
+        taken={p0.address: [2], p1.address: [1]},
+        resolve_batch=0,
+        endorsers=fed.parties,
+    )
+    assert task.state(tid).phase == Phase.RESOLVING
+    reverts("WrongPhase", task.submit_votes, p0, tid, 2, 0, [0])
+    audit = audit_events(read_task(anvil_client, task.address, tid))
+    assert audit.ok and not audit.completed, audit.first_mismatch
+    assert audit.counts.ahead_sets == 2  # p0's ballots of level 1 and of tree 1's root; not p1's root of level 1

@@ -162,8 +162,11 @@ def _packed(votes: list[int]) -> bytes:
 
 @st.composite
 def ahead_cases(draw: st.DrawFn) -> tuple[int, list[int], list[int], list[int]]:
-    """A level that opened (``level`` >= 1) from a random open set of the level before, and ballots sent ahead."""
-    level = draw(st.integers(1, 8))
+    """A level that opened (``level`` >= 1) from a random open set of the level before, and ballots sent ahead; or
+    a tree's root (level 0, no level before) and its one vote sent ahead."""
+    level = draw(st.integers(0, 8))
+    if level == 0:
+        return 0, [], [1], [draw(st.integers(-1, 299))]
     parents = draw(st.lists(st.integers(0, (1 << (level - 1)) - 1), min_size=1, unique=True))
     previous = sorted((1 << (level - 1)) + b for b in parents)
     children = [2 * p + c for p in previous for c in (0, 1)]
@@ -193,3 +196,13 @@ def test_ahead_ballot_keeps_each_child_its_own_vote() -> None:
         ref.ahead_ballot([10, 11, 12], [2, 3], [4])
     with pytest.raises(ValueError, match="not children"):
         ref.ahead_ballot([10, 11], [2], [6])
+
+
+def test_ahead_ballot_of_a_root_is_its_one_vote() -> None:
+    """A root's ballot sent ahead (while the tree before resolved its last level) is one vote, for node 1."""
+    assert ref.ahead_ballot([7], [], [1]) == [7]
+    assert ref.ahead_ballot([-1], [], [1]) == [-1]
+    with pytest.raises(ValueError, match="one, for node 1"):
+        ref.ahead_ballot([7, 8], [], [1])
+    with pytest.raises(ValueError, match="one, for node 1"):
+        ref.ahead_ballot([7], [], [2])
