@@ -554,7 +554,9 @@ class _Auditor:
         """The vote round of a level with voted candidates: every ballot, the close, the top-2. Returns the ballots,
         the candidates and the histogram step's deadline, or None while voting is open. A ballot sent ahead (before
         the level started, while the level before resolved) holds two votes per node of ``previous`` and counts as
-        the votes of the nodes that opened (``reference.ahead_ballot``), as the contract takes it."""
+        the votes of the nodes that opened (``reference.ahead_ballot``), as the contract takes it. At a root
+        (``previous`` empty) it is the root's one vote, counted if it was sent while the tree before resolved its
+        last level (after ``last_closed``); one sent at an earlier level of that tree is held unused."""
         k = len(open_nodes)
         step = self.cfg["stepBlocks"]
         votes: dict[str, list[int]] = {}

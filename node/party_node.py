@@ -806,7 +806,9 @@ class PartyNode:
     def _prefetch_carries(self, tree: int) -> None:
         """Read what every other party's previous tree allows of its root (``carry_of``) while the root's votes are
         out, once per party and tree: the first endorsement request of the tree then finds it cached, where reading
-        the previous tree's submissions in the request was on the critical path of the level."""
+        the previous tree's submissions in the request was on the critical path of the level. A root whose ballots
+        all came ahead has no vote round: its requests read the carries (a thread of their own for this, tried at
+        stop 32, measured within the noise)."""
         for p in self.parties:
             if p == self.address or (p, tree) in self._prefetched:
                 continue
@@ -1124,17 +1126,22 @@ class PartyNode:
         with self.timed("computing (votes)"):
             ahead = self._root_ahead(ctx, submissions) if last else self._level_ahead(ctx, submissions)
         if ahead is None:
+            if last:
+                self._ahead.discard(target)  # a record not served yet: the next look tries again
             return
+        ballot, nodes = ahead
         try:
             with self.timed("transactions"):
-                pending = self.task.submit_votes_ahead(self.account, self.task_id, *target, ahead)
+                pending = self.task.submit_votes_ahead(self.account, self.task_id, *target, ballot)
         except ContractRevert as exc:
             self.log(f"tree {target[0]} level {target[1]}: votes not taken ahead ({exc.name}); voting when it opens")
             return
-        self._pending_ahead = (*target, 1 if last else len(ahead) // 2, pending)
+        self._pending_ahead = (*target, nodes, pending)
 
-    def _level_ahead(self, ctx: LevelContext, submissions: list[list[ref.NodeHistograms]]) -> list[int] | None:
-        """The ballot of the tree's next level sent ahead, None where no node of it opens."""
+    def _level_ahead(
+        self, ctx: LevelContext, submissions: list[list[ref.NodeHistograms]]
+    ) -> tuple[list[int], int] | None:
+        """The ballot of the tree's next level sent ahead and the number of its nodes, None where none opens."""
         assert self.party is not None
         nxt = ctx.level + 1
         try:
@@ -1154,9 +1161,11 @@ class PartyNode:
         k_of_row = open_positions(ids, next_open, self.params.depth)
         votes = self.party.votes(k_of_row, len(next_open), ctx.g, ctx.h_vote, ctx.tree, nxt)
         mine = dict(zip(next_open, votes.tolist(), strict=True))
-        return [mine.get(c, ref.ABSTAIN) for n in ctx.open_nodes for c in (2 * n, 2 * n + 1)]
+        return [mine.get(c, ref.ABSTAIN) for n in ctx.open_nodes for c in (2 * n, 2 * n + 1)], len(next_open)
 
-    def _root_ahead(self, ctx: LevelContext, submissions: list[list[ref.NodeHistograms]]) -> list[int] | None:
+    def _root_ahead(
+        self, ctx: LevelContext, submissions: list[list[ref.NodeHistograms]]
+    ) -> tuple[list[int], int] | None:
         """The next tree's root ballot, sent ahead at this tree's last level (by depth: the chain surely ends the
         tree there and takes it), None where the tree's leaves are not all known yet.
 
@@ -1183,7 +1192,7 @@ class PartyNode:
             values[nid] = v / ref.ONE
         _, _, h_vote = grads = self.party.gradients(self.party.score + values[ids])
         root = np.zeros(self.party.n_rows, dtype=np.int64)  # every row at the root, the one open node
-        return [int(v) for v in self.party.votes(root, 1, grads[0], h_vote, tree + 1, 0)]
+        return [int(v) for v in self.party.votes(root, 1, grads[0], h_vote, tree + 1, 0)], 1
 
     def _settle_ahead(self) -> None:
         """Wait for the votes sent ahead (``_vote_ahead``), once this party's resolution of the round is sent."""
