@@ -20,6 +20,7 @@ from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.histogram import warm_up
+from fgbdt_chain.node.shapley_cost import slow_shapley_message
 
 
 def rss_mb() -> float:
@@ -83,6 +84,11 @@ def main() -> int:
     if args.one:
         print(json.dumps(one(args)))
         return 0
+    slow = slow_shapley_message(args.parties, args.trees, args.depth)
+    if slow and any(not r.startswith("lightgbm") for r in args.runs.split(",")):
+        # what ``simulate`` and ``train`` say before such a run (16 parties at 200 trees of depth 6 ran for over
+        # 17 minutes here without a word)
+        print(f"warning: {slow}", file=sys.stderr, flush=True)
     results = []
     for name in args.runs.split(","):
         cmd = [sys.executable, "-m", "bench.speed", *sys.argv[1:], "--one", name]
