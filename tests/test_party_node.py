@@ -353,14 +353,32 @@ def test_rows_routed_ahead_serve_the_level_only_where_the_chain_split_alike() ->
     assert node._routed_ahead(0, 2, [4, 5, 6, 7]) is None
 
 
-def test_a_party_that_first_looks_at_a_resolving_level_reads_its_next_levels_votes_from_the_chain() -> None:
-    """Votes sent ahead belong to the level after the resolving one: a party that starts following the task there
-    (a restart, an outage) may have sent them already, so that level is not one it followed from its start and its
-    vote record is read from the chain (a review found it skipped the histograms of a level that opened with them)."""
+@pytest.mark.parametrize(
+    ("depth", "level", "fresh_from", "voted", "blocks", "start"),
+    [
+        # a level's votes sent ahead: from the level before's start
+        (6, 1, (4, 3), (4, 2), {(4, 0): 90, (4, 1): 95, (4, 2): 99}, 95),
+        # at a tree's last level they are the next tree's root ballot: from that last level's start, before the root's
+        (3, 2, (5, 1), (5, 0), {(4, 1): 80, (4, 2): 90, (5, 0): 99}, 90),
+    ],
+    ids=["next-level", "next-root"],
+)
+def test_a_party_that_first_looks_at_a_resolving_level_reads_the_votes_it_sent_ahead_from_the_chain(
+    depth: int,
+    level: int,
+    fresh_from: tuple[int, int],
+    voted: tuple[int, int],
+    blocks: dict[tuple[int, int], int],
+    start: int,
+) -> None:
+    """Votes sent ahead belong to the step after the resolving one (the next level, or after a tree's last level the
+    next tree's root): a party that starts following the task there (a restart, an outage) may have sent them
+    already, so that step is not one it followed from its start and its vote record is read from the chain, from
+    where the votes sent ahead are (a review found it skipped the histograms of a level that opened with them)."""
     node = _ahead_node()
     node._fresh_from = None
-    node.params = SimpleNamespace(depth=6)
-    resolving = TaskState("0x0", Status.TRAINING, Phase.RESOLVING, 4, 1, 0b11, 0, 120, 0)
+    node.params = SimpleNamespace(depth=depth)
+    resolving = TaskState("0x0", Status.TRAINING, Phase.RESOLVING, 4, level, 0b1, 0, 120, 0)
     node.task = SimpleNamespace(state=lambda task_id: resolving)
     node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
     node.log = lambda message: None
@@ -371,52 +389,18 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_its_next_levels_vot
     node.context = lagging
     node._again = False
     assert node.step() is False
-    assert node._fresh_from == (4, 3)
+    assert node._fresh_from == fresh_from
     asked: list[tuple[str, int]] = []
 
     def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
         asked.append((names[0], start))
-        event = SimpleNamespace(args={"tree": 4, "level": 2, "party": node.address})
+        event = SimpleNamespace(args={"tree": voted[0], "level": voted[1], "party": node.address})
         return [event]  # its votes sent ahead, before the level started
 
     node.task = SimpleNamespace(client=SimpleNamespace(logs=logs), contract=None)
     node.lock = threading.RLock()
-    node._level_blocks = {(4, 0): 90, (4, 1): 95, (4, 2): 99}
+    node._level_blocks = blocks
     node._level_scan = 100
     node._announced_latest = lambda: -1
-    assert node._has(["VotesSubmitted"], 4, 2)
-    assert asked == [("VotesSubmitted", 95)]  # from the level before's start, where votes sent ahead are
-
-
-def test_a_party_that_first_looks_at_a_trees_last_level_reads_the_next_roots_votes_from_the_chain() -> None:
-    """At a tree's last level the votes sent ahead are the next tree's root ballot: a party that starts following
-    the task there reads that root's vote record from the chain, from the last level's start, where the ballot sent
-    ahead is (before the root's own start)."""
-    node = _ahead_node()
-    node._fresh_from = None
-    node.params = SimpleNamespace(depth=3)
-    resolving = TaskState("0x0", Status.TRAINING, Phase.RESOLVING, 4, 2, 0b1, 0, 120, 0)
-    node.task = SimpleNamespace(state=lambda task_id: resolving)
-    node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
-    node.log = lambda message: None
-
-    def lagging(*args: object) -> None:
-        raise ChainLag("not served yet")
-
-    node.context = lagging
-    node._again = False
-    assert node.step() is False
-    assert node._fresh_from == (5, 1)  # the next tree's root is not followed from its start
-    asked: list[tuple[str, int]] = []
-
-    def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
-        asked.append((names[0], start))
-        return [SimpleNamespace(args={"tree": 5, "level": 0, "party": node.address})]
-
-    node.task = SimpleNamespace(client=SimpleNamespace(logs=logs), contract=None)
-    node.lock = threading.RLock()
-    node._level_blocks = {(4, 1): 80, (4, 2): 90, (5, 0): 99}
-    node._level_scan = 100
-    node._announced_latest = lambda: -1
-    assert node._has(["VotesSubmitted"], 5, 0)
-    assert asked == [("VotesSubmitted", 90)]  # from the tree before's last level, where the root ballot went ahead
+    assert node._has(["VotesSubmitted"], *voted)
+    assert asked == [("VotesSubmitted", start)]
