@@ -321,12 +321,16 @@ class PartyNode:
         self._closes_tried: set[tuple[int, int, int]] = set()
         self._carries: dict[tuple[str, int], Carry] = {}
         self._prefetched: set[tuple[str, int]] = set()
+        self._early_roots: set[int] = set()
+        """Trees whose root ballot this party sent ahead where it computed that the tree before stopped short of its
+        depth: counted only if the chain stopped it there too, so whether it voted is read from the chain (``_has``:
+        the ballot is counted exactly when it was sent after the start of that tree's last level)."""
         self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
         self._ahead: set[tuple[int, int]] = set()
         """The (tree, level)s this party sent its votes ahead for, or tried to (once per level)."""
-        self._pending_ahead: tuple[int, int, int, Callable[[], TxResult]] | None = None
+        self._pending_ahead: tuple[int, int, int, Callable[[], TxResult], bool] | None = None
         """(tree, level, nodes, its result) of the votes sent ahead and not waited for yet."""
         self._routed: tuple[int, int, tuple[int, ...], dict[int, tuple[int, int]], np.ndarray] | None = None
         """(tree, level, open nodes, the splits that opened them, each row's node, 0 for a row in a leaf) of the level
@@ -761,9 +765,8 @@ class PartyNode:
             # level, the next root) may already hold this party's votes sent ahead (before a restart or an outage),
             # so it is not one of them
             self._fresh_from = (st.tree, st.level + 1)
-            if st.phase == Phase.RESOLVING:
-                last = st.level + 1 >= self.params.depth
-                self._fresh_from = (st.tree + 1, 1) if last else (st.tree, st.level + 2)
+            if st.phase == Phase.RESOLVING:  # the next level's or, the tree ending, the next root's votes
+                self._fresh_from = (st.tree + 1, 1)
         if st.status == Status.COMPLETED:
             total = ref.from_fixed(self.task.contribution(self.task_id, self.address))
             self.log(f"task completed; this party's contribution {total:.6f}")
@@ -840,7 +843,8 @@ class PartyNode:
         key = (names[0], tree, level)
         if key in self._seen:
             return True
-        if self._fresh_from is not None and (tree, level) >= self._fresh_from:
+        early_root = names[0] == "VotesSubmitted" and level == 0 and tree in self._early_roots
+        if self._fresh_from is not None and (tree, level) >= self._fresh_from and not early_root:
             return False  # followed from its start by this process: its own event would be in _seen
         # votes sent ahead landed while the level before resolved (a root's: the tree before's last level)
         start = self._level_block(tree, level)
@@ -1094,8 +1098,8 @@ class PartyNode:
 
     def _vote_ahead(self, ctx: LevelContext) -> None:
         """Vote on the next level of the tree while this one resolves (``submitVotes`` ahead): two votes per open
-        node, one per child, the children that do not open abstaining; at the tree's last level, on the next tree's
-        root (``_root_ahead``).
+        node, one per child, the children that do not open abstaining; at the tree's last level, or where no node of
+        this one splits, on the next tree's root (``_root_ahead``).
 
         Why: the level's submissions fix every split (``node.resolve.level_splits``: the contract's best split of
         the aggregated histograms), so this party knows the next level's nodes and where its rows go before the chain
@@ -1109,8 +1113,7 @@ class PartyNode:
         if (
             self.excluded
             or target in self._ahead
-            or ref.draws(target[0], self.cfg.voted_trees)
-            or target[0] >= self.cfg.trees
+            or not self._votes_on(target[0])
             or ("HistogramsSubmitted", ctx.tree, ctx.level) not in self._seen
         ):
             return
@@ -1123,9 +1126,15 @@ class PartyNode:
         submissions = self._held_submissions(ctx, submitters)
         if submissions is None:
             return
+        early = False
         with self.timed("computing (votes)"):
             ahead = self._root_ahead(ctx, submissions) if last else self._level_ahead(ctx, submissions)
-        if ahead is None:
+            if ahead == ([], 0) and self._votes_on(ctx.tree + 1):
+                # no split: the tree ends at this level, before its depth, and the next root is what opens
+                target, last, early = (ctx.tree + 1, 0), True, True
+                self._ahead.add(target)
+                ahead = self._root_ahead(ctx, submissions)
+        if ahead is None or ahead == ([], 0):
             if last:
                 self._ahead.discard(target)  # a record not served yet: the next look tries again
             return
@@ -1136,12 +1145,17 @@ class PartyNode:
         except ContractRevert as exc:
             self.log(f"tree {target[0]} level {target[1]}: votes not taken ahead ({exc.name}); voting when it opens")
             return
-        self._pending_ahead = (*target, nodes, pending)
+        self._pending_ahead = (*target, nodes, pending, early)
+
+    def _votes_on(self, tree: int) -> bool:
+        """Whether tree ``tree`` exists and votes (a drawn tree has no ballots)."""
+        return tree < self.cfg.trees and not ref.draws(tree, self.cfg.voted_trees)
 
     def _level_ahead(
         self, ctx: LevelContext, submissions: list[list[ref.NodeHistograms]]
     ) -> tuple[list[int], int] | None:
-        """The ballot of the tree's next level sent ahead and the number of its nodes, None where none opens."""
+        """The ballot of the tree's next level sent ahead and the number of its nodes; ``([], 0)`` where no node
+        splits (the tree ends at this level), None where the contract would revert the resolution."""
         assert self.party is not None
         nxt = ctx.level + 1
         try:
@@ -1151,7 +1165,7 @@ class PartyNode:
         local = {n: (s.feature, s.threshold) for n, s in zip(ctx.open_nodes, splits, strict=True) if s is not None}
         next_open = sorted(c for n in local for c in (2 * n, 2 * n + 1))
         if not next_open:
-            return None  # no split: the next level of the tree never opens
+            return [], 0  # no split: the next level of the tree never opens
         # each row's node at this level from its place in the context (0 for a row in a leaf, which no split
         # moves), then one routing step: not the whole tree routed again from its root
         nodes = np.asarray(ctx.open_nodes, dtype=np.int64)
@@ -1167,7 +1181,8 @@ class PartyNode:
         self, ctx: LevelContext, submissions: list[list[ref.NodeHistograms]]
     ) -> tuple[list[int], int] | None:
         """The next tree's root ballot, sent ahead at this tree's last level (by depth: the chain surely ends the
-        tree there and takes it), None where the tree's leaves are not all known yet.
+        tree there and takes it) or where no node of the level splits (the chain takes it if its resolution agrees:
+        ``_early_roots``), None where the tree's leaves are not all known yet.
 
         The level's submissions give its splits and leaves as the contract will make them (``tree_end``, with each
         node's totals from its parent's split on chain); with the leaves of the levels before, every row's score
@@ -1198,7 +1213,7 @@ class PartyNode:
         """Wait for the votes sent ahead (``_vote_ahead``), once this party's resolution of the round is sent."""
         if self._pending_ahead is None:
             return
-        tree, level, nodes, pending = self._pending_ahead
+        tree, level, nodes, pending, early = self._pending_ahead
         try:  # a lost connection leaves it pending: the outage's recovery forgets it and reads the chain again
             with self.timed("transactions"):
                 res = pending()
@@ -1214,7 +1229,11 @@ class PartyNode:
                 self._fresh_from = max(self._fresh_from, (tree, level + 1))
             return
         self._pending_ahead = None
-        self._seen.add(("VotesSubmitted", tree, level))
+        if early:
+            # counted only if the chain ends the tree where this party computed it would: ``_has`` reads the record
+            self._early_roots.add(tree)
+        else:
+            self._seen.add(("VotesSubmitted", tree, level))
         self.log(f"tree {tree} level {level}: voted ahead on {nodes} nodes (gas {res.gas_used})")
 
     def _closed_submitters(self, ctx: LevelContext) -> int | None:

@@ -3,6 +3,7 @@ the reading of a resolution revert that means the node's events lag its state.""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from types import SimpleNamespace
@@ -315,6 +316,7 @@ def _ahead_node() -> Any:
     node._seen = set()
     node._endorsed = {}
     node._routed = None
+    node._early_roots = set()
     node.trees = SimpleNamespace(splits={})
     return node
 
@@ -357,7 +359,7 @@ def test_rows_routed_ahead_serve_the_level_only_where_the_chain_split_alike() ->
     ("depth", "level", "fresh_from", "voted", "blocks", "start"),
     [
         # a level's votes sent ahead: from the level before's start
-        (6, 1, (4, 3), (4, 2), {(4, 0): 90, (4, 1): 95, (4, 2): 99}, 95),
+        (6, 1, (5, 1), (4, 2), {(4, 0): 90, (4, 1): 95, (4, 2): 99}, 95),
         # at a tree's last level they are the next tree's root ballot: from that last level's start, before the root's
         (3, 2, (5, 1), (5, 0), {(4, 1): 80, (4, 2): 90, (5, 0): 99}, 90),
     ],
@@ -371,9 +373,9 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_the_votes_it_sent_a
     blocks: dict[tuple[int, int], int],
     start: int,
 ) -> None:
-    """Votes sent ahead belong to the step after the resolving one (the next level, or after a tree's last level the
+    """Votes sent ahead belong to the step after the resolving one (the next level, or, the tree ending there, the
     next tree's root): a party that starts following the task there (a restart, an outage) may have sent them
-    already, so that step is not one it followed from its start and its vote record is read from the chain, from
+    already, so those steps are not ones it followed from its start and its vote record is read from the chain, from
     where the votes sent ahead are (a review found it skipped the histograms of a level that opened with them)."""
     node = _ahead_node()
     node._fresh_from = None
@@ -404,3 +406,39 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_the_votes_it_sent_a
     node._announced_latest = lambda: -1
     assert node._has(["VotesSubmitted"], *voted)
     assert asked == [("VotesSubmitted", start)]
+
+
+@pytest.mark.parametrize(
+    ("blocks", "counted"),
+    [({(4, 0): 80, (4, 1): 90, (5, 0): 99}, True), ({(4, 0): 80, (4, 1): 90, (4, 2): 95, (5, 0): 99}, False)],
+    ids=["tree-stopped-there", "tree-went-on"],
+)
+def test_a_root_ballot_sent_where_a_tree_stopped_short_counts_only_if_the_chain_stopped_it_there(
+    blocks: dict[tuple[int, int], int], counted: bool
+) -> None:
+    """A party that computed that tree 4 stops at level 1 (depth 3) sent tree 5's root ballot with that level's
+    resolution (block 92). The chain counts it only if tree 4 did stop there; the party, following the task from its
+    start, reads which from the chain: its ballot is after the start of tree 4's last level exactly when that level
+    was level 1. Otherwise it votes in the root's round (a missed vote would leave it out of the task)."""
+    node = _ahead_node()
+    node._fresh_from = (0, 1)  # followed from the start
+    node._early_roots = {5}
+    node.params = SimpleNamespace(depth=3)
+    node.task_id = 1
+    asked: list[int] = []
+
+    def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
+        if names == ["LevelStarted"]:
+            return []  # no level started that the node does not know of
+        asked.append(start)
+        ballot = SimpleNamespace(block_number=92, args={"tree": 5, "level": 0, "party": node.address})
+        return [e for e in [ballot] if e.block_number >= start]
+
+    node.task = SimpleNamespace(client=SimpleNamespace(logs=logs, block_number=100), contract=None)
+    node.timed = lambda category: contextlib.nullcontext()
+    node._level_blocks, node._level_scan = blocks, 100
+    node._announced_latest = lambda: -1
+    assert node._has(["VotesSubmitted"], 5, 0) is counted
+    assert asked == [blocks.get((4, 2), 90)]  # from tree 4's last level's start
+    node._early_roots = set()
+    assert node._has(["VotesSubmitted"], 6, 0) is False and len(asked) == 1  # followed from its start: not read

@@ -130,6 +130,42 @@ def test_chain_model_equals_simulate(
     assert report["fits_geth_pool"] and report["fits_30m_block"]  # the toy task's transactions are small
 
 
+def test_a_tree_that_stops_short_of_its_depth_sends_the_next_roots_ballots_ahead(
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
+) -> None:
+    """With many rows needed per side the toy trees stop at level 2 of depth 4 (no split there): each party, having
+    computed from the level's submissions that nothing splits, sends the next root's ballot with that level's
+    resolution, the chain counts it, and the model and every vote are still the simulator's."""
+    params = dataclasses.replace(PARAMS, trees=3, depth=4, min_rows=600)
+    prep = _prep(toy_csv, params=params)
+    report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
+    sim_report, sim_model, sim = run(prep, "fvtree", keep_levels=True)
+    assert sim_model is not None and sim is not None
+    task = TaskContract.at(ChainClient.connect(anvil_node.url), e2e_contract)
+    assert model_from_chain(task, report["task"]).trees == sim_model.trees
+    assert report["test_error"] == sim_report["test_error"]
+    last = {rec.tree: rec.level for rec in sim.levels}
+    assert all(level < params.depth - 1 for level in last.values())  # every tree stops short of its depth
+    started = {
+        (int(e.args["tree"]), int(e.args["level"])): (e.block_number, e.log_index)
+        for e in task.client.logs(task.contract, ["LevelStarted"], report["task"])
+    }
+    parties = task.parties(report["task"])
+    votes = task.client.logs(task.contract, ["VotesSubmitted"], report["task"])
+    root_votes = {rec.tree: rec.votes for rec in sim.levels if rec.level == 0}
+    ahead = 0
+    for t in range(1, params.trees):
+        roots = [e for e in votes if (int(e.args["tree"]), int(e.args["level"])) == (t, 0)]
+        assert len(roots) == CONFIG.parties  # one each: none sent again in the root's round
+        for e in roots:
+            assert [int(v) for v in e.args["votes"]] == root_votes[t][parties.index(str(e.args["party"]))]
+        ahead += sum(started[(t - 1, last[t - 1])] < (e.block_number, e.log_index) < started[(t, 0)] for e in roots)
+    assert ahead >= 1
+    audit = audit_events(read_task(task.client, e2e_contract, report["task"]))
+    assert audit.ok and audit.completed, audit.first_mismatch
+    assert audit.counts.ahead_sets >= ahead
+
+
 @pytest.mark.parametrize(
     ("attack", "refusal"),
     [
