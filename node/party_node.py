@@ -304,6 +304,8 @@ class PartyNode:
         self._grads: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._contexts: dict[tuple[int, int], LevelContext] = {}
         self._level_blocks: dict[tuple[int, int], int] = {}
+        self._level_starts: dict[tuple[int, int], tuple[int, int]] = {}
+        """Where each level's ``LevelStarted`` is: (block, log index)."""
         self._seen: set[tuple[str, int, int]] = set()
         self._resolve_failures: dict[int, int] = {}
         self._node_gas = 0
@@ -751,6 +753,7 @@ class PartyNode:
             # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
             self._level_blocks.clear()
+            self._level_starts.clear()
             self._level_scan = 0
             self.trees.next_block = 0
 
@@ -854,9 +857,14 @@ class PartyNode:
             )
         with self.timed("chain reads"):
             events = self.task.client.logs(self.task.contract, names, self.task_id, start)
+        # a root ballot sent where this party computed the tree before stopped counts only if sent after the start
+        # of that tree's last level (log order: on a network that mines at intervals the two can share a block)
+        after = max((at for (t, _), at in self._level_starts.items() if t == tree - 1), default=(0, -1))
         for ev in events:
             a = ev.args
             if int(a["tree"]) == tree and int(a["level"]) == level and str(a["party"]) == self.address:
+                if early_root and (ev.block_number, ev.log_index) < after:
+                    continue
                 self._seen.add(key)
                 return True
         return False
@@ -870,7 +878,9 @@ class PartyNode:
             latest, counted = read_bound(self._announced_latest(), self.task.client)
             start = max(0, self._level_scan - RESCAN_BLOCKS)
             for ev in self.task.client.logs(self.task.contract, ["LevelStarted"], self.task_id, start, latest):
-                self._level_blocks[(int(ev.args["tree"]), int(ev.args["level"]))] = ev.block_number
+                started = (int(ev.args["tree"]), int(ev.args["level"]))
+                self._level_blocks[started] = ev.block_number
+                self._level_starts[started] = (ev.block_number, ev.log_index)
             self._level_scan = max(self._level_scan, counted + 1)
         found = self._level_blocks.get(key)
         if found is not None:
