@@ -54,6 +54,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--algo", choices=ON_CHAIN, default="fvtree", help="fvtree (votes, then drawn) or drawn")
     ap.add_argument("--voted-trees", type=int, default=DEFAULT_VOTED_TREES, help="fvtree: trees that vote")
+    ap.add_argument(
+        "--min-rows",
+        type=int,
+        default=TrainParams.min_rows,
+        help="rows a side of a split needs (more: trees stop short)",
+    )
     ap.add_argument("--tick", type=float, default=0.25)
     ap.add_argument(
         "--block-time",
@@ -65,7 +71,9 @@ def main() -> int:
     ap.add_argument("--out", default="bench/results/chain.json")
     args = ap.parse_args()
     train, test = load(args.data, args.seed)
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=args.voted_trees)
+    params = TrainParams(
+        trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=args.voted_trees, min_rows=args.min_rows
+    )
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed))
     warm_up()
     sim_report, sim_model, _ = run(prep, args.algo)
