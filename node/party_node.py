@@ -303,7 +303,6 @@ class PartyNode:
         self._grad_tree = -1
         self._grads: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._contexts: dict[tuple[int, int], LevelContext] = {}
-        self._level_blocks: dict[tuple[int, int], int] = {}
         self._level_starts: dict[tuple[int, int], tuple[int, int]] = {}
         """Where each level's ``LevelStarted`` is: (block, log index)."""
         self._seen: set[tuple[str, int, int]] = set()
@@ -752,7 +751,6 @@ class PartyNode:
             self._pending_ahead = None
             # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
-            self._level_blocks.clear()
             self._level_starts.clear()
             self._level_scan = 0
             self.trees.next_block = 0
@@ -850,16 +848,17 @@ class PartyNode:
         if self._fresh_from is not None and (tree, level) >= self._fresh_from and not early_root:
             return False  # followed from its start by this process: its own event would be in _seen
         # votes sent ahead landed while the level before resolved (a root's: the tree before's last level)
-        start = self._level_block(tree, level)
-        if names[0] == "VotesSubmitted" and (tree, level) != (0, 0):
-            start = (
-                self._level_block(tree, level - 1) if level > 0 else self._level_block(tree - 1, self.params.depth - 1)
-            )
+        since = (tree, level)
+        if names[0] == "VotesSubmitted" and since != (0, 0):
+            since = (tree, level - 1) if level > 0 else (tree - 1, self.params.depth - 1)
+        start = self._level_block(*since)
         with self.timed("chain reads"):
             events = self.task.client.logs(self.task.contract, names, self.task_id, start)
         # a root ballot sent where this party computed the tree before stopped counts only if sent after the start
         # of that tree's last level (log order: on a network that mines at intervals the two can share a block)
-        after = max((at for (t, _), at in self._level_starts.items() if t == tree - 1), default=(0, -1))
+        after = (0, -1)
+        if early_root:
+            after = max((at for k, at in self._level_starts.items() if k[0] == tree - 1), default=after)
         for ev in events:
             a = ev.args
             if int(a["tree"]) == tree and int(a["level"]) == level and str(a["party"]) == self.address:
@@ -874,18 +873,16 @@ class PartyNode:
         its ``LevelStarted`` is not served yet (the node's log index lags its state), the start of the latest earlier
         level known: a bound that holds, where block 0 made every such read scan the whole chain."""
         key = (tree, level)
-        if key not in self._level_blocks:
+        if key not in self._level_starts:
             latest, counted = read_bound(self._announced_latest(), self.task.client)
             start = max(0, self._level_scan - RESCAN_BLOCKS)
             for ev in self.task.client.logs(self.task.contract, ["LevelStarted"], self.task_id, start, latest):
-                started = (int(ev.args["tree"]), int(ev.args["level"]))
-                self._level_blocks[started] = ev.block_number
-                self._level_starts[started] = (ev.block_number, ev.log_index)
+                self._level_starts[(int(ev.args["tree"]), int(ev.args["level"]))] = (ev.block_number, ev.log_index)
             self._level_scan = max(self._level_scan, counted + 1)
-        found = self._level_blocks.get(key)
+        found = self._level_starts.get(key)
         if found is not None:
-            return found
-        return max((b for k, b in self._level_blocks.items() if k < key), default=0)
+            return found[0]
+        return max((at[0] for k, at in self._level_starts.items() if k < key), default=0)
 
     def _try(self, what: str, fn: Callable[[LocalAccount, int], Any]) -> bool:
         try:

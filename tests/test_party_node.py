@@ -75,7 +75,10 @@ def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -
     node.settings = NodeSettings(chain_outage_seconds=0.05)
     node.applied_trees = 0
     node._leaf_lag_since = {}
-    node._level_blocks = {(0, 0): 3, (0, 1): 4}  # where tree 0 started: the re-read goes back to there, not to block 0
+    node._level_starts = {
+        (0, 0): (3, 0),
+        (0, 1): (4, 0),
+    }  # where tree 0 started: the re-read goes back to there, not to block 0
     with pytest.raises(ChainLag, match="not served yet"):
         node._apply_completed_trees(1)
     assert node.applied_trees == 0 and not node.party.score.any()
@@ -100,7 +103,7 @@ def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> 
     node = object.__new__(PartyNode)
     node.task = SimpleNamespace(client=SimpleNamespace(block_number=40, logs=logs), contract=None)
     node.task_id = 1
-    node._level_blocks = {(2, 0): 10, (2, 1): 14, (3, 0): 30}
+    node._level_starts = {(2, 0): (10, 0), (2, 1): (14, 0), (3, 0): (30, 0)}
     node._level_scan = 38
     node._heads = None  # not subscribed: the node is asked for its latest block
     assert node._level_block(2, 1) == 14 and asked == []  # known: no query
@@ -270,14 +273,13 @@ def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
     node._seen = {("VotesSubmitted", 4, 2)}
     node._ahead = {(4, 2)}
     node._fresh_from = (4, 0)
-    node._level_blocks = {(4, 0): 90, (4, 2): 97}
     node._level_starts = {(4, 0): (90, 0), (4, 2): (97, 0)}
     node._level_scan = 98
     node.trees = TreeLog(node.task, 1)
     node.trees.next_block = 98
     assert node._has(["VotesSubmitted"], 4, 2) and asked == []  # remembered: no read
     node._forget_recent_chain()
-    assert node._level_blocks == {} and node._level_starts == {}
+    assert node._level_starts == {}
     assert node._level_scan == 0 and node.trees.next_block == 0
     assert node._ahead == set()  # a vote sent ahead may be gone too: it may send it again
     assert not node._has(["VotesSubmitted"], 4, 2)  # read again, and not there: it votes again
@@ -404,7 +406,7 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_the_votes_it_sent_a
 
     node.task = SimpleNamespace(client=SimpleNamespace(logs=logs), contract=None)
     node.lock = threading.RLock()
-    node._level_blocks = blocks
+    node._level_starts = {key: (block, 0) for key, block in blocks.items()}
     node._level_scan = 100
     node._announced_latest = lambda: -1
     assert node._has(["VotesSubmitted"], *voted)
@@ -439,7 +441,7 @@ def test_a_root_ballot_sent_where_a_tree_stopped_short_counts_only_if_the_chain_
 
     node.task = SimpleNamespace(client=SimpleNamespace(logs=logs, block_number=100), contract=None)
     node.timed = lambda category: contextlib.nullcontext()
-    node._level_blocks, node._level_scan = blocks, 100
+    node._level_scan = 100
     node._level_starts = {key: (block, 0) for key, block in blocks.items()}
     node._announced_latest = lambda: -1
     assert node._has(["VotesSubmitted"], 5, 0) is counted
@@ -447,7 +449,6 @@ def test_a_root_ballot_sent_where_a_tree_stopped_short_counts_only_if_the_chain_
     if counted:
         # the next level started in the ballot's block, after it (a network that mines at intervals): not counted
         node._seen.clear()
-        node._level_blocks[(4, 2)] = 92
         node._level_starts[(4, 2)] = (92, 3)
         assert node._has(["VotesSubmitted"], 5, 0) is False
     node._early_roots, looked = set(), len(asked)
