@@ -67,15 +67,15 @@ def test_a_threads_requests_share_one_connection(anvil_node: Anvil) -> None:
     provider = client.w3.provider
     assert isinstance(provider, KeepAliveHTTPProvider)
     first = client.block_number
-    conn = provider._local.conn
+    curl = provider._local.curl
     client.mine(2)
     assert client.block_number == first + 2
-    assert provider._local.conn is conn
+    assert provider._local.curl is curl
     seen: list[object] = []
-    worker = threading.Thread(target=lambda: seen.extend([client.block_number, provider._local.conn]))
+    worker = threading.Thread(target=lambda: seen.extend([client.block_number, provider._local.curl]))
     worker.start()
     worker.join()
-    assert seen[0] == first + 2 and seen[1] is not conn  # another thread, its own connection
+    assert seen[0] == first + 2 and seen[1] is not curl  # another thread, its own handle and connection
 
 
 def test_a_connection_the_node_closed_is_replaced() -> None:
