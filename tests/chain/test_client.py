@@ -10,7 +10,7 @@ import pytest
 from eth_utils import keccak, to_checksum_address
 from web3 import HTTPProvider
 
-from fgbdt_chain.ledger.client import ChainClient
+from fgbdt_chain.ledger.client import ChainClient, _lean_receipt
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import endorsement_digest
 from fgbdt_chain.ledger.errors import ContractRevert, ErrorDecoder
@@ -57,6 +57,25 @@ def test_transactions_wait_in_one_round_trip_where_the_node_offers_it(chain: Cha
     assert chain._sync_send is isinstance(chain.w3.provider, HTTPProvider)
     with pytest.raises(ContractRevert, match="UnknownTask"):  # reverts still come back by name
         task.fund(chain.new_account(10**20), tid + 1, 1)
+
+
+def test_lean_receipts_read_as_web3_formats_them(anvil_client: ChainClient) -> None:
+    """``_lean_receipt`` keeps the fields the client reads from a node's receipt, each as web3's formatter gives it: a
+    transaction that deploys a contract and one that calls it and logs an event."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    deploy_block = anvil_client.w3.eth.get_block(anvil_client.block_number)
+    _, created = task.create_task(anvil_client.new_account(10**20), TaskConfig(), [0], [ONE], reward=3)
+    hashes = ["0x" + bytes(deploy_block["transactions"][-1]).hex(), "0x" + created.tx_hash.removeprefix("0x")]
+    for tx_hash in hashes:
+        formatted = anvil_client.w3.eth.get_transaction_receipt(tx_hash)  # type: ignore[arg-type]
+        lean = _lean_receipt(anvil_client.raw_result("eth_getTransactionReceipt", [tx_hash]))
+        for key in ("status", "gasUsed", "blockNumber", "transactionHash", "contractAddress"):
+            assert lean[key] == formatted[key] and type(lean[key]) is type(formatted[key]), key
+        assert anvil_client.decode_events(lean["logs"]) == anvil_client.decode_events(formatted["logs"])
+    assert _lean_receipt(anvil_client.raw_result("eth_getTransactionReceipt", [hashes[0]]))["contractAddress"] == (
+        task.contract.address
+    )
+    assert lean["contractAddress"] is None and len(lean["logs"]) == len(created.events) > 0
 
 
 def test_endorsement_digest_matches_off_chain_encoding(chain: ChainClient, task_contract: TaskContract) -> None:
