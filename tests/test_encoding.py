@@ -4,7 +4,10 @@ submitter's proof of that node."""
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 from eth_utils import keccak
@@ -54,3 +57,24 @@ def test_a_resolutions_proofs_are_each_submitters_proofs_of_its_nodes() -> None:
             proof = proofs[(k * len(level) + p) * depth : (k * len(level) + p + 1) * depth]
             root = merkle_root([node_hash(h) for h in party])
             assert _climb(node_hash(party[idx]), idx, proof) == root
+
+
+_BACKEND = (
+    "import fgbdt_chain, eth_hash.auto as a; from eth_utils import keccak; "
+    "print(keccak(b'abc').hex(), type(a.keccak._backend.keccak256.__self__).__module__)"
+)
+
+
+@pytest.mark.parametrize(
+    ("chosen", "backend"), [(None, "eth_hash.backends.pysha3"), ("pycryptodome", "eth_hash.backends.pycryptodome")]
+)
+def test_keccak_takes_the_fast_backend_unless_the_environment_chose(chosen: str | None, backend: str) -> None:
+    """Importing the package makes eth-hash hash with safe-pysha3 (``fgbdt_chain/__init__.py``), the same digests as
+    pycryptodome's; a backend the environment names stands."""
+    env = {k: v for k, v in os.environ.items() if k != "ETH_HASH_BACKEND"}
+    if chosen is not None:
+        env["ETH_HASH_BACKEND"] = chosen
+    out = subprocess.run([sys.executable, "-c", _BACKEND], env=env, capture_output=True, text=True, check=True).stdout
+    digest, module = out.split()
+    assert digest == "4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45"  # keccak256("abc")
+    assert module == backend

@@ -1,5 +1,5 @@
 """The JSON-RPC transport parties use (``ledger.http_transport``): one kept-alive connection per thread, a fresh one
-when the node closed it, and transport failures as ``OSError``."""
+when the node closed it, and transport failures (refused, timed out, an HTTP error) as ``OSError``."""
 
 from __future__ import annotations
 
@@ -100,3 +100,14 @@ def test_transport_failures_are_os_errors_that_say_what_happened() -> None:
         _ = Web3(KeepAliveHTTPProvider(f"http://127.0.0.1:{free_port()}", timeout=5)).eth.block_number
     with pytest.raises(ValueError, match="not an http"):
         KeepAliveHTTPProvider("ws://127.0.0.1:8545")
+
+
+def test_a_node_that_does_not_answer_times_out_and_its_connection_is_dropped() -> None:
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts connections (the kernel's backlog) and never answers
+    try:
+        provider = KeepAliveHTTPProvider(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout=0.3)
+        with pytest.raises(ConnectionError, match=r"eth_blockNumber .*timed out"):
+            _ = Web3(provider).eth.block_number
+        assert provider._local.curl is None  # dropped: a request after a failure takes a fresh connection
+    finally:
+        silent.close()
