@@ -61,7 +61,7 @@ def test_a_resolutions_proofs_are_each_submitters_proofs_of_its_nodes() -> None:
 
 _BACKEND = (
     "import fgbdt_chain, eth_hash.auto as a; from eth_utils import keccak; "
-    "print(keccak(b'abc').hex(), type(a.keccak._backend.keccak256.__self__).__module__)"
+    "print(keccak(b'abc').hex(), type(a.keccak.hasher.__self__).__module__)"
 )
 
 
@@ -70,7 +70,8 @@ _BACKEND = (
 )
 def test_keccak_takes_the_fast_backend_unless_the_environment_chose(chosen: str | None, backend: str) -> None:
     """Importing the package makes eth-hash hash with safe-pysha3 (``fgbdt_chain/__init__.py``), the same digests as
-    pycryptodome's; a backend the environment names stands."""
+    pycryptodome's, without setting a variable its subprocesses would inherit; a backend the environment names
+    stands."""
     env = {k: v for k, v in os.environ.items() if k != "ETH_HASH_BACKEND"}
     if chosen is not None:
         env["ETH_HASH_BACKEND"] = chosen
@@ -78,3 +79,13 @@ def test_keccak_takes_the_fast_backend_unless_the_environment_chose(chosen: str 
     digest, module = out.split()
     assert digest == "4e03657aea45a94fc7d47ba826c8d667c0d1e6e33a64a036ec44f58fa12d6c45"  # keccak256("abc")
     assert module == backend
+    child = "import os; print(os.environ.get('ETH_HASH_BACKEND'))"
+    parent = f"import fgbdt_chain, subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
+    inherited = subprocess.run(
+        [sys.executable, "-c", parent],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert inherited == str(chosen)  # nothing set for the processes it starts

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
+import pycurl
 import pytest
 from web3 import Web3
 
@@ -70,7 +74,7 @@ def test_a_threads_requests_share_one_connection(anvil_node: Anvil) -> None:
     curl = provider._local.curl
     client.mine(2)
     assert client.block_number == first + 2
-    assert provider._local.curl is curl
+    assert provider._local.curl is curl and curl.getinfo(pycurl.NUM_CONNECTS) == 0  # the connection, kept
     seen: list[object] = []
     worker = threading.Thread(target=lambda: seen.extend([client.block_number, provider._local.curl]))
     worker.start()
@@ -106,8 +110,45 @@ def test_a_node_that_does_not_answer_times_out_and_its_connection_is_dropped() -
     silent = socket.create_server(("127.0.0.1", 0))  # accepts connections (the kernel's backlog) and never answers
     try:
         provider = KeepAliveHTTPProvider(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout=0.3)
-        with pytest.raises(ConnectionError, match=r"eth_blockNumber .*timed out"):
+        with pytest.raises(TimeoutError, match=r"eth_blockNumber .*no answer for 0.3 s"):
             _ = Web3(provider).eth.block_number
         assert provider._local.curl is None  # dropped: a request after a failure takes a fresh connection
     finally:
         silent.close()
+
+
+def test_a_proxy_in_the_environment_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node's traffic goes to the node: libcurl would otherwise follow ``http_proxy`` (``http.client`` never did),
+    here a port where nothing listens."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, dead)
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    server = OneRequestPerConnection()
+    try:
+        assert Web3(KeepAliveHTTPProvider(server.url, timeout=5)).eth.block_number == 42
+    finally:
+        server.close()
+
+
+def test_a_signal_handler_ends_a_request_that_waits() -> None:
+    """A party told to stop (SIGTERM, whose handler raises ``SystemExit``) stops while a request waits for a silent
+    node, not when the request times out: libcurl's progress callback lets Python run the handler."""
+    script = f"""
+import signal, socket, sys, threading, time
+from web3 import Web3
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from fgbdt_chain.ledger.http_transport import KeepAliveHTTPProvider
+silent = socket.create_server(("127.0.0.1", 0))
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
+threading.Timer(0.3, lambda: signal.raise_signal(signal.SIGTERM)).start()
+start = time.monotonic()
+try:
+    Web3(KeepAliveHTTPProvider(f"http://127.0.0.1:{{silent.getsockname()[1]}}", timeout=30)).eth.block_number
+finally:
+    print(round(time.monotonic() - start, 2))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert float(done.stdout.strip()) < 5.0  # the request would wait 30 s
