@@ -483,8 +483,15 @@ class ChainClient:
         tx = self._priced(sender, tx, function, estimate=estimate)
 
         def send(raw: bytes) -> tuple[Any, Any]:
-            """(receipt, None) where the node answers with the receipt, else (None, the hash) once in its pool."""
-            answer = self._send_sync(raw)
+            """(receipt, None) where the node answers with the receipt, else (None, the hash) once in its pool.
+
+            A synchronous send that outlasts the transport's timeout (a block slower than it) leaves the transaction
+            in the node's pool, where it is mined later: its receipt is then polled for by its hash, where giving
+            up would count a transaction that lands as lost (and its nonce as free)."""
+            try:
+                answer = self._send_sync(raw)
+            except TimeoutError:
+                return None, HexBytes(keccak(raw))
             return (answer, None) if answer is not None else (None, self.w3.eth.send_raw_transaction(raw))
 
         receipt, tx_hash = self._send_in_order(sender, tx, function, send)

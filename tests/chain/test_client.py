@@ -10,6 +10,7 @@ import pytest
 from eth_utils import keccak, to_checksum_address
 from web3 import HTTPProvider
 
+from fgbdt_chain.ledger.anvil import start_anvil
 from fgbdt_chain.ledger.client import ChainClient, _lean_receipt
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import endorsement_digest
@@ -76,6 +77,35 @@ def test_lean_receipts_read_as_web3_formats_them(anvil_client: ChainClient) -> N
         task.contract.address
     )
     assert lean["contractAddress"] is None and len(lean["logs"]) == len(created.events) > 0
+
+
+def test_a_synchronous_send_that_outlasts_the_timeout_waits_for_its_receipt(artifacts: dict) -> None:
+    """On a node whose blocks come slower than the client's timeout, ``eth_sendRawTransactionSync`` times out with
+    the transaction in the pool; the client then polls for its receipt instead of counting it lost."""
+    node = start_anvil(block_time=1.0)
+    try:
+        chain = ChainClient.connect(node.url, timeout=0.2)
+        chain.artifacts = artifacts
+        timeouts: list[str] = []
+        sync_send = chain._send_sync
+
+        def counted(raw: bytes) -> Any:
+            try:
+                return sync_send(raw)
+            except TimeoutError as exc:
+                timeouts.append(str(exc))
+                raise
+
+        chain._send_sync = counted  # type: ignore[method-assign]
+        sender = chain.new_account(10**21)
+        harness = chain.deploy("FGBDTMath", sender)  # its library, then itself: two transactions
+        assert chain.w3.eth.get_code(harness.address) and chain.gas_log[-1].function == "deploy FGBDTMath"
+        sent = len(chain.gas_log)
+        assert sent == 2 and len(timeouts) == sent and all("no answer for 0.2 s" in t for t in timeouts)
+        # each sent once, and the client's next nonce is the node's: none counted lost, none sent again
+        assert chain.w3.eth.get_transaction_count(sender.address) == chain._nonces[sender.address] == sent
+    finally:
+        node.stop()
 
 
 def test_endorsement_digest_matches_off_chain_encoding(chain: ChainClient, task_contract: TaskContract) -> None:
