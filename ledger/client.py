@@ -487,11 +487,17 @@ class ChainClient:
 
             A synchronous send that outlasts the transport's timeout (a block slower than it) leaves the transaction
             in the node's pool, where it is mined later: its receipt is then polled for by its hash, where giving
-            up would count a transaction that lands as lost (and its nonce as free)."""
+            up would count a transaction that lands as lost (and its nonce as free). Only if the node has it: a
+            timeout before the node took it (connecting) is a failed send."""
             try:
                 answer = self._send_sync(raw)
             except TimeoutError:
-                return None, HexBytes(keccak(raw))
+                tx_hash = HexBytes(keccak(raw))
+                try:
+                    self.w3.eth.get_transaction(tx_hash)
+                except TransactionNotFound:
+                    raise TimeoutError(f"no answer to {function} from the node, which does not have it") from None
+                return None, tx_hash
             return (answer, None) if answer is not None else (None, self.w3.eth.send_raw_transaction(raw))
 
         receipt, tx_hash = self._send_in_order(sender, tx, function, send)

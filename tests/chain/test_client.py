@@ -108,6 +108,25 @@ def test_a_synchronous_send_that_outlasts_the_timeout_waits_for_its_receipt(arti
         node.stop()
 
 
+def test_a_send_that_timed_out_before_the_node_took_it_fails_and_frees_its_nonce(
+    anvil_client: ChainClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A timeout where the node does not have the transaction (it never got there) is a failed send: it raises, and
+    the next transaction takes the nonce from the node, not one past a transaction that does not exist."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    requester = anvil_client.new_account(10**20)
+
+    def lost(raw: bytes) -> Any:
+        raise TimeoutError("no answer (test)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(anvil_client, "_send_sync", lost)
+        with pytest.raises(TimeoutError, match="createTask from the node, which does not have it"):
+            task.create_task(requester, TaskConfig(), [0], [ONE], reward=1)
+    tid, _ = task.create_task(requester, TaskConfig(), [0], [ONE], reward=2)
+    assert task.state(tid).reward == 2 and anvil_client.w3.eth.get_transaction_count(requester.address) == 1
+
+
 def test_endorsement_digest_matches_off_chain_encoding(chain: ChainClient, task_contract: TaskContract) -> None:
     party = to_checksum_address("0x" + "ab" * 20)
     root = keccak(b"root")
