@@ -32,7 +32,7 @@ from fgbdt_chain.deploy.deployment import (
     running_devnets,
     write_key,
 )
-from fgbdt_chain.ledger.anvil import AnvilNotFound, rpc_ready, start_anvil
+from fgbdt_chain.ledger.anvil import AnvilNotFound, rpc_ready, start_anvil, stop_mining
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.compile import CompileError
 from fgbdt_chain.ledger.contracts import MathContract, TaskContract
@@ -227,6 +227,7 @@ def run_down(args: argparse.Namespace) -> int:
         files.pid.unlink(missing_ok=True)
         print(f"devnet on port {files.port} is not running")
         return 0
+    stop_mining(files.url)  # a block mined while anvil writes its state could lose its logs
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
     while pid_alive(pid) and time.monotonic() < deadline:

@@ -15,7 +15,7 @@ from fgbdt_chain.deploy.cmd_train import _block_time
 from fgbdt_chain.deploy.deployment import ChainTarget, Deployment, chain_target, read_key
 from fgbdt_chain.deploy.devnet import contracts_fingerprint
 from fgbdt_chain.deploy.requester import ChainSetup
-from fgbdt_chain.ledger.anvil import HARDFORK, free_port, rpc_ready, start_anvil
+from fgbdt_chain.ledger.anvil import HARDFORK, free_port, rpc_ready, start_anvil, stop_mining
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.compile import EVM_VERSION
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
@@ -149,5 +149,33 @@ def test_interval_mining_puts_a_rounds_transactions_in_one_block() -> None:
         hashes = [w3.eth.send_transaction({"from": sender, "to": to, "value": 1}) for to in others]
         blocks = {w3.eth.wait_for_transaction_receipt(h, timeout=30)["blockNumber"] for h in hashes}
         assert len(blocks) == 1
+    finally:
+        node.stop()
+
+
+def test_a_node_with_a_state_file_stops_mining_before_it_writes_it(tmp_path: Path) -> None:
+    """``stop_mining`` (run by ``Anvil.stop`` and ``fgbdt devnet down`` before the signal that makes anvil write its
+    state): afterwards a transaction stays in the pool, no block is mined that the state file could catch half
+    written, and a restart from the file starts at the same block, mining again."""
+    state = tmp_path / "state.json"
+    node = start_anvil(state=state)
+    try:
+        client = ChainClient.connect(node.url)
+        client.mine(3)
+        before = client.block_number
+        stop_mining(node.url)
+        assert client.w3.provider.make_request("anvil_getAutomine", [])["result"] is False  # type: ignore[arg-type]
+        funder = client.w3.eth.accounts[0]
+        client.w3.eth.send_transaction({"from": funder, "to": funder, "value": 1})
+        time.sleep(0.3)
+        assert client.block_number == before
+    finally:
+        node.stop()
+    node = start_anvil(state=state)
+    try:
+        client = ChainClient.connect(node.url)
+        assert client.block_number == before
+        client.fund(client.new_account(0).address, 1)  # mined at once: automine is anvil's default again
+        assert client.block_number == before + 1
     finally:
         node.stop()
