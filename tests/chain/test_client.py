@@ -41,14 +41,16 @@ def test_concurrent_senders_share_nonces_safely(anvil_client: ChainClient) -> No
 def test_events_and_gas_of_a_transaction(chain: ChainClient, task_contract: TaskContract) -> None:
     requester = chain.new_account(10**20)
     tid, res = task_contract.create_task(requester, TaskConfig(), [1, 2], [3, 4], b"\x22" * 32, reward=5)
-    assert res._events is None and res.logs  # decoded only when read
     ev = res.event("TaskCreated").args
-    assert res.events == chain.decode_events(res.logs)
     assert ev["requester"] == requester.address and ev["reward"] == 5
     assert list(ev["featureMin"]) == [1, 2] and ev["binEdgesHash"] == b"\x22" * 32
     assert ev["cfg"]["depth"] == TaskConfig().depth
     assert res.gas_used == chain.gas_log[-1].gas_used
     assert task_contract.config(tid) == TaskConfig()
+    funded = task_contract.fund(requester, tid, 7)
+    assert funded._events is None and funded.logs  # its events are decoded when first read
+    assert funded.events == chain.decode_events(funded.logs) and funded._events is not None
+    assert task_contract.state(tid).reward == 12
 
 
 def test_transactions_wait_in_one_round_trip_where_the_node_offers_it(chain: ChainClient) -> None:
