@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,15 +58,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def rpc_ready(url: str) -> bool:
-    """True when a JSON-RPC node answers ``eth_chainId`` at ``url``."""
-    body = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+def _answers(url: str, method: str, params: Sequence[object], timeout: float) -> bool:
+    """Whether the JSON-RPC node at ``url`` answers ``method`` with HTTP 200 (urllib: no client to build, and no
+    answer to read, for the few requests made around a node's start and stop)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": list(params)}).encode()
     req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=1) as resp:
-            return resp.status == 200
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return bool(resp.status == 200)
     except OSError:
         return False
+
+
+def rpc_ready(url: str) -> bool:
+    """True when a JSON-RPC node answers ``eth_chainId`` at ``url``."""
+    return _answers(url, "eth_chainId", [], 1.0)
 
 
 def stop_mining(url: str) -> None:
@@ -77,12 +84,7 @@ def stop_mining(url: str) -> None:
     the pool, which is not kept: their senders see the outage and send again. A node that does not answer is left
     to the signal."""
     for method, params in (("evm_setAutomine", [False]), ("evm_setIntervalMining", [0])):
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-        req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=2):
-                pass
-        except OSError:
+        if not _answers(url, method, params, 2.0):
             return
     time.sleep(0.05)  # a block being mined when the calls came ends
 

@@ -689,9 +689,9 @@ def _lean_receipt(raw: dict[str, Any]) -> dict[str, Any]:
     was 5.6% of a party's CPU; web3's formatter of the rest, every field checked and converted, another 3%."""
     address = raw.get("contractAddress")
     return {
-        "status": int(raw["status"], 16),
-        "gasUsed": int(raw["gasUsed"], 16),
-        "blockNumber": int(raw["blockNumber"], 16),
+        "status": _int(raw["status"]),
+        "gasUsed": _int(raw["gasUsed"]),
+        "blockNumber": _int(raw["blockNumber"]),
         "transactionHash": HexBytes(raw["transactionHash"]),
         "contractAddress": to_checksum_address(address) if address else None,
         "logs": raw.get("logs", []),
@@ -704,7 +704,7 @@ def _bytes(value: Any) -> bytes:
 
 
 def _int(value: Any) -> int:
-    """A log's number field, from web3's formatted logs (int) or a node's raw JSON (hex quantity)."""
+    """A number field of a log or receipt, from web3's formatting (int) or a node's raw JSON (hex quantity)."""
     return int(value, 16) if isinstance(value, str) else int(value)
 
 

@@ -332,7 +332,8 @@ class PartyNode:
         self._ahead: set[tuple[int, int]] = set()
         """The (tree, level)s this party sent its votes ahead for, or tried to (once per level)."""
         self._pending_ahead: tuple[int, int, int, Callable[[], TxResult], bool] | None = None
-        """(tree, level, nodes, its result) of the votes sent ahead and not waited for yet."""
+        """(tree, level, nodes, its result, whether it is a root ballot sent where the tree before stopped short
+        (``_early_roots``)) of the votes sent ahead and not waited for yet."""
         self._routed: tuple[int, int, tuple[int, ...], dict[int, tuple[int, int]], np.ndarray] | None = None
         """(tree, level, open nodes, the splits that opened them, each row's node, 0 for a row in a leaf) of the level
         the votes sent ahead routed the rows to: only the rows' places among the open nodes are read from it."""

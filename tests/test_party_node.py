@@ -75,10 +75,8 @@ def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -
     node.settings = NodeSettings(chain_outage_seconds=0.05)
     node.applied_trees = 0
     node._leaf_lag_since = {}
-    node._level_starts = {
-        (0, 0): (3, 0),
-        (0, 1): (4, 0),
-    }  # where tree 0 started: the re-read goes back to there, not to block 0
+    # where tree 0 started: the re-read goes back to there, not to block 0
+    node._level_starts = {(0, 0): (3, 0), (0, 1): (4, 0)}
     with pytest.raises(ChainLag, match="not served yet"):
         node._apply_completed_trees(1)
     assert node.applied_trees == 0 and not node.party.score.any()
