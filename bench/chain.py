@@ -27,7 +27,7 @@ from typing import Any
 
 from eth_account import Account
 
-from bench.datasets import load
+from bench.datasets import load, objective
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
 from fgbdt_chain.ledger.anvil import start_anvil
 from fgbdt_chain.ledger.client import ChainClient
@@ -72,7 +72,12 @@ def main() -> int:
     args = ap.parse_args()
     train, test = load(args.data, args.seed)
     params = TrainParams(
-        trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=args.voted_trees, min_rows=args.min_rows
+        trees=args.trees,
+        depth=args.depth,
+        bins=args.bins,
+        voted_trees=args.voted_trees,
+        min_rows=args.min_rows,
+        objective=objective(args.data),  # type: ignore[arg-type]
     )
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed))
     warm_up()
@@ -113,6 +118,7 @@ def main() -> int:
     if args.budget is not None:
         return _report_partial(args, report, wall, sim_report, workdir)
     same = Model.from_json_dict(report["model"]).trees == sim_model.trees
+    metric = "test_error" if params.objective == "binary" else "test_rmse"  # what the reports hold for the loss
     splits = [_time_split(p) for p in sorted(workdir.glob("party-*.log"))]
     result = {
         "command": "python -m bench.chain " + " ".join(sys.argv[1:]),
@@ -122,8 +128,8 @@ def main() -> int:
         "simulate_prep_seconds": sim_report["prep_seconds"],
         "ratio": wall / (sim_report["train_seconds"] + sim_report["prep_seconds"]),
         **{k: report[k] for k in USAGE_FIELDS},
-        "test_error_chain": report["test_error"],
-        "test_error_simulate": sim_report["test_error"],
+        f"{metric}_chain": report[metric],
+        f"{metric}_simulate": sim_report[metric],
         "models_identical": same,
         "party_time_split": splits,
         "cpu_seconds": cpu,
@@ -134,7 +140,7 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(
         "| setting | chain wall s | simulate s | ratio | txs | blocks | gas | calldata MB | largest tx KB | largest tx "
-        "gas | test error | identical |"
+        f"gas | {metric.removeprefix('test_').replace('_', ' ')} | identical |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(
@@ -143,7 +149,7 @@ def main() -> int:
         f"| {wall:.0f} | {sim_report['train_seconds'] + sim_report['prep_seconds']:.1f} | {result['ratio']:.0f}x "
         f"| {report['tx_count']} | {report['blocks']} | {report['gas_used'] / 1e9:.2f}G "
         f"| {report['calldata_bytes'] / 1e6:.1f} | {(report['max_tx_bytes'] or 0) / 1024:.0f} "
-        f"| {report['max_tx_gas'] / 1e6:.1f}M | {report['test_error']:.4f} | {same} |"
+        f"| {report['max_tx_gas'] / 1e6:.1f}M | {report[metric]:.4f} | {same} |"
     )
     for i, split in enumerate(splits):
         print(f"- party {i}: {split}")

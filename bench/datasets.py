@@ -22,6 +22,12 @@ SYNTHETIC = ("stress", "heavy")
 """Data sets made here rather than read (``bench.stress``), seeded by the run's seed."""
 
 
+def objective(name: str) -> str:
+    """The loss a named data set is trained with: squared error for the regression sets, else binary logistic."""
+    opts = DATASETS[name][2] if name in DATASETS else {}
+    return "regression" if opts.get("task") == "regression" else "binary"
+
+
 def load(name: str, seed: int = 0) -> tuple[Dataset, Dataset]:
     """Train and test sets of a named benchmark data set (the shared copy; a9a falls back to the demo's copy)."""
     if name == "stress":

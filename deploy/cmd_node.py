@@ -15,6 +15,7 @@ from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target, read_key
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import TaskContract
+from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.node.data import DataFormatError, load_dataset
 from fgbdt_chain.node.endorse_server import EndorsementServer
 from fgbdt_chain.node.party_node import NodeError, NodeSettings, PartyNode
@@ -71,16 +72,16 @@ def run_node(args: argparse.Namespace) -> int:
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--listen must be HOST:PORT, got {args.listen!r}")
-    try:
-        data = load_dataset(args.data, task="binary")
-    except (DataFormatError, OSError) as exc:
-        raise UserError(str(exc)) from exc
     target = chain_target(args)
     try:
         client = ChainClient.connect(target.rpc_url)
     except OSError as exc:
         raise UserError(f"the chain at {target.rpc_url} does not answer ({type(exc).__name__})") from exc
     task = TaskContract.at(client, target.contract)
+    try:  # the labels are read as the task's loss needs them: two classes, or any real value for squared error
+        data = load_dataset(args.data, task=TaskParameters.of(task.config(args.task)).objective)
+    except (DataFormatError, OSError) as exc:
+        raise UserError(str(exc)) from exc
     settings = NodeSettings(
         delta=args.delta,
         psd_depth=args.psd_depth,

@@ -340,7 +340,7 @@ class Requester:
         """The task's results as the chain records them, evaluated on the test set."""
         prep = self.prep
         model = model_from_chain(self.task, self.task_id, feature_names=prep.train.feature_names)
-        proba = model.predict_proba(prep.test.X)
+        pred = model.predict(prep.test.X)  # probabilities for a binary task, values for regression
         parties = self.task.parties(self.task_id)
         order = {a: i for i, a in enumerate(parties)}
         phi = [0] * len(parties)
@@ -390,7 +390,7 @@ class Requester:
             "depth": prep.params.depth,
             "bins": prep.params.bins,
             "seed": prep.config.seed,
-            **evaluate(prep.params, prep.test.y, proba),
+            **evaluate(prep.params, prep.test.y, pred),
             "contributions": [
                 {
                     "party": i,

@@ -12,6 +12,7 @@ from fgbdt_chain.ledger.contracts import HISTOGRAM_EVENTS, TaskContract, submitt
 from fgbdt_chain.ledger.edges import decode_edges, histogram_slots
 from fgbdt_chain.ledger.encoding import block_histograms
 from fgbdt_chain.ledger.histogram_rules import candidate_totals
+from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.node.model import Model, Node, Tree
 
 
@@ -32,10 +33,10 @@ def model_from_chain(
     task_id: int,
     *,
     feature_names: Sequence[str] | None = None,
-    objective: str = "binary",
     complete_trees_only: bool = True,
 ) -> Model:
-    """The model of ``task_id``: every tree whose leaves are all set (all recorded trees when training finished)."""
+    """The model of ``task_id``: every tree whose leaves are all set (all recorded trees when training finished),
+    with the task's loss as its config on chain records it (a regression task's model predicts raw scores)."""
     cfg = task.config(task_id)
     edges = task_edges(task, task_id)
     trees: dict[int, Tree] = {}
@@ -57,7 +58,7 @@ def model_from_chain(
         ordered = [t for t in ordered if _complete(t)]
     names = list(feature_names) if feature_names is not None else [f"f{i}" for i in range(len(edges))]
     return Model(
-        objective=objective,
+        objective=TaskParameters.of(cfg).objective,
         feature_names=names,
         edges=edges,
         bins=int(cfg.bins),

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from eth_account import Account
 
@@ -280,3 +281,27 @@ def _wait(condition: Any, timeout: float) -> None:
         if time.monotonic() > end:
             raise TimeoutError("condition not reached")
         time.sleep(0.2)
+
+
+def test_a_regression_task_trains_on_chain_and_reads_back_as_regression(
+    anvil_node: Anvil, e2e_contract: str, tmp_path: Path
+) -> None:
+    """A squared-error task: each party node reads its labels as real values (the task's loss, from its config on
+    chain), and the model read back from the chain is a regression model, evaluated by RMSE. Before, a party node
+    refused any label but 0/1 and the chain's model was read as binary. Its trees are not yet the simulator's bit for
+    bit (a node's votes differ from the second level on; stop 33's closing note), so only what holds is checked."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(3000, 5))
+    y = 3.0 * X[:, 0] - 2.0 * X[:, 1] + np.round(rng.normal(size=3000), 2)
+    rows = (f"{yi:.2f}," + ",".join(f"{v:.6f}" for v in r) + "\n" for yi, r in zip(y, X, strict=True))
+    csv = tmp_path / "reg.csv"
+    csv.write_text("label,a,b,c,d,e\n" + "".join(rows))
+    train, test = load_train_test(csv, seed=0, task="regression")
+    prep = prepare(train, test, dataclasses.replace(PARAMS, objective="regression"), CONFIG)
+    report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
+    _, sim_model, _ = run(prep, "fvtree")
+    assert sim_model is not None
+    chain_model = model_from_chain(TaskContract.at(ChainClient.connect(anvil_node.url), e2e_contract), report["task"])
+    assert chain_model.objective == "regression" and "test_error" not in report
+    assert chain_model.trees[0].nodes[1] == sim_model.trees[0].nodes[1]  # the root's split: the same votes
+    assert report["test_rmse"] < float(np.std(test.y))  # it learned: below predicting the mean
