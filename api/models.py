@@ -20,6 +20,7 @@ from fgbdt_chain.ledger.task_params import (
     DEFAULT_OVERLAP_THRESHOLD,
     DEFAULT_REFUSAL_RATE,
     DEFAULT_VOTED_TREES,
+    label_range,
 )
 
 __all__ = ["ONE", "from_fixed", "to_fixed"]
@@ -138,6 +139,12 @@ class TaskParameters(BaseModel):
         "null: no privacy noise. A private task trains the binary objective.",
     )
     delta: float = Field(default=DEFAULT_DELTA, gt=0, lt=1, allow_inf_nan=False, description="With `epsilon`.")
+    label_min: Real | None = Field(
+        default=None,
+        description="The label's smallest value in the data schema: every party's PSD splits the label over "
+        "[label_min, label_max]. Required for regression; a binary task's labels are 0 and 1 (null or 0).",
+    )
+    label_max: Real | None = Field(default=None, description="The label's largest value (see `label_min`).")
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskParameters:
@@ -147,6 +154,7 @@ class TaskParameters(BaseModel):
             raise ValueError("min_parties must not exceed max_parties")
         if to_fixed(self.learning_rate) <= 0:
             raise ValueError("learning_rate is below the fixed-point resolution (1e-18)")
+        label_range(self.objective, self.label_min, self.label_max)
         return self
 
 
@@ -322,6 +330,8 @@ class ParametersOut(BaseModel):
     overlap_threshold: float
     epsilon: float | None = Field(description="The privacy budget per party; null: no privacy noise.")
     delta: float
+    label_min: float | None = Field(description="The label's range in the schema; null for a binary task (0 and 1).")
+    label_max: float | None
 
 
 class TaskDetail(BaseModel):

@@ -40,6 +40,8 @@ library FGBDTConfigLib {
         int256 overlapThreshold;
         int256 epsilon;
         int256 delta;
+        int256 labelMin;
+        int256 labelMax;
     }
 
     /// @notice The most parties a task may have (exact Shapley costs M * 2^M; see `FGBDTMathLib.splitShapley`).
@@ -83,5 +85,10 @@ library FGBDTConfigLib {
         if (cfg.epsilon < 0 || (cfg.epsilon > 0 && (cfg.objective != 0 || cfg.delta <= 0 || cfg.delta >= ONE))) {
             revert InvalidConfig("privacy");
         }
+        if (
+            cfg.objective == FGBDTRulesLib.OBJECTIVE_BINARY
+                ? cfg.labelMin != 0 || cfg.labelMax != ONE
+                : cfg.labelMin > cfg.labelMax
+        ) revert InvalidConfig("label");
     }
 }

@@ -165,6 +165,8 @@ def demo(args: argparse.Namespace) -> int:
                     endorse=setup.endorse,
                     refusal_rate=setup.refusal_rate,
                     overlap_threshold=setup.overlap_threshold,
+                    label_min=prep.label_range[0],
+                    label_max=prep.label_range[1],
                 ),
             )
             created = _ok(http.post("/v1/tasks", json=create_task_body(forwarder, task, requester, body)))

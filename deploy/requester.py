@@ -106,6 +106,8 @@ def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
         overlap_threshold=setup.overlap_threshold,
         epsilon=prep.config.epsilon,
         delta=prep.config.dp_delta,
+        label_min=prep.label_range[0],
+        label_max=prep.label_range[1],
     ).config()
 
 

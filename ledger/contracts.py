@@ -93,6 +93,10 @@ class TaskConfig:
     epsilon: int = 0
     """Every party's differential-privacy budget (fixed point); 0: no privacy noise."""
     delta: int = 0
+    label_min: int = 0
+    """The label's range in the task's schema (fixed point): every party's PSD splits the label over it. A binary
+    task's is [0, 1], which the contract requires."""
+    label_max: int = ONE
 
     def as_tuple(self) -> tuple[int, ...]:
         """The ABI tuple."""

@@ -37,6 +37,24 @@ DEFAULT_OVERLAP_THRESHOLD = 0.3
 """With the paper's rule (``endorse = overlap``): verifiers sign a level whose equation-11 overlap is below it."""
 
 
+def label_range(objective: str, label_min: float | None, label_max: float | None) -> tuple[float, float]:
+    """A task's label range: [0, 1] for a binary task (None for both means that); for regression, as given, with a
+    clear error if it is missing or not a range. Every party's PSD splits the label over it (``Config.labelMin``)."""
+    given = (label_min, label_max)
+    if objective == "binary":
+        if given not in ((None, None), (0.0, 1.0)):
+            raise ValueError(f"a binary task's labels are 0 and 1; label_min and label_max {given} say otherwise")
+        return 0.0, 1.0
+    if label_min is None or label_max is None:
+        raise ValueError(
+            "a regression task needs its label's range (label_min, label_max): every party's PSD splits the label "
+            "over it"
+        )
+    if not (math.isfinite(label_min) and math.isfinite(label_max) and label_min <= label_max):
+        raise ValueError(f"label_min and label_max must be finite with label_min <= label_max, got {given}")
+    return label_min, label_max
+
+
 @dataclass(frozen=True)
 class TaskParameters:
     """Every field of a task's ``Config`` by name; reals as floats, modes by name."""
@@ -65,9 +83,19 @@ class TaskParameters:
     epsilon: float = math.inf
     """Every party's differential-privacy budget for all it releases (``node.privacy``); inf: no privacy noise."""
     delta: float = DEFAULT_DELTA
+    label_min: float | None = None
+    """The label's smallest value in the task's schema, as the features' ranges are given (``createTask``): every
+    party's PSD splits the label over [label_min, label_max], so all of them must use the same range. A binary
+    task's is [0, 1] (None means that); a regression task must state it."""
+    label_max: float | None = None
+
+    def label_range(self) -> tuple[float, float]:
+        """``[label_min, label_max]`` by the module's ``label_range``."""
+        return label_range(self.objective, self.label_min, self.label_max)
 
     def config(self) -> TaskConfig:
         """The contract's ``Config`` (integers, fixed point where real)."""
+        label_min, label_max = self.label_range()
         return TaskConfig(
             trees=self.trees,
             depth=self.depth,
@@ -91,6 +119,8 @@ class TaskParameters:
             overlap_threshold=ref.to_fixed(self.overlap_threshold),
             epsilon=ref.to_fixed(self.epsilon) if self.private else 0,
             delta=ref.to_fixed(self.delta) if self.private else 0,
+            label_min=ref.to_fixed(label_min),
+            label_max=ref.to_fixed(label_max),
         )
 
     @property
@@ -124,4 +154,7 @@ class TaskParameters:
             overlap_threshold=ref.from_fixed(cfg.overlap_threshold),
             epsilon=ref.from_fixed(cfg.epsilon) if cfg.epsilon > 0 else math.inf,
             delta=ref.from_fixed(cfg.delta) if cfg.epsilon > 0 else DEFAULT_DELTA,
+            # a binary task's range is implied (None), as it was given
+            label_min=None if cfg.objective == ref.OBJECTIVES["binary"] else ref.from_fixed(cfg.label_min),
+            label_max=None if cfg.objective == ref.OBJECTIVES["binary"] else ref.from_fixed(cfg.label_max),
         )

@@ -114,6 +114,20 @@ def schema_ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return fixed_round(low), fixed_round(high)
 
 
+def schema_label_range(objective: str, y: np.ndarray) -> tuple[float, float]:
+    """The label's range in the task's schema as the chain holds it (``Config.labelMin``/``labelMax``, through fixed
+    point): [0, 1] for a binary task, the training labels' [min, max] for regression.
+
+    Every party's PSD splits the label over this range, so all parties must use the same one, from the chain; like
+    the features' ranges, the simulator derives it from the pooled training rows in place of the data dictionary."""
+    if objective == "binary":
+        return 0.0, 1.0
+    if y.size == 0 or not np.all(np.isfinite(y)):
+        raise ValueError("a regression task's labels must be finite and at least one")
+    low, high = fixed_round(np.array([np.min(y), np.max(y)]))
+    return float(low), float(high)
+
+
 def schema_integers(X: np.ndarray) -> np.ndarray:
     """Per feature, whether every present value is an integer of magnitude below 2^52 (so k + 0.5 is exact).
 

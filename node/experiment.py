@@ -22,8 +22,8 @@ from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import (
     DEFAULT_RESOLUTION,
     edges_and_sketch_bytes,
-    fixed_round,
     schema_integers,
+    schema_label_range,
     schema_ranges,
 )
 from fgbdt_chain.node.data import Dataset
@@ -173,6 +173,8 @@ class Prepared:
     test_slots: np.ndarray
     prep_seconds: float
     ranges: tuple[np.ndarray, np.ndarray]
+    label_range: tuple[float, float] = (0.0, 1.0)
+    """The label's range in the task's schema (``node.binning.schema_label_range``), over which every PSD splits it."""
     integers: np.ndarray | None = None
     """The schema's integer features (``node.binning.schema_integers``), whose cuts sit at half-integers."""
     _weights: list[np.ndarray] | None = None
@@ -225,8 +227,7 @@ class Prepared:
             start = time.perf_counter()
             c = self.config
             low, high = self.ranges
-            label = fixed_round(np.array([np.min(self.train.y), np.max(self.train.y)]))
-            lows, highs = np.append(low, label[0]), np.append(high, label[1])
+            lows, highs = np.append(low, self.label_range[0]), np.append(high, self.label_range[1])
             psds = [
                 build_psd(
                     self.train.X[idx],
@@ -323,6 +324,7 @@ def prepare(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges
     )
     prepared.integers = integers
+    prepared.label_range = schema_label_range(params.objective, train.y)
     prepared.given_parts = given
     prepared.lam_given = lam_given
     prepared.sketch_bytes = sketch_bytes

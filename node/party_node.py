@@ -269,6 +269,8 @@ class PartyNode:
         task_params = TaskParameters.of(self.cfg)
         if task_params.objective == "binary" and not set(np.unique(data.y).tolist()) <= {0.0, 1.0}:
             raise NodeError("the task trains a binary classifier: labels must be 0/1")
+        self.label_range = task_params.label_range()
+        """The label's range in the task's schema: this party's PSD splits the label over it, as every other's."""
         self.params = TrainParams.of_task(task_params, settings.delta)
         self.privacy = plan(task_params.epsilon, task_params.delta, self.params.trees, self.params.depth)
         """The task's differential privacy for everything this party releases (``node.privacy``)."""
@@ -401,7 +403,7 @@ class PartyNode:
             epsilon=self.privacy.sketch_epsilon if self.privacy.private else s.binning_epsilon,
             rng=sketch_noise,
         )
-        lows, highs = np.append(self.low, 0.0), np.append(self.high, 1.0)
+        lows, highs = np.append(self.low, self.label_range[0]), np.append(self.high, self.label_range[1])
         levels = label_levels_for(self.params.objective, self.params.bins) if s.psd_label_first else 0
         psd_epsilon = self.privacy.psd_epsilon if self.privacy.private else s.psd_epsilon
         scale = psd_budget(psd_epsilon, s.psd_depth, self.data.n_features + 1, label_levels=levels).leaf_scale

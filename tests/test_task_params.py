@@ -30,7 +30,15 @@ def test_the_api_and_the_command_line_give_identical_configs() -> None:
     "task",
     [
         TaskParameters(),
-        TaskParameters(hessian="count", tie_break="index", objective="regression", endorse="overlap", lam=0.0),
+        TaskParameters(
+            hessian="count",
+            tie_break="index",
+            objective="regression",
+            endorse="overlap",
+            lam=0.0,
+            label_min=-2.5,
+            label_max=29.0,
+        ),
         TaskParameters(epsilon=0.7, delta=1e-6),
         TaskParameters(voted_trees=0),
         TaskParameters(voted_trees=ref.ALL_TREES_VOTED),
@@ -40,6 +48,22 @@ def test_parameters_round_trip_through_the_config(task: TaskParameters) -> None:
     assert TaskParameters.of(task.config()) == task
     out = parameters_of(task.config())
     assert request_parameters(task).model_dump() == out.model_dump()
+
+
+def test_a_task_states_its_label_range_where_the_loss_does_not_fix_it() -> None:
+    """Every party's PSD splits the label over the task's range, so all must read the same one from the chain: a
+    binary task's is [0, 1]; a regression task without one is refused before anything is sent, with the reason."""
+    assert TaskParameters().config().label_max == ref.ONE
+    with pytest.raises(ValueError, match="binary task's labels are 0 and 1"):
+        TaskParameters(label_min=0.0, label_max=2.0).config()
+    with pytest.raises(ValueError, match="regression task needs its label's range"):
+        TaskParameters(objective="regression").config()
+    with pytest.raises(ValueError, match="label_min <= label_max"):
+        TaskParameters(objective="regression", label_min=3.0, label_max=1.0).config()
+    with pytest.raises(ValueError, match="regression task needs its label's range"):
+        m.TaskParameters(objective="regression", label_max=4.0)
+    cfg = config_of(m.TaskParameters(objective="regression", label_min=1.0, label_max=29.0))
+    assert (cfg.label_min, cfg.label_max) == (ref.ONE, 29 * ref.ONE)
 
 
 def test_a_party_reads_the_gbdt_parameters_the_requester_wrote() -> None:

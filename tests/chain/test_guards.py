@@ -91,6 +91,22 @@ def test_invalid_config(chain: ChainClient, task_contract: TaskContract) -> None
     assert e.args_ == (b"tieBreak".ljust(32, b"\x00"),)
 
 
+def test_the_label_range_is_checked(chain: ChainClient, task_contract: TaskContract) -> None:
+    """A binary task's labels are 0 and 1; a regression task's range must be one (every party's PSD splits the
+    label over it). A regression range is recorded as given and read back."""
+    req = chain.new_account(10**19)
+    for bad in (
+        TaskConfig(label_max=2 * ONE),
+        TaskConfig(label_min=-1),
+        TaskConfig(objective=1, label_min=ONE, label_max=0),
+    ):
+        e = reverts("InvalidConfig", task_contract.create_task, req, bad, [0], [ONE])
+        assert e.args_ == (b"label".ljust(32, b"\x00"),)
+    cfg = TaskConfig(objective=1, label_min=-3 * ONE, label_max=29 * ONE)
+    tid, _ = task_contract.create_task(req, cfg, [0], [ONE])
+    assert task_contract.config(tid) == cfg
+
+
 def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: TaskContract) -> None:
     """With drawn candidates the level opens in its histogram step with the candidates fixed: votes revert
     ``WrongPhase`` and closing the step before its deadline ``StepStillOpen``; the histogram step closes early once

@@ -288,8 +288,9 @@ def test_a_regression_task_trains_on_chain_and_reads_back_as_regression(
 ) -> None:
     """A squared-error task: each party node reads its labels as real values (the task's loss, from its config on
     chain), and the model read back from the chain is a regression model, evaluated by RMSE. Before, a party node
-    refused any label but 0/1 and the chain's model was read as binary. Its trees are not yet the simulator's bit for
-    bit (a node's votes differ from the second level on; stop 33's closing note), so only what holds is checked."""
+    refused any label but 0/1 and the chain's model was read as binary. The trees are the simulator's bit for bit: a
+    party's PSD splits the label over the task's label range from the chain (before, over [0, 1] whatever the task,
+    so a regression task's w* and votes differed below the root)."""
     rng = np.random.default_rng(11)
     X = rng.normal(size=(3000, 5))
     y = 3.0 * X[:, 0] - 2.0 * X[:, 1] + np.round(rng.normal(size=3000), 2)
@@ -303,5 +304,6 @@ def test_a_regression_task_trains_on_chain_and_reads_back_as_regression(
     assert sim_model is not None
     chain_model = model_from_chain(TaskContract.at(ChainClient.connect(anvil_node.url), e2e_contract), report["task"])
     assert chain_model.objective == "regression" and "test_error" not in report
-    assert chain_model.trees[0].nodes[1] == sim_model.trees[0].nodes[1]  # the root's split: the same votes
+    assert prep.label_range == (float(np.min(train.y)), float(np.max(train.y)))
+    assert chain_model.trees == sim_model.trees
     assert report["test_rmse"] < float(np.std(test.y))  # it learned: below predicting the mean
