@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.stress import heavy_data, stress_data
+from bench.stress import claims_data, heavy_data, stress_data
 from fgbdt_chain.node.data import Dataset, load_train_test
 
 SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
@@ -18,12 +18,14 @@ DATASETS: dict[str, tuple[str, str | None, dict[str, object]]] = {
     "abalone": ("abalone.gz", None, {"task": "regression"}),
     "cpusmall": ("cpusmall.gz", None, {"task": "regression"}),
 }
-SYNTHETIC = ("stress", "heavy")
+SYNTHETIC = ("stress", "heavy", "claims")
 """Data sets made here rather than read (``bench.stress``), seeded by the run's seed."""
 
 
 def objective(name: str) -> str:
     """The loss a named data set is trained with: squared error for the regression sets, else binary logistic."""
+    if name == "claims":
+        return "regression"
     opts = DATASETS[name][2] if name in DATASETS else {}
     return "regression" if opts.get("task") == "regression" else "binary"
 
@@ -34,6 +36,8 @@ def load(name: str, seed: int = 0) -> tuple[Dataset, Dataset]:
         return stress_data(seed=seed)
     if name == "heavy":
         return heavy_data(seed=seed)
+    if name == "claims":
+        return claims_data(seed=seed)
     train, test, opts = DATASETS[name]
     base = SHARED
     if name == "a9a" and not (base / train).exists():

@@ -57,12 +57,14 @@ def model_from_chain(
     if complete_trees_only:
         ordered = [t for t in ordered if _complete(t)]
     names = list(feature_names) if feature_names is not None else [f"f{i}" for i in range(len(edges))]
+    task_params = TaskParameters.of(cfg)
     return Model(
-        objective=TaskParameters.of(cfg).objective,
+        objective=task_params.objective,
         feature_names=names,
         edges=edges,
         bins=int(cfg.bins),
         trees=ordered,
+        label_scale=task_params.label_scale,
         params={
             "trees": cfg.trees,
             "depth": cfg.depth,

@@ -55,6 +55,25 @@ def label_range(objective: str, label_min: float | None, label_max: float | None
     return label_min, label_max
 
 
+def label_scale(label_min: float, label_max: float) -> float:
+    """The power of two a task's labels are divided by before training: the smallest ``2^e`` at least the label
+    range's largest magnitude (1 for a binary task), so that every trained label lies in [-1, 1].
+
+    Why: histograms are exact sums of gradients in 18-decimal fixed point, whose per-row limbs carry magnitudes up
+    to about 1.2e6; a squared-error gradient is the label's distance from the score, so house prices in dollars
+    (labels of millions) overflowed mid-training. Dividing by a power of two is exact in floats, and it scales every
+    gradient of a node alike, so the splits are the same (each gain scales by ``1 / scale^2``) and the leaf values
+    scale by ``1 / scale``: the model multiplies its raw score back (``node.model.Model.label_scale``). The scale
+    comes from the task's public label range, so every party and the model read the same one from the chain."""
+    largest = max(abs(label_min), abs(label_max))
+    if not math.isfinite(largest):
+        raise ValueError(f"the label range [{label_min}, {label_max}] must be finite")
+    if largest == 0:
+        return 1.0
+    mantissa, exponent = math.frexp(largest)  # largest = mantissa * 2^exponent, mantissa in [0.5, 1)
+    return math.ldexp(1.0, exponent - 1 if mantissa == 0.5 else exponent)
+
+
 @dataclass(frozen=True)
 class TaskParameters:
     """Every field of a task's ``Config`` by name; reals as floats, modes by name."""
@@ -92,6 +111,11 @@ class TaskParameters:
     def label_range(self) -> tuple[float, float]:
         """``[label_min, label_max]`` by the module's ``label_range``."""
         return label_range(self.objective, self.label_min, self.label_max)
+
+    @property
+    def label_scale(self) -> float:
+        """What the task's labels are divided by before training (the module's ``label_scale``)."""
+        return label_scale(*self.label_range())
 
     def config(self) -> TaskConfig:
         """The contract's ``Config`` (integers, fixed point where real)."""

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.task_params import DEFAULT_DELTA, DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE, label_scale
 from fgbdt_chain.node import baselines
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import (
@@ -320,11 +320,13 @@ def prepare(
         ranges=ranges,
         integers=integers,
     )
+    label_range = schema_label_range(params.objective, train.y)
+    params = dataclasses.replace(params, label_scale=label_scale(*label_range))
     prepared = Prepared(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges
     )
     prepared.integers = integers
-    prepared.label_range = schema_label_range(params.objective, train.y)
+    prepared.label_range = label_range
     prepared.given_parts = given
     prepared.lam_given = lam_given
     prepared.sketch_bytes = sketch_bytes
@@ -367,13 +369,16 @@ def seed_inputs(prep: Prepared, threads: int = 1) -> SeedInputs:
 
 
 def make_model(prep: Prepared, result: TrainResult | list[Tree], algo: str) -> Model:
-    """The trained trees with the task's bins, ready to predict, save and export."""
+    """The trained trees with the task's bins, ready to predict, save and export. A federation's trees (a
+    ``TrainResult``) have leaves in labels / ``label_scale`` (``LocalParty``); the other algorithms' tree lists are
+    trained on the labels themselves."""
     return Model(
         objective=prep.params.objective,
         feature_names=list(prep.train.feature_names),
         edges=[list(e) for e in prep.edges],
         bins=prep.params.bins,
         trees=result if isinstance(result, list) else result.trees,
+        label_scale=prep.params.label_scale if isinstance(result, TrainResult) else 1.0,
         params={**params_dict(prep.params), "algo": algo},
         meta={
             "dataset": prep.train.name,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import asdict, dataclass, field
@@ -119,6 +120,10 @@ class TrainParams:
     tie_break: ref.TieRuleName = "hashed"
     voted_trees: int = DEFAULT_VOTED_TREES
     """Trees whose candidates are voted (``fvtree``, ``pvtree``); later trees draw them (``DEFAULT_VOTED_TREES``)."""
+    label_scale: float = 1.0
+    """The power of two every party divides its labels by before training (``ledger.task_params.label_scale`` of the
+    task's label range; ``prepare`` and ``of_task`` set it): the trees' leaves are in labels / label_scale, and the
+    model multiplies its raw score back."""
 
     def __post_init__(self) -> None:
         checks = [
@@ -134,6 +139,10 @@ class TrainParams:
             (self.objective in ref.OBJECTIVES, f"objective must be one of {', '.join(ref.OBJECTIVES)}"),
             (self.tie_break in TIE_BREAKS, f"tie_break must be one of {', '.join(TIE_BREAKS)}"),
             (0 <= self.voted_trees <= ref.ALL_TREES_VOTED, f"voted_trees must be in [0, {ref.ALL_TREES_VOTED}]"),
+            (
+                self.label_scale > 0 and math.frexp(self.label_scale)[0] == 0.5,
+                f"label_scale must be a positive power of two, got {self.label_scale}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -170,6 +179,7 @@ class TrainParams:
             objective=task.objective,
             tie_break=task.tie_break,
             voted_trees=task.voted_trees,
+            label_scale=task.label_scale,
         )
 
     def task(self, **protocol: Any) -> TaskParameters:
@@ -322,7 +332,7 @@ class LocalParty:
             raise ValueError(f"weights must have shape {y.shape}, got {weights.shape}")
         self.params = params
         self.rows = BinnedRows(slots, params.nbins)
-        self.y = y.astype(np.float64)
+        self.y = y.astype(np.float64) / params.label_scale  # a power of two: exact
         self.w = None if weights is None else weights.astype(np.float64)
         self.score = np.zeros_like(self.y)
         self.attack: Attack | None = None
@@ -554,11 +564,12 @@ class Federation:
 
     @property
     def score(self) -> np.ndarray:
-        """All parties' raw scores, in party order."""
+        """All parties' raw scores, in party order (in labels / ``params.label_scale``)."""
         return np.concatenate([p.score for p in self.parties])
 
     @property
     def y(self) -> np.ndarray:
+        """All parties' labels as trained (divided by ``params.label_scale``), in party order: ``score``'s units."""
         return np.concatenate([p.y for p in self.parties])
 
     def _tick(self, phase: str, since: float) -> float:

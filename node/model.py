@@ -339,6 +339,10 @@ class Model:
     bins: int
     trees: list[Tree] = field(default_factory=list)
     base_score: float = 0.0
+    label_scale: float = 1.0
+    """What the leaf values are multiplied by to give labels: the power of two the task's labels were divided by
+    before training (``ledger.task_params.label_scale``; 1 for binary models). The raw score is ``base_score`` plus
+    ``label_scale`` times the sum of the leaves."""
     params: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     contributions: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
@@ -378,6 +382,9 @@ class Model:
                 raise ModelFormatError(f"edges of feature {f}: cut points must be strictly increasing")
         if not isinstance(self.base_score, float | int) or not math.isfinite(self.base_score):
             raise ModelFormatError(f"base_score must be a finite number, got {self.base_score!r}")
+        scale = self.label_scale
+        if isinstance(scale, bool) or not isinstance(scale, float | int) or not (math.isfinite(scale) and scale > 0):
+            raise ModelFormatError(f"label_scale must be a positive finite number, got {scale!r}")
         for k, tree in enumerate(self.trees):
             tree.validate(self.num_features, self.edges, where=f"tree {k}")
 
@@ -402,7 +409,9 @@ class Model:
         # feature-major layout: the slots of feature f for all rows are contiguous at f * n
         slots = np.ascontiguousarray(bin_matrix(X, self.edges).T).ravel()
         rows = np.arange(n, dtype=np.intp)
-        raw = np.full(n, float(self.base_score), dtype=np.float64)
+        scale = float(self.label_scale)
+        # in the trees' units, scaled once at the end (a power of two: exact); as before for a scale of 1
+        raw = np.full(n, float(self.base_score) / scale, dtype=np.float64)
         node = np.empty(n, dtype=np.intp)
         for tree in trees:
             ct = _compile(tree)
@@ -413,7 +422,7 @@ class Model:
                 node <<= 1
                 node += right
             raw += ct.value[node]
-        return raw
+        return raw * scale if scale != 1.0 else raw
 
     def predict_proba(self, X: Any, num_iteration: int | None = None) -> np.ndarray:
         """Probability of class 1 (binary models only): the logistic function of the raw score."""
@@ -443,7 +452,7 @@ class Model:
         for n in splits:
             assert n.feature is not None and n.gain_fixed is not None
             out[n.feature] += from_fixed(n.gain_fixed)
-        return out
+        return out * float(self.label_scale) ** 2  # gains in the labels' units
 
     # ------------------------------------------------------------------------------------------------------ JSON
 
@@ -457,6 +466,7 @@ class Model:
             "bins": self.bins,
             "edges": [list(e) for e in self.edges],
             "base_score": float(self.base_score),
+            "label_scale": float(self.label_scale),
             "params": self.params,
             "meta": self.meta,
             "trees": [t.to_json_dict() for t in self.trees],
@@ -491,6 +501,9 @@ class Model:
         base = d.get("base_score", 0.0)
         if not isinstance(base, float | int) or isinstance(base, bool):
             raise ModelFormatError(f"base_score must be a number, got {base!r}")
+        scale = d.get("label_scale", 1.0)  # files written before it had none: 1
+        if not isinstance(scale, float | int) or isinstance(scale, bool):
+            raise ModelFormatError(f"label_scale must be a number, got {scale!r}")
         model = cls(
             objective=d["objective"],
             feature_names=names,
@@ -498,6 +511,7 @@ class Model:
             bins=d["bins"],
             trees=[Tree.from_json_dict(t, where=f"tree {k}") for k, t in enumerate(d["trees"])],
             base_score=float(base),
+            label_scale=float(scale),
             params=dict(d.get("params", {})),
             meta=dict(d.get("meta", {})),
         )
@@ -548,7 +562,7 @@ class Model:
         blocks = []
         for k, tree in enumerate(trees):
             bias = float(self.base_score) if k == 0 else 0.0
-            body = _lightgbm_tree(tree, self.edges, bias)
+            body = _lightgbm_tree(tree, self.edges, bias, float(self.label_scale))
             # LightGBM's SaveModelToString: "Tree=k\n" + Tree::ToString() + "\n", and tree_sizes are these lengths
             blocks.append(f"Tree={k}\n{body}\n")
         names = [_lightgbm_name(s, f) for f, s in enumerate(self.feature_names)]
@@ -597,8 +611,9 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
-def _lightgbm_tree(tree: Tree, edges: EdgesLike, bias: float) -> str:
-    """The body of one ``Tree=k`` block, as ``Tree::ToString`` lays it out (ending with the blank line)."""
+def _lightgbm_tree(tree: Tree, edges: EdgesLike, bias: float, scale: float = 1.0) -> str:
+    """The body of one ``Tree=k`` block, as ``Tree::ToString`` lays it out (ending with the blank line); leaf values
+    in the labels' units (times ``scale``, a power of two: the same sums as ``predict_raw``'s)."""
     leaf_ids = tree.leaf_ids()
     internal_ids = tree.internal_ids()
     leaf_index = {node_id: k for k, node_id in enumerate(leaf_ids)}
@@ -607,7 +622,8 @@ def _lightgbm_tree(tree: Tree, edges: EdgesLike, bias: float) -> str:
     def leaf_float(node_id: int) -> float:
         v = tree.nodes[node_id].value_fixed
         assert v is not None
-        return from_fixed(v) + bias if bias != 0.0 else from_fixed(v)
+        value = from_fixed(v) * scale
+        return value + bias if bias != 0.0 else value
 
     def child_ref(node_id: int) -> int:
         return ~leaf_index[node_id] if node_id in leaf_index else internal_index[node_id]

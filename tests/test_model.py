@@ -355,6 +355,26 @@ def test_lightgbm_export_parity(tmp_path: Path, seed: int, objective: str) -> No
         )
 
 
+def test_a_model_of_scaled_labels_predicts_and_exports_in_the_labels_units(tmp_path: Path) -> None:
+    """A task's trees are trained on labels / ``label_scale`` (a power of two): the model multiplies its raw score
+    back, saves the scale, exports leaves in the labels' units to LightGBM, and reads an older file as scale 1."""
+    model = random_model(2, objective="regression", base_score=3.0)
+    scaled = dataclasses.replace(model, label_scale=2.0**20)
+    X = random_X(2, model, n=2000, neg_inf=False)
+    np.testing.assert_allclose(scaled.predict_raw(X), (model.predict_raw(X) - 3.0) * 2.0**20 + 3.0, rtol=1e-12)
+    assert Model.from_json_dict(scaled.to_json_dict()) == scaled
+    path = tmp_path / "m.txt"
+    scaled.to_lightgbm(path)
+    booster = lgb.Booster(model_file=str(path))
+    np.testing.assert_allclose(booster.predict(X, raw_score=True), scaled.predict_raw(X), rtol=1e-12, atol=1e-6)
+    older = scaled.to_json_dict()
+    del older["label_scale"]
+    assert Model.from_json_dict(older).label_scale == 1.0
+    for bad in (0.0, -2.0, math.inf, "2", True):
+        with pytest.raises(ModelFormatError, match="label_scale"):
+            Model.from_json_dict({**scaled.to_json_dict(), "label_scale": bad})
+
+
 def test_lightgbm_export_thresholds_and_single_leaf() -> None:
     d = small_model_dict()
     model = Model.from_json_dict(d)

@@ -424,6 +424,27 @@ def test_regressor_fits() -> None:
     np.testing.assert_array_equal(reg.predict(X), reg.model_.predict(X))
 
 
+def test_the_labels_unit_does_not_change_the_trees_and_millions_train() -> None:
+    """Labels in dollars (millions) overflowed the fixed point's 1.2e6 per row mid-training. A task's labels are now
+    divided by a power of two from its label range (``ledger.task_params.label_scale``) before training, so labels
+    times 2^20 train the very trees the labels train, and the model predicts 2^20 times as much."""
+    X, y = make_data(task="regression")
+    y = y - y.min()  # both ranges start at 0, so both scales are the powers of two above their maxima
+    models = []
+    for factor in (1.0, 2.0**20):
+        data = Dataset(X, y * factor, [f"x{i}" for i in range(X.shape[1])])
+        params = TrainParams(trees=8, depth=3, min_rows=5, learning_rate=0.3, objective="regression")
+        prep = prepare(data, data, params, PrepConfig(parties=3, theta=0.8, seed=0))
+        assert prep.params.label_scale >= float(np.max(y * factor)) > prep.params.label_scale / 2
+        report, model, _ = run(prep, "fvtree")
+        assert model is not None and report["endorsement"]["refusals"] == []
+        models.append(model)
+    small, large = models
+    assert large.trees == small.trees and large.label_scale == small.label_scale * 2.0**20
+    np.testing.assert_array_equal(large.predict(X), small.predict(X) * 2.0**20)
+    assert float(np.max(y)) * 2.0**20 > 1.2e6  # beyond what a row's fixed-point limbs carry unscaled
+
+
 def test_estimator_errors() -> None:
     X, y = make_data(n=300)
     with pytest.raises(ValueError, match="Only binary classification is supported"):

@@ -11,7 +11,7 @@ from fgbdt_chain.api import models as m
 from fgbdt_chain.api.service import config_of, parameters_of, request_parameters
 from fgbdt_chain.deploy.demo import task_request
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.task_params import TaskParameters
+from fgbdt_chain.ledger.task_params import TaskParameters, label_scale
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.privacy import plan
 
@@ -64,6 +64,25 @@ def test_a_task_states_its_label_range_where_the_loss_does_not_fix_it() -> None:
         m.TaskParameters(objective="regression", label_max=4.0)
     cfg = config_of(m.TaskParameters(objective="regression", label_min=1.0, label_max=29.0))
     assert (cfg.label_min, cfg.label_max) == (ref.ONE, 29 * ref.ONE)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "scale"),
+    [
+        (0.0, 1.0, 1.0),
+        (2.0, 29.0, 32.0),
+        (0.0, 32.0, 32.0),
+        (0.0, 33.0, 64.0),
+        (-5e6, 1e6, 2.0**23),
+        (0.0, 0.0, 1.0),
+        (1e-9, 3e-9, 2.0**-28),
+    ],
+)
+def test_the_label_scale_is_the_power_of_two_at_or_above_the_largest(low: float, high: float, scale: float) -> None:
+    assert label_scale(low, high) == scale
+    assert TaskParameters(objective="regression", label_min=low, label_max=high).label_scale == scale
+    if scale != 1.0 or high != 0.0:
+        assert max(abs(low), abs(high)) <= scale < 2 * max(abs(low), abs(high))
 
 
 def test_a_party_reads_the_gbdt_parameters_the_requester_wrote() -> None:
