@@ -86,6 +86,12 @@ def test_budget_split_adds_up_to_epsilon() -> None:
     assert (b.test_levels, b.epsilon_leaves, b.spent) == (0, 1.0, 1.0)
     b = psd_budget(math.inf, depth=8, num_dims=10)
     assert b.stop_scale == 0.0 and b.leaf_scale == 0.0
+    # a real label's levels split at its private quantiles: its sketch takes one more test level's share
+    b = psd_budget(1.0, depth=8, num_dims=10, label_levels=4)
+    assert (b.test_levels, b.epsilon_per_test_level, b.epsilon_label) == (4, pytest.approx(0.1), pytest.approx(0.1))
+    assert b.spent == pytest.approx(1.0) and b.leaf_scale == pytest.approx(2.0)
+    assert psd_budget(1.0, depth=8, num_dims=10, label_levels=1).epsilon_label == 0.0  # a binary label: midpoint
+    assert psd_budget(1.0, depth=8, num_dims=10, structure_fraction=0.0, label_levels=4).epsilon_label == 0.0
 
 
 @pytest.mark.parametrize(
@@ -396,23 +402,51 @@ def sample_psd_cached() -> bytes:
 
 
 def test_label_levels_always_split_the_label_into_intervals() -> None:
-    """The label levels split the label at the midpoint of each node's interval, whatever the counts (a party
-    smaller than ``max_rows`` still gets them), and decode, route and check like any split."""
+    """The label levels split the label whatever the counts (a party smaller than ``max_rows`` still gets them), at
+    the party's private label quantiles (here exact: epsilon inf), so that each interval holds an equal share of its
+    rows; they decode, route and check like any split. Without a structure budget they split at midpoints."""
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(60, 3))
-    y = rng.uniform(0.0, 8.0, 60)
+    X = rng.normal(size=(64, 3))
+    y = rng.uniform(0.0, 8.0, 64)
     lows, highs = np.array([-5.0, -5.0, -5.0, 0.0]), np.array([5.0, 5.0, 5.0, 8.0])
     psd = build_psd(X, y, lows, highs, depth=5, max_rows=500, epsilon=math.inf, rng=rng, label_levels=3)
     internal = psd.split_dim >= 0
     assert np.count_nonzero(psd.split_dim[internal] == 3) == 1 + 2 + 4  # the label's first three levels
-    assert sorted(set(psd.split_value[:7].tolist())) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     psd.check_bounds(lows, highs)
     assert PSD.decode(psd.encode()) == psd
-    # every leaf holds one label interval of width 1: exact counts per interval
     leaves = psd.leaf_of(X, y)
-    assert psd.counts.sum() == 60 and np.array_equal(np.bincount(leaves, minlength=psd.num_leaves), psd.counts)
-    interval = np.floor(y).astype(int)
-    for leaf in np.unique(leaves):
-        assert len(set(interval[leaves == leaf].tolist())) == 1
+    assert psd.counts.sum() == 64 and np.array_equal(np.bincount(leaves, minlength=psd.num_leaves), psd.counts)
+    cuts = np.sort(psd.split_value[:7])
+    per_interval = np.bincount(np.searchsorted(cuts, y, side="left"), minlength=8)
+    assert per_interval.min() >= 6 and per_interval.max() <= 10  # 8 each at equal mass, to the sketch's grid
+    for leaf in np.unique(leaves):  # every leaf holds one label interval
+        assert len(set(np.searchsorted(cuts, y[leaves == leaf], side="left").tolist())) == 1
+    mid = build_psd(
+        X, y, lows, highs, depth=5, max_rows=500, epsilon=math.inf, rng=rng, label_levels=3, structure_fraction=0.0
+    )
+    assert sorted(set(mid.split_value[:7].tolist())) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    mid.check_bounds(lows, highs)
+
+
+def test_a_heavy_tailed_label_is_cut_where_its_rows_are() -> None:
+    """Claim amounts: 0 for most rows, log-normal otherwise, one of millions. Midpoints of the range leave every row
+    but the outlier in the first label interval; the private quantiles (epsilon 1, noise included) spread them, so
+    that a PSD leaf holds rows of like labels (``label_sketched``)."""
+    rng = np.random.default_rng(5)
+    n = 4000
+    X = rng.normal(size=(n, 2))
+    y = np.where(rng.random(n) < 0.5, 0.0, np.exp(6.0 + 1.2 * rng.normal(size=n)))
+    y[0] = 4e6
+    lows, highs = np.array([-9.0, -9.0, 0.0]), np.array([9.0, 9.0, 4e6])
+    levels = label_levels_for("regression", 16)
+    psd = build_psd(X, y, lows, highs, depth=4, max_rows=0, epsilon=1.0, rng=rng, label_levels=levels)
+    psd.check_bounds(lows, highs)
+    cuts = np.sort(psd.split_value[psd.split_dim == 2])
+    shares = np.bincount(np.searchsorted(cuts, y, side="left"), minlength=cuts.size + 1) / n
+    assert cuts.size >= 8 and shares.max() <= 0.55  # the zeros are one value: half the rows in one interval at most
+    assert np.count_nonzero(shares[1:] > 0.02) >= 7  # the amounts spread over the intervals above it
+    midpoints = 4e6 * np.arange(1, 16) / 16
+    assert np.mean(y <= midpoints[0]) > 0.999
+
     assert label_levels_for("binary", 16) == 1 and label_levels_for("regression", 16) == 4
     assert label_levels_for("regression", 17) == 5
