@@ -142,7 +142,8 @@ class TaskParameters(BaseModel):
     label_min: Real | None = Field(
         default=None,
         description="The label's smallest value in the data schema: every party's PSD splits the label over "
-        "[label_min, label_max]. Required for regression; a binary task's labels are 0 and 1 (null or 0).",
+        "[label_min, label_max], and the labels are divided by the power of two above it before training. Required for "
+        "regression; a binary task's labels are 0 and 1 (leave both null, or give 0 and 1).",
     )
     label_max: Real | None = Field(default=None, description="The label's largest value (see `label_min`).")
 
@@ -365,13 +366,15 @@ class PredictRequest(BaseModel):
 
 
 class PredictResponse(BaseModel):
-    """Scores of the posted rows."""
+    """Predictions of the posted rows under the task's loss."""
 
     rows: int
     features: int
     trees: int
-    probabilities: list[float] = Field(description="P(class 1) per row (binary models).")
-    labels: list[int]
+    objective: Literal["binary", "regression"]
+    predictions: list[float] = Field(description="Per row: P(class 1) for a binary task, the predicted value else.")
+    probabilities: list[float] | None = Field(description="P(class 1) per row (binary tasks; null otherwise).")
+    labels: list[int] | None = Field(description="The predicted class per row (binary tasks; null otherwise).")
 
 
 class PartyContribution(BaseModel):

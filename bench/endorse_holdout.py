@@ -24,7 +24,6 @@ import numpy as np
 from bench.datasets import load
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE
-from fgbdt_chain.node.binning import fixed_round
 from fgbdt_chain.node.endorsement import estimators_for
 from fgbdt_chain.node.experiment import PrepConfig, federation, partition, prepare
 from fgbdt_chain.node.fvtree import PAPER_DEPTH, LevelView, TrainParams
@@ -60,8 +59,7 @@ def holdout(name: str, theta: float, trees: int, seed: int = 0) -> dict[str, Any
     prep = prepare(data, test, params, config, parts=train_parts)
     # the PSDs exactly as Prepared.weights builds them (same rows, ranges and seeds), to weight the held-out rows
     low, high = prep.ranges
-    label = fixed_round(np.array([np.min(data.y), np.max(data.y)]))
-    lows, highs = np.append(low, label[0]), np.append(high, label[1])
+    lows, highs = np.append(low, prep.label_range[0]), np.append(high, prep.label_range[1])
     eps = config.psd_budget_epsilon(params)
     psds = [
         build_psd(

@@ -16,7 +16,9 @@ library FGBDTConfigLib {
     ///         per-bin bounds of the loss exactly. A private task trains binary logistic loss (bounded gradients).
     ///         Trees before `votedTrees` fix each node's candidates by the parties' votes (the paper's FV-tree); later
     ///         trees draw them from a public seed when each level opens, with no vote round (0: every tree draws;
-    ///         `trees` or more: every tree votes).
+    ///         `trees` or more: every tree votes). `labelMin`..`labelMax` is the label's range in the task's schema:
+    ///         every party's PSD splits the label inside it, and the labels are divided by the power of two at or
+    ///         above its largest magnitude before training (`ledger/task_params.py`); a binary task's is [0, 1e18].
     struct Config {
         uint16 trees;
         uint8 depth;

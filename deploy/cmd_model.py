@@ -1,9 +1,10 @@
 """``fgbdt export`` and ``fgbdt predict``: use a trained model outside the federation.
 
-A model file (``fgbdt-model/1`` JSON) is what a task hands to its requester. These two commands cover the common
-uses without writing Python: converting it to LightGBM's text format (so existing serving stacks load it unchanged)
-and scoring a data file. Every failure caused by the inputs becomes a :class:`deploy.cli.UserError`, so the user
-sees one line naming the file and the problem instead of a traceback.
+A model file (``fgbdt-model/1`` JSON, ``/2`` for a regression model whose labels were scaled) is what a task hands
+to its requester. These two commands cover the common uses without writing Python: converting it to LightGBM's text
+format (so existing serving stacks load it unchanged) and scoring a data file. Every failure caused by the inputs
+becomes a :class:`deploy.cli.UserError`, so the user sees one line naming the file and the problem instead of a
+traceback.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def register(subparsers: Any) -> None:
         help="convert a trained model to another format (LightGBM text model)",
         description="Convert an fgbdt model (JSON) to another format; LightGBM's text model predicts identically.",
     )
-    exp.add_argument("--model", required=True, help="trained model file (fgbdt-model/1 JSON)")
+    exp.add_argument("--model", required=True, help="trained model file (fgbdt-model JSON)")
     # not argparse choices: an unknown format is a UserError with the list of known ones, like every other input error
     exp.add_argument("--format", default="lightgbm", help=f"output format: {', '.join(EXPORT_FORMATS)}")
     exp.add_argument("--out", required=True, help="file to write")
@@ -46,7 +47,7 @@ def register(subparsers: Any) -> None:
         "the label and other columns may be there or not (unused columns are listed on stderr) and a missing feature "
         "is an error. Files without a header, and libsvm files, are read by position.",
     )
-    pred.add_argument("--model", required=True, help="trained model file (fgbdt-model/1 JSON)")
+    pred.add_argument("--model", required=True, help="trained model file (fgbdt-model JSON)")
     pred.add_argument("--data", required=True, help="data file (libsvm or CSV, plain or .gz; a CSV needs no label)")
     pred.add_argument("--out", required=True, help="CSV file to write")
     pred.add_argument(

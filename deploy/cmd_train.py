@@ -77,8 +77,6 @@ def train(args: argparse.Namespace) -> int:
         )
     train_set, test_set = load_data(args)
     params = training_params(args, objective_of(train_set.y))
-    if params.objective != "binary":
-        raise UserError("on-chain training supports binary classification (labels 0/1 or -1/+1)")
     note_private_releases(args, "train")
     config = prep_config(args)
     try:
@@ -161,10 +159,14 @@ def on_chain_progress(
 
 
 def print_report(console: Console, report: dict[str, Any]) -> None:
+    quality = (
+        f"test RMSE {report['test_rmse']:.4g}"
+        if "test_rmse" in report  # a regression task
+        else f"test error {report['test_error']:.4f}, AUC {report['test_auc']:.4f}"
+    )
     console.print(
-        f"task {report['task']} on {report['rpc']}: test error {report['test_error']:.4f}, "
-        f"AUC {report['test_auc']:.4f}; {report['tx_count']} transactions in {report['blocks']} blocks, "
-        f"{report['gas_used'] / 1e6:.1f}M gas, {report['wall_seconds']:.1f} s"
+        f"task {report['task']} on {report['rpc']}: {quality}; {report['tx_count']} transactions in "
+        f"{report['blocks']} blocks, {report['gas_used'] / 1e6:.1f}M gas, {report['wall_seconds']:.1f} s"
     )
     largest = report["max_tx_bytes"]
     console.print(

@@ -162,13 +162,27 @@ class RowSource:
     what the party's previous tree allows (``ledger.tree_carry``, the verifiers' carry rule).
     """
 
-    def __init__(self, rng: random.Random, parties: Sequence[str], rows: int, features: int, nbins: int) -> None:
+    def __init__(
+        self,
+        rng: random.Random,
+        parties: Sequence[str],
+        rows: int,
+        features: int,
+        nbins: int,
+        objective: ref.ObjectiveName = "binary",
+    ) -> None:
         gen = np.random.default_rng(rng.randrange(1 << 30))
         self.gen = gen
         self.nbins = nbins
+        self.objective = objective
+        """The loss the rows' gradients are of: binary logistic (0/1 labels) or squared error (labels in [0, 1])."""
         self.slots = {a: gen.integers(0, nbins, (rows, features)) for a in parties}
         # labels that follow the first two features, so that splits have gains to find
-        self.y = {a: (s[:, 0] + s[:, 1] + gen.normal(0, nbins / 3, rows)) > nbins for a, s in self.slots.items()}
+        latent = {a: (s[:, 0] + s[:, 1] + gen.normal(0, nbins / 3, rows)) for a, s in self.slots.items()}
+        if objective == "binary":
+            self.y = {a: (v > nbins).astype(np.float64) for a, v in latent.items()}
+        else:  # within [0, 1]: the task's label range, its label scale 1
+            self.y = {a: np.clip(v / (4 * nbins), 0.0, 1.0) for a, v in latent.items()}
         self.tree = -1
         self.score = {a: np.zeros(s.shape[0]) for a, s in self.slots.items()}
         self.leaves: dict[int, int] = {}
@@ -182,9 +196,13 @@ class RowSource:
         for a, y in self.y.items():
             if a in self.node:  # the finished tree's leaf values, each row by the leaf it reached
                 self.score[a] = self.score[a] + np.array([self.leaves.get(int(nd), 0) for nd in self.node[a]]) / ref.ONE
-            p: np.ndarray = 1.0 / (1.0 + np.exp(-self.score[a]))
-            self.g[a] = [ref.to_fixed(float(v)) for v in p - y]
-            self.h[a] = [ref.to_fixed(float(v)) for v in p * (1 - p)]
+            if self.objective == "binary":
+                p: np.ndarray = 1.0 / (1.0 + np.exp(-self.score[a]))
+                self.g[a] = [ref.to_fixed(float(v)) for v in p - y]
+                self.h[a] = [ref.to_fixed(float(v)) for v in p * (1 - p)]
+            else:
+                self.g[a] = [ref.to_fixed(float(v)) for v in self.score[a] - y]
+                self.h[a] = [ref.ONE] * y.shape[0]
             self.node[a] = np.ones(y.shape[0], dtype=np.int64)
         self.leaves = {}
 

@@ -37,6 +37,11 @@ ONE: int = 10**18
 
 FORMAT_TAG = "fgbdt-model/1"
 """Tag of the JSON model format; bump it when the layout changes incompatibly."""
+SCALED_FORMAT_TAG = "fgbdt-model/2"
+"""The tag of a model whose leaves are in labels / ``label_scale`` (a regression task's): a reader of
+``fgbdt-model/1`` ignores unknown fields, so it would predict such a model ``label_scale`` times too small; it refuses
+the new tag instead. A model of scale 1 (every binary model) is written as ``fgbdt-model/1``, as before."""
+FORMAT_TAGS = (FORMAT_TAG, SCALED_FORMAT_TAG)
 
 OBJECTIVES = ("binary", "regression")
 
@@ -385,6 +390,8 @@ class Model:
         scale = self.label_scale
         if isinstance(scale, bool) or not isinstance(scale, float | int) or not (math.isfinite(scale) and scale > 0):
             raise ModelFormatError(f"label_scale must be a positive finite number, got {scale!r}")
+        if math.frexp(scale)[0] != 0.5 or (self.objective == "binary" and scale != 1):
+            raise ModelFormatError(f"label_scale must be a power of two, and 1 for a binary model; got {scale!r}")
         for k, tree in enumerate(self.trees):
             tree.validate(self.num_features, self.edges, where=f"tree {k}")
 
@@ -459,14 +466,15 @@ class Model:
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON object of the ``fgbdt-model/1`` format; fixed-point values stay exact integers."""
         self.validate()
+        scaled = {"label_scale": float(self.label_scale)} if self.label_scale != 1 else {}
         return {
-            "format": FORMAT_TAG,
+            "format": SCALED_FORMAT_TAG if scaled else FORMAT_TAG,
             "objective": self.objective,
             "feature_names": list(self.feature_names),
             "bins": self.bins,
             "edges": [list(e) for e in self.edges],
             "base_score": float(self.base_score),
-            "label_scale": float(self.label_scale),
+            **scaled,
             "params": self.params,
             "meta": self.meta,
             "trees": [t.to_json_dict() for t in self.trees],
@@ -479,8 +487,10 @@ class Model:
             raise ModelFormatError("a model must be a JSON object")
         if "format" not in d:
             raise ModelFormatError(f"missing field 'format' (expected {FORMAT_TAG!r})")
-        if d["format"] != FORMAT_TAG:
-            raise ModelFormatError(f"unknown model format tag {d['format']!r}; this version reads {FORMAT_TAG!r}")
+        if d["format"] not in FORMAT_TAGS:
+            raise ModelFormatError(
+                f"unknown model format tag {d['format']!r}; this version reads {' and '.join(map(repr, FORMAT_TAGS))}"
+            )
         missing = [k for k in ("objective", "feature_names", "bins", "edges", "trees") if k not in d]
         if missing:
             raise ModelFormatError(f"missing field(s): {', '.join(missing)}")
@@ -501,7 +511,9 @@ class Model:
         base = d.get("base_score", 0.0)
         if not isinstance(base, float | int) or isinstance(base, bool):
             raise ModelFormatError(f"base_score must be a number, got {base!r}")
-        scale = d.get("label_scale", 1.0)  # files written before it had none: 1
+        scale = d.get("label_scale", 1.0)  # fgbdt-model/1 has none: 1
+        if (scale != 1.0) != (d["format"] == SCALED_FORMAT_TAG):
+            raise ModelFormatError(f"a label_scale other than 1 comes with the format tag {SCALED_FORMAT_TAG!r}")
         if not isinstance(scale, float | int) or isinstance(scale, bool):
             raise ModelFormatError(f"label_scale must be a number, got {scale!r}")
         model = cls(

@@ -271,6 +271,14 @@ class PartyNode:
             raise NodeError("the task trains a binary classifier: labels must be 0/1")
         self.label_range = task_params.label_range()
         """The label's range in the task's schema: this party's PSD splits the label over it, as every other's."""
+        low, high = self.label_range
+        outside = np.flatnonzero(~((data.y >= low) & (data.y <= high)))
+        if task_params.objective == "regression" and outside.size:
+            raise NodeError(
+                f"{outside.size} of {data.name}'s labels lie outside the task's label range [{low:g}, {high:g}] (the "
+                f"first: {data.y[outside[0]]:g} in row {outside[0] + 1}): the task divides its labels by "
+                f"{task_params.label_scale:g} from that range, so labels in other units would not train"
+            )
         self.params = TrainParams.of_task(task_params, settings.delta)
         self.privacy = plan(task_params.epsilon, task_params.delta, self.params.trees, self.params.depth)
         """The task's differential privacy for everything this party releases (``node.privacy``)."""

@@ -242,8 +242,8 @@ def build_psd(
     leaf_exact: list[np.ndarray] = []
 
     # Current level: one (path, used dims) per node, in node order; each active row's node as a level-local index.
-    # per node: its path, the feature dims used on it, and its label interval (split at its midpoint while the
-    # label levels last)
+    # per node: its path, the feature dims used on it, and its label interval (split inside it while the label
+    # levels last: ``_label_split``)
     level_nodes: list[tuple[str, frozenset[int]]] = [("", frozenset())]
     label_box: dict[str, tuple[float, float]] = {"": (float(lows[D - 1]), float(highs[D - 1]))}
     rows = np.arange(n)

@@ -363,16 +363,22 @@ def test_a_model_of_scaled_labels_predicts_and_exports_in_the_labels_units(tmp_p
     X = random_X(2, model, n=2000, neg_inf=False)
     np.testing.assert_allclose(scaled.predict_raw(X), (model.predict_raw(X) - 3.0) * 2.0**20 + 3.0, rtol=1e-12)
     assert Model.from_json_dict(scaled.to_json_dict()) == scaled
+    # a reader of fgbdt-model/1 would ignore the scale: such a file has its own tag, and a model of scale 1 the old one
+    assert scaled.to_json_dict()["format"] == "fgbdt-model/2" and "label_scale" not in model.to_json_dict()
+    assert model.to_json_dict()["format"] == "fgbdt-model/1"
     path = tmp_path / "m.txt"
     scaled.to_lightgbm(path)
     booster = lgb.Booster(model_file=str(path))
     np.testing.assert_allclose(booster.predict(X, raw_score=True), scaled.predict_raw(X), rtol=1e-12, atol=1e-6)
-    older = scaled.to_json_dict()
-    del older["label_scale"]
-    assert Model.from_json_dict(older).label_scale == 1.0
-    for bad in (0.0, -2.0, math.inf, "2", True):
+    assert Model.from_json_dict(model.to_json_dict()).label_scale == 1.0
+    untagged = {**scaled.to_json_dict(), "format": "fgbdt-model/1"}
+    with pytest.raises(ModelFormatError, match="fgbdt-model/2"):
+        Model.from_json_dict(untagged)
+    for bad in (0.0, -2.0, math.inf, 3.0, "2", True):
         with pytest.raises(ModelFormatError, match="label_scale"):
             Model.from_json_dict({**scaled.to_json_dict(), "label_scale": bad})
+    with pytest.raises(ModelFormatError, match="1 for a binary model"):
+        dataclasses.replace(random_model(2), label_scale=2.0).validate()
 
 
 def test_lightgbm_export_thresholds_and_single_leaf() -> None:

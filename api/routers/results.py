@@ -67,7 +67,8 @@ def model(
 
 @router.post("/tasks/{task_id}/predictions", response_model=m.PredictResponse, responses={**READ, **R409})
 def predict(task_id: TaskId, body: m.PredictRequest, backend: BackendDep) -> m.PredictResponse:
-    """P(class 1) of the posted rows under the chain's model; every row must have the model's width."""
+    """The chain's model's predictions of the posted rows (P(class 1), or values for a regression task); every row
+    must have the model's width."""
     task = find_task(task_id, backend)  # after the body is validated (see api.dependencies)
     mdl = model_from_chain(backend.task(), task.task_id)
     width = mdl.num_features
@@ -79,13 +80,16 @@ def predict(task_id: TaskId, body: m.PredictRequest, backend: BackendDep) -> m.P
     if bad:  # a 422 like the schema's own checks: the width is only known once the model is
         raise RequestValidationError(bad[:MAX_ROW_ERRORS])
     X = np.array([[math.nan if v is None else v for v in r] for r in body.rows], dtype=np.float64)
-    proba = mdl.predict_proba(X)
+    pred = [float(p) for p in mdl.predict(X)]  # the task's loss: probabilities, or values in the labels' units
+    binary = mdl.objective == "binary"
     return m.PredictResponse(
         rows=len(body.rows),
         features=width,
         trees=len(mdl.trees),
-        probabilities=[float(p) for p in proba],
-        labels=[int(p > 0.5) for p in proba],
+        objective="binary" if binary else "regression",
+        predictions=pred,
+        probabilities=pred if binary else None,
+        labels=[int(p > 0.5) for p in pred] if binary else None,
     )
 
 

@@ -15,7 +15,7 @@ from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.edges import encode_edges
 from fgbdt_chain.ledger.federation import RowSource, run_level
 from fgbdt_chain.ledger.forwarder import Forwarder
-from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.ledger.reference import OBJECTIVES, ONE, ObjectiveName
 
 EDGES = encode_edges([[0.25, 0.5, 0.75]] * 3)
 """Bin edges of the test tasks: 3 features, 4 bins."""
@@ -46,13 +46,20 @@ CREATE = {
 
 
 def trained_task(
-    chain: ChainClient, task: TaskContract, seed: int = 0, reward: int = 10**18, leave: bool = False
+    chain: ChainClient,
+    task: TaskContract,
+    seed: int = 0,
+    reward: int = 10**18,
+    leave: bool = False,
+    objective: ObjectiveName = "binary",
 ) -> tuple[int, list[Any]]:
     """A completed 2-party, 2-tree, depth-2 task driven directly through the contract with the histograms of
     synthetic rows; with ``leave`` the party with the larger total after the first level sends nothing at the second
-    (so it takes no further part, and forfeits)."""
+    (so it takes no further part, and forfeits). A regression task's labels lie in [0, 1], its stated range."""
     rng = random.Random(seed)
-    cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=2, max_parties=2, lam=ONE, step_blocks=5)
+    cfg = TaskConfig(
+        trees=2, depth=2, bins=4, min_parties=2, max_parties=2, lam=ONE, step_blocks=5, objective=OBJECTIVES[objective]
+    )
     requester = chain.new_account(10**21)
     parties = [chain.new_account(10**20) for _ in range(2)]
     resolver = chain.new_account(10**20)
@@ -61,7 +68,7 @@ def trained_task(
         task.join(p, tid, b"psd" + bytes([i]), f"http://p{i}.example")
         task.approve(requester, tid, p.address)
     task.start(requester, tid, EDGES)
-    rows = RowSource(rng, [p.address for p in parties], 50, 3, cfg.bins + 1)
+    rows = RowSource(rng, [p.address for p in parties], 50, 3, cfg.bins + 1, objective)
     taking_part = list(parties)
     step = 0
     while task.state(tid).status == 2:

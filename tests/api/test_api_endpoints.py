@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 from api_helpers import CREATE, EDGES, Signer, trained_task
 from eth_account.signers.local import LocalAccount
@@ -20,6 +21,7 @@ from fgbdt_chain.api.service import Backend, Settings, config_of, parameters_of,
 from fgbdt_chain.deploy.requester import ChainSetup, task_config
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.anvil import free_port, start_anvil
+from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskContract
 from fgbdt_chain.ledger.forwarder import Forwarder
@@ -245,6 +247,7 @@ def test_model_predictions_contributions(
     p = api.post(f"/v1/tasks/{tid}/predictions", json={"rows": rows}).json()
     assert p["rows"] == 2 and p["features"] == 3 and p["trees"] == 2
     assert all(0 < x < 1 for x in p["probabilities"]) and p["labels"] == [int(x > 0.5) for x in p["probabilities"]]
+    assert p["objective"] == "binary" and p["predictions"] == p["probabilities"]
     bad = api.post(f"/v1/tasks/{tid}/predictions", json={"rows": [[0.1, 0.2, 0.3], [0.1]]})
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "rows", 1]
     _error(api.post(f"/v1/tasks/{tid}/predictions", json={"rows": [["a", 1, 2]]}), 422)
@@ -276,6 +279,19 @@ def test_contributions_show_a_forfeit(api: TestClient, chain: ChainClient, task:
     assert [q["reward_forfeited_wei"] for q in c["parties"]] == list(due.forfeited)
     assert stayed["share"] == max(stayed["total"], 0) / c["positive_total"] and stayed["reward_due_wei"] > 0
     assert c["requester_due_wei"] == due.requester >= left["reward_forfeited_wei"]
+
+
+def test_a_regression_task_predicts_values(api: TestClient, chain: ChainClient, task: TaskContract) -> None:
+    """The predictions of a regression task are the model's values in the labels' units (probabilities answered
+    500 for them: the model has no P(class 1)); what ``model_from_chain`` predicts, with its label scale."""
+    tid, _ = trained_task(chain, task, seed=5, objective="regression")
+    rows = [[0.1, 0.6, 0.9], [None, 0.3, 0.2], [0.9, 0.9, 0.1]]
+    p = api.post(f"/v1/tasks/{tid}/predictions", json={"rows": rows}).json()
+    assert p["objective"] == "regression" and p["probabilities"] is None and p["labels"] is None
+    model = model_from_chain(task, tid)
+    assert model.objective == "regression" and model.label_scale == 1.0
+    X = np.array([[math.nan if v is None else v for v in r] for r in rows])
+    assert p["predictions"] == model.predict(X).tolist() and len(set(p["predictions"])) > 1
 
 
 def test_model_of_unstarted_task_is_409(api: TestClient, chain: ChainClient, signer: Signer) -> None:

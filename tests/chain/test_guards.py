@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from chain_helpers import EDGES, Federation, RowSource, edges_for, open_task, random_hist, reverts
 from eth_account import Account
@@ -15,6 +16,8 @@ from fgbdt_chain.ledger.edges import SLOTS_OFFSET
 from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
 from fgbdt_chain.ledger.federation import run_level
 from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.party_node import NodeError, PartyNode
 
 pytestmark = pytest.mark.chain
 
@@ -105,6 +108,13 @@ def test_the_label_range_is_checked(chain: ChainClient, task_contract: TaskContr
     cfg = TaskConfig(objective=1, label_min=-3 * ONE, label_max=29 * ONE)
     tid, _ = task_contract.create_task(req, cfg, [0], [ONE])
     assert task_contract.config(tid) == cfg
+    # a party whose labels are not in the task's units stops before it joins, saying which and why
+    party = chain.new_account(10**19)
+    rows = Dataset(np.zeros((3, 1)), np.array([5.0, 290.0, -1.0]), ["x"], "prices.csv")
+    with pytest.raises(NodeError, match=r"1 of prices.csv's labels lie outside the task's label range \[-3, 29\]"):
+        PartyNode(task_contract, tid, party, rows, "http://p.example", log=lambda _: None)
+    inside = Dataset(np.zeros((2, 1)), np.array([-3.0, 29.0]), ["x"])
+    assert PartyNode(task_contract, tid, party, inside, "http://p", log=lambda _: None).label_range == (-3.0, 29.0)
 
 
 def test_drawn_candidates_have_no_vote_round(chain: ChainClient, task_contract: TaskContract) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import signal
 import time
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from eth_account import Account
 
+from fgbdt_chain.deploy.cli import main as cli_main
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
 from fgbdt_chain.ledger.anvil import Anvil, start_anvil
 from fgbdt_chain.ledger.audit import audit_events, read_task
@@ -24,6 +26,7 @@ from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.data import load_train_test
 from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.model import Model
 
 pytestmark = [pytest.mark.chain, pytest.mark.slow]
 
@@ -310,3 +313,22 @@ def test_a_regression_task_trains_on_chain_and_reads_back_as_regression(
     assert chain_model.trees == sim_model.trees and chain_model.label_scale == sim_model.label_scale == 2.0**23
     # it learned: below the raw score 0 it starts from (the protocol has no boost from the average)
     assert report["test_rmse"] < 0.8 * float(np.sqrt(np.mean(test.y**2)))
+
+
+def test_fgbdt_train_runs_a_regression_task(anvil_node: Anvil, e2e_contract: str, tmp_path: Path) -> None:
+    """``fgbdt train`` on a real-valued label: it used to refuse anything but binary classification; the report
+    gives the test RMSE and the saved model predicts in the labels' units (its label scale from the chain)."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(900, 3))
+    y = np.round(80.0 + 10.0 * X[:, 0] + rng.normal(size=900), 2)
+    csv = tmp_path / "reg.csv"
+    lines = (f"{v:.2f},{r[0]:.5f},{r[1]:.5f},{r[2]:.5f}\n" for v, r in zip(y, X, strict=True))
+    csv.write_text("y,a,b,c\n" + "".join(lines))
+    out, model_file = tmp_path / "report.json", tmp_path / "model.json"
+    flags = ["--parties", "2", "--trees", "3", "--depth", "2", "--bins", "8", "--psd-max-rows", "40", "--quiet"]
+    chain = ["--rpc", anvil_node.url, "--contract", e2e_contract, "--workdir", str(tmp_path / "w")]
+    assert cli_main(["train", "--data", str(csv), *flags, *chain, "--json", str(out), "--model", str(model_file)]) == 0
+    report = json.loads(out.read_text())
+    model = Model.load(model_file)
+    assert "test_error" not in report and 0 < report["test_rmse"] < float(np.sqrt(np.mean(y**2)))
+    assert model.objective == "regression" and model.label_scale == 128.0  # labels from 45 to 105, most above 64
