@@ -311,6 +311,8 @@ def test_a_regression_task_trains_on_chain_and_reads_back_as_regression(
     assert chain_model.objective == "regression" and "test_error" not in report
     assert prep.label_range == (float(np.min(train.y)), float(np.max(train.y)))
     assert chain_model.trees == sim_model.trees and chain_model.label_scale == sim_model.label_scale == 2.0**23
+    audit = audit_events(read_task(ChainClient.connect(anvil_node.url), e2e_contract, report["task"]))
+    assert audit.ok and audit.completed, audit.first_mismatch  # the replay holds for a squared-error task too
     # it learned: below the raw score 0 it starts from (the protocol has no boost from the average)
     assert report["test_rmse"] < 0.8 * float(np.sqrt(np.mean(test.y**2)))
 
