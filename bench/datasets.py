@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.stress import claims_data, heavy_data, stress_data
@@ -18,26 +19,25 @@ DATASETS: dict[str, tuple[str, str | None, dict[str, object]]] = {
     "abalone": ("abalone.gz", None, {"task": "regression"}),
     "cpusmall": ("cpusmall.gz", None, {"task": "regression"}),
 }
-SYNTHETIC = ("stress", "heavy", "claims")
-"""Data sets made here rather than read (``bench.stress``), seeded by the run's seed."""
+SYNTHETIC: dict[str, tuple[Callable[..., tuple[Dataset, Dataset]], str]] = {
+    "stress": (stress_data, "binary"),
+    "heavy": (heavy_data, "binary"),
+    "claims": (claims_data, "regression"),
+}
+"""Data sets made here rather than read (``bench.stress``), seeded by the run's seed: each one's maker and loss."""
 
 
 def objective(name: str) -> str:
     """The loss a named data set is trained with: squared error for the regression sets, else binary logistic."""
-    if name == "claims":
-        return "regression"
-    opts = DATASETS[name][2] if name in DATASETS else {}
-    return "regression" if opts.get("task") == "regression" else "binary"
+    if name in SYNTHETIC:
+        return SYNTHETIC[name][1]
+    return "regression" if DATASETS[name][2].get("task") == "regression" else "binary"
 
 
 def load(name: str, seed: int = 0) -> tuple[Dataset, Dataset]:
     """Train and test sets of a named benchmark data set (the shared copy; a9a falls back to the demo's copy)."""
-    if name == "stress":
-        return stress_data(seed=seed)
-    if name == "heavy":
-        return heavy_data(seed=seed)
-    if name == "claims":
-        return claims_data(seed=seed)
+    if name in SYNTHETIC:
+        return SYNTHETIC[name][0](seed=seed)
     train, test, opts = DATASETS[name]
     base = SHARED
     if name == "a9a" and not (base / train).exists():

@@ -155,6 +155,7 @@ class TaskParameters:
     @classmethod
     def of(cls, cfg: TaskConfig) -> TaskParameters:
         """The named parameters of a contract ``Config``."""
+        binary = cfg.objective == ref.OBJECTIVES["binary"]
         return cls(
             trees=cfg.trees,
             depth=cfg.depth,
@@ -179,6 +180,6 @@ class TaskParameters:
             epsilon=ref.from_fixed(cfg.epsilon) if cfg.epsilon > 0 else math.inf,
             delta=ref.from_fixed(cfg.delta) if cfg.epsilon > 0 else DEFAULT_DELTA,
             # a binary task's range is implied (None), as it was given
-            label_min=None if cfg.objective == ref.OBJECTIVES["binary"] else ref.from_fixed(cfg.label_min),
-            label_max=None if cfg.objective == ref.OBJECTIVES["binary"] else ref.from_fixed(cfg.label_max),
+            label_min=None if binary else ref.from_fixed(cfg.label_min),
+            label_max=None if binary else ref.from_fixed(cfg.label_max),
         )

@@ -512,10 +512,10 @@ class Model:
         if not isinstance(base, float | int) or isinstance(base, bool):
             raise ModelFormatError(f"base_score must be a number, got {base!r}")
         scale = d.get("label_scale", 1.0)  # fgbdt-model/1 has none: 1
-        if (scale != 1.0) != (d["format"] == SCALED_FORMAT_TAG):
-            raise ModelFormatError(f"a label_scale other than 1 comes with the format tag {SCALED_FORMAT_TAG!r}")
         if not isinstance(scale, float | int) or isinstance(scale, bool):
             raise ModelFormatError(f"label_scale must be a number, got {scale!r}")
+        if (scale != 1.0) != (d["format"] == SCALED_FORMAT_TAG):
+            raise ModelFormatError(f"a label_scale other than 1 comes with the format tag {SCALED_FORMAT_TAG!r}")
         model = cls(
             objective=d["objective"],
             feature_names=names,

@@ -272,8 +272,8 @@ class PartyNode:
         self.label_range = task_params.label_range()
         """The label's range in the task's schema: this party's PSD splits the label over it, as every other's."""
         low, high = self.label_range
-        outside = np.flatnonzero(~((data.y >= low) & (data.y <= high)))
-        if task_params.objective == "regression" and outside.size:
+        outside = np.flatnonzero(~((data.y >= low) & (data.y <= high)))  # binary labels, 0/1, are always inside
+        if outside.size:
             raise NodeError(
                 f"{outside.size} of {data.name}'s labels lie outside the task's label range [{low:g}, {high:g}] (the "
                 f"first: {data.y[outside[0]]:g} in row {outside[0] + 1}): the task divides its labels by "
