@@ -59,7 +59,8 @@ from fgbdt_chain.node.privacy import (
     noise_rng,
     noisy_sums,
 )
-from fgbdt_chain.node.resolve import level_of, resolve_level, top2_level
+from fgbdt_chain.node.resolve import level_of, resolve_level_view, top2_level
+from fgbdt_chain.node.resolved_level import Inherited, ResolvedLevel
 from fgbdt_chain.node.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel, measure_many
 
 T = TypeVar("T")
@@ -219,7 +220,8 @@ class LevelRecord:
     nodes: list[int]
     votes: list[list[int]]  # [party][node]
     candidates: list[tuple[int, ...]]
-    results: list[ref.NodeResult]
+    results: ResolvedLevel
+    """Every open node's ``NodeResult`` (made when read), and what training reads of them."""
     submitters: list[int] = field(default_factory=list)
     """The parties whose histograms the level resolved, in party order: ``results``' per-party entries follow it."""
 
@@ -591,10 +593,10 @@ class Federation:
         for t in range(self.done_trees, end):
             tree, tree_total, tree_levels, traffic, tree_credits = self._grow_tree(t)
             for level in tree_levels:
-                for res in level.results:
-                    for k, i in enumerate(level.submitters):
-                        rec.phi[i] += res.phi[k]
-                        rec.kappa[i] += res.kappa[k]
+                phi, kappa = level.results.phi_sums, level.results.kappa_sums
+                for k, i in enumerate(level.submitters):
+                    rec.phi[i] += phi[k]
+                    rec.kappa[i] += kappa[k]
             for i in range(self.m):
                 rec.total[i] += tree_total[i]
                 rec.comm_bytes[i] += traffic[i]
@@ -788,7 +790,7 @@ class Federation:
         node_ids, k_of_rows = self.kernels.node_id, self.kernels.group_of_row
         tree = Tree()
         leaf_value = np.zeros(1 << (p.depth + 1), dtype=np.float64)
-        inherited: dict[int, ref.Totals | None] = {1: None}
+        inherited = Inherited.roots()
         open_nodes = [1]
         tree_total = [0] * self.m
         tree_credit = [ref.NEUTRAL] * self.m
@@ -797,7 +799,7 @@ class Federation:
         sides: dict[int, dict[int, Sides]] = {}
         carrying = self._carrying()
         roots: list[ref.Totals] = []
-        carry_levels: list[tuple[list[ref.NodeResult], list[FixedSums], list[int], bool]] = []
+        carry_levels: list[tuple[ResolvedLevel, list[FixedSums], list[int], bool]] = []
         before = 0  # the open nodes of the level before
         for level in range(p.depth):
             if not open_nodes:
@@ -860,49 +862,47 @@ class Federation:
                     )
                 )
             last = level == p.depth - 1
-            node_inherited = [inherited[nid] for nid in open_nodes]
             sub_votes = [[row[i] for i in accepted] for row in node_votes]
             sub_credits = [tree_credit[i] for i in accepted]
             as_sent = len(accepted) == self.m and all(s is r for s, r in zip(sums, raw, strict=True))
-            results, totals = self._resolve(
+            results = self._resolve(
                 [sums[i] for i in accepted],
                 cands,
                 sub_votes,
-                node_inherited,
+                inherited,
                 last,
                 sub_credits,
                 exact if as_sent else None,
             )
-            split_feature = np.full(k, -1, dtype=np.int64)
-            split_threshold = np.zeros(k, dtype=np.int64)
             next_open: list[int] = []
             next_sides: dict[int, dict[int, Sides]] = {i: {} for i in accepted}
             # sides kept where a rule can break (an attacker) or a private party projects onto them
             keep_sides = [i for i in accepted if self.parties[i].attacks(t) is not None or self.privacy.private]
-            for j, nid in enumerate(open_nodes):
-                res = results[j]
-                for q, i in enumerate(accepted):
-                    tree_total[i] += res.contribution[q]
-                if res.split is None:
-                    assert res.leaf is not None
-                    tree.nodes[nid] = Node.leaf(res.leaf, totals[j].n)
-                    leaf_value[nid] = res.leaf / ref.ONE
+            for q, i in enumerate(accepted):
+                tree_total[i] += results.contribution_sums[q]
+            gains, leaves = results.gains(), results.leaves()
+            child_leaves = results.child_leaves() if last else []
+            for j, (nid, (rank, feature, threshold, n_left, n_right, count)) in enumerate(
+                zip(open_nodes, results.ints.tolist(), strict=True)
+            ):
+                leaf = leaves[j]
+                if leaf is not None:
+                    tree.nodes[nid] = Node.leaf(leaf, count)
+                    leaf_value[nid] = leaf / ref.ONE
                     continue
-                s = res.split
-                assert res.left is not None and res.right is not None
-                tree.nodes[nid] = Node.split(s.feature, s.threshold, s.gain, s.n_left + s.n_right)
-                split_feature[j], split_threshold[j] = s.feature, s.threshold
+                tree.nodes[nid] = Node.split(feature, threshold, gains[j], n_left + n_right)
                 if last:
-                    assert res.left_leaf is not None and res.right_leaf is not None
-                    tree.nodes[2 * nid] = Node.leaf(res.left_leaf, s.n_left)
-                    tree.nodes[2 * nid + 1] = Node.leaf(res.right_leaf, s.n_right)
-                    leaf_value[2 * nid] = res.left_leaf / ref.ONE
-                    leaf_value[2 * nid + 1] = res.right_leaf / ref.ONE
+                    pair = child_leaves[j]
+                    assert pair is not None
+                    tree.nodes[2 * nid] = Node.leaf(pair[0], n_left)
+                    tree.nodes[2 * nid + 1] = Node.leaf(pair[1], n_right)
+                    leaf_value[2 * nid] = pair[0] / ref.ONE
+                    leaf_value[2 * nid + 1] = pair[1] / ref.ONE
                 else:
-                    inherited[2 * nid], inherited[2 * nid + 1] = res.left, res.right
                     next_open += [2 * nid, 2 * nid + 1]
                     for i in keep_sides:
-                        next_sides[i][nid] = _sides(sums[i], [j], [s.rank], [s.threshold])[0]
+                        next_sides[i][nid] = _sides(sums[i], [j], [rank], [threshold])[0]
+            inherited = results.children()
             sides = next_sides
             if carrying:
                 carry_levels.append((results, sums, accepted, last))
@@ -914,7 +914,7 @@ class Federation:
             for i in taking_part:
                 traffic[i] += level_bytes
             clock = self._tick("contract: top-2, best split, leaves, Shapley (ledger.reference)", clock)
-            rows.split(split_feature, split_threshold)
+            rows.split(results.feature, results.threshold)
             if self.keep_levels:
                 records.append(LevelRecord(t, level, list(open_nodes), votes.tolist(), cands, results, accepted))
             else:
@@ -923,7 +923,7 @@ class Federation:
         for party, ids in zip(self.parties, node_ids, strict=True):
             party.score += leaf_value[ids]
         if carrying:
-            values = [v for res in (r for rec in records for r in rec.results) for v in _leaf_values(res)]
+            values = [v for rec in records for v in rec.results.leaf_values()]
             self.score_bound = next_score_bound(self.score_bound, values)
             self._carry_source = _CarrySource(roots, carry_levels, self.score_bound, list(self.active))
         self._tick("party: gradients, routing, applying splits", clock)
@@ -1008,21 +1008,21 @@ class Federation:
         sums: Sequence[FixedSums],
         cands: list[tuple[int, ...]],
         node_votes: Sequence[Sequence[int]],
-        inherited: Sequence[ref.Totals | None],
+        inherited: Inherited,
         last: bool,
         credits: Sequence[ref.Credit],
         stacked: FixedSums | None = None,
-    ) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
+    ) -> ResolvedLevel:
         """The contract's resolution of the level from the accepted parties' sums (``stacked``: the same, stacked
         by party): on exact limbs when they carry the sums, else on the messages as Python integers (where the
         contract would revert, this raises)."""
         level = level_of(sums, stacked)
         if level is not None:
             with contextlib.suppress(ref.FixedPointOverflow):
-                return resolve_level(level, cands, node_votes, inherited, last, self.cparams, credits)
+                return resolve_level_view(level, cands, node_votes, inherited, last, self.cparams, credits)
         hists = [messages_of(s, cands) for s in sums]
         results, totals = [], []
-        for j, node_totals in enumerate(inherited):
+        for j, node_totals in enumerate(inherited.totals):
             node_hists = [h[j] for h in hists]
             results.append(ref.resolve_node(node_hists, node_votes[j], node_totals, last, self.cparams, credits))
             if node_totals is None:  # the root: the sums of its candidate 0, as resolve_node takes them
@@ -1032,7 +1032,7 @@ class Federation:
                     else ref.Totals(0, 0, 0)
                 )
             totals.append(node_totals)
-        return results, totals
+        return ResolvedLevel.of_results(results, totals, len(sums), last)
 
     def _allfeatures_candidates(
         self, k_of_rows: Sequence[np.ndarray], k: int, grads: Sequence[tuple[np.ndarray, ...]]
@@ -1060,7 +1060,7 @@ class _CarrySource:
     accepted sums, the score bound after it and who was still taking part."""
 
     roots: list[ref.Totals]
-    levels: list[tuple[list[ref.NodeResult], list[FixedSums], list[int], bool]]
+    levels: list[tuple[ResolvedLevel, list[FixedSums], list[int], bool]]
     score_bound: int
     active: list[bool]
 
@@ -1175,11 +1175,6 @@ def _node_totals(sums: FixedSums, nodes: Sequence[int]) -> list[ref.Totals]:
     """A party's exact totals at each of the level's ``nodes`` (its candidate 0's bins, all of them)."""
     last = sums.n.shape[2] - 1
     return [s.left for s in _sides(sums, nodes, [0] * len(nodes), [last] * len(nodes))]
-
-
-def _leaf_values(res: ref.NodeResult) -> list[int]:
-    """The leaf values a node's resolution sets: its own, or its two children's at the last level."""
-    return [v for v in (res.leaf, res.left_leaf, res.right_leaf) if v is not None]
 
 
 def params_dict(params: TrainParams) -> dict[str, Any]:

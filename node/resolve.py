@@ -27,9 +27,10 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.node import limbs, shapley_kernel
+from fgbdt_chain.node import limbs, resolve_kernel, shapley_kernel
 from fgbdt_chain.node.histogram import FixedSums
 from fgbdt_chain.node.limbs import LIMB, join
+from fgbdt_chain.node.resolved_level import Inherited, ResolvedLevel
 
 _MAX_HI = 2**48
 """Largest high limb (exclusive), i.e. values below 2**80 in magnitude, that the level sums carry."""
@@ -286,9 +287,20 @@ def level_of(parties: Sequence[FixedSums], stacked: FixedSums | None = None) -> 
         g_hi, g_lo, h_hi, h_lo, n = (
             np.array([getattr(p, name) for p in parties]) for name in ("g_hi", "g_lo", "h_hi", "h_lo", "n")
         )
-    if max(int(np.abs(g_hi).max(initial=0)), int(np.abs(h_hi).max(initial=0))) >= _MAX_HI:
+    if not _limbs_below(g_hi.reshape(-1), h_hi.reshape(-1), _MAX_HI):
         return None
     return FixedLevel(g_hi, g_lo, h_hi, h_lo, n)
+
+
+@njit(cache=True, nogil=True)
+def _limbs_below(a: np.ndarray, b: np.ndarray, bound: int) -> bool:  # pragma: no cover - compiled
+    """Whether every value of both arrays is below ``bound`` in magnitude: one pass, no array made (``np.abs`` made
+    two a level)."""
+    for x in (a, b):
+        for i in range(x.shape[0]):
+            if x[i] >= bound or x[i] <= -bound:
+                return False
+    return True
 
 
 _ROUNDING = 2.0**-53
@@ -421,18 +433,118 @@ def resolve_level(
     aggregated sums, a strictly larger gain replaces, and the best must beat ``side_score`` of its candidate's
     totals. Left out beforehand: the thresholds ``best_split`` would skip without a gain (an all-zero slot, too few
     rows on a side), by ``_level_sums`` on exact integers, and those whose gain provably loses to another's of the
-    same node, by ``_contenders`` in float64 with an error bound; neither can change which threshold wins.
+    same node, by ``_contenders`` in float64 with an error bound; neither can change which threshold wins. The rest
+    runs compiled on 256-bit integers (``node.resolve_kernel``) where its bounds hold, else on Python integers.
     """
-    hm, lam, min_rows = params.hessian_mode, params.lam, params.min_rows
-    if min_rows < 1:
+    resolved = resolve_level_view(level, candidates, node_votes, Inherited(inherited), last_level, params, credits)
+    return list(resolved), resolved.totals()
+
+
+def resolve_level_view(
+    level: FixedLevel,
+    candidates: Sequence[tuple[int, ...]],
+    node_votes: Sequence[Sequence[int]],
+    inherited: Inherited,
+    last_level: bool,
+    params: ref.Params,
+    credits: Sequence[ref.Credit] | None = None,
+) -> ResolvedLevel:
+    """``resolve_level`` as a ``ResolvedLevel``: what training reads of it without building every node's result."""
+    searched = _searched(level, len(candidates), params)
+    resolved = _compiled(searched, candidates, node_votes, inherited, last_level, params, credits)
+    if resolved is not None:
+        return resolved
+    results, totals = _resolve_python(
+        searched, level, candidates, node_votes, inherited.totals, last_level, params, credits
+    )
+    return ResolvedLevel.of_results(results, totals, level.n.shape[0], last_level)
+
+
+_Searched = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""``_level_sums``' running sums and totals, and the contending thresholds with their left sums."""
+
+
+def _searched(level: FixedLevel, num_nodes: int, params: ref.Params) -> _Searched:
+    """The level's sums and the thresholds that may be each node's best (``_level_sums``, ``_contenders``)."""
+    if params.min_rows < 1:
         raise ValueError("min_rows must be at least 1")
-    run, tot, cand, left = _level_sums(level.g_hi, level.g_lo, level.h_hi, level.h_lo, level.n, min_rows)
+    run, tot, cand, left = _level_sums(level.g_hi, level.g_lo, level.h_hi, level.h_lo, level.n, params.min_rows)
+    keep = _contenders(tot, cand, left, num_nodes, params.lam, params.hessian_mode)
+    return run, tot, cand[keep], left[:, keep]
+
+
+def _compiled(
+    searched: _Searched,
+    candidates: Sequence[tuple[int, ...]],
+    node_votes: Sequence[Sequence[int]],
+    inherited: Inherited,
+    last_level: bool,
+    params: ref.Params,
+    credits: Sequence[ref.Credit] | None,
+) -> ResolvedLevel | None:
+    """The level resolved by ``resolve_kernel.resolve_arrays``, or None where its bounds do not hold (or the inputs
+    are not what it takes: the Python path then says what is wrong)."""
+    run, tot, cand, left = searched
+    _, m, k, c, _ = run.shape
+    digits = inherited.digits
+    party_credits = tuple(credits) if credits is not None else (ref.NEUTRAL,) * m
+    features = np.array(candidates, dtype=np.int64)
+    votes = np.array(node_votes, dtype=np.int64)
+    if (
+        digits is None
+        or len(inherited) != k
+        or not 0 < m <= ref.MAX_PARTIES
+        or len(party_credits) != m
+        or features.shape != (k, c)
+        or votes.shape != (k, m)
+    ):
+        return None
+    try:
+        lam, lr, alpha = (shapley_kernel.digits_of(v) for v in (params.lam, params.learning_rate, params.alpha))
+    except OverflowError:
+        return None
+    credit, neutral = shapley_kernel.credit_digits(party_credits)
+    steps, coef, total = shapley_kernel.plan_arrays(m)
+    out = resolve_kernel.resolve_arrays(
+        run,
+        tot,
+        np.ascontiguousarray(cand),
+        np.ascontiguousarray(left),
+        features,
+        votes,
+        *digits,
+        last_level,
+        params.hessian_mode == ref.HESSIAN_COUNT,
+        lam,
+        lr,
+        alpha,
+        shapley_kernel.ONE_DIGITS,
+        credit,
+        neutral,
+        steps,
+        coef,
+        total,
+    )
+    return ResolvedLevel.compiled(out, votes, last_level) if out[0] else None
+
+
+def _resolve_python(
+    searched: _Searched,
+    level: FixedLevel,
+    candidates: Sequence[tuple[int, ...]],
+    node_votes: Sequence[Sequence[int]],
+    inherited: Sequence[ref.Totals | None],
+    last_level: bool,
+    params: ref.Params,
+    credits: Sequence[ref.Credit] | None = None,
+) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
+    """``resolve_level`` on Python integers, the reference's functions themselves (which raise where the contract
+    reverts), with the split Shapley values compiled where ``node.shapley_kernel``'s bounds hold."""
+    hm, lam = params.hessian_mode, params.lam
+    run, tot, cand, left = searched
     tot_g = join(tot[0], tot[1]).tolist()
     tot_h = join(tot[2], tot[3]).tolist()
     tot_n = tot[4].tolist()
-    # only the thresholds that may be the best, in scan order (``_contenders``): their sums as Python integers
-    keep = _contenders(tot, cand, left, len(candidates), lam, hm)
-    cand, left = cand[keep], left[:, keep]
     cand_node, cand_rank, cand_thr = cand.T.tolist()
     left_g = join(left[0], left[1]).tolist()
     left_h = join(left[2], left[3]).tolist()

@@ -198,25 +198,29 @@ def plan_arrays(m: int) -> tuple[np.ndarray, np.ndarray, int]:
     return np.array(steps, dtype=np.int64).reshape(-1, 3), np.array(coef, dtype=np.int64), int(total)
 
 
-_ONE = wi.to_digits(ref.ONE)
+ONE_DIGITS = wi.to_digits(ref.ONE)
 
 
 def warm_up() -> None:
     """Load (or compile) the kernel on a one-party, one-split level."""
     limbs = np.ones((5, 1, 1), dtype=np.int64)
     steps, coef, total = plan_arrays(1)
-    level_shapley(limbs, limbs * 2, _credit_digits((ref.NEUTRAL,)), False, False, _ONE, _ONE, steps, coef, total)
+    level_shapley(
+        limbs, limbs * 2, credit_digits((ref.NEUTRAL,))[0], False, False, ONE_DIGITS, ONE_DIGITS, steps, coef, total
+    )
 
 
 @lru_cache(maxsize=256)
-def _credit_digits(credits: tuple[ref.Credit, ...]) -> np.ndarray:
-    """The parties' g, h and n multipliers as digits (M, 3, DIGITS); ``ref.Credit`` holds each in [0, MAX_CREDIT],
-    which the kernel's bounds assume. Remembered: a tree's credits come back at every level."""
-    return np.array([[wi.to_digits(v) for v in (c.g, c.h, c.n)] for c in credits], dtype=np.uint64)
+def credit_digits(credits: tuple[ref.Credit, ...]) -> tuple[np.ndarray, bool]:
+    """The parties' g, h and n multipliers as digits (M, 3, DIGITS), and whether every one is neutral;
+    ``ref.Credit`` holds each in [0, MAX_CREDIT], which the kernel's bounds assume. Remembered: a tree's credits come
+    back at every level."""
+    digits = np.array([[wi.to_digits(v) for v in (c.g, c.h, c.n)] for c in credits], dtype=np.uint64)
+    return digits, all(c == ref.NEUTRAL for c in credits)
 
 
 @lru_cache(maxsize=1024)
-def _digits(value: int) -> np.ndarray:
+def digits_of(value: int) -> np.ndarray:
     """``wi.to_digits``, remembered: a tree's credits and the task's lambda come back at every level."""
     return wi.to_digits(value)
 
@@ -230,8 +234,7 @@ def level_phis(
     # credits for another number of parties: the Python path says what is wrong
     if splits == 0 or not 0 < m <= ref.MAX_PARTIES or len(credits) != m or not -(2**250) < lam < 2**250:
         return [None] * splits
-    digits = _credit_digits(tuple(credits))
-    neutral = all(c == ref.NEUTRAL for c in credits)
+    digits, neutral = credit_digits(tuple(credits))
     steps, coef, total = plan_arrays(m)
     gain, phi, done = level_shapley(
         np.ascontiguousarray(at, dtype=np.int64),
@@ -239,8 +242,8 @@ def level_phis(
         digits,
         neutral,
         hessian_mode == ref.HESSIAN_COUNT,
-        _digits(lam),
-        _ONE,
+        digits_of(lam),
+        ONE_DIGITS,
         steps,
         coef,
         total,

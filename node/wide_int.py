@@ -98,18 +98,24 @@ def below_pow2(a: np.ndarray, k: int) -> bool:  # pragma: no cover - compiled
 @njit(cache=True, nogil=True, inline="always")
 def multiply(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
     """``out = a * b`` for non-negative values whose product is below 2^256 (the caller's bound); ``out`` must not
-    be ``a`` or ``b``."""
+    be ``a`` or ``b``. Schoolbook over ``b``'s significant digits only: the kernels multiply by small values (a
+    coefficient, a credit, ``ONE``) far more often than by wide ones."""
     for i in range(DIGITS):
         out[i] = 0
+    nb = DIGITS
+    while nb > 0 and b[nb - 1] == 0:
+        nb -= 1
     for i in range(DIGITS):
         ai = a[i]
         if ai == 0:
             continue
         carry = np.uint64(0)
-        for j in range(DIGITS - i):
+        for j in range(min(nb, DIGITS - i)):
             t = ai * b[j] + out[i + j] + carry  # < 2^64: (2^32 - 1)^2 + 2 (2^32 - 1)
             out[i + j] = t & _MASK
             carry = t >> _SHIFT
+        if i + nb < DIGITS:
+            out[i + nb] = carry  # no row before this one reached that digit
 
 
 @njit(cache=True, nogil=True)

@@ -250,7 +250,7 @@ def test_an_overflow_in_the_batched_path_is_left_to_the_reference(monkeypatch: p
     def overflow(*args: object) -> None:
         raise ref.FixedPointOverflow("from the batched path")
 
-    monkeypatch.setattr(fvtree, "resolve_level", overflow)
+    monkeypatch.setattr(fvtree, "resolve_level_view", overflow)
     _, got = _train()
     assert _same_training(got, want)
 

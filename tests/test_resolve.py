@@ -20,9 +20,11 @@ from fgbdt_chain.node.resolve import (
     level_of,
     level_splits,
     resolve_level,
+    resolve_level_view,
     top2_level,
     tree_end,
 )
+from fgbdt_chain.node.resolved_level import Inherited, ResolvedLevel
 
 
 def _fixed(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> FixedSums:
@@ -433,3 +435,103 @@ def test_a_trees_end_is_the_reference_resolution_of_its_last_level(seed: int) ->
     assert root is not None and root[1] == ({1: r.leaf} if r.split is None else {2: r.left_leaf, 3: r.right_leaf})
     assert tree_end([_scaled(s, 2**80) for s in submissions], cands, open_nodes, inherited, params) is None
     assert tree_end([], cands, open_nodes, inherited, params) is None
+
+
+def _random_level(
+    seed: int,
+) -> tuple[list[FixedSums], list[tuple[int, ...]], list[list[int]], list[ref.Totals | None], list[ref.Credit]]:
+    """A level as ``test_levels_resolve_as_resolve_node_does`` draws them: sums, candidates, votes, inherited
+    totals (some nodes roots) and credits."""
+    rng = np.random.default_rng(seed)
+    m, k, nbins, features = int(rng.integers(1, 6)), int(rng.integers(1, 9)), int(rng.integers(2, 9)), 6
+    sums = _random_sums(rng, m, k, nbins, int(10 ** rng.integers(0, 4)))
+    cands = [tuple(int(f) for f in rng.choice(features, 2, replace=bool(rng.random() < 0.2))) for _ in range(k)]
+    votes = rng.integers(-1, features, (k, m)).tolist()
+    inherited = [
+        None if rng.random() < 0.4 else ref.Totals(int(g) * 10**5, 10**19, int(n))
+        for g, n in zip(rng.integers(-(10**15), 10**15, k), rng.integers(1, 99, k), strict=True)
+    ]
+    credits = [ref.Credit(*(int(c) for c in rng.integers(ONE // 2, 2 * ONE, 3))) for _ in range(m)]
+    return sums, cands, votes, inherited, credits
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("hessian", [ref.HESSIAN_SECOND_ORDER, ref.HESSIAN_COUNT])
+def test_a_level_within_the_bounds_resolves_on_digits_and_reads_as_its_results(
+    seed: int, last: bool, hessian: int
+) -> None:
+    """Within ``node.resolve_kernel``'s bounds the level is resolved there, and what training reads of it (gains,
+    leaf values, per-party sums, the children's inherited totals, every node's totals) is what its full results say,
+    as for a level the reference's path resolved."""
+    sums, cands, votes, inherited, credits = _random_level(seed)
+    level = level_of(sums)
+    assert level is not None
+    params = ref.Params(ONE // 10, ONE // 10, 1, ONE // 2, hessian)
+    compiled = resolve_level_view(level, cands, votes, Inherited(inherited), last, params, credits)
+    want, totals = _reference_level(sums, cands, votes, inherited, last, params, credits)
+    assert compiled.from_kernel
+    python = ResolvedLevel.of_results(want, totals, len(sums), last)
+    for view in (compiled, python):
+        assert list(view) == want and view == want and view.totals() == totals
+        assert view.gains() == [r.split.gain if r.split else 0 for r in want]
+        assert view.leaves() == [r.leaf for r in want]
+        assert view.child_leaves() == [
+            (r.left_leaf, r.right_leaf) if r.split is not None and last else None for r in want
+        ]
+        assert view.leaf_values() == [r.leaf for r in want if r.leaf is not None] + [
+            v for r in want if r.split is not None and last for v in (r.left_leaf, r.right_leaf)
+        ]
+        for name, field in (("phi_sums", "phi"), ("kappa_sums", "kappa"), ("contribution_sums", "contribution")):
+            assert getattr(view, name) == [sum(getattr(r, field)[p] for r in want) for p in range(len(sums))]
+        assert view.children().totals == [t for r in want if r.split is not None for t in (r.left, r.right)]
+        assert view.feature.tolist() == [r.split.feature if r.split else -1 for r in want]
+        assert view.threshold.tolist() == [r.split.threshold if r.split else 0 for r in want]
+        assert view.ints[:, 5].tolist() == [t.n for t in totals]
+    # the children's totals as digits carry the next level exactly as Python values do
+    children = compiled.children()
+    assert Inherited(children.totals).digits is not None
+    for a, b in zip(children.digits or (), Inherited(children.totals).digits or (), strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        ref.Params(2**250, ONE // 10, 1, ONE // 2),  # lambda beyond the digits' bound
+        ref.Params(ONE // 10, 2**120, 1, ONE // 2),  # a learning rate whose products could leave int256
+        ref.Params(ONE // 10, ONE // 10, 1, 2**64),  # an alpha whose products could leave int256
+    ],
+)
+def test_a_level_beyond_the_bounds_is_resolved_on_python_integers(params: ref.Params) -> None:
+    """Where a bound of the compiled path does not hold, the level goes to the reference's path, with its results
+    or its error (where the contract reverts)."""
+    sums, cands, votes, inherited, credits = _random_level(3)
+    level = level_of(sums)
+    assert level is not None
+    try:
+        want: tuple[list[ref.NodeResult], list[ref.Totals]] | str = _reference_level(
+            sums, cands, votes, inherited, True, params, credits
+        )
+    except ref.FixedPointOverflow as exc:
+        want = str(exc)
+    try:
+        view = resolve_level_view(level, cands, votes, Inherited(inherited), True, params, credits)
+    except ref.FixedPointOverflow as exc:
+        assert want == str(exc)
+        return
+    assert not view.from_kernel
+    assert (list(view), view.totals()) == want
+
+
+def test_inherited_totals_beyond_int256_go_to_the_reference() -> None:
+    """Inherited totals the digits cannot hold leave the level to the reference's path (which reverts on them as
+    the contract does), and either form of inherited totals gives the other."""
+    huge = Inherited([ref.Totals(2**255, 0, 1)])
+    assert huge.digits is None
+    both = Inherited([None, ref.Totals(-(10**30), 10**20, 7)])
+    digits = both.digits
+    assert digits is not None and digits[0].tolist() == [False, True] and digits[2].tolist() == [0, 7]
+    assert Inherited(digits=digits).totals == both.totals
+    with pytest.raises(ValueError, match="one of them"):
+        Inherited()
