@@ -133,21 +133,19 @@ class ResolvedLevel(Sequence[ref.NodeResult]):
         level.is_split, level.ints = is_split, ints
         level._vals, level._phi, level._contrib, level._votes = vals, phi, contrib, votes
         level._children = Inherited(digits=(np.ones(child_n.shape[0], dtype=np.bool_), child_gh, child_n))
-        # what training reads, in one conversion: every node's gain and leaf value, and its children's at the end
-        last = rk.V_RIGHT_LEAF if last_level else rk.V_LEAF
-        k, width = is_split.shape[0], last - rk.V_GAIN + 1
-        flat = wide_ints(np.concatenate([vals[:, : last + 1].reshape(-1, wi.DIGITS), sums.reshape(-1, wi.DIGITS)]))
+        # what training reads, in one conversion: a split's gain or a leaf's value per node, a last level's
+        # splits' children's leaf values, and the per-party sums
+        k, m = is_split.shape[0], level.m
+        nodes = np.flatnonzero(is_split) if last_level else np.zeros(0, dtype=np.int64)
+        own = np.where(is_split[:, None], vals[:, rk.V_GAIN], vals[:, rk.V_LEAF])
+        kids = vals[nodes, rk.V_LEFT_LEAF : rk.V_RIGHT_LEAF + 1].reshape(-1, wi.DIGITS)
+        flat = wide_ints(np.concatenate([own, kids, sums.reshape(-1, wi.DIGITS)]))
         split = is_split.tolist()
-        level._gains = [flat[j * width] for j in range(k)]
-        level._leaves = [None if split[j] else flat[j * width + rk.V_LEAF] for j in range(k)]
-        if last_level:
-            level._child_leaves = [
-                (flat[j * width + rk.V_LEFT_LEAF], flat[j * width + rk.V_RIGHT_LEAF]) if split[j] else None
-                for j in range(k)
-            ]
-        else:
-            level._child_leaves = [None] * k
-        m, tail = level.m, flat[k * width :]
+        level._gains = [v if s else 0 for v, s in zip(flat[:k], split, strict=True)]
+        level._leaves = [None if s else v for v, s in zip(flat[:k], split, strict=True)]
+        pairs = iter(flat[k : k + 2 * nodes.size])
+        level._child_leaves = [(next(pairs), next(pairs)) if s and last_level else None for s in split]
+        tail = flat[k + 2 * nodes.size :]
         level._sums = (tail[:m], tail[m : 2 * m], tail[2 * m :])
         return level
 

@@ -210,13 +210,25 @@ def warm_up() -> None:
     )
 
 
-@lru_cache(maxsize=256)
 def credit_digits(credits: tuple[ref.Credit, ...]) -> tuple[np.ndarray, bool]:
     """The parties' g, h and n multipliers as digits (M, 3, DIGITS), and whether every one is neutral;
-    ``ref.Credit`` holds each in [0, MAX_CREDIT], which the kernel's bounds assume. Remembered: a tree's credits come
-    back at every level."""
+    ``ref.Credit`` holds each in [0, MAX_CREDIT], which the kernel's bounds assume.
+
+    Remembered by the credits' identities, checked: a tree's credit objects come back at every level, and hashing
+    their values cost more than the digits (the cache keeps the objects, so their ids are not reused meanwhile)."""
+    key = tuple(map(id, credits))
+    kept = _CREDITS.get(key)
+    if kept is not None and all(a is b for a, b in zip(kept[0], credits, strict=True)):
+        return kept[1]
     digits = np.array([[wi.to_digits(v) for v in (c.g, c.h, c.n)] for c in credits], dtype=np.uint64)
-    return digits, all(c == ref.NEUTRAL for c in credits)
+    out = digits, all(c == ref.NEUTRAL for c in credits)
+    if len(_CREDITS) >= 256:
+        _CREDITS.pop(next(iter(_CREDITS)))
+    _CREDITS[key] = credits, out
+    return out
+
+
+_CREDITS: dict[tuple[int, ...], tuple[tuple[ref.Credit, ...], tuple[np.ndarray, bool]]] = {}
 
 
 @lru_cache(maxsize=1024)
