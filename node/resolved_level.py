@@ -51,6 +51,13 @@ class Inherited:
         self._totals = None if totals is None else list(totals)
         self._digits = digits
         self._tried = digits is not None
+        self._given = "totals" if totals is not None else "digits"
+
+    def __getstate__(self) -> dict[str, object]:
+        """The form it was made from only: a copy or a pickle does not depend on which form was read since."""
+        if self._given == "totals":
+            return {"_totals": self._totals, "_digits": None, "_tried": False, "_given": "totals"}
+        return {"_totals": None, "_digits": self._digits, "_tried": True, "_given": "digits"}
 
     @classmethod
     def roots(cls, count: int = 1) -> Inherited:
@@ -282,6 +289,14 @@ class ResolvedLevel(Sequence[ref.NodeResult]):
 
     def __len__(self) -> int:
         return int(self.is_split.shape[0])
+
+    def __getstate__(self) -> dict[str, object]:
+        """Without the nodes made so far: a copy or a pickle does not depend on which nodes were read."""
+        return {k: v for k, v in self.__dict__.items() if k != "_nodes"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._nodes = {}
 
     @overload
     def __getitem__(self, j: int) -> ref.NodeResult: ...

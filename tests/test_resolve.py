@@ -535,3 +535,23 @@ def test_inherited_totals_beyond_int256_go_to_the_reference() -> None:
     assert Inherited(digits=digits).totals == both.totals
     with pytest.raises(ValueError, match="one of them"):
         Inherited()
+
+
+def test_a_resolved_level_copies_and_pickles_alike_whatever_was_read() -> None:
+    """A level's nodes are made when read, and its children's totals turn into Python values when asked: neither
+    shows in a copy or a pickle (experiments copy a federation part-way; tests compare pickles)."""
+    import copy
+    import pickle
+
+    sums, cands, votes, inherited, credits = _random_level(5)
+    level = level_of(sums)
+    assert level is not None
+    params = ref.Params(ONE // 10, ONE // 10, 1, ONE // 2)
+    view = resolve_level_view(level, cands, votes, Inherited(inherited), False, params, credits)
+    before = pickle.dumps(view)
+    nodes = list(view)
+    assert view.children().totals is not None
+    assert pickle.dumps(view) == before
+    copied = copy.deepcopy(view)
+    assert list(copied) == nodes and copied.children().totals == view.children().totals
+    assert pickle.loads(before) == nodes
