@@ -23,7 +23,16 @@ from numba.core.registry import CPUDispatcher
 
 from bench.datasets import load
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node import fvtree, histogram, objective, party_kernels, resolve, shapley_kernel, verify
+from fgbdt_chain.node import (
+    fvtree,
+    histogram,
+    objective,
+    party_kernels,
+    resolve,
+    resolve_kernel,
+    shapley_kernel,
+    verify,
+)
 from fgbdt_chain.node.experiment import PrepConfig, federation, prepare
 from fgbdt_chain.node.fvtree import TrainParams
 
@@ -31,7 +40,7 @@ from fgbdt_chain.node.fvtree import TrainParams
 def _kernels() -> set[tuple[str, int, str]]:
     """cProfile's keys (file, first line, name) of every numba kernel the simulator calls."""
     out = set()
-    for module in (histogram, party_kernels, verify, resolve, shapley_kernel, objective, fvtree):
+    for module in (histogram, party_kernels, verify, resolve, resolve_kernel, shapley_kernel, objective, fvtree):
         for obj in vars(module).values():
             if isinstance(obj, CPUDispatcher):
                 code = obj.py_func.__code__

@@ -129,7 +129,9 @@ def resolve_arrays(  # pragma: no cover - compiled
     steps: np.ndarray,
     coef: np.ndarray,
     total: int,
-) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[
+    bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]:
     """The level's resolution (module docstring). Inputs: ``resolve._level_sums``' ``run`` (5, M, K, C, B) and
     ``tot`` (5, K, C), the contending thresholds ``cand`` (Q, 3) with their aggregated left sums ``left`` (5, Q), the
     candidates' features (K, C), the votes (K, M), the inherited totals (a flag, g and h as digits (K, 2, DIGITS),
@@ -138,8 +140,10 @@ def resolve_arrays(  # pragma: no cover - compiled
     Returns ``ok`` (False: a bound does not hold, nothing else is meaningful), whether each node splits (K,), its
     int64 fields ``ints`` (K, NUM_INTS), its wide values ``vals`` (K, NUM_VALUES, DIGITS), every party's phi and
     contribution at each node (K, M, DIGITS; zero at a leaf), the per-party sums of phi, kappa and contribution
-    over the level (3, M, DIGITS), and the next level's inherited totals: each split's left then right child's g
-    and h (2S, 2, DIGITS) and count (2S,)."""
+    over the level (3, M, DIGITS), the next level's inherited totals: each split's left then right child's g
+    and h (2S, 2, DIGITS) and count (2S,), and what training reads, in the order ``ResolvedLevel`` takes it: per
+    node its split's gain or its leaf value, at the last level each split's two children's leaf values, and the
+    sums (K + 2S or K, plus 3M, DIGITS)."""
     m, k, b = run.shape[1], features.shape[0], run.shape[4]
     is_split = np.zeros(k, dtype=np.bool_)
     ints = np.zeros((k, NUM_INTS), dtype=np.int64)
@@ -153,7 +157,8 @@ def resolve_arrays(  # pragma: no cover - compiled
     s = np.zeros((3, 2 * _D + 1), dtype=np.uint64)
     child_gh = np.zeros((0, 2, _D), dtype=np.uint64)
     child_n = np.zeros(0, dtype=np.int64)
-    fail = (False, is_split, ints, vals, phi_out, contrib, sums, child_gh, child_n)
+    read = np.zeros((0, _D), dtype=np.uint64)
+    fail = (False, is_split, ints, vals, phi_out, contrib, sums, child_gh, child_n, read)
     if k > MAX_NODES or not _small(lam, 250, mag) or not _small(lr, 120, mag) or not _small(alpha, 64, mag):
         return fail
     g_l = np.zeros(_D, dtype=np.uint64)
@@ -277,4 +282,14 @@ def resolve_arrays(  # pragma: no cover - compiled
                 return fail
             wi.add(sums[S_PHI, p], phi_out[j, p], sums[S_PHI, p])
             wi.add(sums[S_CONTRIBUTION, p], contrib[j, p], sums[S_CONTRIBUTION, p])
-    return True, is_split, ints, vals, phi_out, contrib, sums, child_gh, child_n
+    kids = 2 * splits if last_level else 0
+    read = np.empty((k + kids + 3 * m, _D), dtype=np.uint64)
+    for j in range(k):
+        _copy(vals[j, V_GAIN if is_split[j] else V_LEAF], read[j])
+    for sp in range(kids // 2):
+        _copy(vals[nodes[sp], V_LEFT_LEAF], read[k + 2 * sp])
+        _copy(vals[nodes[sp], V_RIGHT_LEAF], read[k + 2 * sp + 1])
+    for z in range(3):
+        for p in range(m):
+            _copy(sums[z, p], read[k + kids + z * m + p])
+    return True, is_split, ints, vals, phi_out, contrib, sums, child_gh, child_n, read

@@ -29,6 +29,10 @@ def wide_ints(digits: np.ndarray) -> list[int]:
     return [int.from_bytes(raw[i : i + _WIDTH], "little", signed=True) for i in range(0, len(raw), _WIDTH)]
 
 
+_EMPTY = np.zeros((0, 0, wi.DIGITS), dtype=np.uint64)
+"""A level's digits before it is filled (never written)."""
+
+
 def _digits_of(values: Sequence[int]) -> np.ndarray:
     """``wide_ints``' inverse, (len(values), DIGITS); OverflowError outside int256."""
     if not values:
@@ -115,9 +119,7 @@ class ResolvedLevel(Sequence[ref.NodeResult]):
         # the reference's results (``of_results``), or the kernel's digits (``compiled``)
         self._results: list[ref.NodeResult] | None = None
         self._totals: list[ref.Totals] = []
-        empty = np.zeros((0, 0, wi.DIGITS), dtype=np.uint64)
-        self._vals, self._phi, self._contrib = empty, empty, empty
-        self._votes = np.zeros((0, num_parties), dtype=np.int64)
+        self._vals = self._phi = self._contrib = self._votes = _EMPTY
         self._sums: tuple[list[int], list[int], list[int]] = ([], [], [])
         self._gains: list[int] = []
         self._leaves: list[int | None] = []
@@ -128,31 +130,37 @@ class ResolvedLevel(Sequence[ref.NodeResult]):
     def compiled(
         cls,
         out: tuple[
-            bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+            bool,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
+            np.ndarray,
         ],
         votes: np.ndarray,
         last_level: bool,
     ) -> ResolvedLevel:
         """From ``resolve_kernel.resolve_arrays``' results (``ok`` true) and the votes (K, M) it took."""
-        _, is_split, ints, vals, phi, contrib, sums, child_gh, child_n = out
+        _, is_split, ints, vals, phi, contrib, _, child_gh, child_n, read = out
         level = cls(votes.shape[1], last_level)
         level.from_kernel = True
         level.is_split, level.ints = is_split, ints
         level._vals, level._phi, level._contrib, level._votes = vals, phi, contrib, votes
         level._children = Inherited(digits=(np.ones(child_n.shape[0], dtype=np.bool_), child_gh, child_n))
-        # what training reads, in one conversion: a split's gain or a leaf's value per node, a last level's
-        # splits' children's leaf values, and the per-party sums
+        # what training reads, converted at once (the kernel's ``read``): a split's gain or a leaf's value per node,
+        # a last level's splits' children's leaf values, the per-party sums
+        flat = wide_ints(read)
         k, m = is_split.shape[0], level.m
-        nodes = np.flatnonzero(is_split) if last_level else np.zeros(0, dtype=np.int64)
-        own = np.where(is_split[:, None], vals[:, rk.V_GAIN], vals[:, rk.V_LEAF])
-        kids = vals[nodes, rk.V_LEFT_LEAF : rk.V_RIGHT_LEAF + 1].reshape(-1, wi.DIGITS)
-        flat = wide_ints(np.concatenate([own, kids, sums.reshape(-1, wi.DIGITS)]))
         split = is_split.tolist()
         level._gains = [v if s else 0 for v, s in zip(flat[:k], split, strict=True)]
         level._leaves = [None if s else v for v, s in zip(flat[:k], split, strict=True)]
-        pairs = iter(flat[k : k + 2 * nodes.size])
-        level._child_leaves = [(next(pairs), next(pairs)) if s and last_level else None for s in split]
-        tail = flat[k + 2 * nodes.size :]
+        kids = iter(flat[k : len(flat) - 3 * m])
+        level._child_leaves = [(next(kids), next(kids)) if s and last_level else None for s in split]
+        tail = flat[len(flat) - 3 * m :]
         level._sums = (tail[:m], tail[m : 2 * m], tail[2 * m :])
         return level
 
