@@ -4,10 +4,12 @@
 and splits them again at the chosen threshold, one node at a time. For a simulated level that conversion and those
 sums cost more than the split search itself, so here the parties' exact sums are carried as two int64 limbs
 (``q = hi * 2**32 + lo`` with ``0 <= lo < 2**32``, as ``node.histogram.FixedSums`` builds them), summed over parties
-and bins in compiled code (integer sums, so exact in any order), and only the aggregated histograms and the chosen
-split's side sums become Python integers.
-Everything else is the reference's own functions (``best_split``, ``split_shapley_fast``, ``leaf_value``,
-``contribution``...), so every ``NodeResult`` equals ``resolve_node``'s for the same messages (tests compare them).
+and bins in compiled code (integer sums, so exact in any order). The rest of the level (the exact split search, the
+leaves, the Shapley values, kappa and the contributions) runs compiled on 256-bit integers (``node.resolve_kernel``)
+and is read through ``node.resolved_level.ResolvedLevel``, which makes a node's ``NodeResult`` only when read. Where
+the kernel's bounds do not hold, the reference's own functions run on Python integers (``best_split``'s search,
+``split_shapley_fast``, ``leaf_value``, ``contribution``...). Either way every ``NodeResult`` equals
+``resolve_node``'s for the same messages (tests compare them).
 
 The limbs are only used when they provably cannot overflow: every quantised value below ``2**80`` in magnitude
 and at most ``2**14`` values summed per limb, so a limb sum stays below ``2**62``; the simulator falls back to the
