@@ -731,7 +731,8 @@ class Federation:
         pairs = [(j, i) for j in range(self.m) for i in checked if i != j]
         for j, i in pairs:
             if j not in sides:  # the verifier's side of the level is the same whichever party it checks
-                sides[j] = VerifierLevel.of(self.parties[j].rows, k_of_rows[j], cand_arr, grads[j][0], grads[j][1])
+                party, (g, h) = self.parties[j], grads[j][:2]
+                sides[j] = VerifierLevel.of(party.rows, k_of_rows[j], cand_arr, g, h, cache=self.kernels.row_lists)
             checks.append((sides[j], self.estimators[j][i], claims[i]))
         root = level == 0
         measured = measure_many(

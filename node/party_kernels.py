@@ -470,8 +470,9 @@ class PartyKernels:
         self.now = self.threads
         """The threads the current tree's kernels take (``free_threads``, looked at once per tree)."""
         self._free_before = self.threads
-        self.row_lists: dict[tuple[int, ...], Any] = {}
-        """The verifiers' row lists of this federation's roots (``verify.measure_many``'s cache): dropped with it."""
+        self.row_lists: dict[tuple[object, ...], Any] = {}
+        """The verifiers' buffers and row lists of this federation's roots (``verify.measure_many``'s cache):
+        dropped with it."""
         self._blocks = {n: blocks_of(self.n_rows, n) for n in range(1, self.threads + 1)}
         self.row_cells = _listed([r.row_cells for r in rows])
         self.tail_cell = _listed([r.tail_cell for r in rows])

@@ -392,3 +392,28 @@ def test_measuring_many_checks_at_once_is_measuring_each(threads: int) -> None:
     assert m is not None and statistical_verdict(rule, m) == verdict
     assert statistical_verdict(rule, None) == decide(rule, verifier, k_of_row, cands, g, h, est, claims, False)[0]
     assert measure_many([], root=True) == []
+
+
+def test_a_federations_cache_measures_every_root_as_without_it() -> None:
+    """``measure_many`` with the cache a federation keeps from root to root (the verifiers' sides written into
+    buffers kept for their rows, the numba lists of those and of the estimators' rows built once) measures what it
+    measures without, root after root, as the candidates and gradients change and a party drops out."""
+    rng = np.random.default_rng(11)
+    feds = [_federation(rng, rows) for rows in (300, 120, 500)]
+    cache: dict[tuple[object, ...], object] = {}
+    buffers = set()
+    for tree in range(4):
+        cands = rng.permutation(4)[:2].reshape(1, 2)
+        kept, fresh = [], []
+        for verifier, k_of_row, _, g, h, est, claims in feds[: 3 if tree < 3 else 2]:
+            g, h = g * rng.uniform(0.5, 2), h * rng.uniform(0.5, 2)
+            level = VerifierLevel.of(verifier, k_of_row, cands, g, h, cache=cache)
+            plain = VerifierLevel.of(verifier, k_of_row, cands, g, h)
+            assert level.kept and not plain.kept
+            for a, b in ((level.idx, plain.idx), (level.cells, plain.cells), (level.xs, plain.xs)):
+                assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+            buffers.add(id(level.cells))
+            kept.append((level, est, claims))
+            fresh.append((plain, est, claims))
+        assert measure_many(kept, root=True, threads=2, cache=cache) == measure_many(fresh, root=True)
+    assert len(buffers) == 3  # each verifier's rows: the same buffers at every root
