@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.node import wide_int as wi
+from fgbdt_chain.node.level_search import _contender_mask, _level_sums
 from fgbdt_chain.node.shapley_kernel import _from_limbs, _side, level_shapley
 
 _D = wi.DIGITS
@@ -109,10 +110,12 @@ def _greater(a: np.ndarray, b: np.ndarray, tmp: np.ndarray) -> bool:  # pragma: 
 
 @njit(cache=True, nogil=True)
 def resolve_arrays(  # pragma: no cover - compiled
-    run: np.ndarray,
-    tot: np.ndarray,
-    cand: np.ndarray,
-    left: np.ndarray,
+    g_hi: np.ndarray,
+    g_lo: np.ndarray,
+    h_hi: np.ndarray,
+    h_lo: np.ndarray,
+    n: np.ndarray,
+    min_rows: int,
     features: np.ndarray,
     votes: np.ndarray,
     inherited_has: np.ndarray,
@@ -120,6 +123,7 @@ def resolve_arrays(  # pragma: no cover - compiled
     inherited_n: np.ndarray,
     last_level: bool,
     count_mode: bool,
+    lam_float: float,
     lam: np.ndarray,
     lr: np.ndarray,
     alpha: np.ndarray,
@@ -132,10 +136,10 @@ def resolve_arrays(  # pragma: no cover - compiled
 ) -> tuple[
     bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
 ]:
-    """The level's resolution (module docstring). Inputs: ``resolve._level_sums``' ``run`` (5, M, K, C, B) and
-    ``tot`` (5, K, C), the contending thresholds ``cand`` (Q, 3) with their aggregated left sums ``left`` (5, Q), the
-    candidates' features (K, C), the votes (K, M), the inherited totals (a flag, g and h as digits (K, 2, DIGITS),
-    the count), and the task's constants as digits.
+    """The level's resolution (module docstring). Inputs: the parties' candidate sums as limbs (each (M, K, C, B),
+    ``node.resolve.FixedLevel``), the candidates' features (K, C), the votes (K, M), the inherited totals (a flag, g
+    and h as digits (K, 2, DIGITS), the count), and the task's constants (lambda also as a float, for the
+    contenders' filter) as digits. The level's sums and the thresholds that may win are ``node.level_search``'s.
 
     Returns ``ok`` (False: a bound does not hold, nothing else is meaningful), whether each node splits (K,), its
     int64 fields ``ints`` (K, NUM_INTS), its wide values ``vals`` (K, NUM_VALUES, DIGITS), every party's phi and
@@ -144,6 +148,10 @@ def resolve_arrays(  # pragma: no cover - compiled
     and h (2S, 2, DIGITS) and count (2S,), and what training reads, in the order ``ResolvedLevel`` takes it: per
     node its split's gain or its leaf value, at the last level each split's two children's leaf values, and the
     sums (K + 2S or K, plus 3M, DIGITS)."""
+    run, tot, cand_all, left_all = _level_sums(g_hi, g_lo, h_hi, h_lo, n, min_rows)
+    keep = np.flatnonzero(_contender_mask(tot, cand_all, left_all, features.shape[0], lam_float, count_mode, 1e18))
+    cand = cand_all[keep]
+    left = left_all[:, keep]
     m, k, b = run.shape[1], features.shape[0], run.shape[4]
     is_split = np.zeros(k, dtype=np.bool_)
     ints = np.zeros((k, NUM_INTS), dtype=np.int64)
