@@ -44,6 +44,7 @@ from fgbdt_chain.ledger.tree_carry import Carry, CarryError, applies, next_score
 from fgbdt_chain.node import limbs, party_kernels
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.endorsement import EndorsementRule, choose, decide, quorum, statistical_verdict
+from fgbdt_chain.node.frozen_heap import frozen_heap
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups, votes_from_gains
 from fgbdt_chain.node.messages import level_traffic
 from fgbdt_chain.node.model import Node, Tree
@@ -590,6 +591,26 @@ class Federation:
         if not self.done_trees <= end <= p.trees:
             raise ValueError(f"cannot train up to tree {end}: {self.done_trees} of {p.trees} trees are grown")
         rec = self.record
+        with frozen_heap():
+            self._train_trees(end, progress)
+        return TrainResult(
+            list(rec.trees),
+            list(rec.phi),
+            list(rec.kappa),
+            list(rec.total),
+            list(rec.per_tree_total),
+            list(rec.comm_bytes),
+            [c / max(self.done_trees, 1) for c in rec.comm_bytes],
+            list(rec.levels),
+            dict(self.seconds),
+            list(self.refusals),
+            list(rec.credits),
+            list(self.active),
+        )
+
+    def _train_trees(self, end: int, progress: Callable[[int], None] | None) -> None:
+        """Grows trees ``done_trees .. end - 1`` into the record."""
+        rec = self.record
         for t in range(self.done_trees, end):
             tree, tree_total, tree_levels, traffic, tree_credits = self._grow_tree(t)
             for level in tree_levels:
@@ -608,20 +629,6 @@ class Federation:
             self.done_trees = t + 1
             if progress is not None:
                 progress(t)
-        return TrainResult(
-            list(rec.trees),
-            list(rec.phi),
-            list(rec.kappa),
-            list(rec.total),
-            list(rec.per_tree_total),
-            list(rec.comm_bytes),
-            [c / max(self.done_trees, 1) for c in rec.comm_bytes],
-            list(rec.levels),
-            dict(self.seconds),
-            list(self.refusals),
-            list(rec.credits),
-            list(self.active),
-        )
 
     def _exclude(self, party: int, tree: int, level: int, reason: str) -> None:
         self.active[party] = False
