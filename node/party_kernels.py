@@ -19,7 +19,9 @@ on OpenMP's threads, where it would be lost: a kernel flags what is wrong and th
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -449,6 +451,12 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
+LOOK_EVERY = 0.05
+"""Seconds between two looks at the cores other processes keep busy (``free_threads``): a core taken by another
+process costs a region milliseconds (``others_running``), so a look every 50 ms finds it within a few trees, at a
+fortieth of looking at every tree on a9a."""
+
+
 class PartyKernels:
     """The parties' rows, laid out once for the phases' one-call kernels, on ``threads`` threads (1: serially)."""
 
@@ -470,6 +478,7 @@ class PartyKernels:
         self.now = self.threads
         """The threads the current tree's kernels take (``free_threads``, looked at once per tree)."""
         self._free_before = self.threads
+        self._looked_at = -math.inf
         self.row_lists: dict[tuple[object, ...], Any] = {}
         """The verifiers' buffers and row lists of this federation's roots (``verify.measure_many``'s cache):
         dropped with it."""
@@ -520,11 +529,15 @@ class PartyKernels:
         for into, name in zip(self._fixed, FIXED_FIELDS, strict=True):
             for a, f in zip(into, fixed, strict=True):
                 np.copyto(a, getattr(f, name))
-        # fewer threads only when the cores were busy at this tree's start and the last one's: a thread of the
-        # kernel's own or of the system runnable for an instant is often seen once (13 of 500 trees on an idle
-        # machine), a process that keeps a core busy every time
-        free = free_threads(self.threads)
-        self.now, self._free_before = max(free, self._free_before), free
+        # fewer threads only when the cores were busy at this look and the last one: a thread of the kernel's own
+        # or of the system runnable for an instant is often seen once (13 of 500 trees on an idle machine), a
+        # process that keeps a core busy every time. A look reads every thread's /proc entry (about 0.2 ms), so it
+        # is taken at a tree's start at most every ``LOOK_EVERY`` seconds, not at every tree (a9a's take 9 ms)
+        now = time.monotonic()
+        if now - self._looked_at >= LOOK_EVERY:
+            self._looked_at = now
+            free = free_threads(self.threads)
+            self.now, self._free_before = max(free, self._free_before), free
         return TreeLevels(self)
 
     def _run(self, parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:

@@ -218,8 +218,25 @@ def test_the_kernels_leave_their_threads_only_for_cores_busy_twice_running(monke
     inputs = [_rows(rng, n) for n in (30, 40)]
     looks = iter([1, 2, 1, 1, 1, 2, 2])
     monkeypatch.setattr(party_kernels, "free_threads", lambda threads: next(looks))
+    monkeypatch.setattr(party_kernels, "LOOK_EVERY", 0.0)  # a look at every tree
     taken = []
     for _ in range(7):
         kernels.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs])
         taken.append(kernels.now)
     assert taken == [2, 2, 2, 1, 1, 2, 2]
+
+
+def test_the_cores_are_looked_at_once_per_interval_not_per_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A look at the cores costs about 0.2 ms (every thread's /proc entry): trees that start within
+    ``LOOK_EVERY`` of the last look keep its answer."""
+    kernels = PartyKernels(_parties(5, [30, 40]), 2)
+    inputs = [_rows(np.random.default_rng(1), n) for n in (30, 40)]
+    looks: list[int] = []
+    monkeypatch.setattr(party_kernels, "free_threads", lambda threads: looks.append(threads) or threads)
+    monkeypatch.setattr(party_kernels, "LOOK_EVERY", 3600.0)
+    for _ in range(5):
+        kernels.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs])
+    assert looks == [2]
+    monkeypatch.setattr(party_kernels, "LOOK_EVERY", 0.0)
+    kernels.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs])
+    assert looks == [2, 2]
