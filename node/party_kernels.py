@@ -67,6 +67,9 @@ def _gains_of(  # pragma: no cover - compiled
     active: np.ndarray,
     out: np.ndarray,
 ) -> None:
+    # the party's slice starts at -inf here, on the party's thread: filled by the caller, a level of 128 groups
+    # was half a megabyte written on one thread while the other core waited
+    out[p][:] = -np.inf
     if active[p] and not row_gains_into(
         row_cells[p],
         tail_ptr[p],
@@ -573,7 +576,7 @@ class TreeLevels:
         k = self.kernels
         if len(active) != k.parties:
             raise ValueError(f"one active flag per party ({k.parties}), got {len(active)}")
-        out = np.full((k.parties, self.num_groups, k.n_features), -np.inf)
+        out = np.empty((k.parties, self.num_groups, k.n_features))  # each party's slice set by its kernel
         flags = np.array(active, dtype=np.bool_)
         k._run(
             _gains_parallel,
