@@ -42,6 +42,12 @@ NUM_INTS = 6
 # the per-party sums over the level (``sums``' first axis)
 S_PHI, S_KAPPA, S_CONTRIBUTION = 0, 1, 2
 
+LevelArrays = tuple[
+    bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]
+"""``resolve_arrays``' results: ok, is_split, ints, vals, phi, contribution, sums, the children's g and h and
+counts, and what training reads."""
+
 MAX_NODES = 1 << 14
 """Most nodes a level may have for the compiled path (their sums must stay below 2^255)."""
 
@@ -133,9 +139,7 @@ def resolve_arrays(  # pragma: no cover - compiled
     steps: np.ndarray,
     coef: np.ndarray,
     total: int,
-) -> tuple[
-    bool, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
-]:
+) -> LevelArrays:
     """The level's resolution (module docstring). Inputs: the parties' candidate sums as limbs (each (M, K, C, B),
     ``node.resolve.FixedLevel``), the candidates' features (K, C), the votes (K, M), the inherited totals (a flag, g
     and h as digits (K, 2, DIGITS), the count), and the task's constants (lambda also as a float, for the

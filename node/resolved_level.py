@@ -73,6 +73,7 @@ class Inherited:
 
     @property
     def totals(self) -> list[ref.Totals | None]:
+        """Per node its inherited ``Totals``, None at a root."""
         if self._totals is None:
             assert self._digits is not None
             has, gh, n = self._digits
@@ -129,18 +130,7 @@ class ResolvedLevel(Sequence[ref.NodeResult]):
     @classmethod
     def compiled(
         cls,
-        out: tuple[
-            bool,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-            np.ndarray,
-        ],
+        out: rk.LevelArrays,
         votes: np.ndarray,
         last_level: bool,
     ) -> ResolvedLevel:
