@@ -119,8 +119,11 @@ def _reference_level(
     return results, totals
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_levels_resolve_as_resolve_node_does(seed: int) -> None:
+def _random_level(
+    seed: int,
+) -> tuple[list[FixedSums], list[tuple[int, ...]], list[list[int]], list[ref.Totals | None], list[ref.Credit]]:
+    """A random level: 1-5 parties' sums (one a null player), candidates, votes, inherited totals (some nodes roots)
+    and credits (most not neutral)."""
     rng = np.random.default_rng(seed)
     m, k, nbins, features = int(rng.integers(1, 6)), int(rng.integers(1, 9)), int(rng.integers(2, 9)), 6
     sums = _random_sums(rng, m, k, nbins, int(10 ** rng.integers(0, 4)))
@@ -134,6 +137,12 @@ def test_levels_resolve_as_resolve_node_does(seed: int) -> None:
         ref.Credit(*(int(c) for c in rng.integers(ONE // 2, 2 * ONE, 3))) if rng.random() < 0.7 else ref.NEUTRAL
         for _ in range(m)
     ]
+    return sums, cands, votes, inherited, credits
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_levels_resolve_as_resolve_node_does(seed: int) -> None:
+    sums, cands, votes, inherited, credits = _random_level(seed)
     for hessian in (ref.HESSIAN_SECOND_ORDER, ref.HESSIAN_COUNT):
         for lam, min_rows in ((ONE // 10, 1), (0, 1), (ONE, 4), (0, 15)):
             params = ref.Params(lam, ONE // 10, min_rows, ONE // 2, hessian)
@@ -435,24 +444,6 @@ def test_a_trees_end_is_the_reference_resolution_of_its_last_level(seed: int) ->
     assert root is not None and root[1] == ({1: r.leaf} if r.split is None else {2: r.left_leaf, 3: r.right_leaf})
     assert tree_end([_scaled(s, 2**80) for s in submissions], cands, open_nodes, inherited, params) is None
     assert tree_end([], cands, open_nodes, inherited, params) is None
-
-
-def _random_level(
-    seed: int,
-) -> tuple[list[FixedSums], list[tuple[int, ...]], list[list[int]], list[ref.Totals | None], list[ref.Credit]]:
-    """A level as ``test_levels_resolve_as_resolve_node_does`` draws them: sums, candidates, votes, inherited
-    totals (some nodes roots) and credits."""
-    rng = np.random.default_rng(seed)
-    m, k, nbins, features = int(rng.integers(1, 6)), int(rng.integers(1, 9)), int(rng.integers(2, 9)), 6
-    sums = _random_sums(rng, m, k, nbins, int(10 ** rng.integers(0, 4)))
-    cands = [tuple(int(f) for f in rng.choice(features, 2, replace=bool(rng.random() < 0.2))) for _ in range(k)]
-    votes = rng.integers(-1, features, (k, m)).tolist()
-    inherited = [
-        None if rng.random() < 0.4 else ref.Totals(int(g) * 10**5, 10**19, int(n))
-        for g, n in zip(rng.integers(-(10**15), 10**15, k), rng.integers(1, 99, k), strict=True)
-    ]
-    credits = [ref.Credit(*(int(c) for c in rng.integers(ONE // 2, 2 * ONE, 3))) for _ in range(m)]
-    return sums, cands, votes, inherited, credits
 
 
 @pytest.mark.parametrize("seed", range(8))
