@@ -789,12 +789,16 @@ class Federation:
         # on the cores: the votes and the verifiers' statistics (``_each``). The gradients here, the candidate
         # histograms and the splits' partitions below stay on this thread: tens of microseconds per party, which a
         # hand-over to another thread and the interpreter lock passed to and fro cost more than they save
-        grads = [party.gradients() for party in self.parties]
-        vote_grads = [party.vote_gradients(g, hv) for party, (g, _, hv) in zip(self.parties, grads, strict=True)]
-        fixed_rows = [party.fixed_rows(g, h, t) for party, (g, h, _) in zip(self.parties, grads, strict=True)]
         # each party's rows: node id, position among the level's open nodes (-1: in a leaf), and the rows of
         # every open node, all kept up to date by the splits instead of being recomputed every level
-        rows = self.kernels.tree([v[0] for v in vote_grads], [v[1] for v in vote_grads], fixed_rows)
+        plain = self._logistic_tree(t)
+        if plain is not None:
+            grads, rows = plain
+        else:
+            grads = [party.gradients() for party in self.parties]
+            vote_grads = [party.vote_gradients(g, hv) for party, (g, _, hv) in zip(self.parties, grads, strict=True)]
+            fixed_rows = [party.fixed_rows(g, h, t) for party, (g, h, _) in zip(self.parties, grads, strict=True)]
+            rows = self.kernels.tree([v[0] for v in vote_grads], [v[1] for v in vote_grads], fixed_rows)
         node_ids, k_of_rows = self.kernels.node_id, self.kernels.group_of_row
         tree = Tree()
         leaf_value = np.zeros(1 << (p.depth + 1), dtype=np.float64)
@@ -936,6 +940,32 @@ class Federation:
             self._carry_source = _CarrySource(roots, carry_levels, self.score_bound, list(self.active))
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic, tree_credit
+
+    def _logistic_tree(self, t: int) -> tuple[list[tuple[np.ndarray, ...]], TreeLevels] | None:
+        """The tree's start in one compiled call (``PartyKernels.logistic_tree``) where it makes what the parties'
+        own steps would: the logistic loss with hessians as hessians, no privacy, no attack this tree, and no
+        observer (which may keep the gradients, here buffers the next tree writes again); None otherwise."""
+        p = self.params
+        if (
+            p.objective != "binary"
+            or p.hessian == "count"
+            or self.privacy.private
+            or self.level_observer is not None
+            or any(party.attacks(t) is not None for party in self.parties)
+        ):
+            return None
+        weights = [party.w for party in self.parties]
+        if any(w is None for w in weights) and any(w is not None for w in weights):
+            return None
+        made = self.kernels.logistic_tree(
+            [party.score for party in self.parties],
+            [party.y for party in self.parties],
+            None if weights[0] is None else [w for w in weights if w is not None],
+        )
+        if made is None:
+            return None
+        pairs, rows = made
+        return [(g, h, h) for g, h in pairs], rows
 
     def _votes(self, t: int, level: int, rows: TreeLevels) -> np.ndarray:
         """Every party's vote for each of the level's open nodes, shape (parties, nodes): abstentions from a party

@@ -500,7 +500,15 @@ class PartyKernels:
         self._g_vote = [np.zeros(n) for n in self.n_rows]
         self._h_vote = [np.zeros(n) for n in self.n_rows]
         self._fixed = [[np.zeros(n, dtype=np.int64) for n in self.n_rows] for _ in FIXED_FIELDS]
+        # the logistic loss's rows made in place (``logistic_tree``): gradients, hessians and e^-|score|
+        self._g = [np.zeros(n) for n in self.n_rows]
+        self._h = [np.zeros(n) for n in self.n_rows]
+        self._e = [np.zeros(n) for n in self.n_rows]
+        self._inputs: tuple[list[np.ndarray], tuple[Arrays, Arrays, Arrays]] | None = None
         self._lists = {
+            "g": _listed(self._g),
+            "h": _listed(self._h),
+            "e": _listed(self._e),
             "group_of_row": _listed(self.group_of_row),
             "node_id": _listed(self.node_id),
             "g_vote": _listed(self._g_vote),
@@ -532,16 +540,62 @@ class PartyKernels:
         for into, name in zip(self._fixed, FIXED_FIELDS, strict=True):
             for a, f in zip(into, fixed, strict=True):
                 np.copyto(a, getattr(f, name))
-        # fewer threads only when the cores were busy at this look and the last one: a thread of the kernel's own
-        # or of the system runnable for an instant is often seen once (13 of 500 trees on an idle machine), a
-        # process that keeps a core busy every time. A look reads every thread's /proc entry (about 0.2 ms), so it
-        # is taken at a tree's start at most every ``LOOK_EVERY`` seconds, not at every tree (a9a's take 9 ms)
+        self._look()
+        return TreeLevels(self)
+
+    def logistic_tree(
+        self, scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], weights: Sequence[np.ndarray] | None
+    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], TreeLevels] | None:
+        """``tree`` on the logistic loss's rows made in place from the parties' scores, labels and w* (None: votes
+        on raw gradients) by ``node.logistic_rows``: every party's (g, h), valid until the next tree, and the
+        tree's levels. None where a value does not fit the fixed point (the caller's usual path raises)."""
+        from fgbdt_chain.node import logistic_rows  # late: it builds on this module's lists
+
+        sources = [*scores, *labels, *(weights or [])]
+        if (
+            self._inputs is None
+            or len(self._inputs[0]) != len(sources)
+            or any(a is not b for a, b in zip(self._inputs[0], sources, strict=True))
+        ):
+            # the parties' own arrays (scores change in place), as numba lists once, not per tree
+            lists = (_listed(scores), _listed(labels), _listed(weights if weights is not None else labels))
+            self._inputs = sources, lists
+        score, label, weight = self._inputs[1]
+        logistic_rows.exp_neg_abs_into(self._e, scores)
+        bound = np.zeros(self.parties, dtype=np.int64)
+        self._look()
+        kept = self._lists
+        self._run(
+            logistic_rows._rows_parallel,
+            logistic_rows._rows_serial,
+            kept["e"],
+            score,
+            label,
+            weight,
+            weights is not None,
+            kept["g"],
+            kept["h"],
+            kept["g_vote"],
+            kept["h_vote"],
+            *(kept[name] for name in FIXED_FIELDS),
+            bound,
+        )
+        # ``FixedRows.of``'s bound on the limb sums, every row counted once
+        if any(b < 0 or max(int(b), 1) * max(n, 1) >= 2**62 for b, n in zip(bound.tolist(), self.n_rows, strict=True)):
+            return None
+        return list(zip(self._g, self._h, strict=True)), TreeLevels(self)
+
+    def _look(self) -> None:
+        """The threads this tree's kernels take (``free_threads``): fewer only when the cores were busy at this look
+        and the last one, since a thread of the kernel's own or of the system runnable for an instant is often seen
+        once (13 of 500 trees on an idle machine), a process that keeps a core busy every time. A look reads every
+        thread's /proc entry (about 0.2 ms), so it is taken at a tree's start at most every ``LOOK_EVERY`` seconds,
+        not at every tree (a9a's take 9 ms)."""
         now = time.monotonic()
         if now - self._looked_at >= LOOK_EVERY:
             self._looked_at = now
             free = free_threads(self.threads)
             self.now, self._free_before = max(free, self._free_before), free
-        return TreeLevels(self)
 
     def _run(self, parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
         run_on_cores(self.now, self._blocks[self.now], parallel, serial, *args)
