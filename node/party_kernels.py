@@ -735,6 +735,7 @@ def warm_up() -> None:
     ones = [np.ones(2) for _ in range(2)]
     fixed = [FixedRows.of(np.ones(2), np.ones(2))] * 2
     levels = kernels.tree(ones, ones, fixed)
+    kernels.logistic_tree(ones, ones, ones)
     levels.best_gains(1.0, 1, [True, True])
     levels.candidates_fixed(np.zeros((1, 2), dtype=np.int64))
     levels.split(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
