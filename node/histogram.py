@@ -325,24 +325,30 @@ def candidates_into(  # pragma: no cover - compiled
                 hlo[k, c, s] &= 0xFFFFFFFF
 
 
-@njit(cache=True, nogil=True)
-def _quantise_limbs(x: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """Limbs of ``rint(x * ONE)``, the value ``ledger.reference.to_fixed`` gives, for every element.
+@njit(cache=True, nogil=True, inline="always")
+def value_limbs(v: float) -> tuple[bool, np.int64, np.int64]:  # pragma: no cover - compiled
+    """Limbs of ``rint(v * ONE)``, the value ``ledger.reference.to_fixed`` gives, and whether it is finite and below
+    ``2**80`` in magnitude (else the limbs are 0).
 
     ``rint`` of the scaled float is an integral float q; ``floor(q / 2**32)`` and ``q - hi * 2**32`` are exact (a
-    power-of-two scaling, and a difference that is an integer below 2**32), so ``hi * 2**32 + lo == q`` exactly.
-    Returns False when some q is not finite or not below ``2**80`` in magnitude.
-    """
+    power-of-two scaling, and a difference that is an integer below 2**32), so ``hi * 2**32 + lo == q`` exactly."""
+    q = np.rint(v * 1e18)
+    if not abs(q) < 1.2089258196146292e24:  # 2**80; also False for NaN
+        return False, np.int64(0), np.int64(0)
+    qh = np.floor(q * 2.3283064365386963e-10)  # 2**-32
+    return True, np.int64(qh), np.int64(q - qh * 4294967296.0)
+
+
+@njit(cache=True, nogil=True)
+def _quantise_limbs(x: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """``value_limbs`` of every element; False when some value is not finite or not below ``2**80``."""
     flat = x.ravel()
     hi = np.empty(flat.shape[0], dtype=np.int64)
     lo = np.empty(flat.shape[0], dtype=np.int64)
     for i in range(flat.shape[0]):
-        q = np.rint(flat[i] * 1e18)
-        if not abs(q) < 1.2089258196146292e24:  # 2**80; also False for NaN
+        ok, hi[i], lo[i] = value_limbs(flat[i])
+        if not ok:
             return False, hi.reshape(x.shape), lo.reshape(x.shape)
-        qh = np.floor(q * 2.3283064365386963e-10)  # 2**-32
-        hi[i] = np.int64(qh)
-        lo[i] = np.int64(q - qh * 4294967296.0)
     return True, hi.reshape(x.shape), lo.reshape(x.shape)
 
 

@@ -8,10 +8,10 @@ trees while the other core waited. Here one pass per row does all of it, the par
 
 The floats are the same: ``e^-|x|`` is numpy's own (``np.exp`` may differ from the compiled one in the last bit),
 written into a buffer by the same ufuncs, and the rest is the same IEEE operations in the same order
-(``objective.sigmoid``, ``p - y``, ``p * (1 - p)``, times w*, ``rint(v * ONE)`` split into limbs as
-``histogram._quantise_limbs`` does). Tests compare every array with the numpy path's. Only the plain case runs
-here (the logistic loss, hessians as hessians, no privacy, no attack this tree, no observer that may keep the
-gradients); the rest goes the old way.
+(``objective.sigmoid``, ``p - y``, ``p * (1 - p)``, times w*, ``rint(v * ONE)`` split into limbs by
+``histogram.value_limbs``, as ``FixedRows.of`` does). Tests compare every array with the numpy path's. Only the
+plain case runs here (the logistic loss, hessians as hessians, no privacy, no attack this tree, no observer that may
+keep the gradients); the rest goes the old way.
 """
 
 from __future__ import annotations
@@ -21,22 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit, prange
 
+from fgbdt_chain.node.histogram import value_limbs
 from fgbdt_chain.node.party_kernels import Arrays
-
-_TWO_80 = 1.2089258196146292e24
-_TWO_M32 = 2.3283064365386963e-10
-_TWO_32 = 4294967296.0
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _limbs(v: float) -> tuple[bool, np.int64, np.int64]:  # pragma: no cover - compiled
-    """``histogram._quantise_limbs`` of one value: whether ``rint(v * ONE)`` is finite and below 2^80, and its
-    limbs."""
-    q = np.rint(v * 1e18)
-    if not abs(q) < _TWO_80:  # also False for NaN
-        return False, np.int64(0), np.int64(0)
-    qh = np.floor(q * _TWO_M32)
-    return True, np.int64(qh), np.int64(q - qh * _TWO_32)
 
 
 @njit(cache=True, nogil=True)
@@ -78,8 +64,8 @@ def _party_rows(  # pragma: no cover - compiled
             gvp[i] = gi
             hvp[i] = hi_
         cnt[i] = 1
-        ok_g, ghi[i], glo[i] = _limbs(gi)
-        ok_h, hhi[i], hlo[i] = _limbs(hi_)
+        ok_g, ghi[i], glo[i] = value_limbs(gi)
+        ok_h, hhi[i], hlo[i] = value_limbs(hi_)
         if not (ok_g and ok_h):
             bound[p] = -1
             return
