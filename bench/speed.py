@@ -3,6 +3,10 @@
 Each measurement runs in its own process so that peak memory (ru_maxrss) belongs to that run alone.
 
     python -m bench.speed --data a9a --parties 4 --theta 0.8 --trees 500 --depth 8
+
+``--repeat N`` runs the list N times, interleaved (fvtree, lightgbm-1, lightgbm-2, fvtree, ...), and reports each
+run's mean and standard error and each run's ratio to LightGBM paired within a repetition: the same work took
+3.7-4.0 s one day and 2.5-3.0 s another on this machine, so one pair of processes is an anecdote.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 from typing import Any
 
 from bench.datasets import load
+from bench.stats import mean_se
 from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.fvtree import TrainParams
@@ -78,6 +83,7 @@ def main() -> int:
         help="trees that vote before the candidates are drawn (default: all, the paper's FV-tree; tasks: 25)",
     )
     ap.add_argument("--runs", default="fvtree,lightgbm-1,lightgbm-2")
+    ap.add_argument("--repeat", type=int, default=1, help="times to run the list, interleaved (default 1)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--out", default="bench/results/speed.json")
     args = ap.parse_args()
@@ -89,25 +95,39 @@ def main() -> int:
         # what ``simulate`` and ``train`` say before such a run (16 parties at 200 trees of depth 6 ran for over
         # 17 minutes here without a word)
         print(f"warning: {slow}", file=sys.stderr, flush=True)
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat must be at least 1, got {args.repeat}")
+    names = args.runs.split(",")
     results = []
-    for name in args.runs.split(","):
-        cmd = [sys.executable, "-m", "bench.speed", *sys.argv[1:], "--one", name]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        results.append(json.loads(out.strip().splitlines()[-1]))
-        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    for rep in range(args.repeat):
+        for name in names:
+            cmd = [sys.executable, "-m", "bench.speed", *sys.argv[1:], "--one", name]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            results.append({**json.loads(out.strip().splitlines()[-1]), "repeat": rep})
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    summary = summarise(results, names)
     with open(args.out, "w") as f:
-        json.dump({"command": "python -m bench.speed " + " ".join(sys.argv[1:]), "results": results}, f, indent=1)
-    base = {r["run"]: r for r in results}
-    print("| run | train s | ratio to LightGBM (1 thread) | peak RSS MiB | test error |")
-    print("|---|---|---|---|---|")
-    ref = base.get("lightgbm-1", results[-1])["train_seconds"]
-    for r in results:
+        json.dump(
+            {"command": "python -m bench.speed " + " ".join(sys.argv[1:]), "results": results, "summary": summary},
+            f,
+            indent=1,
+        )
+    print(
+        f"| run | train s (mean +- se over {args.repeat}) | ratio to LightGBM, 1 thread | to LightGBM, 2 threads "
+        "| peak RSS MiB | test error |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, row in summary.items():
+        ratios = [
+            f"{row[key][0]:.2f}x +- {row[key][1]:.2f}" if key in row else "-"
+            for key in ("ratio_to_lightgbm-1", "ratio_to_lightgbm-2")
+        ]
         print(
-            f"| {r['run']} | {r['train_seconds']:.2f} | {r['train_seconds'] / ref:.1f}x | {r['peak_rss_mb']:.0f} "
-            f"| {r['test_error']:.4f} |"
+            f"| {name} | {row['train_seconds'][0]:.2f} +- {row['train_seconds'][1]:.2f} | {ratios[0]} | {ratios[1]} "
+            f"| {row['peak_rss_mb']:.0f} | {row['test_error']:.4f} |"
         )
     for r in results:
-        if r["phases"]:
+        if r["phases"] and r["repeat"] == args.repeat - 1:
             print(
                 f"\nwhere {r['run']}'s {r['train_seconds']:.2f} s go (PSD and weights before training: "
                 f"{r['prep_seconds']:.2f} s):"
@@ -115,6 +135,32 @@ def main() -> int:
             for phase, sec in sorted(r["phases"].items(), key=lambda kv: -kv[1]):
                 print(f"- {phase}: {sec:.2f} s ({100 * sec / r['train_seconds']:.0f}%)")
     return 0
+
+
+def summarise(results: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:
+    """Per run: train seconds as (mean, standard error) over the repetitions, the ratio to each LightGBM run paired
+    within a repetition (the machine's speed drifts between repetitions more than within one), the largest peak
+    memory and the test error (which must not vary: the runs are deterministic)."""
+    by = {(r["run"], r["repeat"]): r for r in results}
+    repeats = sorted({r["repeat"] for r in results})
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        mine = [by[name, rep] for rep in repeats]
+        errors = {r["test_error"] for r in mine}
+        if len(errors) > 1:
+            raise SystemExit(f"{name}: the test error changed between repetitions ({sorted(errors)})")
+        row: dict[str, Any] = {
+            "train_seconds": mean_se(r["train_seconds"] for r in mine),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
+            "test_error": mine[0]["test_error"],
+        }
+        for base in ("lightgbm-1", "lightgbm-2"):
+            if base in names and base != name:
+                row[f"ratio_to_{base}"] = mean_se(
+                    by[name, rep]["train_seconds"] / by[base, rep]["train_seconds"] for rep in repeats
+                )
+        out[name] = row
+    return out
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+"""The speed benchmark's summary over repetitions: means, standard errors and ratios paired within a repetition."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from bench.speed import summarise
+
+
+def run(name: str, rep: int, seconds: float, error: float = 0.15) -> dict[str, Any]:
+    return {"run": name, "repeat": rep, "train_seconds": seconds, "peak_rss_mb": 400.0 + rep, "test_error": error}
+
+
+def test_ratios_pair_each_repetition() -> None:
+    # the machine is twice as fast in the second repetition: paired ratios stay 3x, unpaired means would not tell
+    results = [run("fvtree", 0, 6.0), run("lightgbm-2", 0, 2.0), run("fvtree", 1, 3.0), run("lightgbm-2", 1, 1.0)]
+    out = summarise(results, ["fvtree", "lightgbm-2"])
+    assert out["fvtree"]["ratio_to_lightgbm-2"] == (3.0, 0.0)
+    assert out["fvtree"]["train_seconds"] == pytest.approx((4.5, 1.5))
+    assert out["fvtree"]["peak_rss_mb"] == 401.0
+    assert "ratio_to_lightgbm-1" not in out["fvtree"]  # not among the runs
+    assert "ratio_to_lightgbm-2" not in out["lightgbm-2"]  # not against itself
+
+
+def test_standard_error_of_the_ratios() -> None:
+    results = [
+        *(run("fvtree", rep, s) for rep, s in enumerate([2.0, 3.0, 4.0])),
+        *(run("lightgbm-1", rep, 1.0) for rep in range(3)),
+    ]
+    mean, se = summarise(results, ["fvtree", "lightgbm-1"])["fvtree"]["ratio_to_lightgbm-1"]
+    assert mean == pytest.approx(3.0)
+    assert se == pytest.approx(1.0 / math.sqrt(3))
+
+
+def test_a_changed_model_is_an_error() -> None:
+    results = [run("fvtree", 0, 3.0, 0.15), run("fvtree", 1, 3.0, 0.16)]
+    with pytest.raises(SystemExit, match="test error changed"):
+        summarise(results, ["fvtree"])
