@@ -970,17 +970,18 @@ class Federation:
     def _votes(self, t: int, level: int, rows: TreeLevels) -> np.ndarray:
         """Every party's vote for each of the level's open nodes, shape (parties, nodes): abstentions from a party
         out of the task (no vote on chain)."""
-        best = rows.best_gains(self.params.lam, self.parties[0].vote_min_rows, self.active)
-        m, k, f = best.shape
+        lam, min_rows = self.params.lam, self.parties[0].vote_min_rows
         if self.privacy.private:
+            best = rows.best_gains(lam, min_rows, self.active)
+            k = best.shape[1]
             votes = np.array(
                 [
                     party.votes_from(best[i], t, level) if self.active[i] else np.full(k, ref.ABSTAIN, dtype=np.int64)
                     for i, party in enumerate(self.parties)
                 ]
             )
-        else:  # each party's ``votes_from``, every (party, node) row of gains in one call
-            votes = votes_from_gains(best.reshape(m * k, f)).reshape(m, k)
+        else:  # each party's ``votes_from`` (``votes_from_gains``), taken in the gains' own call
+            votes = rows.votes(lam, min_rows, self.active)
             votes[~np.asarray(self.active)] = ref.ABSTAIN
         return votes
 

@@ -184,10 +184,21 @@ def row_gains_into(  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _votes(best: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """``votes_from_gains`` of a (groups, F) array, F >= 1: numpy's argmax (the first maximum, or the first NaN)
-    and -1 where that gain is not finite."""
+    """``votes_from_gains`` of a (groups, F) array, F >= 1."""
     out = np.empty(best.shape[0], dtype=np.int64)
+    votes_into(best, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def votes_into(best: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover - compiled
+    """``votes_from_gains`` of a (groups, F) array into ``out`` (groups,): numpy's argmax (the first maximum, or the
+    first NaN) and -1 where that gain is not finite (everywhere when F is 0). ``node.party_kernels`` runs it right
+    after each party's gains, while they are in the cache."""
     for k in range(best.shape[0]):
+        if best.shape[1] == 0:
+            out[k] = -1
+            continue
         arg, top = 0, best[k, 0]
         if not np.isnan(top):
             for f in range(1, best.shape[1]):
@@ -198,7 +209,6 @@ def _votes(best: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
                 if x > top:
                     arg, top = f, x
         out[k] = arg if np.isfinite(top) else -1
-    return out
 
 
 @njit(cache=True, nogil=True)

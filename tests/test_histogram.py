@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.node.fvtree import open_positions, route
-from fgbdt_chain.node.histogram import BinnedRows, RowGroups, row_width, votes_from_gains
+from fgbdt_chain.node.histogram import BinnedRows, RowGroups, row_width, votes_from_gains, votes_into
 
 
 def _data(seed: int, n: int = 600, f: int = 9, nb: int = 6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -184,6 +184,9 @@ def test_compiled_votes_follow_numpy_argmax() -> None:
         has = np.isfinite(best[np.arange(len(vote)), vote]) if best.size else np.zeros(0, dtype=bool)
         assert np.array_equal(votes_from_gains(best), np.where(has, vote, -1))
     assert votes_from_gains(np.array([[[1.0, 2.0]], [[np.inf, 0.0]]])).tolist() == [[1], [-1]]  # the numpy path
+    no_features = np.full(3, 7, dtype=np.int64)
+    votes_into(np.zeros((3, 0)), no_features)  # the party kernels' entry: no feature is no vote
+    assert no_features.tolist() == [-1, -1, -1]
 
 
 def _sequential_best(

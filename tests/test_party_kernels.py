@@ -15,7 +15,7 @@ import pytest
 
 from fgbdt_chain.node import party_kernels
 from fgbdt_chain.node.fvtree import Federation, TrainParams
-from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
+from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups, votes_from_gains
 from fgbdt_chain.node.party_kernels import PartyKernels
 
 
@@ -56,9 +56,12 @@ def test_a_tree_grown_by_the_one_call_kernels_is_each_partys_own(threads: int) -
         for level in range(4):
             active = [True, level != 2, True]
             best = levels.best_gains(0.5, 1 + level % 2, active)
+            votes = levels.votes(0.5, 1 + level % 2, active)
+            assert votes.shape == (len(sizes), k)
             for p, party in enumerate(rows):
                 own = party.best_gains(k_of[p], k, inputs[p][0], inputs[p][1], 0.5, 1 + level % 2)
                 assert np.array_equal(best[p], own if active[p] else np.full_like(own, -np.inf))
+                assert np.array_equal(votes[p], votes_from_gains(own) if active[p] else np.full(k, -1))
             features = rng.integers(0, 6, (k, 2))
             sums = levels.candidates_fixed(features)
             for p, party in enumerate(rows):
