@@ -273,6 +273,33 @@ def _group_candidates_fixed(  # pragma: no cover - compiled
     return ghi, glo, hhi, hlo, hn
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _add_row(  # pragma: no cover - compiled
+    acc: np.ndarray,
+    r: int,
+    col0: np.ndarray,
+    col1: np.ndarray,
+    g_hi: np.ndarray,
+    g_lo: np.ndarray,
+    h_hi: np.ndarray,
+    h_lo: np.ndarray,
+    count: np.ndarray,
+) -> None:
+    """Row ``r``'s five values added to its bin of both candidates in ``acc`` (2, nbins, 5)."""
+    s0, s1 = col0[r], col1[r]
+    a, b, c, d, e = g_hi[r], g_lo[r], h_hi[r], h_lo[r], count[r]
+    acc[0, s0, 0] += a
+    acc[0, s0, 1] += b
+    acc[0, s0, 2] += c
+    acc[0, s0, 3] += d
+    acc[0, s0, 4] += e
+    acc[1, s1, 0] += a
+    acc[1, s1, 1] += b
+    acc[1, s1, 2] += c
+    acc[1, s1, 3] += d
+    acc[1, s1, 4] += e
+
+
 @njit(cache=True, nogil=True)
 def candidates_into(  # pragma: no cover - compiled
     order: np.ndarray,
@@ -295,25 +322,29 @@ def candidates_into(  # pragma: no cover - compiled
     ``node.party_kernels`` runs for every party at once."""
     num_groups, nc = features.shape
     nbins = ghi.shape[2]
+    # two candidates: both in one pass over the group's rows, each row's values read once, into two copies of the
+    # group's histograms side by side that even and odd rows take turns to add into (integer sums: the same in any
+    # order). A binary feature's rows nearly all add to one bin, and each add waited for the one before it to be
+    # stored; with two copies two chains run at once (a9a's biggest party: 38.6 -> 32.3 us a root, 37.0 -> 33.5 us
+    # at 4 nodes, the same at 64)
+    acc = np.empty((2, 2, nbins, 5), dtype=np.int64)
     for k in range(num_groups):
         if nc == 2:
-            # both candidates in one pass over the group's rows, each row's values read once (integer sums: the
-            # same in any order)
             col0, col1 = slots_t[features[k, 0]], slots_t[features[k, 1]]
-            for i in range(start[k], start[k + 1]):
-                r = order[i]
-                s0, s1 = col0[r], col1[r]
-                a, b, c2, d, e = g_hi[r], g_lo[r], h_hi[r], h_lo[r], count[r]
-                ghi[k, 0, s0] += a
-                glo[k, 0, s0] += b
-                hhi[k, 0, s0] += c2
-                hlo[k, 0, s0] += d
-                hn[k, 0, s0] += e
-                ghi[k, 1, s1] += a
-                glo[k, 1, s1] += b
-                hhi[k, 1, s1] += c2
-                hlo[k, 1, s1] += d
-                hn[k, 1, s1] += e
+            acc[:] = 0
+            first, last = start[k], start[k + 1]
+            for i in range(first, last - 1, 2):
+                _add_row(acc[0], order[i], col0, col1, g_hi, g_lo, h_hi, h_lo, count)
+                _add_row(acc[1], order[i + 1], col0, col1, g_hi, g_lo, h_hi, h_lo, count)
+            if (last - first) & 1:
+                _add_row(acc[0], order[last - 1], col0, col1, g_hi, g_lo, h_hi, h_lo, count)
+            for c in range(2):
+                for s in range(nbins):
+                    ghi[k, c, s] += acc[0, c, s, 0] + acc[1, c, s, 0]
+                    glo[k, c, s] += acc[0, c, s, 1] + acc[1, c, s, 1]
+                    hhi[k, c, s] += acc[0, c, s, 2] + acc[1, c, s, 2]
+                    hlo[k, c, s] += acc[0, c, s, 3] + acc[1, c, s, 3]
+                    hn[k, c, s] += acc[0, c, s, 4] + acc[1, c, s, 4]
             continue
         for c in range(nc):
             column = slots_t[features[k, c]]
