@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from fgbdt_chain.node.vote_histograms import MIN_SCALE, level_gains, quantise, vote_scale
+
 TAIL_COST = 6
 """What a row longer than the fixed width costs, in histogram updates (its ragged tail's mispredicted branch)."""
 
@@ -70,116 +72,40 @@ def _row_gains(  # pragma: no cover - compiled
     lam: float,
     min_rows: int,
 ) -> np.ndarray:
+    """The votes' gains of every group from its rows, on the values quantised at the party's own scale
+    (``node.vote_histograms``): the integers the simulator's subtraction makes too."""
+    scale = vote_scale(g, h)
+    if scale < MIN_SCALE:
+        raise ValueError("vote values must be finite and small enough to sum in fixed point")
+    order, start = _group_rows(group_of_row, num_groups)
+    qg = np.empty(g.shape[0], dtype=np.int64)
+    qh = np.empty(h.shape[0], dtype=np.int64)
+    quantise(g, scale, qg)
+    quantise(h, scale, qh)
+    hist = np.empty((num_groups, cell_start[-1] + row_cells.shape[1], 3), dtype=np.int64)
+    tot = np.empty((num_groups, 3), dtype=np.int64)
     best = np.full((num_groups, default_cell.shape[0]), -np.inf)
-    if not row_gains_into(
-        row_cells, tail_ptr, tail_cell, group_of_row, num_groups, cell_start, default_cell, g, h, lam, min_rows, best
-    ):
-        raise ValueError("a row's group is not below num_groups")
+    level_gains(
+        order,
+        start,
+        np.zeros(0, dtype=np.int64),
+        hist,
+        tot,
+        hist,
+        tot,
+        row_cells,
+        tail_ptr,
+        tail_cell,
+        cell_start,
+        default_cell,
+        qg,
+        qh,
+        2.0 ** (-scale),
+        lam,
+        min_rows,
+        best,
+    )
     return best
-
-
-@njit(cache=True, nogil=True)
-def row_gains_into(  # pragma: no cover - compiled
-    row_cells: np.ndarray,
-    tail_ptr: np.ndarray,
-    tail_cell: np.ndarray,
-    group_of_row: np.ndarray,
-    num_groups: int,
-    cell_start: np.ndarray,
-    default_cell: np.ndarray,
-    g: np.ndarray,
-    h: np.ndarray,
-    lam: float,
-    min_rows: int,
-    best: np.ndarray,
-) -> bool:
-    """``_row_gains`` into ``best`` (groups, features), which the caller filled with -inf: ``node.party_kernels``
-    gives each party its slice of one array. False, with ``best`` incomplete, where a row's group is not below
-    ``num_groups``: the caller raises, since an exception raised on one of OpenMP's threads is lost."""
-    num_features = default_cell.shape[0]
-    num_cells = cell_start[num_features]
-    width = row_cells.shape[1]
-    # g and h of a cell side by side, one cache line per update; the cells past the real ones take the padding
-    # entries of short rows and are never read
-    hgh = np.zeros((num_groups, num_cells + width, 2))
-    hn = np.zeros((num_groups, num_cells + width), dtype=np.int32)
-    tg = np.zeros(num_groups)
-    th = np.zeros(num_groups)
-    tn = np.zeros(num_groups, dtype=np.int64)
-    for r in range(group_of_row.shape[0]):
-        k = group_of_row[r]
-        if k < 0:
-            continue
-        if k >= num_groups:
-            return False
-        gr, hr = g[r], h[r]
-        tg[k] += gr
-        th[k] += hr
-        tn[k] += 1
-        for j in range(width):
-            c = row_cells[r, j]
-            hgh[k, c, 0] += gr
-            hgh[k, c, 1] += hr
-            hn[k, c] += 1
-        first, last = tail_ptr[r], tail_ptr[r + 1]
-        if first < last:
-            for e in range(first, last):
-                c = tail_cell[e]
-                hgh[k, c, 0] += gr
-                hgh[k, c, 1] += hr
-                hn[k, c] += 1
-    for k in range(num_groups):
-        if tn[k] == 0:
-            continue
-        tgk, thk, tnk = tg[k], th[k], tn[k]
-        for f in range(num_features):
-            lo, hi, d = cell_start[f], cell_start[f + 1], default_cell[f]
-            if hi - lo == 2:
-                # a two-slot feature (all of a9a's): the general steps below without their loops, whose varying
-                # lengths cost mispredicted branches; the same operations in the same order
-                o = lo + 1 if d == lo else lo
-                sg, sh, sn = 0.0 + hgh[k, o, 0], 0.0 + hgh[k, o, 1], hn[k, o]
-                hgh[k, d, 0] = tgk - sg
-                hgh[k, d, 1] = thk - sh
-                hn[k, d] = tnk - sn
-                gl, hl, nl = 0.0 + hgh[k, lo, 0], 0.0 + hgh[k, lo, 1], hn[k, lo]
-                nr = tnk - nl
-                if nl >= min_rows and nr >= min_rows:
-                    gr, hr = tgk - gl, thk - hl
-                    dl, dr = hl + lam, hr + lam
-                    gain = (gl * gl / dl if dl > 0 else 0.0) + (gr * gr / dr if dr > 0 else 0.0)
-                    if gain > -np.inf:
-                        best[k, f] = gain
-                continue
-            # the default cell holds what the group's other cells do not
-            sg, sh, sn = 0.0, 0.0, 0
-            for c in range(lo, d):
-                sg += hgh[k, c, 0]
-                sh += hgh[k, c, 1]
-                sn += hn[k, c]
-            for c in range(d + 1, hi):
-                sg += hgh[k, c, 0]
-                sh += hgh[k, c, 1]
-                sn += hn[k, c]
-            hgh[k, d, 0] = tgk - sg
-            hgh[k, d, 1] = thk - sh
-            hn[k, d] = tnk - sn
-            gl, hl, nl = 0.0, 0.0, 0
-            b = -np.inf
-            for c in range(lo, hi - 1):
-                gl += hgh[k, c, 0]
-                hl += hgh[k, c, 1]
-                nl += hn[k, c]
-                nr = tnk - nl
-                if nl < min_rows or nr < min_rows:
-                    continue
-                gr, hr = tgk - gl, thk - hl
-                dl, dr = hl + lam, hr + lam
-                gain = (gl * gl / dl if dl > 0 else 0.0) + (gr * gr / dr if dr > 0 else 0.0)
-                if gain > b:
-                    b = gain
-            best[k, f] = b
-    return True
 
 
 @njit(cache=True, nogil=True)

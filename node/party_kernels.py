@@ -38,10 +38,10 @@ from fgbdt_chain.node.histogram import (
     _check_splits,
     candidates_into,
     partition_into,
-    row_gains_into,
     votes_into,
 )
 from fgbdt_chain.node.parallel import balanced_blocks, default_threads
+from fgbdt_chain.node.vote_histograms import MIN_SCALE, level_gains, quantise, vote_scale
 
 Arrays = Sequence[np.ndarray]
 """One array per party, in party order, as a ``numba.typed.List`` (its arrays alike): one compiled kernel serves
@@ -54,43 +54,58 @@ numba.config.THREADING_LAYER = "threadsafe"  # type: ignore[attr-defined]
 @njit(cache=True, nogil=True)
 def _gains_of(  # pragma: no cover - compiled
     p: int,
+    order: Arrays,
+    start: np.ndarray,
+    parents: np.ndarray,
+    prev: Arrays,
+    prev_tot: Arrays,
+    hist: Arrays,
+    tot: Arrays,
     row_cells: Arrays,
     tail_ptr: Arrays,
     tail_cell: Arrays,
-    group_of_row: Arrays,
-    num_groups: int,
     cell_start: Arrays,
     default_cell: Arrays,
-    g: Arrays,
-    h: Arrays,
+    qg: Arrays,
+    qh: Arrays,
+    inv: np.ndarray,
     lam: float,
     min_rows: int,
     active: np.ndarray,
+    kept: np.ndarray,
+    keeps: np.ndarray,
     out: np.ndarray,
     votes: np.ndarray,
 ) -> None:
     # the party's slice starts at -inf here, on the party's thread: filled by the caller, a level of 128 groups
     # was half a megabyte written on one thread while the other core waited
     out[p][:] = -np.inf
-    if active[p] and not row_gains_into(
+    if not active[p]:
+        votes[p][:] = -1
+        keeps[p] = False
+        return
+    level_gains(
+        order[p],
+        start[p],
+        parents if kept[p] else parents[:0],
+        prev[p],
+        prev_tot[p],
+        hist[p],
+        tot[p],
         row_cells[p],
         tail_ptr[p],
         tail_cell[p],
-        group_of_row[p],
-        num_groups,
         cell_start[p],
         default_cell[p],
-        g[p],
-        h[p],
+        qg[p],
+        qh[p],
+        inv[p],
         lam,
         min_rows,
         out[p],
-    ):
-        active[p] = False  # flagged for the caller: raising on one of OpenMP's threads loses the error
-    if active[p]:
-        votes_into(out[p], votes[p])
-    else:
-        votes[p][:] = -1
+    )
+    votes_into(out[p], votes[p])
+    keeps[p] = True
 
 
 # Each phase's loop over the blocks of parties (``blocks_of``) comes twice, as a ``prange`` and as a plain loop
@@ -102,18 +117,26 @@ def _gains_of(  # pragma: no cover - compiled
 def _gains_parallel(  # pragma: no cover - compiled
     block_start: np.ndarray,
     block_party: np.ndarray,
+    order: Arrays,
+    start: np.ndarray,
+    parents: np.ndarray,
+    prev: Arrays,
+    prev_tot: Arrays,
+    hist: Arrays,
+    tot: Arrays,
     row_cells: Arrays,
     tail_ptr: Arrays,
     tail_cell: Arrays,
-    group_of_row: Arrays,
-    num_groups: int,
     cell_start: Arrays,
     default_cell: Arrays,
-    g: Arrays,
-    h: Arrays,
+    qg: Arrays,
+    qh: Arrays,
+    inv: np.ndarray,
     lam: float,
     min_rows: int,
     active: np.ndarray,
+    kept: np.ndarray,
+    keeps: np.ndarray,
     out: np.ndarray,
     votes: np.ndarray,
 ) -> None:
@@ -122,18 +145,26 @@ def _gains_parallel(  # pragma: no cover - compiled
             p = block_party[t]
             _gains_of(
                 p,
+                order,
+                start,
+                parents,
+                prev,
+                prev_tot,
+                hist,
+                tot,
                 row_cells,
                 tail_ptr,
                 tail_cell,
-                group_of_row,
-                num_groups,
                 cell_start,
                 default_cell,
-                g,
-                h,
+                qg,
+                qh,
+                inv,
                 lam,
                 min_rows,
                 active,
+                kept,
+                keeps,
                 out,
                 votes,
             )
@@ -143,18 +174,26 @@ def _gains_parallel(  # pragma: no cover - compiled
 def _gains_serial(  # pragma: no cover - compiled
     block_start: np.ndarray,
     block_party: np.ndarray,
+    order: Arrays,
+    start: np.ndarray,
+    parents: np.ndarray,
+    prev: Arrays,
+    prev_tot: Arrays,
+    hist: Arrays,
+    tot: Arrays,
     row_cells: Arrays,
     tail_ptr: Arrays,
     tail_cell: Arrays,
-    group_of_row: Arrays,
-    num_groups: int,
     cell_start: Arrays,
     default_cell: Arrays,
-    g: Arrays,
-    h: Arrays,
+    qg: Arrays,
+    qh: Arrays,
+    inv: np.ndarray,
     lam: float,
     min_rows: int,
     active: np.ndarray,
+    kept: np.ndarray,
+    keeps: np.ndarray,
     out: np.ndarray,
     votes: np.ndarray,
 ) -> None:
@@ -163,21 +202,45 @@ def _gains_serial(  # pragma: no cover - compiled
             p = block_party[t]
             _gains_of(
                 p,
+                order,
+                start,
+                parents,
+                prev,
+                prev_tot,
+                hist,
+                tot,
                 row_cells,
                 tail_ptr,
                 tail_cell,
-                group_of_row,
-                num_groups,
                 cell_start,
                 default_cell,
-                g,
-                h,
+                qg,
+                qh,
+                inv,
                 lam,
                 min_rows,
                 active,
+                kept,
+                keeps,
                 out,
                 votes,
             )
+
+
+@njit(cache=True, nogil=True)
+def _quantise_votes(  # pragma: no cover - compiled
+    g: Arrays, h: Arrays, qg: Arrays, qh: Arrays, inv: np.ndarray
+) -> int:
+    """Every party's vote values quantised at its own ``vote_scale`` (``inv``: 2^-scale); the first party whose
+    values do not fit, or -1."""
+    for p in range(len(g)):
+        s = vote_scale(g[p], h[p])
+        if s < MIN_SCALE:
+            return p
+        quantise(g[p], s, qg[p])
+        quantise(h[p], s, qh[p])
+        inv[p] = 2.0 ** (-s)
+    return -1
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -529,6 +592,14 @@ class PartyKernels:
             _listed([np.empty(n, dtype=np.int64) for n in self.n_rows]),
             _listed([np.empty(n, dtype=np.int64) for n in self.n_rows]),
         )
+        # the votes' quantised values and the histograms of two levels (``node.vote_histograms``), grown as needed
+        self._qg = _listed([np.zeros(n, dtype=np.int64) for n in self.n_rows])
+        self._qh = _listed([np.zeros(n, dtype=np.int64) for n in self.n_rows])
+        self._inv = np.ones(self.parties)
+        self._cells = [int(r.cell_start[-1]) + r.row_cells.shape[1] for r in rows]
+        self._hists: list[tuple[Arrays, Arrays]] = []
+        self._hist_arrays: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
+        self._hist_groups = 0
 
     def __reduce__(self) -> tuple[type[PartyKernels], tuple[list[BinnedRows], int]]:
         """Copied and pickled as its rows and threads (numba lists do neither): a copy gets buffers and caches of
@@ -610,6 +681,26 @@ class PartyKernels:
     def _run(self, parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
         run_on_cores(self.now, self._blocks[self.now], parallel, serial, *args)
 
+    def hists(self, groups: int) -> list[tuple[Arrays, Arrays]]:
+        """The two levels' histogram buffers (histograms, totals per party), for at least ``groups`` groups."""
+        if groups > self._hist_groups:
+            size = max(groups, 2 * self._hist_groups, 8)
+            arrays = []
+            for which in range(2):
+                hist = [np.zeros((size, c, 3), dtype=np.int64) for c in self._cells]
+                tot = [np.zeros((size, 3), dtype=np.int64) for _ in self._cells]
+                if self._hist_arrays:  # the level before's histograms are read by the next level
+                    for p in range(self.parties):
+                        hist[p][: self._hist_groups] = self._hist_arrays[which][0][p]
+                        tot[p][: self._hist_groups] = self._hist_arrays[which][1][p]
+                arrays.append((hist, tot))
+            # the numba lists share the arrays' memory; copied from the arrays, not through the lists (a list's
+            # item read from Python compiles a helper on first use: 0.27 s)
+            self._hist_arrays = arrays
+            self._hists = [(_listed(hist), _listed(tot)) for hist, tot in arrays]
+            self._hist_groups = size
+        return self._hists
+
 
 class TreeLevels:
     """One tree's rows of every party, level by level: the votes' gains, the candidate histograms and the
@@ -624,6 +715,16 @@ class TreeLevels:
         self.order, self.spare = kernels._orders
         self.start = np.empty((kernels.parties, 2), dtype=np.int64)
         _restart(self.order, self.start, self.group_of_row, self.node_id)
+        bad = _quantise_votes(self.g_vote, self.h_vote, kernels._qg, kernels._qh, kernels._inv)
+        if bad >= 0:
+            raise ValueError(f"party {bad}'s vote values are not finite or too large to sum in fixed point")
+        self.kept = np.zeros(kernels.parties, dtype=np.bool_)
+        """Per party, whether the buffers hold its histograms of the level before (else it starts from rows)."""
+        self.keeps = np.zeros(kernels.parties, dtype=np.bool_)
+        """Per party, whether this level's votes made its histograms (the next level's ``kept``)."""
+        self.parents = np.zeros(0, dtype=np.int64)
+        self._now = 0  # which of the two buffers this level's histograms go to
+        self._voted = False
 
     @property
     def num_groups(self) -> int:
@@ -651,28 +752,36 @@ class TreeLevels:
             raise ValueError(f"one active flag per party ({k.parties}), got {len(active)}")
         out = np.empty((k.parties, self.num_groups, k.n_features))  # each party's slice set by its kernel
         votes = np.empty((k.parties, self.num_groups), dtype=np.int64)
-        wanted = [bool(a) for a in active]
-        flags = np.array(wanted, dtype=np.bool_)
+        flags = np.array([bool(a) for a in active], dtype=np.bool_)
+        bufs = k.hists(self.num_groups)
+        (prev, prev_tot), (hist, tot) = bufs[1 - self._now], bufs[self._now]
         k._run(
             _gains_parallel,
             _gains_serial,
+            self.order,
+            self.start,
+            self.parents,
+            prev,
+            prev_tot,
+            hist,
+            tot,
             k.row_cells,
             k.tail_ptr,
             k.tail_cell,
-            self.group_of_row,
-            self.num_groups,
             k.cell_start,
             k.default_cell,
-            self.g_vote,
-            self.h_vote,
+            k._qg,
+            k._qh,
+            k._inv,
             float(lam),
             int(min_rows),
             flags,
+            self.kept,
+            self.keeps,
             out,
             votes,
         )
-        if flags.tolist() != wanted:  # a kernel cleared it: a bad group
-            raise ValueError("a row's group is not below num_groups")
+        self._voted = True
         return out, votes
 
     def candidates_fixed(
@@ -727,6 +836,14 @@ class TreeLevels:
         )
         self.order, self.spare, self.start = self.spare, self.order, new_start
         self.kernels._orders = self.order, self.spare
+        # the next level's groups are the splits' children in pairs: their histograms subtract from this level's
+        if self._voted:
+            self.parents = np.flatnonzero(split_feature >= 0).astype(np.int64)
+            self._now = 1 - self._now
+            self.kept[:] = self.keeps
+        else:
+            self.kept[:] = False
+        self._voted = False
 
 
 class _Compiler(PartyKernels):

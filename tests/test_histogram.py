@@ -7,6 +7,7 @@ import pytest
 
 from fgbdt_chain.node.fvtree import open_positions, route
 from fgbdt_chain.node.histogram import BinnedRows, RowGroups, row_width, votes_from_gains, votes_into
+from fgbdt_chain.node.vote_histograms import vote_scale
 
 
 def _data(seed: int, n: int = 600, f: int = 9, nb: int = 6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -119,8 +120,8 @@ def test_row_width_weighs_padding_against_ragged_tails() -> None:
 
 
 def test_grouping_does_not_change_a_single_float() -> None:
-    """The kernels sum in increasing row order whatever the grouping: the sums of a group equal those of the
-    same rows searched as a group of their own."""
+    """A group's gains do not depend on the other groups (its sums are exact integers; the candidates' floats are
+    summed in increasing row order): they equal those of the same rows searched as a group of their own."""
     slots, g, h = _data(6)
     rows = BinnedRows(slots, 6)
     group = np.random.default_rng(7).integers(-1, 3, len(g))
@@ -192,43 +193,41 @@ def test_compiled_votes_follow_numpy_argmax() -> None:
 def _sequential_best(
     rows: BinnedRows, group: np.ndarray, groups: int, g: np.ndarray, h: np.ndarray, lam: float, min_rows: int
 ) -> np.ndarray:
-    """The vote search as plain loops over the rows in increasing order: the float operations, and their order,
-    that the kernel must reproduce exactly (a vote, and so the model, may turn on the last bit)."""
+    """The vote search as plain loops: the values quantised at the party's scale (``vote_histograms``), exact
+    integer sums per cell, and the kernel's float expressions on them, in its order (a vote, and so the model, may
+    turn on the last bit)."""
+    scale = vote_scale(g, h)
+    qg = [int(v) for v in np.rint(g * 2.0**scale)]
+    qh = [int(v) for v in np.rint(h * 2.0**scale)]
+    inv = 2.0 ** (-scale)
     best = np.full((groups, rows.n_features), -np.inf)
     for k in range(groups):
         members = [r for r in range(rows.n_rows) if group[r] == k]
         if not members:
             continue
-        tg, th, tn = 0.0, 0.0, len(members)
-        for r in members:
-            tg += g[r]
-            th += h[r]
+        tg, th, tn = sum(qg[r] for r in members), sum(qh[r] for r in members), len(members)
         for f in range(rows.n_features):
-            lo, hi, d = int(rows.cell_start[f]), int(rows.cell_start[f + 1]), int(rows.default_cell[f])
-            cg, ch, cn = [0.0] * hi, [0.0] * hi, [0] * hi
+            lo, hi = int(rows.cell_start[f]), int(rows.cell_start[f + 1])
+            cg, ch, cn = (
+                [0] * hi,
+                [0] * hi,
+                [0] * hi,
+            )  # every cell from its rows (the kernel: a default as the rest)
             for r in members:
                 c = int(rows.cell_of[f, rows.slots[r, f]])
-                if c != d:
-                    cg[c] += g[r]
-                    ch[c] += h[r]
-                    cn[c] += 1
-            sg, sh, sn = 0.0, 0.0, 0
-            for c in range(lo, hi):
-                if c != d:
-                    sg += cg[c]
-                    sh += ch[c]
-                    sn += cn[c]
-            cg[d], ch[d], cn[d] = tg - sg, th - sh, tn - sn
-            gl, hl, nl, b = 0.0, 0.0, 0, -np.inf
+                cg[c] += qg[r]
+                ch[c] += qh[r]
+                cn[c] += 1
+            gl, hl, nl, b = 0, 0, 0, -np.inf
             for c in range(lo, hi - 1):
                 gl += cg[c]
                 hl += ch[c]
                 nl += cn[c]
                 if nl < min_rows or tn - nl < min_rows:
                     continue
-                gr, hr = tg - gl, th - hl
-                dl, dr = hl + lam, hr + lam
-                gain = (gl * gl / dl if dl > 0 else 0.0) + (gr * gr / dr if dr > 0 else 0.0)
+                fgl, fgr = gl * inv, (tg - gl) * inv
+                dl, dr = hl * inv + lam, (th - hl) * inv + lam
+                gain = (fgl * fgl / dl if dl > 0 else 0.0) + (fgr * fgr / dr if dr > 0 else 0.0)
                 if gain > b:
                     b = gain
             best[k, f] = b

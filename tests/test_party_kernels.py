@@ -165,19 +165,19 @@ def test_a_child_forked_after_the_warm_up_runs_the_kernels_serially() -> None:
     assert os.waitstatus_to_exitcode(status) == 0 and answer == b"same"
 
 
-def test_a_bad_group_raises_at_every_thread_count() -> None:
-    """A row whose group is not below the level's count is refused with the same error on one thread and on the
-    cores, whichever party has it (an exception raised on one of OpenMP's threads would be lost)."""
+def test_vote_values_the_fixed_point_cannot_hold_are_refused_at_the_trees_start() -> None:
+    """A party whose vote values are not finite or too large to sum in int64 (``node.vote_histograms``) is named
+    before any level runs, on one thread and on the cores."""
     rows = _parties(7, [50, 70])
     rng = np.random.default_rng(4)
-    inputs = [_rows(rng, n) for n in (50, 70)]
     for threads in (1, 2):
         kernels = PartyKernels(rows, threads)
-        for party in (0, 1):
-            levels = kernels.tree(*(list(x) for x in zip(*inputs, strict=True)))
-            kernels.group_of_row[party][5] = 3
-            with pytest.raises(ValueError, match="group is not below num_groups"):
-                levels.best_gains(0.5, 1, [True, True])
+        for party, bad in ((0, np.nan), (1, np.inf), (1, 1e300)):
+            inputs = [_rows(rng, n) for n in (50, 70)]
+            inputs[party][0][5] = bad
+            with pytest.raises(ValueError, match=f"party {party}'s vote values are not finite or too large"):
+                kernels.tree(*(list(x) for x in zip(*inputs, strict=True)))
+        inputs = [_rows(rng, n) for n in (50, 70)]
         with pytest.raises(ValueError, match=r"one active flag per party \(2\), got 1"):
             kernels.tree(*(list(x) for x in zip(*inputs, strict=True))).best_gains(0.5, 1, [True])
 
