@@ -7,20 +7,21 @@ compiled numba kernel over all the groups of the level:
 
 * votes: rows' bin slots are stored once as sparse entries around each feature's most common slot (a9a: about
   10 of 123 features are away from it in a row), and only the (feature, slot) cells that occur in the data get a
-  histogram cell, so work and memory follow the data, not ``features * slots``. The kernel streams the rows in
-  increasing order, each adding to its group's cells, then fills the default cells from the group totals and scans
-  every threshold. A row's entries sit in a fixed-width table (short rows padded): a loop of varying length per
-  row costs one mispredicted branch per row, about as much as the row's updates;
+  histogram cell, so work and memory follow the data, not ``features * slots``. The values are summed in fixed point
+  (``node.vote_histograms``: exact int64 sums, so that the simulator may take a split's larger child as its parent
+  less the smaller); a group's default cells come from its totals, then every threshold is scanned. A row's
+  entries sit in a fixed-width table (short rows padded): a loop of varying length per row costs one mispredicted
+  branch per row, about as much as the row's updates;
 * candidates and splits: the rows of every group are listed in increasing order (``RowGroups``), and both read
   one feature of a group's rows at a time from a feature-major copy of the slots, a short stretch of one column;
   applying the splits partitions each group's list into its children's, so the grouping is never rebuilt.
 
-Every float sum is taken in the order of a plain loop over the rows in increasing order (a row adds to a cell at
-most once), so the sums, and hence the votes and the quantised histograms, are the same floats however the rows
-are visited (the tests compare them bit for bit with such a loop).
+The votes' sums are integers and the candidates' are taken in the order of a plain loop over the rows in
+increasing order (a row adds to a cell at most once), so the votes and the quantised histograms are the same
+however the rows are visited (the tests compare them bit for bit with such a loop).
 
 The same code serves one party (a node process, from row positions) and the simulator (which keeps the groups
-up to date), so both compute the same floats.
+up to date, and a level's vote histograms to subtract from), so both compute the same values.
 """
 
 from __future__ import annotations
