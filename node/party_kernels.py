@@ -7,9 +7,11 @@ interpreter lock, as much as the candidates and partitions themselves, so those 
 phase is one numba call whose loop over the parties is a ``prange``: OpenMP's threads take the parties with no
 interpreter in between, and one Python call replaces M.
 
-Each party's work is the very kernel its node runs (``node.histogram``: ``_row_gains``, ``candidates_into``,
-``partition_into``) on the same arrays, so the floats and integers are the same bit for bit whatever the number of
-threads (tests compare them with the per-party calls). A ``threads=1`` federation, or a process where numba has no
+Each party's work is the very kernel its node runs (``node.vote_histograms.level_gains``, ``node.histogram``'s
+``candidates_into`` and ``partition_into``) on the same arrays, so the floats and integers are the same bit for bit
+whatever the number of threads (tests compare them with the per-party calls). The votes' histograms are kept from
+level to level here, so that a split's larger child is its parent less the smaller; a node sums both from its rows,
+which gives the same integers. A ``threads=1`` federation, or a process where numba has no
 thread-safe threading layer, runs the same loop serially: numba's workqueue layer aborts when two Python threads
 enter parallel kernels at once, and trainings may run on threads. So does a process forked from one that compiled
 them: GNU OpenMP does not survive a fork, and numba kills a forked child that runs a parallel kernel. (A party node,
