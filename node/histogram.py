@@ -490,7 +490,7 @@ class BinnedRows:
         if slots.size and int(slots.max()) >= nbins:
             raise ValueError(f"slot {int(slots.max())} out of range for {nbins} slots")
         if slots.shape[0] >= 2**31:
-            raise ValueError("at most 2**31 - 1 rows (the vote kernel counts rows in int32)")
+            raise ValueError("at most 2**31 - 1 rows")
         self.slots = np.ascontiguousarray(slots, dtype=np.uint8)
         self.n_rows, self.n_features = slots.shape
         self.nbins = nbins
