@@ -538,6 +538,11 @@ fortieth of looking at every tree on a9a."""
 class PartyKernels:
     """The parties' rows, laid out once for the phases' one-call kernels, on ``threads`` threads (1: serially)."""
 
+    KEPT_BYTES = 2**29
+    """The most the vote histograms of two levels may take (every party's): above it a level sums every node from
+    its rows, as a party node does, into buffers of its own. a9a's widest level takes 0.5 MiB a party; 1,000
+    features of 64 bins at 512 open nodes would take 6 GiB at M = 4."""
+
     def __init__(self, rows: Sequence[BinnedRows], threads: int) -> None:
         if not rows:
             raise ValueError("need at least one party's rows")
@@ -683,6 +688,17 @@ class PartyKernels:
     def _run(self, parallel: Callable[..., None], serial: Callable[..., None], *args: object) -> None:
         run_on_cores(self.now, self._blocks[self.now], parallel, serial, *args)
 
+    def keeps_levels(self, groups: int) -> bool:
+        """Whether two levels' vote histograms of ``groups`` open nodes fit in ``KEPT_BYTES``."""
+        return 2 * groups * sum(self._cells) * 3 * 8 <= self.KEPT_BYTES
+
+    def level_hists(self, groups: int) -> tuple[Arrays, Arrays]:
+        """One level's vote histograms, not kept (where two levels would not fit in ``KEPT_BYTES``)."""
+        return (
+            _listed([np.empty((groups, c, 3), dtype=np.int64) for c in self._cells]),
+            _listed([np.empty((groups, 3), dtype=np.int64) for _ in self._cells]),
+        )
+
     def hists(self, groups: int) -> list[tuple[Arrays, Arrays]]:
         """The two levels' histogram buffers (histograms, totals per party), for at least ``groups`` groups."""
         if groups > self._hist_groups:
@@ -755,14 +771,20 @@ class TreeLevels:
         out = np.empty((k.parties, self.num_groups, k.n_features))  # each party's slice set by its kernel
         votes = np.empty((k.parties, self.num_groups), dtype=np.int64)
         flags = np.array([bool(a) for a in active], dtype=np.bool_)
-        bufs = k.hists(self.num_groups)
-        (prev, prev_tot), (hist, tot) = bufs[1 - self._now], bufs[self._now]
+        keeping = k.keeps_levels(self.num_groups)
+        parents, kept = self.parents, self.kept
+        if keeping:
+            bufs = k.hists(self.num_groups)
+            (prev, prev_tot), (hist, tot) = bufs[1 - self._now], bufs[self._now]
+        else:  # too wide to keep: this level from its rows, and the next level from its rows too
+            hist, tot = prev, prev_tot = k.level_hists(self.num_groups)
+            parents, kept = parents[:0], np.zeros_like(kept)
         k._run(
             _gains_parallel,
             _gains_serial,
             self.order,
             self.start,
-            self.parents,
+            parents,
             prev,
             prev_tot,
             hist,
@@ -778,12 +800,14 @@ class TreeLevels:
             float(lam),
             int(min_rows),
             flags,
-            self.kept,
+            kept,
             self.keeps,
             out,
             votes,
         )
         self._voted = True
+        if not keeping:
+            self.keeps[:] = False
         return out, votes
 
     def candidates_fixed(

@@ -83,23 +83,28 @@ def test_a_tree_grown_by_the_one_call_kernels_is_each_partys_own(threads: int) -
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_votes_by_subtraction_survive_growing_buffers_and_skipped_levels(threads: int) -> None:
-    """Every node split at every level (1 to 32 nodes: the kept histograms' buffers grow twice, copying the level
-    before), one level without votes (a drawn tree's: the next sums from rows), and a party out for a level: each
-    level's votes and gains are what a party node makes from its rows, bit for bit."""
+@pytest.mark.parametrize("keep_up_to", [None, 4])
+def test_votes_by_subtraction_survive_growing_buffers_and_skipped_levels(threads: int, keep_up_to: int | None) -> None:
+    """Nodes split at every level (1, 2, 4, 8 nodes, then 4, 8 and 16: the kept histograms' buffers grow twice,
+    copying the level before), one level without votes (a drawn tree's: the next sums from rows), a party out for a
+    level, and (with ``keep_up_to``) levels too wide to keep under ``KEPT_BYTES``, then a narrower one: each level's
+    votes and gains are what a party node makes from its rows, bit for bit."""
     rng = np.random.default_rng(11)
     sizes = [900, 600]
     rows = _parties(5, sizes, features=8, nbins=6)
     kernels = PartyKernels(rows, threads)
+    if keep_up_to is not None:
+        kernels.KEPT_BYTES = 2 * keep_up_to * sum(int(r.cell_start[-1]) + r.row_cells.shape[1] for r in rows) * 24
+        assert kernels.keeps_levels(keep_up_to) and not kernels.keeps_levels(keep_up_to + 1)
     inputs = [_rows(rng, n) for n in sizes]
     levels = kernels.tree([i[0] for i in inputs], [i[1] for i in inputs], [i[2] for i in inputs])
     k_of = [np.zeros(n, dtype=np.int64) for n in sizes]
     ids = [np.ones(n, dtype=np.int64) for n in sizes]
     groups = [RowGroups.everything(n) for n in sizes]
     k = 1
-    for level in range(6):
+    for level in range(7):
         active = [True, level != 4]
-        if level != 2:  # level 2 takes no votes
+        if level != 1:  # level 1 takes no votes
             best = levels.best_gains(1.0, 1, active)
             again = levels.votes(1.0, 1, active)  # asked twice at one level: the same
             for p, party in enumerate(rows):
@@ -108,12 +113,14 @@ def test_votes_by_subtraction_survive_growing_buffers_and_skipped_levels(threads
                 assert best[p].tobytes() == want.tobytes()
                 assert np.array_equal(again[p], votes_from_gains(own) if active[p] else np.full(k, -1))
         split_feature = rng.choice([0, 2, 3, 4, 5, 6, 7], k)  # every node splits (the constant feature 1 would not)
+        if level == 3:  # but two: a narrower level after a wide one
+            split_feature[2:] = -1
         threshold = rng.integers(0, 4, k)
         levels.split(split_feature, threshold)
         for p, party in enumerate(rows):
             groups[p] = party.split_groups(groups[p], split_feature, threshold, ids[p], k_of[p])
-        k *= 2
-    assert kernels._hist_groups >= 32
+        k = 2 * int((split_feature >= 0).sum())
+    assert kernels._hist_groups == (16 if keep_up_to is None else 8)  # the kept buffers' size: grown, or held back
 
 
 def test_parties_whose_cell_numbers_need_different_widths_share_one_kernel() -> None:
