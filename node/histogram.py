@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from fgbdt_chain.node.vote_histograms import MIN_SCALE, level_gains, quantise, vote_scale
+from fgbdt_chain.node.vote_histograms import level_gains, quantise_votes
 
 TAIL_COST = 6
 """What a row longer than the fixed width costs, in histogram updates (its ragged tail's mispredicted branch)."""
@@ -75,14 +75,12 @@ def _row_gains(  # pragma: no cover - compiled
 ) -> np.ndarray:
     """The votes' gains of every group from its rows, on the values quantised at the party's own scale
     (``node.vote_histograms``): the integers the simulator's subtraction makes too."""
-    scale = vote_scale(g, h)
-    if scale < MIN_SCALE:
-        raise ValueError("vote values must be finite and small enough to sum in fixed point")
-    order, start = _group_rows(group_of_row, num_groups)
     qg = np.empty(g.shape[0], dtype=np.int64)
     qh = np.empty(h.shape[0], dtype=np.int64)
-    quantise(g, scale, qg)
-    quantise(h, scale, qh)
+    inv = quantise_votes(g, h, qg, qh)
+    if inv == 0.0:
+        raise ValueError("vote values must be finite and small enough to sum in fixed point")
+    order, start = _group_rows(group_of_row, num_groups)
     hist = np.empty((num_groups, cell_start[-1] + row_cells.shape[1], 3), dtype=np.int64)
     tot = np.empty((num_groups, 3), dtype=np.int64)
     best = np.full((num_groups, default_cell.shape[0]), -np.inf)
@@ -101,7 +99,7 @@ def _row_gains(  # pragma: no cover - compiled
         default_cell,
         qg,
         qh,
-        2.0 ** (-scale),
+        inv,
         lam,
         min_rows,
         best,

@@ -43,7 +43,7 @@ from fgbdt_chain.node.histogram import (
     votes_into,
 )
 from fgbdt_chain.node.parallel import balanced_blocks, default_threads
-from fgbdt_chain.node.vote_histograms import MIN_SCALE, level_gains, quantise, vote_scale
+from fgbdt_chain.node.vote_histograms import level_gains, quantise_votes
 
 Arrays = Sequence[np.ndarray]
 """One array per party, in party order, as a ``numba.typed.List`` (its arrays alike): one compiled kernel serves
@@ -233,15 +233,11 @@ def _gains_serial(  # pragma: no cover - compiled
 def _quantise_votes(  # pragma: no cover - compiled
     g: Arrays, h: Arrays, qg: Arrays, qh: Arrays, inv: np.ndarray
 ) -> int:
-    """Every party's vote values quantised at its own ``vote_scale`` (``inv``: 2^-scale); the first party whose
-    values do not fit, or -1."""
+    """Every party's ``quantise_votes`` (``inv``: its 2^-scale); the first party whose values do not fit, or -1."""
     for p in range(len(g)):
-        s = vote_scale(g[p], h[p])
-        if s < MIN_SCALE:
+        inv[p] = quantise_votes(g[p], h[p], qg[p], qh[p])
+        if inv[p] == 0.0:
             return p
-        quantise(g[p], s, qg[p])
-        quantise(h[p], s, qh[p])
-        inv[p] = 2.0 ** (-s)
     return -1
 
 

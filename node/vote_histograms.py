@@ -57,6 +57,19 @@ def quantise(v: np.ndarray, s: int, out: np.ndarray) -> None:  # pragma: no cove
 
 
 @njit(cache=True, nogil=True)
+def quantise_votes(g: np.ndarray, h: np.ndarray, qg: np.ndarray, qh: np.ndarray) -> float:  # pragma: no cover
+    """A party's g and h quantised at its ``vote_scale`` into ``qg``/``qh``; returns 2^-scale, the factor back to
+    values, or 0.0 (nothing written) where the values have no scale: the one step a party node and the simulator
+    both take, so that they sum the same integers."""
+    s = vote_scale(g, h)
+    if s < MIN_SCALE:
+        return 0.0
+    quantise(g, s, qg)
+    quantise(h, s, qh)
+    return 2.0 ** (-s)
+
+
+@njit(cache=True, nogil=True)
 def fill(  # pragma: no cover - compiled
     k: int,
     order: np.ndarray,
