@@ -198,8 +198,17 @@ def read_bound(announced: int, client: ChainClient) -> tuple[int | str, int]:
     return latest, latest
 
 
+LIGHT_EVENTS = ("NodeSplit", "LeafSet", "LevelStarted", "CandidatesFixed", "HistogramsClosed")
+"""The small events a party reads at every level, in one incremental query (:meth:`TreeLog.refresh`): the resolution
+that closes a level records its splits and leaves, opens the next level and, its ballots sent ahead, fixes that
+level's candidates, all in one transaction; ``HistogramsClosed`` ends the next step. Read by their own consumers,
+they were 4.3 ``eth_getLogs`` per level and party (the splits, the candidates, the level's start, the closed step);
+shared, about one per step a party acts in."""
+
+
 class TreeLog:
-    """The recorded splits and leaves of every tree, fetched incrementally from the task's events."""
+    """The recorded splits and leaves of every tree, with the levels' starts, candidates and closed histogram steps,
+    fetched incrementally from the task's events (``LIGHT_EVENTS``)."""
 
     def __init__(self, task: TaskContract, task_id: int, announced: Callable[[], int] = lambda: -1) -> None:
         self.task, self.task_id = task, task_id
@@ -209,11 +218,27 @@ class TreeLog:
         self.leaves: dict[int, dict[int, int]] = {}
         self.totals: dict[int, dict[int, ref.Totals]] = {}
         """Each split's children's totals (the chain's record of them), by tree and child id."""
+        self.level_starts: dict[tuple[int, int], tuple[int, int]] = {}
+        """Where each level's ``LevelStarted`` is: (block, log index), by (tree, level)."""
+        self.candidates: dict[int, dict[int, tuple[int, int]]] = {}
+        """The candidates ``CandidatesFixed`` fixed, by tree and node (the current and the previous tree)."""
+        self.closed: dict[tuple[int, int], int] = {}
+        """Each level's ``HistogramsClosed`` submitter mask, by (tree, level) (the current and the previous tree)."""
         self.next_block = 0
 
-    def refresh(self, since: int | None = None) -> None:
+    def forget_recent(self) -> None:
+        """After an outage: a node restarted from a saved state may have lost blocks, so the level starts, candidates
+        and closed steps noted from them are read again, from the start (the splits and leaves are keyed records
+        that a re-read overwrites)."""
+        self.level_starts.clear()
+        self.candidates.clear()
+        self.closed.clear()
+        self.next_block = 0
+
+    def refresh(self, since: int | None = None) -> bool:
         """Read the records added since the last refresh, or again from block ``since`` (the start of a tree whose
-        records look short: bounded by one tree, where reading again from genesis grew with the chain).
+        records look short: bounded by one tree, where reading again from genesis grew with the chain); whether it
+        read (False: no block announced since the last read).
 
         Subscribed, the announced block bounds what counts as read, and the node's latest is read up to without
         asking its number first (one request per refresh where there were two: the number was 5% of a party's
@@ -222,22 +247,36 @@ class TreeLog:
         the party again."""
         latest, counted = read_bound(self.announced(), self.task.client)
         if since is None and counted < self.next_block:
-            return
+            return False
         # A node may report a new block number before it serves that block's logs (a known race of anvil and
         # geth alike), so the last few blocks are read again each time: the records are keyed, re-reading is
         # idempotent, and a missed log cannot leave a node without its split or leaf.
         start = max(0, self.next_block - RESCAN_BLOCKS) if since is None else since
-        events = self.task.client.logs(self.task.contract, ["NodeSplit", "LeafSet"], self.task_id, start, latest)
+        events = self.task.client.logs(self.task.contract, list(LIGHT_EVENTS), self.task_id, start, latest)
+        newest = -1
         for ev in events:
-            t, node = int(ev.args["tree"]), int(ev.args["node"])
+            a = ev.args
+            t = int(a["tree"])
+            newest = max(newest, t)
             if ev.name == "NodeSplit":
-                self.splits.setdefault(t, {})[node] = (int(ev.args["feature"]), int(ev.args["threshold"]))
-                g_l, h_l, n_l, g_r, h_r, n_r = (int(v) for v in ev.args["sides"])
+                node = int(a["node"])
+                self.splits.setdefault(t, {})[node] = (int(a["feature"]), int(a["threshold"]))
+                g_l, h_l, n_l, g_r, h_r, n_r = (int(v) for v in a["sides"])
                 children = self.totals.setdefault(t, {})
                 children[2 * node], children[2 * node + 1] = ref.Totals(g_l, h_l, n_l), ref.Totals(g_r, h_r, n_r)
+            elif ev.name == "LeafSet":
+                self.leaves.setdefault(t, {})[int(a["node"])] = int(a["value"])
+            elif ev.name == "LevelStarted":
+                self.level_starts[(t, int(a["level"]))] = (ev.block_number, ev.log_index)
+            elif ev.name == "CandidatesFixed":
+                self.candidates.setdefault(t, {})[int(a["node"])] = (int(a["first"]), int(a["second"]))
             else:
-                self.leaves.setdefault(t, {})[node] = int(ev.args["value"])
+                self.closed[(t, int(a["level"]))] = int(a["submitterMask"])
+        if newest >= 0:  # what a party asks of these is about its current tree and the one before
+            self.candidates = {k: v for k, v in self.candidates.items() if k >= newest - 1}
+            self.closed = {k: v for k, v in self.closed.items() if k[0] >= newest - 1}
         self.next_block = counted + 1
+        return True
 
 
 class PartyNode:
@@ -313,8 +352,8 @@ class PartyNode:
         self._grad_tree = -1
         self._grads: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._contexts: dict[tuple[int, int], LevelContext] = {}
-        self._level_starts: dict[tuple[int, int], tuple[int, int]] = {}
-        """Where each level's ``LevelStarted`` is: (block, log index)."""
+        self._level_starts = self.trees.level_starts
+        """Where each level's ``LevelStarted`` is: (block, log index); filled by the tree records' reads too."""
         self._seen: set[tuple[str, int, int]] = set()
         self._resolve_failures: dict[int, int] = {}
         self._node_gas = 0
@@ -582,10 +621,11 @@ class PartyNode:
         logs yet)."""
         if not ctx.candidates:
             with self.timed("chain reads"):
-                found: dict[int, tuple[int, int]] = {}
-                for ev in self._candidate_events(ctx):
-                    if int(ev.args["tree"]) == ctx.tree:
-                        found[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
+                found = self._fixed_candidates(ctx)
+                if not all(n in found for n in ctx.open_nodes):
+                    for ev in self._candidate_events(ctx):
+                        if int(ev.args["tree"]) == ctx.tree:
+                            found[int(ev.args["node"])] = (int(ev.args["first"]), int(ev.args["second"]))
                 if all(n in found for n in ctx.open_nodes):
                     ctx.candidates = [found[n] for n in ctx.open_nodes]
                 else:
@@ -597,6 +637,15 @@ class PartyNode:
                 self._candidates = {t: c for t, c in self._candidates.items() if t >= ctx.tree - 1}
                 self._candidates.setdefault(ctx.tree, {}).update(zip(ctx.open_nodes, ctx.candidates, strict=True))
         return ctx.candidates
+
+    def _fixed_candidates(self, ctx: LevelContext) -> dict[int, tuple[int, int]]:
+        """The tree's candidates as the tree records' reads found them (``LIGHT_EVENTS``), read once more if the
+        level's are not all there: usually the read that brought the splits opening the level brought them too."""
+        with self.lock:
+            found = dict(self.trees.candidates.get(ctx.tree, {}))
+            if not all(n in found for n in ctx.open_nodes) and self.trees.refresh():
+                found = dict(self.trees.candidates.get(ctx.tree, {}))
+        return found
 
     def _candidate_events(self, ctx: LevelContext) -> list[Event]:
         """The level's ``CandidatesFixed`` events: from the one block the task state names where it is known
@@ -764,7 +813,7 @@ class PartyNode:
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
             self._level_starts.clear()
             self._level_scan = 0
-            self.trees.next_block = 0
+            self.trees.forget_recent()
 
     def step(self) -> bool:
         """One look at the chain and whatever this party owes the current step; True once the task completed."""
@@ -1256,7 +1305,15 @@ class PartyNode:
 
     def _closed_submitters(self, ctx: LevelContext) -> int | None:
         """Which parties' histograms the level accepted, as its ``HistogramsClosed`` marks them (bit ``p`` for
-        ``parties[p]``), None while not served."""
+        ``parties[p]``), None while not served: from the tree records' reads (``LIGHT_EVENTS``), read once more if
+        it is not there yet; its own query only where nothing new was announced to read."""
+        key = (ctx.tree, ctx.level)
+        with self.lock:
+            mask = self.trees.closed.get(key)
+            if mask is None and self.trees.refresh():
+                return self.trees.closed.get(key)
+        if mask is not None:
+            return mask
         start = self._level_block(ctx.tree, ctx.level)
         for ev in self.task.client.logs(self.task.contract, ["HistogramsClosed"], self.task_id, start):
             if (int(ev.args["tree"]), int(ev.args["level"])) == (ctx.tree, ctx.level):

@@ -20,6 +20,7 @@ from fgbdt_chain.ledger.reference import ONE, NodeHistograms, Totals
 from fgbdt_chain.ledger.tx_size import resolution_batches
 from fgbdt_chain.node.fvtree import TrainParams
 from fgbdt_chain.node.party_node import (
+    LIGHT_EVENTS,
     RESCAN_BLOCKS,
     ChainLag,
     LevelContext,
@@ -206,6 +207,7 @@ def test_candidates_come_from_the_named_block_or_the_records_when_its_logs_lag()
         return [(1, 5, 6, 0, 0, 3, 0, 0, 0, 0) for _ in calls]
 
     node.task = SimpleNamespace(contract=None, client=SimpleNamespace(logs=logs, call_many=call_many))  # type: ignore[assignment]
+    node.trees = SimpleNamespace(candidates={}, refresh=lambda: False)  # type: ignore[assignment]  # nothing new to read
 
     def ctx(block: int) -> LevelContext:
         empty = np.zeros(0)
@@ -214,6 +216,56 @@ def test_candidates_come_from_the_named_block_or_the_records_when_its_logs_lag()
     assert node.candidates(ctx(7)) == [(2, 9), (3, 9)] and asked == [(7, 7)]  # the one block, its events
     assert node.candidates(ctx(8)) == [(5, 6), (5, 6)]  # not served yet: the records
     assert node._candidates[3] == {2: (5, 6), 3: (5, 6)}
+
+
+def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_and_closed_step() -> None:
+    """The resolution that opens a level records the splits before it, the level's start and (its ballots sent
+    ahead) its candidates in one transaction: one incremental read (``LIGHT_EVENTS``) brings them all, and the
+    candidates, the level's start and its closed histogram step are then answered without a query of their own.
+    Records of trees before the previous one are dropped; an outage forgets what may be gone."""
+    asked: list[tuple[list[str], int, int | str]] = []
+    served: list[SimpleNamespace] = []
+
+    def ev(name: str, block: int, **args: int) -> SimpleNamespace:
+        return SimpleNamespace(name=name, args=args, block_number=block, log_index=0)
+
+    def logs(contract: object, names: list[str], task_id: int, start: int, end: int | str = "latest") -> list:
+        asked.append((list(names), start, end))
+        return [e for e in served if e.block_number >= start and e.name in names]
+
+    client = SimpleNamespace(logs=logs, call_many=None, block_number=0, forget_nonces=lambda: None)
+    task = SimpleNamespace(contract=None, client=client)
+    announced = [10]
+    node = PartyNode.__new__(PartyNode)
+    node.task, node.task_id, node.seconds, node.lock, node._candidates = task, 1, {}, threading.RLock(), {}
+    node._heads = None
+    node.trees = TreeLog(task, 1, lambda: announced[0])  # type: ignore[arg-type]
+    node._level_starts = node.trees.level_starts
+    node._level_scan = 0
+    served += [
+        ev("NodeSplit", 10, tree=4, node=1, feature=2, threshold=5, sides=[1, 2, 3, 4, 5, 6]),
+        ev("LevelStarted", 10, tree=4, level=1),
+        ev("CandidatesFixed", 10, tree=4, node=2, first=2, second=7),
+        ev("CandidatesFixed", 10, tree=4, node=3, first=0, second=2),
+        ev("CandidatesFixed", 3, tree=2, node=1, first=1, second=3),  # two trees back: dropped
+    ]
+    assert set(LIGHT_EVENTS) >= {"NodeSplit", "LeafSet", "LevelStarted", "CandidatesFixed", "HistogramsClosed"}
+    assert node.trees.refresh() and len(asked) == 1 and set(asked[0][0]) == set(LIGHT_EVENTS)
+    assert node.trees.splits == {4: {1: (2, 5)}} and 2 not in node.trees.candidates
+    empty = np.zeros(0)
+    ctx = LevelContext(4, 1, [2, 3], empty.astype(np.int64), empty, empty, empty, fixed_block=10)
+    assert node.candidates(ctx) == [(2, 7), (0, 2)] and len(asked) == 1  # no query of its own
+    assert node._level_block(4, 1) == 10 and len(asked) == 1
+    # not closed yet, and no block announced since the read: its own query (the state may be ahead of the heads)
+    assert node._closed_submitters(ctx) is None and asked[-1] == (["HistogramsClosed"], 10, "latest")
+    assert node.trees.refresh() is False and len(asked) == 2
+    served.append(ev("HistogramsClosed", 11, tree=4, level=1, submitterMask=0b1011))
+    announced[0] = 11
+    assert node._closed_submitters(ctx) == 0b1011 and len(asked) == 3  # one read, shared with the tree records
+    assert asked[-1][0] == list(LIGHT_EVENTS)
+    assert node._closed_submitters(ctx) == 0b1011 and len(asked) == 3
+    node.trees.forget_recent()  # after an outage: read again from the start
+    assert node.trees.closed == {} and node._level_starts == {} and node.trees.next_block == 0
 
 
 def test_the_tree_log_reads_up_to_the_announced_block_without_asking_the_number() -> None:
