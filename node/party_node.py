@@ -1412,7 +1412,7 @@ class PartyNode:
         cands = self.candidates(ctx)
         nb = self.params.nbins
         try:
-            blocks = [[int(v) for v in block] for block in body["nodes"]]
+            blocks = [list(map(int, block)) for block in body["nodes"]]
         except (KeyError, TypeError, ValueError):
             return 422, {"detail": "nodes must be a list of integer lists"}
         if len(blocks) != len(ctx.open_nodes) or any(len(b) != 6 * nb for b in blocks):

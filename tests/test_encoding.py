@@ -10,11 +10,20 @@ import subprocess
 import sys
 
 import pytest
-from eth_utils import keccak
+from eth_abi import encode as abi_encode
+from eth_utils import keccak, to_checksum_address
 
 from fgbdt_chain.ledger.contracts import resolution_calldata
-from fgbdt_chain.ledger.encoding import layers_proof, merkle_layers, merkle_proof, merkle_root, node_hash
-from fgbdt_chain.ledger.reference import NodeHistograms
+from fgbdt_chain.ledger.encoding import (
+    ENDORSEMENT_TAG,
+    endorsement_digest,
+    layers_proof,
+    merkle_layers,
+    merkle_proof,
+    merkle_root,
+    node_hash,
+)
+from fgbdt_chain.ledger.reference import MAX_CREDIT, Credit, NodeHistograms
 
 
 def _climb(leaf: bytes, index: int, proof: list[bytes]) -> bytes:
@@ -89,3 +98,25 @@ def test_keccak_takes_the_fast_backend_unless_the_environment_chose(chosen: str 
         check=True,
     ).stdout.strip()
     assert inherited == str(chosen)  # nothing set for the processes it starts
+
+
+def test_the_endorsement_digest_is_abi_encode_of_its_words() -> None:
+    """The digest packs its static words directly; ``abi.encode`` (eth-abi here, the contract's library in
+    ``tests/chain/test_client.py``) gives the same bytes, over random values up to each type's limit."""
+    rng = random.Random(7)
+    types = ["bytes32", "uint256", "address", "uint256", "uint256", "uint256", "address", "bytes32"] + ["uint256"] * 3
+    for _ in range(100):
+        credit = Credit(*(rng.randrange(MAX_CREDIT + 1) for _ in range(3)))
+        chain_id, task_id, tree, level = rng.randrange(1 << 64), rng.randrange(1 << 256), rng.randrange(999), 5
+        contract, party = (to_checksum_address(rng.randbytes(20)) for _ in range(2))
+        root = rng.randbytes(32)
+        values = [ENDORSEMENT_TAG, chain_id, contract, task_id, tree, level, party, root, credit.g, credit.h, credit.n]
+        assert endorsement_digest(chain_id, contract, task_id, tree, level, party, root, credit) == keccak(
+            abi_encode(types, values)
+        )
+    with pytest.raises(ValueError, match="32 bytes"):
+        endorsement_digest(1, "0x" + "ab" * 20, 1, 0, 0, "0x" + "cd" * 20, b"\x01" * 31)
+    with pytest.raises(ValueError, match="not an address"):
+        endorsement_digest(1, "0x" + "ab" * 19, 1, 0, 0, "0x" + "cd" * 20, b"\x01" * 32)
+    with pytest.raises(ValueError, match="uint256"):
+        endorsement_digest(1, "0x" + "ab" * 20, -1, 0, 0, "0x" + "cd" * 20, b"\x01" * 32)
