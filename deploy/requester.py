@@ -30,8 +30,8 @@ from fgbdt_chain.deploy.deployment import write_key
 from fgbdt_chain.deploy.party_forks import Party, PartyForks, PartyForksError, fork_available, start_party
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.chain_model import model_from_chain
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.client import ChainClient, Event
+from fgbdt_chain.ledger.contracts import Sent, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.edges import encode_edges
 from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.ledger.usage import ChainUsage
@@ -347,34 +347,34 @@ class Requester:
         order = {a: i for i, a in enumerate(parties)}
         phi = [0] * len(parties)
         kappa = [0] * len(parties)
-        events = self.client.logs(
-            self.task.contract,
-            ["ContributionsAdded", "LevelStarted", "VotesSubmitted", "HistogramsSubmitted"],
-            self.task_id,
-            self.start_block,
-        )
+        events: list[Event | Sent] = [
+            *self.client.logs(
+                self.task.contract, ["ContributionsAdded", "LevelStarted"], self.task_id, self.start_block
+            ),
+            *self.task.sent(self.task_id, ["VotesSubmitted", "HistogramsSubmitted"], self.start_block),
+        ]
+        events.sort(key=lambda e: (e.block_number, e.log_index))
         voted_trees = self.task.config(self.task_id).voted_trees
         expected: set[tuple[int, int, str]] = set()
         sent: set[tuple[int, int, str]] = set()
         taking_part = set(parties)
         previous = (0, 0)
         for ev in events:
+            if isinstance(ev, Sent):
+                (expected if ev.name == "VotesSubmitted" else sent).add((ev.tree, ev.level, ev.party))
+                continue
             a = ev.args
-            key = (int(a["tree"]), int(a["level"])) if "level" in a else (0, 0)
             if ev.name == "ContributionsAdded":
                 for who, ph, ka in zip(a["parties"], a["phi"], a["kappa"], strict=True):
                     phi[order[str(who)]] += int(ph)
                     kappa[order[str(who)]] += int(ka)
-            elif ev.name == "LevelStarted":
+            else:  # LevelStarted
+                key = (int(a["tree"]), int(a["level"]))
                 if ref.draws(key[0], voted_trees):  # no votes: who sent at the previous step owes this one
                     if key != (0, 0):
                         taking_part = {p for t, lv, p in sent if (t, lv) == previous}
                     expected |= {(*key, p) for p in taking_part}
                 previous = key
-            elif ev.name == "VotesSubmitted":
-                expected.add((*key, str(a["party"])))
-            else:
-                sent.add((*key, str(a["party"])))
         rejected = [sum(1 for k in expected - sent if k[2] == p) for p in parties]
         totals = [self.task.contribution(self.task_id, p) for p in parties]
         finished = [(*previous, p) in sent for p in parties]  # took part in the last step: paid (RewardForfeited)

@@ -170,6 +170,17 @@ def _train(
     decoded = {(str(e.args["party"]), int(e.args["tree"]), int(e.args["level"])): e.args["root"] for e in submitted}
     decoded = {k: bytes(v) for k, v in decoded.items()}
     assert fed.task.submitted_roots(fed.task_id, 0) == decoded and len(decoded) >= step
+    # who sent which level's votes and histograms, read from the heads alone, is what the decoded events say
+    names = ["VotesSubmitted", "HistogramsSubmitted", "HistogramsDeclined"]
+    full = fed.task.client.logs(fed.task.contract, names, fed.task_id)
+    heads = fed.task.sent(fed.task_id, names, 0)
+    assert [(s.name, s.party, s.tree, s.level, s.block_number, s.log_index) for s in heads] == [
+        (e.name, str(e.args["party"]), int(e.args["tree"]), int(e.args["level"]), e.block_number, e.log_index)
+        for e in full
+    ]
+    assert {s.name for s in heads} >= {"HistogramsSubmitted"}
+    with pytest.raises(ValueError, match="LevelStarted"):
+        fed.task.sent(fed.task_id, ["LevelStarted"], 0)
     for p in fed.parties:
         assert fed.task.contribution(fed.task_id, p.address) == replay.contributions.get(p.address, 0)
     # paid on completion: the parties of the last step are paid, a party silent once forfeits to the requester
