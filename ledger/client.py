@@ -398,14 +398,42 @@ class ChainClient:
     ) -> list[Event]:
         """Decoded past events of ``contract`` in chain order, optionally only ``names`` and one task (the first
         indexed argument of every task event), read with ``eth_getLogs``: what followers and the audit replay."""
+        events = self.decode_events(self._get_logs(self._log_filter(contract, names, task_id, from_block, to_block)))
+        return sorted(events, key=lambda e: (e.block_number, e.log_index))
+
+    def fresh_logs(
+        self,
+        contract: Contract,
+        names: Sequence[str],
+        task_id: int | None,
+        from_block: int,
+        to_block: int | str,
+        seen: dict[tuple[bytes, int], int],
+    ) -> list[Event]:
+        """As :meth:`logs`, but decoding only the logs not in ``seen`` (keyed by block hash and log index, valued by
+        block number), to which it adds them. Why: an incremental reader reads its last few blocks again, since a
+        node may announce a block before it serves the block's logs; decoding each log once, not at every re-read,
+        was most of a party's cost of reading a level's small events (about 56 us a log)."""
+        flt = self._log_filter(contract, names, task_id, from_block, to_block)
+        new = []
+        for log in self._get_logs(flt):
+            key = (_bytes(log.get("blockHash") or b""), _int(log.get("logIndex") or 0))
+            if key not in seen:
+                seen[key] = _int(log.get("blockNumber") or 0)
+                new.append(log)
+        return sorted(self.decode_events(new), key=lambda e: (e.block_number, e.log_index))
+
+    def _log_filter(
+        self, contract: Contract, names: Sequence[str], task_id: int | None, from_block: int, to_block: int | str
+    ) -> dict[str, Any]:
+        """The ``eth_getLogs`` filter of ``contract``'s events called ``names`` (all where empty), of one task."""
         wanted = {k for k, (_, n) in self._topics.items() if not names or n in names}
         flt: dict[str, Any] = {"address": contract.address, "fromBlock": from_block, "toBlock": to_block}
         topics: list[Any] = [["0x" + k.hex() for k in sorted(wanted)]]
         if task_id is not None:
             topics.append("0x" + task_id.to_bytes(32, "big").hex())
         flt["topics"] = topics
-        events = self.decode_events(self._get_logs(flt))
-        return sorted(events, key=lambda e: (e.block_number, e.log_index))
+        return flt
 
     def log_heads(
         self,

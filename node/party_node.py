@@ -225,6 +225,8 @@ class TreeLog:
         self.closed: dict[tuple[int, int], int] = {}
         """Each level's ``HistogramsClosed`` submitter mask, by (tree, level) (the current and the previous tree)."""
         self.next_block = 0
+        self._decoded: dict[tuple[bytes, int], int] = {}
+        """The logs of the blocks read again that are already recorded (block hash and log index: block number)."""
 
     def forget_recent(self) -> None:
         """After an outage: a node restarted from a saved state may have lost blocks, so the level starts, candidates
@@ -233,6 +235,7 @@ class TreeLog:
         self.level_starts.clear()
         self.candidates.clear()
         self.closed.clear()
+        self._decoded.clear()
         self.next_block = 0
 
     def refresh(self, since: int | None = None) -> bool:
@@ -252,7 +255,11 @@ class TreeLog:
         # geth alike), so the last few blocks are read again each time: the records are keyed, re-reading is
         # idempotent, and a missed log cannot leave a node without its split or leaf.
         start = max(0, self.next_block - RESCAN_BLOCKS) if since is None else since
-        events = self.task.client.logs(self.task.contract, list(LIGHT_EVENTS), self.task_id, start, latest)
+        if since is not None:
+            self._decoded.clear()  # a tree read again is read whole
+        self._decoded = {k: b for k, b in self._decoded.items() if b >= start}
+        client = self.task.client
+        events = client.fresh_logs(self.task.contract, list(LIGHT_EVENTS), self.task_id, start, latest, self._decoded)
         newest = -1
         for ev in events:
             a = ev.args

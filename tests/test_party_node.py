@@ -218,6 +218,21 @@ def test_candidates_come_from_the_named_block_or_the_records_when_its_logs_lag()
     assert node._candidates[3] == {2: (5, 6), 3: (5, 6)}
 
 
+def fresh(logs: Any) -> Any:
+    """``ChainClient.fresh_logs`` over a fake ``logs`` whose events are already decoded: only those not yet seen."""
+
+    def fresh_logs(contract: object, names: list[str], task_id: int, start: int, end: int | str, seen: dict) -> list:
+        out = []
+        for e in logs(contract, names, task_id, start, end):
+            key = (repr(sorted(e.args.items())).encode(), getattr(e, "log_index", 0))
+            if key not in seen:
+                seen[key] = getattr(e, "block_number", 0)
+                out.append(e)
+        return out
+
+    return fresh_logs
+
+
 def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_and_closed_step() -> None:
     """The resolution that opens a level records the splits before it, the level's start and (its ballots sent
     ahead) its candidates in one transaction: one incremental read (``LIGHT_EVENTS``) brings them all, and the
@@ -234,6 +249,7 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
         return [e for e in served if e.block_number >= start and e.name in names]
 
     client = SimpleNamespace(logs=logs, call_many=None, block_number=0, forget_nonces=lambda: None)
+    client.fresh_logs = fresh(logs)
     task = SimpleNamespace(contract=None, client=client)
     announced = [10]
     node = PartyNode.__new__(PartyNode)
@@ -285,6 +301,9 @@ def test_the_tree_log_reads_up_to_the_announced_block_without_asking_the_number(
             asked.append((start, latest))
             split = {"tree": 1, "node": 1, "feature": 3, "threshold": 2, "sides": [5, 7, 3, -5, 9, 4]}
             return [SimpleNamespace(name="NodeSplit", args=split)] if start == 0 else []
+
+        def fresh_logs(self, *args: Any) -> list:
+            return fresh(self.logs)(*args)
 
     task = SimpleNamespace(client=Client(), contract=None)
     announced = [12]
