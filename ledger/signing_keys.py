@@ -2,8 +2,9 @@
 
 Why: eth-keys' coincurve backend builds a libsecp256k1 key object for every signature it makes, and building one
 derives the public key (twice: coincurve 21 derives the x-only key too): 56 of the 94 us a signature took, measured
-here. A party signs two transactions and endorses two others' histograms at every level, so the key object is kept,
-per key, in a backend of its own. Signatures are the same bytes: libsecp256k1 signs with RFC 6979 nonces.
+here. A party signs two transactions and endorses three others' histograms at every level, so the key object is
+kept, each key in a backend of its own (as many as ``signing_key`` keeps). The signatures are the same bytes:
+libsecp256k1 signs with RFC 6979 nonces either way.
 """
 
 from __future__ import annotations
@@ -19,31 +20,29 @@ except ImportError:  # pragma: no cover - eth-account depends on coincurve; othe
     CoinCurveECCBackend = None  # type: ignore[assignment,misc]
 
 
-def _backend() -> Any:
-    """eth-keys' coincurve backend with its key objects kept (None, the default backend, without coincurve)."""
-    if CoinCurveECCBackend is None:  # pragma: no cover
-        return None
+if CoinCurveECCBackend is not None:
 
     class KeptKeyBackend(CoinCurveECCBackend):
-        def __init__(self) -> None:
+        """eth-keys' coincurve backend holding one key's libsecp256k1 object."""
+
+        def __init__(self, raw: bytes) -> None:
             super().__init__()
-            self._kept: dict[bytes, Any] = {}
+            self.raw = raw
+            self.kept = self.keys.PrivateKey(raw)
 
         def ecdsa_sign(self, msg_hash: bytes, private_key: PrivateKey) -> Signature:
-            raw = private_key.to_bytes()
-            key = self._kept.get(raw)
-            if key is None:
-                key = self._kept[raw] = self.keys.PrivateKey(raw)
-            return Signature(key.sign_recoverable(msg_hash, hasher=None), backend=self)
-
-    return KeptKeyBackend()
+            if private_key.to_bytes() != self.raw:  # another key: signed as eth-keys signs it
+                return super().ecdsa_sign(msg_hash, private_key)
+            return Signature(self.kept.sign_recoverable(msg_hash, hasher=None), backend=self)
 
 
-_BACKEND = _backend()
+def _backend(raw: bytes) -> Any:
+    """A backend keeping ``raw``'s key object; None (eth-keys' default) without coincurve."""
+    return None if CoinCurveECCBackend is None else KeptKeyBackend(raw)
 
 
 @lru_cache(maxsize=64)
 def signing_key(raw: bytes) -> PrivateKey:
     """``raw``'s key object for eth-account and eth-keys, made once: it signs with a libsecp256k1 key kept between
     signatures."""
-    return PrivateKey(raw, backend=_BACKEND)
+    return PrivateKey(raw, backend=_backend(raw))

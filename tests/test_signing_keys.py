@@ -23,7 +23,12 @@ def test_kept_keys_sign_the_same_bytes_as_eth_keys_and_are_made_once() -> None:
     backend = kept.backend
     if signing_keys.CoinCurveECCBackend is not None:
         assert isinstance(backend, signing_keys.CoinCurveECCBackend)
-        assert list(backend._kept) == [raw]  # one libsecp256k1 key object, for every signature of this key
+        assert backend.raw == raw  # one libsecp256k1 key object, for every signature of this key
+        other = os.urandom(32)
+        assert signing_key(other).backend is not backend
+        digest = os.urandom(32)  # a key object of another key still signs as its own
+        plain_other = PrivateKey(other)
+        assert backend.ecdsa_sign(digest, plain_other).to_bytes() == plain_other.sign_msg_hash(digest).to_bytes()
 
 
 def test_a_transaction_and_an_endorsement_signed_with_a_kept_key_verify() -> None:
