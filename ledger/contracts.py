@@ -409,11 +409,16 @@ class TaskContract:
             raise ValueError(f"not an event with a sender, tree and level first: {other}")
         heads = self.client.log_heads(self.contract, list(names), task_id, 2, from_block)
         checksummed: dict[bytes, str] = {}  # a few parties, thousands of events: 34 us a checksum
+
+        def party(topic: bytes) -> str:
+            if topic not in checksummed:
+                checksummed[topic] = to_checksum_address(topic[12:])
+            return checksummed[topic]
+
         return [
             Sent(
                 h.name,
-                checksummed.get(h.topics[2])
-                or checksummed.setdefault(h.topics[2], to_checksum_address(h.topics[2][12:])),
+                party(h.topics[2]),
                 int.from_bytes(h.words[0], "big"),
                 int.from_bytes(h.words[1], "big"),
                 h.block_number,
