@@ -415,13 +415,14 @@ class ChainClient:
         node may announce a block before it serves the block's logs; decoding each log once, not at every re-read,
         was most of a party's cost of reading a level's small events (about 56 us a log)."""
         flt = self._log_filter(contract, names, task_id, from_block, to_block)
-        new = []
+        new: dict[tuple[bytes, int], Any] = {}
         for log in self._get_logs(flt):
             key = (_bytes(log.get("blockHash") or b""), _int(log.get("logIndex") or 0))
             if key not in seen:
-                seen[key] = _int(log.get("blockNumber") or 0)
-                new.append(log)
-        return sorted(self.decode_events(new), key=lambda e: (e.block_number, e.log_index))
+                new[key] = log
+        events = self.decode_events(new.values())  # marked seen only once decoded: a failed decode is read again
+        seen.update((key, _int(log.get("blockNumber") or 0)) for key, log in new.items())
+        return sorted(events, key=lambda e: (e.block_number, e.log_index))
 
     def _log_filter(
         self, contract: Contract, names: Sequence[str], task_id: int | None, from_block: int, to_block: int | str

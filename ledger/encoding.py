@@ -106,7 +106,8 @@ def endorsement_digest(
     credit multipliers the endorser attests, so a party cannot submit a signature with a better credit.
 
     ``abi.encode`` of static values is one 32-byte word each (numbers big-endian, addresses left-padded), packed here
-    directly: eth-abi's encoder took 57 us of it, and a verifier signs three requests a level."""
+    directly: eth-abi's encoder took 57 us of it, and a verifier signs three requests a level. Stricter than eth-abi:
+    the root must be 32 bytes (eth-abi pads a shorter one) and the addresses hex strings."""
     if len(root) != 32:
         raise ValueError(f"root must be 32 bytes, not {len(root)}")
     numbers = (chain_id, task_id, tree, level, credit.g, credit.h, credit.n)

@@ -221,9 +221,11 @@ class TreeLog:
         self.level_starts: dict[tuple[int, int], tuple[int, int]] = {}
         """Where each level's ``LevelStarted`` is: (block, log index), by (tree, level)."""
         self.candidates: dict[int, dict[int, tuple[int, int]]] = {}
-        """The candidates ``CandidatesFixed`` fixed, by tree and node (the current and the previous tree)."""
+        """The candidates ``CandidatesFixed`` fixed, by tree and node (of the newest tree read and the one before)."""
         self.closed: dict[tuple[int, int], int] = {}
-        """Each level's ``HistogramsClosed`` submitter mask, by (tree, level) (the current and the previous tree)."""
+        """Each level's ``HistogramsClosed`` submitter mask, by (tree, level) (of the newest tree read and the one
+        before). Each is emitted once per tree and node, or tree and level, so a record read stays true unless the
+        node loses blocks: an outage (``forget_recent``) forgets them."""
         self.next_block = 0
         self._decoded: dict[tuple[bytes, int], int] = {}
         """The logs of the blocks read again that are already recorded (block hash and log index: block number)."""
@@ -359,8 +361,6 @@ class PartyNode:
         self._grad_tree = -1
         self._grads: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._contexts: dict[tuple[int, int], LevelContext] = {}
-        self._level_starts = self.trees.level_starts
-        """Where each level's ``LevelStarted`` is: (block, log index); filled by the tree records' reads too."""
         self._seen: set[tuple[str, int, int]] = set()
         self._resolve_failures: dict[int, int] = {}
         self._node_gas = 0
@@ -622,9 +622,19 @@ class PartyNode:
             self._contexts[key] = ctx
             return ctx
 
+    @property
+    def _level_starts(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """Where each level's ``LevelStarted`` is: (block, log index); the tree records' reads fill it too."""
+        return self.trees.level_starts
+
+    @_level_starts.setter
+    def _level_starts(self, starts: dict[tuple[int, int], tuple[int, int]]) -> None:
+        self.trees.level_starts = starts
+
     def candidates(self, ctx: LevelContext) -> list[tuple[int, int]]:
-        """The level's candidates as fixed by the closing of its vote (drawn candidates: as the level opened): from its
-        ``CandidatesFixed`` events (one log query), else from the node records (a node that does not serve the level's
+        """The level's candidates as fixed by the closing of its vote (drawn candidates: as the level opened): as the
+        tree records' reads found their ``CandidatesFixed`` events (usually the read that brought the level's start),
+        else from their block (one log query), else from the node records (a node that does not serve the level's
         logs yet)."""
         if not ctx.candidates:
             with self.timed("chain reads"):
@@ -818,7 +828,6 @@ class PartyNode:
             self._pending_ahead = None
             # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
-            self._level_starts.clear()
             self._level_scan = 0
             self.trees.forget_recent()
 
@@ -925,7 +934,8 @@ class PartyNode:
         # of that tree's last level (log order: on a network that mines at intervals the two can share a block)
         after = (0, -1)
         if early_root:
-            after = max((at for k, at in self._level_starts.items() if k[0] == tree - 1), default=after)
+            with self.lock:
+                after = max((at for k, at in self._level_starts.items() if k[0] == tree - 1), default=after)
         for ev in events:
             a = ev.args
             if int(a["tree"]) == tree and int(a["level"]) == level and str(a["party"]) == self.address:
@@ -940,16 +950,19 @@ class PartyNode:
         its ``LevelStarted`` is not served yet (the node's log index lags its state), the start of the latest earlier
         level known: a bound that holds, where block 0 made every such read scan the whole chain."""
         key = (tree, level)
-        if key not in self._level_starts:
-            latest, counted = read_bound(self._announced_latest(), self.task.client)
-            start = max(0, self._level_scan - RESCAN_BLOCKS)
-            for ev in self.task.client.logs(self.task.contract, ["LevelStarted"], self.task_id, start, latest):
-                self._level_starts[(int(ev.args["tree"]), int(ev.args["level"]))] = (ev.block_number, ev.log_index)
-            self._level_scan = max(self._level_scan, counted + 1)
-        found = self._level_starts.get(key)
-        if found is not None:
-            return found[0]
-        return max((at[0] for k, at in self._level_starts.items() if k < key), default=0)
+        with self.lock:  # the tree records' reads add to the same starts, from either thread
+            if key not in self._level_starts:
+                latest, counted = read_bound(self._announced_latest(), self.task.client)
+                # the tree records' reads found every start before their last blocks
+                start = max(0, max(self._level_scan, self.trees.next_block) - RESCAN_BLOCKS)
+                for ev in self.task.client.logs(self.task.contract, ["LevelStarted"], self.task_id, start, latest):
+                    at = (ev.block_number, ev.log_index)
+                    self._level_starts[(int(ev.args["tree"]), int(ev.args["level"]))] = at
+                self._level_scan = max(self._level_scan, counted + 1)
+            found = self._level_starts.get(key)
+            if found is not None:
+                return found[0]
+            return max((at[0] for k, at in self._level_starts.items() if k < key), default=0)
 
     def _try(self, what: str, fn: Callable[[LocalAccount, int], Any]) -> bool:
         try:
@@ -1313,14 +1326,15 @@ class PartyNode:
     def _closed_submitters(self, ctx: LevelContext) -> int | None:
         """Which parties' histograms the level accepted, as its ``HistogramsClosed`` marks them (bit ``p`` for
         ``parties[p]``), None while not served: from the tree records' reads (``LIGHT_EVENTS``), read once more if
-        it is not there yet; its own query only where nothing new was announced to read."""
+        it is not there yet, then from the level's start."""
         key = (ctx.tree, ctx.level)
         with self.lock:
             mask = self.trees.closed.get(key)
             if mask is None and self.trees.refresh():
-                return self.trees.closed.get(key)
+                mask = self.trees.closed.get(key)
         if mask is not None:
             return mask
+        # not in the records: the node served it late, past the blocks the records' reads take again
         start = self._level_block(ctx.tree, ctx.level)
         for ev in self.task.client.logs(self.task.contract, ["HistogramsClosed"], self.task_id, start):
             if (int(ev.args["tree"]), int(ev.args["level"])) == (ctx.tree, ctx.level):

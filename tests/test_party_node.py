@@ -64,6 +64,7 @@ def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -
             self.splits: dict[int, dict[int, tuple[int, int]]] = {0: {1: (0, 1)}}
             self.leaves: dict[int, dict[int, int]] = {0: {2: ONE}}  # node 3's leaf not served yet
             self.next_block = 5
+            self.level_starts: dict[tuple[int, int], tuple[int, int]] = {}
             self.reread: list[int | None] = []
 
         def refresh(self, since: int | None = None) -> None:
@@ -72,7 +73,8 @@ def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -
     node = object.__new__(PartyNode)
     node.party = SimpleNamespace(rows=SimpleNamespace(slots=np.array([[1], [2], [3]])), score=np.zeros(3), n_rows=3)
     node.params = TrainParams(trees=2, depth=1, bins=4)
-    node.trees = Trees()
+    node.trees = Trees()  # type: ignore[assignment]
+    node.lock = threading.RLock()
     node.settings = NodeSettings(chain_outage_seconds=0.05)
     node.applied_trees = 0
     node._leaf_lag_since = {}
@@ -102,6 +104,8 @@ def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> 
     node = object.__new__(PartyNode)
     node.task = SimpleNamespace(client=SimpleNamespace(block_number=40, logs=logs), contract=None)
     node.task_id = 1
+    node.lock = threading.RLock()
+    node.trees = SimpleNamespace(level_starts={}, next_block=0)  # type: ignore[assignment]
     node._level_starts = {(2, 0): (10, 0), (2, 1): (14, 0), (3, 0): (30, 0)}
     node._level_scan = 38
     node._heads = None  # not subscribed: the node is asked for its latest block
@@ -237,7 +241,8 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
     """The resolution that opens a level records the splits before it, the level's start and (its ballots sent
     ahead) its candidates in one transaction: one incremental read (``LIGHT_EVENTS``) brings them all, and the
     candidates, the level's start and its closed histogram step are then answered without a query of their own.
-    Records of trees before the previous one are dropped; an outage forgets what may be gone."""
+    Records of trees before the previous one are dropped; a log read again is not decoded again; a closed step the
+    read missed (served late) is looked for from the level's start; an outage forgets what may be gone."""
     asked: list[tuple[list[str], int, int | str]] = []
     served: list[SimpleNamespace] = []
 
@@ -256,7 +261,6 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
     node.task, node.task_id, node.seconds, node.lock, node._candidates = task, 1, {}, threading.RLock(), {}
     node._heads = None
     node.trees = TreeLog(task, 1, lambda: announced[0])  # type: ignore[arg-type]
-    node._level_starts = node.trees.level_starts
     node._level_scan = 0
     served += [
         ev("NodeSplit", 10, tree=4, node=1, feature=2, threshold=5, sides=[1, 2, 3, 4, 5, 6]),
@@ -265,7 +269,6 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
         ev("CandidatesFixed", 10, tree=4, node=3, first=0, second=2),
         ev("CandidatesFixed", 3, tree=2, node=1, first=1, second=3),  # two trees back: dropped
     ]
-    assert set(LIGHT_EVENTS) >= {"NodeSplit", "LeafSet", "LevelStarted", "CandidatesFixed", "HistogramsClosed"}
     assert node.trees.refresh() and len(asked) == 1 and set(asked[0][0]) == set(LIGHT_EVENTS)
     assert node.trees.splits == {4: {1: (2, 5)}} and 2 not in node.trees.candidates
     empty = np.zeros(0)
@@ -280,8 +283,25 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
     assert node._closed_submitters(ctx) == 0b1011 and len(asked) == 3  # one read, shared with the tree records
     assert asked[-1][0] == list(LIGHT_EVENTS)
     assert node._closed_submitters(ctx) == 0b1011 and len(asked) == 3
+    # the logs the reads take again are decoded once, and only those of the blocks read again are remembered
+    assert sorted(node.trees._decoded.values()) == [3, 10, 10, 10, 10, 11]  # blocks 3 (11 - 8) on
+    served.append(ev("LevelStarted", 20, tree=4, level=2))
+    announced[0] = 30
+    assert node.trees.refresh() and node.trees.level_starts[(4, 2)] == (20, 0)
+    assert sorted(node.trees._decoded.values()) == [10, 10, 10, 10, 11, 20]  # blocks 4 (12 - 8) on
+    announced[0] = 40
+    assert node.trees.refresh() and node.trees._decoded == {}  # blocks 23 (31 - 8) on: none of them
+    # a level whose close the reads missed (served after they had passed its block): from the level's start
+    served.append(ev("HistogramsClosed", 25, tree=4, level=2, submitterMask=0b0111))
+    ctx2 = LevelContext(4, 2, [4, 5], empty.astype(np.int64), empty, empty, empty)
+    announced[0] = 41
+    assert node._closed_submitters(ctx2) == 0b0111
+    assert asked[-2][0] == list(LIGHT_EVENTS) and asked[-1] == (["HistogramsClosed"], 20, "latest")
+    # a level start the reads did not bring: looked for past what they read (block 42 - 8), not from block 0
+    assert node._level_block(9, 0) == 20 and asked[-1] == (["LevelStarted"], 42 - RESCAN_BLOCKS, 0)
     node.trees.forget_recent()  # after an outage: read again from the start
     assert node.trees.closed == {} and node._level_starts == {} and node.trees.next_block == 0
+    assert node.trees._decoded == {}
 
 
 def test_the_tree_log_reads_up_to_the_announced_block_without_asking_the_number() -> None:
@@ -342,10 +362,10 @@ def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
     node._seen = {("VotesSubmitted", 4, 2)}
     node._ahead = {(4, 2)}
     node._fresh_from = (4, 0)
-    node._level_starts = {(4, 0): (90, 0), (4, 2): (97, 0)}
-    node._level_scan = 98
     node.trees = TreeLog(node.task, 1)
     node.trees.next_block = 98
+    node._level_starts = {(4, 0): (90, 0), (4, 2): (97, 0)}
+    node._level_scan = 98
     assert node._has(["VotesSubmitted"], 4, 2) and asked == []  # remembered: no read
     node._forget_recent_chain()
     assert node._level_starts == {}
@@ -390,8 +410,8 @@ def _ahead_node() -> Any:
     node._endorsed = {}
     node._routed = None
     node._early_roots = set()
-    node._level_starts = {}
-    node.trees = SimpleNamespace(splits={})
+    node.trees = SimpleNamespace(splits={}, level_starts={}, next_block=0)
+    node.lock = threading.RLock()
     return node
 
 
@@ -475,6 +495,7 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_the_votes_it_sent_a
 
     node.task = SimpleNamespace(client=SimpleNamespace(logs=logs), contract=None)
     node.lock = threading.RLock()
+    node.trees = SimpleNamespace(level_starts={}, next_block=0)  # type: ignore[assignment]
     node._level_starts = {key: (block, 0) for key, block in blocks.items()}
     node._level_scan = 100
     node._announced_latest = lambda: -1
@@ -511,6 +532,7 @@ def test_a_root_ballot_sent_where_a_tree_stopped_short_counts_only_if_the_chain_
     node.task = SimpleNamespace(client=SimpleNamespace(logs=logs, block_number=100), contract=None)
     node.timed = lambda category: contextlib.nullcontext()
     node._level_scan = 100
+    node.trees = SimpleNamespace(level_starts={}, next_block=0)  # type: ignore[assignment]
     node._level_starts = {key: (block, 0) for key, block in blocks.items()}
     node._announced_latest = lambda: -1
     assert node._has(["VotesSubmitted"], 5, 0) is counted

@@ -241,15 +241,27 @@ def test_known_functions_are_sent_without_a_second_execution(anvil_client: Chain
     assert client.outcomes()["fund"][1:] == (2, 0)  # the revert above: mined failed, then its naming estimate
 
 
-def test_fresh_logs_decode_each_log_once_however_often_its_block_is_read(anvil_client: ChainClient) -> None:
+def test_fresh_logs_decode_each_log_once_however_often_its_block_is_read(
+    anvil_client: ChainClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An incremental reader reads its last blocks again (a node may announce a block before it serves its logs):
-    ``fresh_logs`` gives each log once, the same event ``logs`` decodes, keyed by block hash and log index."""
+    ``fresh_logs`` gives each log once, the same event ``logs`` decodes, keyed by block hash and log index; a log
+    whose decoding failed is not counted as seen."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**22))
     requester = anvil_client.new_account(10**21)
     start = anvil_client.block_number
     seen: dict[tuple[bytes, int], int] = {}
     assert task.client.fresh_logs(task.contract, ["TaskCreated"], None, start, "latest", seen) == []
     first, _ = task.create_task(requester, TaskConfig(), [0], [ONE], reward=1)
+    with monkeypatch.context() as patch:
+
+        def broken(logs: Any) -> list:
+            raise ValueError("undecodable (test)")
+
+        patch.setattr(task.client, "decode_events", broken)
+        with pytest.raises(ValueError, match="undecodable"):
+            task.client.fresh_logs(task.contract, ["TaskCreated"], first, start, "latest", seen)
+    assert seen == {}
     got = task.client.fresh_logs(task.contract, ["TaskCreated"], first, start, "latest", seen)
     assert [e.args["taskId"] for e in got] == [first] and list(seen.values()) == [got[0].block_number]
     assert got == task.client.logs(task.contract, ["TaskCreated"], first, start)
