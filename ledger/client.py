@@ -448,10 +448,8 @@ class ChainClient:
         """As :meth:`logs`, but each log's topics and the first ``words`` 32-byte words of its data only, in chain
         order: a histogram event's fixed arguments without decoding its megabytes of histogram words."""
         wanted = {k: n for k, (_, n) in self._topics.items() if n in names}
-        flt: dict[str, Any] = {"address": contract.address, "fromBlock": from_block, "toBlock": to_block}
-        flt["topics"] = [["0x" + k.hex() for k in sorted(wanted)], "0x" + task_id.to_bytes(32, "big").hex()]
         out = []
-        for log in self._get_logs(flt):
+        for log in self._get_logs(self._log_filter(contract, names, task_id, from_block, to_block)):
             topics = [_bytes(t) for t in log["topics"]]
             if not topics or topics[0] not in wanted:
                 continue

@@ -16,7 +16,7 @@ from eth_account.signers.local import LocalAccount
 from eth_utils import to_checksum_address
 from web3.contract import Contract
 
-from fgbdt_chain.ledger.client import ChainClient, TxResult
+from fgbdt_chain.ledger.client import ChainClient, LogHead, TxResult
 from fgbdt_chain.ledger.encoding import (
     endorsement_digest,
     layers_proof,
@@ -392,22 +392,24 @@ class TaskContract:
     ) -> dict[tuple[str, int, int], bytes]:
         """Each submission's commitment root, keyed (party, tree, level), from the ``HistogramsSubmitted`` events in
         the blocks given, their histogram words left undecoded (the event's data starts tree, level, root)."""
-        heads = self.client.log_heads(self.contract, ["HistogramsSubmitted"], task_id, 3, from_block, to_block)
-        out: dict[tuple[str, int, int], bytes] = {}
-        for h in heads:
-            if len(h.topics) == 3 and len(h.words) == 3:
-                tree, level = (int.from_bytes(w, "big") for w in h.words[:2])
-                out[(to_checksum_address(h.topics[2][12:]), tree, level)] = h.words[2]
-        return out
+        heads = self._sent_heads(task_id, ["HistogramsSubmitted"], 3, from_block, to_block)
+        return {(s.party, s.tree, s.level): h.words[2] for s, h in heads}
 
     def sent(self, task_id: int, names: Sequence[str], from_block: int = 0) -> list[Sent]:
         """Each vote or submission event of ``names`` (of ``SENT_EVENTS``) since ``from_block``: its sender, tree and
         level, in chain order. Read as log heads: a report that counts who sent what decoded every level's histogram
         words to find them (the requester's report of 50 trees spent 0.5 s there)."""
+        return [s for s, _ in self._sent_heads(task_id, names, 2, from_block)]
+
+    def _sent_heads(
+        self, task_id: int, names: Sequence[str], words: int, from_block: int, to_block: int | str = "latest"
+    ) -> list[tuple[Sent, LogHead]]:
+        """The ``SENT_EVENTS`` of ``names`` as log heads of ``words`` data words, each with its sender, tree and
+        level, in chain order."""
         if not set(names) <= set(SENT_EVENTS):
             other = sorted(set(names) - set(SENT_EVENTS))
             raise ValueError(f"not an event with a sender, tree and level first: {other}")
-        heads = self.client.log_heads(self.contract, list(names), task_id, 2, from_block)
+        heads = self.client.log_heads(self.contract, list(names), task_id, words, from_block, to_block)
         checksummed: dict[bytes, str] = {}  # a few parties, thousands of events: 34 us a checksum
 
         def party(topic: bytes) -> str:
@@ -416,16 +418,19 @@ class TaskContract:
             return checksummed[topic]
 
         return [
-            Sent(
-                h.name,
-                party(h.topics[2]),
-                int.from_bytes(h.words[0], "big"),
-                int.from_bytes(h.words[1], "big"),
-                h.block_number,
-                h.log_index,
+            (
+                Sent(
+                    h.name,
+                    party(h.topics[2]),
+                    int.from_bytes(h.words[0], "big"),
+                    int.from_bytes(h.words[1], "big"),
+                    h.block_number,
+                    h.log_index,
+                ),
+                h,
             )
             for h in heads
-            if len(h.topics) == 3 and len(h.words) == 2
+            if len(h.topics) == 3 and len(h.words) == words
         ]
 
     def committed_nodes(self, task_id: int, tree: int, level: int, party: str, nbins: int, from_block: int) -> int:
