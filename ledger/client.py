@@ -281,10 +281,20 @@ class ChainClient:
                     raise self.decoder.decode(data, function) from exc
         return [self.call(contract, function, *args) for args in arg_lists]
 
-    def transact(self, contract: Contract, function: str, *args: Any, sender: LocalAccount, value: int = 0) -> TxResult:
-        """Send a transaction and wait for it. Reverts raise :class:`ContractRevert` with the error's name."""
+    def transact(
+        self,
+        contract: Contract,
+        function: str,
+        *args: Any,
+        sender: LocalAccount,
+        value: int = 0,
+        gas: int | None = None,
+    ) -> TxResult:
+        """Send a transaction and wait for it. Reverts raise :class:`ContractRevert` with the error's name. ``gas``
+        sets the limit where one fitted to earlier receipts would not do (``ledger.forwarder.batch_gas``)."""
         data = self.encode_call(contract, function, args)
-        receipt = self._send(sender, {"to": contract.address, "data": data, "value": value}, function, contract)
+        tx = {"to": contract.address, "data": data, "value": value}
+        receipt = self._send(sender, tx, function, contract, gas=gas)
         return self._result(function, receipt)
 
     def _result(self, function: str, receipt: Any) -> TxResult:
@@ -513,10 +523,16 @@ class ChainClient:
             return self._nonce_locks.setdefault(address, threading.Lock())
 
     def _send(
-        self, sender: LocalAccount, tx: dict[str, Any], function: str, contract: Contract | None, estimate: bool = False
+        self,
+        sender: LocalAccount,
+        tx: dict[str, Any],
+        function: str,
+        contract: Contract | None,
+        estimate: bool = False,
+        gas: int | None = None,
     ) -> Any:
         size = len(_hex(tx.get("data", ""))) // 2
-        tx = self._priced(sender, tx, function, estimate=estimate)
+        tx = self._priced(sender, tx, function, estimate=estimate, gas=gas)
 
         def send(raw: bytes) -> tuple[Any, Any]:
             """(receipt, None) where the node answers with the receipt, else (None, the hash) once in its pool.
@@ -567,13 +583,24 @@ class ChainClient:
         return receipt
 
     def _priced(
-        self, sender: LocalAccount, tx: dict[str, Any], function: str, estimate: bool = False, tip: int = 0
+        self,
+        sender: LocalAccount,
+        tx: dict[str, Any],
+        function: str,
+        estimate: bool = False,
+        tip: int = 0,
+        gas: int | None = None,
     ) -> dict[str, Any]:
-        """``tx`` from ``sender`` with its gas limit (``_gas_guess`` from earlier receipts, else an estimate, whose
-        revert raises the function's error) and its gas price, ``tip`` wei above the usual."""
+        """``tx`` from ``sender`` with its gas limit (``gas`` if given, else ``_gas_guess`` from earlier receipts, else
+        an estimate, whose revert raises the function's error) and its gas price, ``tip`` wei above the usual."""
         tx = {**tx, "from": sender.address, "chainId": self.chain_id}
         gas_limit, base_fee = self._fee_basis()
-        guess = None if estimate else self._gas_guess(function, len(_hex(tx.get("data", ""))) // 2)
+        if estimate:
+            guess = None
+        elif gas is not None:
+            guess = gas
+        else:
+            guess = self._gas_guess(function, len(_hex(tx.get("data", ""))) // 2)
         if guess is None:
             try:
                 estimated = int(self.w3.eth.estimate_gas(tx))  # type: ignore[arg-type]

@@ -116,15 +116,15 @@ def endorsement_digest(
     return keccak(
         ENDORSEMENT_TAG
         + chain_id.to_bytes(32, "big")
-        + _address_word(contract)
+        + address_word(contract)
         + b"".join(v.to_bytes(32, "big") for v in (task_id, tree, level))
-        + _address_word(party)
+        + address_word(party)
         + bytes(root)
         + b"".join(v.to_bytes(32, "big") for v in (credit.g, credit.h, credit.n))
     )
 
 
-def _address_word(address: str) -> bytes:
+def address_word(address: str) -> bytes:
     """An address as ``abi.encode`` lays it out: 12 zero bytes, then its 20 bytes."""
     raw = bytes.fromhex(address.removeprefix("0x"))
     if len(raw) != 20:
@@ -133,7 +133,14 @@ def _address_word(address: str) -> bytes:
 
 
 def sign_endorsement(private_key: bytes | str, digest: bytes) -> bytes:
-    """A 65-byte ``r || s || v`` signature of ``digest`` under the EIP-191 prefix, as ``submitHistograms`` verifies.
+    """A 65-byte ``r || s || v`` signature of ``digest`` under the EIP-191 prefix, as ``submitHistograms`` verifies
+    (:func:`sign_hash` of the prefixed digest)."""
+    return sign_hash(private_key, keccak(b"\x19Ethereum Signed Message:\n32" + digest))
+
+
+def sign_hash(private_key: bytes | str, msg_hash: bytes) -> bytes:
+    """A 65-byte ``r || s || v`` signature of the 32-byte ``msg_hash`` itself, as ``ecrecover`` (and OpenZeppelin's
+    ``ECDSA.recover``) verifies it: endorsements (EIP-191) and relayed requests (EIP-712) alike.
 
     Signed on secp256k1 with an RFC 6979 deterministic nonce and canonical low ``s``; ``v`` is the recovery id (27 or
     28) that makes ``ecrecover`` return the signer. ``eth_keys`` signs (with coincurve, libsecp256k1: 0.17 ms against
@@ -146,18 +153,17 @@ def sign_endorsement(private_key: bytes | str, digest: bytes) -> bytes:
         if isinstance(private_key, str)
         else bytes(private_key)
     )
-    prefixed = keccak(b"\x19Ethereum Signed Message:\n32" + digest)
-    fast = signing_key(key).sign_msg_hash(prefixed)
+    fast = signing_key(key).sign_msg_hash(msg_hash)
     if 2 * fast.s < SECP256K1_ORDER:
         return fast.r.to_bytes(32, "big") + fast.s.to_bytes(32, "big") + bytes([27 + fast.v])
     signing = ecdsa.SigningKey.from_string(key, curve=ecdsa.SECP256k1)
     rs = signing.sign_digest_deterministic(
-        prefixed, hashfunc=hashlib.sha256, sigencode=ecdsa.util.sigencode_string_canonize
+        msg_hash, hashfunc=hashlib.sha256, sigencode=ecdsa.util.sigencode_string_canonize
     )
     address = Account.from_key(key).address
     for v in (27, 28):
         signature = rs + bytes([v])
-        if recover_signer(digest, signature) == address:
+        if recover_hash_signer(msg_hash, signature) == address:
             return signature
     raise ValueError("no recovery id reproduces the signer")  # cannot happen for a valid key
 
@@ -168,6 +174,11 @@ SECP256K1_ORDER: int = ecdsa.SECP256k1.order
 def recover_signer(digest: bytes, signature: bytes) -> str:
     """The address ``ecrecover`` would return for an EIP-191 signature of ``digest``."""
     return str(Account.recover_message(encode_defunct(primitive=digest), signature=signature))
+
+
+def recover_hash_signer(msg_hash: bytes, signature: bytes) -> str:
+    """The address ``ecrecover`` would return for a signature of the 32-byte ``msg_hash`` itself (:func:`sign_hash`)."""
+    return str(Account._recover_hash(msg_hash, signature=signature))
 
 
 def encode_vote(vote: int) -> int:

@@ -18,6 +18,7 @@ from eth_account.signers.local import LocalAccount
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import Event, TxResult
 from fgbdt_chain.ledger.contracts import Phase, TaskContract
+from fgbdt_chain.ledger.forwarder import Forwarder, vote_request_gas
 from fgbdt_chain.ledger.reference import NEUTRAL, Credit, NodeHistograms
 from fgbdt_chain.ledger.reference import endorsement_quorum as quorum
 
@@ -66,6 +67,7 @@ def run_level(
     taken: Mapping[str, Sequence[int]] | None = None,
     ahead: Mapping[str, Sequence[int]] | None = None,
     ahead_root: Mapping[str, Sequence[int]] | None = None,
+    relay: bool = False,
 ) -> LevelOutcome:
     """Run the current level. ``parties`` are the parties taking part, in party order; ``silent_*`` ones do not send
     that step, so the driver mines past the deadline before closing it (a party silent once takes no further part).
@@ -75,7 +77,9 @@ def run_level(
     ``parties``) endorse. ``taken``: the ballots the level took when it opened from votes sent ahead
     (``reference.ahead_ballot``), whose parties do not vote again; ``ahead``: votes to send ahead for the next level
     (two per open node), once the histograms closed and before the resolution; ``ahead_root``: likewise, the next
-    tree's root (one vote each), taken if the level ends the tree."""
+    tree's root (one vote each), taken if the level ends the tree. ``relay``: the votes sent ahead go as the
+    parties' signed requests in one ``executeBatch`` of the trusted forwarder, sent by ``resolver`` (as the party
+    nodes relay them: ``node.ballot_relay``)."""
     st = task.state(task_id)
     tree, level, open_nodes = st.tree, st.level, st.open_nodes()
     cfg = task.config(task_id)
@@ -129,11 +133,17 @@ def run_level(
         _mine_past(task, task_id)
         out.txs.append(task.close_step(resolver, task_id))
     level_hists = [out.hists[a] for a in out.submitters]
+    sent_ahead: list[tuple[LocalAccount, int, int, list[int]]] = []
     for p in parties:
         if ahead is not None and p.address in ahead:
-            out.txs.append(task.submit_votes(p, task_id, tree, level + 1, ahead[p.address]))
+            sent_ahead.append((p, tree, level + 1, list(ahead[p.address])))
         if ahead_root is not None and p.address in ahead_root:
-            out.txs.append(task.submit_votes(p, task_id, tree + 1, 0, ahead_root[p.address]))
+            sent_ahead.append((p, tree + 1, 0, list(ahead_root[p.address])))
+    if relay and sent_ahead:
+        out.txs.append(relay_votes(task, task_id, resolver, sent_ahead))
+    else:
+        for p, t, lv, ballot in sent_ahead:
+            out.txs.append(task.submit_votes(p, task_id, t, lv, ballot))
     for i in range(0, len(open_nodes) if resolve_batch else 0, max(1, resolve_batch)):
         batch = open_nodes[i : i + resolve_batch]
         if resolve_batch == 1:
@@ -143,6 +153,20 @@ def run_level(
         out.resolutions.update(dict.fromkeys(batch, res))
         out.txs.append(res)
     return out
+
+
+def relay_votes(
+    task: TaskContract, task_id: int, relayer: LocalAccount, ballots: Sequence[tuple[LocalAccount, int, int, list[int]]]
+) -> TxResult:
+    """Each (party, tree, level, votes) as the party's signed ``submitVotes`` request, all relayed by ``relayer`` in
+    one ``executeBatch`` of the forwarder ``task`` trusts."""
+    fwd = Forwarder.of(task)
+    signed = []
+    for p, t, lv, votes in ballots:
+        data = bytes.fromhex(task.client.encode_call(task.contract, "submitVotes", (task_id, t, lv, votes))[2:])
+        req = fwd.build(p.address, task.address, data, gas=vote_request_gas(len(votes)))
+        signed.append((req, fwd.sign(p, req)))
+    return fwd.execute_batch(relayer, signed)
 
 
 def _mine_past(task: TaskContract, task_id: int) -> None:

@@ -45,13 +45,14 @@ class NoEndorsementStream(VerifierUnreachable):
     not change that)."""
 
 
-def stream_url(endpoint: str) -> str:
-    """The WebSocket URL of a party's published endpoint (``http://host:port``; ``https`` becomes ``wss``)."""
+def stream_url(endpoint: str, path: str = ENDORSE_STREAM_PATH) -> str:
+    """The WebSocket URL of a party's published endpoint (``http://host:port``; ``https`` becomes ``wss``) for the
+    stream at ``path``."""
     url = urlsplit(endpoint.rstrip("/"))
     scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(url.scheme)
     if scheme is None or not url.netloc:
         raise VerifierUnreachable(f"not an http(s) endpoint: {endpoint!r}")
-    return urlunsplit((scheme, url.netloc, url.path + ENDORSE_STREAM_PATH, "", ""))
+    return urlunsplit((scheme, url.netloc, url.path + path, "", ""))
 
 
 class _SendWatch:
@@ -125,9 +126,10 @@ class EndorseClient:
         self._guard = threading.Lock()
         self._watch = _SendWatch()
 
-    def ask(self, endpoint: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """(status, answer) for one endorsement request, as ``POST /v1/endorse`` would answer it."""
-        url = stream_url(endpoint)
+    def ask(self, endpoint: str, body: dict[str, Any], path: str = ENDORSE_STREAM_PATH) -> tuple[int, dict[str, Any]]:
+        """(status, answer) for one request on the stream at ``path``: an endorsement request by default, as ``POST
+        /v1/endorse`` would answer it; a ballot to relay on ``node.ballot_relay.BALLOT_STREAM_PATH``."""
+        url = stream_url(endpoint, path)
         with self._guard:
             lock = self._locks.setdefault(url, threading.Lock())
         message = json.dumps(body)

@@ -7,6 +7,9 @@ Two routes give the same check and answers: ``POST /v1/endorse``, one request pe
 ``/v1/endorse/stream``, where a party keeps one connection per verifier and sends one request per message
 (``node.endorse_client``: a quarter of the CPU per request). Each stream answer is ``{"status", "body"}``: the HTTP
 status and body the POST route would have answered with.
+
+Ballots sent ahead come the same two ways (``POST /v1/ballots`` and the WebSocket ``/v1/ballots/stream``): another
+party hands this one its signed vote request to relay with the level's resolution (``node.ballot_relay``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from fgbdt_chain.node.ballot_relay import BALLOT_STREAM_PATH
 from fgbdt_chain.node.endorse_client import ENDORSE_STREAM_PATH
 
 if TYPE_CHECKING:
@@ -80,7 +84,40 @@ def create_app(node: PartyNode) -> FastAPI:
         except WebSocketDisconnect:
             return
 
+    @app.post("/v1/ballots", status_code=202, responses={403: {}, 409: {}, 422: {}})
+    async def relay_ballot(body: dict[str, Any]) -> JSONResponse:
+        status, answer = offer(node, body)
+        return JSONResponse(answer, status_code=status)
+
+    @app.websocket(BALLOT_STREAM_PATH)
+    async def ballot_stream(socket: WebSocket) -> None:
+        """Ballots to relay (``node.ballot_relay``), one per message, each answered as ``POST /v1/ballots``."""
+        await socket.accept()
+        try:
+            while True:
+                message = await socket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                text = message.get("text")
+                try:
+                    body = json.loads(text if text is not None else message.get("bytes") or b"")
+                except ValueError as exc:
+                    status, answer = 422, {"detail": f"not JSON: {exc}"}
+                else:
+                    status, answer = offer(node, body)
+                await socket.send_text(json.dumps({"status": status, "body": answer}))
+        except WebSocketDisconnect:
+            return
+
     return app
+
+
+def offer(node: PartyNode, body: Any) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) of a ballot handed over to relay, whichever route it came by."""
+    inbox = node.ballots
+    if inbox is None:
+        return 409, {"detail": "this party does not relay ballots (yet): send the transaction"}
+    return inbox.offer(body)
 
 
 def check(node: PartyNode, req: EndorseRequest) -> tuple[int, dict[str, Any]]:

@@ -48,12 +48,20 @@ from fgbdt_chain.ledger.encoding import (
     sign_endorsement,
 )
 from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, sign_request, vote_request_gas
 from fgbdt_chain.ledger.heads import NewHeads
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
 from fgbdt_chain.ledger.tx_size import histogram_parts, resolution_batches
 from fgbdt_chain.node.attacks import Attack
+from fgbdt_chain.node.ballot_relay import (
+    BALLOT_STREAM_PATH,
+    BALLOT_TTL_SECONDS,
+    BallotInbox,
+    RelayedBallot,
+    relayer_index,
+)
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.endorse_client import EndorseClient, NoEndorsementStream, VerifierUnreachable
@@ -106,6 +114,14 @@ class NodeSettings:
     endorse_patience_seconds: float = 10.0
     """How long to keep asking an unreachable verifier once a quorum of signatures is in."""
     resolve_grace_seconds: float = 2.0
+    relay_ballots: bool = True
+    """Hand the votes sent ahead to the level's relayer, who sends every party's in one transaction
+    (``node.ballot_relay``), instead of a transaction per party."""
+    relay_wait_seconds: float = 0.25
+    """How long a relayer waits for the ballots of the parties taking part before it sends those it holds. Every
+    party computes its ballot from the same submissions at the same time, so they come within milliseconds; a ballot
+    later than this is the party's to send (its own transaction, or its vote in the level's round), which costs that
+    party one round, where waiting longer would cost every party the wait at every level a party is slow."""
     resolve_batch: int = 16
     """Nodes per ``resolveNodes`` transaction: about 0.85M gas per node at M=4 (bench/gas.py), so 16 stay under
     half of a 30M block; a devnet with a large gas limit may take a whole level at once."""
@@ -198,10 +214,11 @@ def read_bound(announced: int, client: ChainClient) -> tuple[int | str, int]:
     return latest, latest
 
 
-LIGHT_EVENTS = ("NodeSplit", "LeafSet", "LevelStarted", "CandidatesFixed", "HistogramsClosed")
+LIGHT_EVENTS = ("NodeSplit", "LeafSet", "LevelStarted", "CandidatesFixed", "HistogramsClosed", "VotingClosed")
 """The small events a party reads at every level, in one incremental query (:meth:`TreeLog.refresh`): the resolution
 that closes a level records its splits and leaves, opens the next level and, its ballots sent ahead, fixes that
-level's candidates, all in one transaction; ``HistogramsClosed`` ends the next step. Read by their own consumers,
+level's candidates, all in one transaction (and ``VotingClosed``, when every ballot came ahead); ``HistogramsClosed``
+ends the next step. Read by their own consumers,
 they were 4.3 ``eth_getLogs`` per level and party (the splits, the candidates, the level's start, the closed step);
 shared, about one per step a party acts in."""
 
@@ -226,6 +243,9 @@ class TreeLog:
         """Each level's ``HistogramsClosed`` submitter mask, by (tree, level) (of the newest tree read and the one
         before). Each is emitted once per tree and node, or tree and level, so a record read stays true unless the
         node loses blocks: an outage (``forget_recent``) forgets them."""
+        self.voting_closed: dict[tuple[int, int], int] = {}
+        """The block of each level's ``VotingClosed`` (by (tree, level), as ``closed``): in the block of its
+        ``LevelStarted``, the resolution that opened it took every ballot sent ahead."""
         self.next_block = 0
         self._decoded: dict[tuple[bytes, int], int] = {}
         """The logs of the blocks read again that are already recorded (block hash and log index: block number)."""
@@ -237,6 +257,7 @@ class TreeLog:
         self.level_starts.clear()
         self.candidates.clear()
         self.closed.clear()
+        self.voting_closed.clear()
         self._decoded.clear()
         self.next_block = 0
 
@@ -279,11 +300,14 @@ class TreeLog:
                 self.level_starts[(t, int(a["level"]))] = (ev.block_number, ev.log_index)
             elif ev.name == "CandidatesFixed":
                 self.candidates.setdefault(t, {})[int(a["node"])] = (int(a["first"]), int(a["second"]))
+            elif ev.name == "VotingClosed":
+                self.voting_closed[(t, int(a["level"]))] = ev.block_number
             else:
                 self.closed[(t, int(a["level"]))] = int(a["submitterMask"])
         if newest >= 0:  # what a party asks of these is about its current tree and the one before
             self.candidates = {k: v for k, v in self.candidates.items() if k >= newest - 1}
             self.closed = {k: v for k, v in self.closed.items() if k[0] >= newest - 1}
+            self.voting_closed = {k: v for k, v in self.voting_closed.items() if k[0] >= newest - 1}
         self.next_block = counted + 1
         return True
 
@@ -386,6 +410,18 @@ class PartyNode:
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
         self._ahead: set[tuple[int, int]] = set()
+        self.ballots: BallotInbox | None = None
+        """The ballots other parties handed this one to relay (``node.ballot_relay``; None until training starts, or
+        with ``relay_ballots`` off)."""
+        self._forwarder: Forwarder | None = None
+        self._forwarder_nonce: int | None = None
+        """The next nonce this party signs a relayed request with (None: read from the forwarder first)."""
+        self._relayed: set[tuple[int, int]] = set()
+        """The (tree, level)s whose ballot this party handed to a relayer: whether it landed is read from the chain."""
+        self._relayed_levels: set[tuple[int, int]] = set()
+        """The resolving (tree, level)s this party relayed the ballots of."""
+        self._no_ballots: set[tuple[int, int]] = set()
+        """Resolving (tree, level)s after which nothing votes ahead (no split, and the next tree draws)."""
         """The (tree, level)s this party sent its votes ahead for, or tried to (once per level)."""
         self._pending_ahead: tuple[int, int, int, Callable[[], TxResult], bool] | None = None
         """(tree, level, nodes, its result, whether it is a root ballot sent where the tree before stopped short
@@ -539,6 +575,12 @@ class PartyNode:
                 widths=slot_widths(edges),
             )
             self.party.attack = self.settings.attack
+        if self.settings.relay_ballots:
+            fwd = Forwarder.of(self.task)
+            self._forwarder = fwd
+            self.ballots = BallotInbox(
+                self.task_id, self.task.address, self.parties, self.task.client.chain_id, fwd.address
+            )
         self.log(f"training started: party {self.index} of {len(self.parties)}, {self.data.n_rows} rows")
 
     # ------------------------------------------------------------------ per-level state
@@ -826,6 +868,8 @@ class PartyNode:
             self._seen.clear()
             self._ahead.clear()
             self._pending_ahead = None
+            self._forwarder_nonce = None
+            self._relayed.clear()
             # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
             self._level_scan = 0
@@ -877,9 +921,11 @@ class PartyNode:
         else:
             started = self._resolving_since.setdefault((st.tree, st.level), now)
             # the votes first, not waited for: the resolution goes in the same block, after them, and the one that
-            # opens the next level finds the ballot
+            # opens the next level finds the ballot; relayed, the relayer sends them all before its resolution
             self._vote_ahead(ctx)
-            self._resolve(ctx, st.resolved_mask, now - started > self.settings.resolve_grace_seconds)
+            anyone = now - started > self.settings.resolve_grace_seconds
+            if self._relay(ctx) or anyone:
+                self._resolve(ctx, st.resolved_mask, anyone)
             self._settle_ahead()
         return False
 
@@ -921,7 +967,11 @@ class PartyNode:
         if key in self._seen:
             return True
         early_root = names[0] == "VotesSubmitted" and level == 0 and tree in self._early_roots
-        if self._fresh_from is not None and (tree, level) >= self._fresh_from and not early_root:
+        relayed = names[0] == "VotesSubmitted" and (tree, level) in self._relayed
+        if relayed and self._voting_closed_at_open(tree, level):
+            self._seen.add(key)  # the level took every ballot sent ahead, so this party's relayed one
+            return True
+        if self._fresh_from is not None and (tree, level) >= self._fresh_from and not early_root and not relayed:
             return False  # followed from its start by this process: its own event would be in _seen
         # votes sent ahead landed while the level before resolved (a root's: the tree before's last level)
         since = (tree, level)
@@ -944,6 +994,14 @@ class PartyNode:
                 self._seen.add(key)
                 return True
         return False
+
+    def _voting_closed_at_open(self, tree: int, level: int) -> bool:
+        """Whether the transaction that opened (tree, level) also closed its voting: it took a ballot sent ahead from
+        every party taking part (a step closed at its deadline is closed blocks after it opened)."""
+        with self.lock:
+            start = self.trees.level_starts.get((tree, level))
+            closed = self.trees.voting_closed.get((tree, level))
+        return start is not None and closed == start[0]
 
     def _level_block(self, tree: int, level: int) -> int:
         """The block where (tree, level) started, so that event queries cover one level, not the whole task. While
@@ -976,6 +1034,9 @@ class PartyNode:
 
     def _vote(self, ctx: LevelContext) -> None:
         assert self.party is not None
+        if (ctx.tree, ctx.level) in self._relayed:
+            # the ballot handed over was not taken: which of this party's requests the forwarder used is its to say
+            self._forwarder_nonce = None
         with self.timed("computing (votes)"):
             votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote, ctx.tree, ctx.level)
         try:
@@ -1222,10 +1283,14 @@ class PartyNode:
                 self._ahead.add(target)
                 ahead = self._root_ahead(ctx, submissions)
         if ahead is None or ahead == ([], 0):
+            if ahead == ([], 0):
+                self._no_ballots.add((ctx.tree, ctx.level))  # every party computes the same: none to relay
             if last:
                 self._ahead.discard(target)  # a record not served yet: the next look tries again
             return
         ballot, nodes = ahead
+        if self.ballots is not None and self._hand_over(ctx, target, ballot, nodes, early):
+            return
         try:
             with self.timed("transactions"):
                 pending = self.task.submit_votes_ahead(self.account, self.task_id, *target, ballot)
@@ -1233,6 +1298,87 @@ class PartyNode:
             self.log(f"tree {target[0]} level {target[1]}: votes not taken ahead ({exc.name}); voting when it opens")
             return
         self._pending_ahead = (*target, nodes, pending, early)
+
+    def _hand_over(
+        self, ctx: LevelContext, target: tuple[int, int], ballot: list[int], nodes: int, early: bool
+    ) -> bool:
+        """Sign this party's ballot for ``target`` as a forwarder request and hand it to the level's relayer (this
+        party's own inbox if it relays); whether it was taken (False: send the transaction instead)."""
+        assert self.ballots is not None and self._forwarder is not None
+        fwd = self._forwarder
+        data = bytes.fromhex(
+            self.task.client.encode_call(self.task.contract, "submitVotes", (self.task_id, *target, ballot))[2:]
+        )
+        if self._forwarder_nonce is None:
+            with self.timed("chain reads"):
+                self._forwarder_nonce = fwd.nonce(self.address)
+        deadline = int(time.time()) + BALLOT_TTL_SECONDS
+        req = ForwardRequest(
+            self.address, self.task.address, 0, vote_request_gas(len(ballot)), self._forwarder_nonce, deadline, data
+        )
+        signed = RelayedBallot(
+            ctx.tree, ctx.level, req, sign_request(bytes(self.account.key), req, self.task.client.chain_id, fwd.address)
+        )
+        relayer = relayer_index(ctx.level, len(self.parties))
+        if relayer == self.index:
+            held = self.ballots.hold(signed)
+            status, answer = (202, {}) if held else (409, {"detail": "relayed already"})
+        else:
+            try:
+                with self.timed("ballot relay"):
+                    status, answer = self._verifiers.ask(
+                        self.endpoints[self.parties[relayer]], signed.message(self.task_id), BALLOT_STREAM_PATH
+                    )
+            except VerifierUnreachable as exc:
+                status, answer = 0, {"detail": f"unreachable ({exc})"}
+        if status != 202:
+            why = answer.get("detail", answer)
+            self.log(f"tree {target[0]} level {target[1]}: party {relayer} does not relay the votes ({why}); sending")
+            self._forwarder_nonce = None  # whether the relayer holds it or not, the forwarder says which nonce is next
+            return False
+        self._forwarder_nonce += 1
+        self._relayed = {k for k in self._relayed if k[0] >= ctx.tree - 1} | {target}
+        if early:
+            self._early_roots.add(target[0])
+        self.log(f"tree {target[0]} level {target[1]}: votes on {nodes} nodes handed to party {relayer} to relay")
+        return True
+
+    def _relay(self, ctx: LevelContext) -> bool:
+        """As the level's relayer (``relayer_index``), send the ballots handed over for it, once every party taking
+        part in the next step handed its own or ``relay_wait_seconds`` passed, in one transaction before this party's
+        resolution; whether this party may resolve now (False: the level's close is not served yet, and a
+        resolution sent now could open the next level before the ballots)."""
+        if self.ballots is None or relayer_index(ctx.level, len(self.parties)) != self.index:
+            return True
+        key = (ctx.tree, ctx.level)
+        if key in self._relayed_levels:
+            return True
+        last = ctx.level + 1 >= self.params.depth
+        if key in self._no_ballots or not self._votes_on(ctx.tree + 1 if last else ctx.tree):
+            return True
+        with self.timed("chain reads"):
+            submitters = self._closed_submitters(ctx)
+        if submitters is None:
+            self._again = True
+            return False
+        expected = {p for i, p in enumerate(self.parties) if (submitters >> i) & 1}
+        if not self.ballots.holds(ctx.tree, ctx.level, self.address):
+            expected.discard(self.address)
+        with self.timed("waiting (for ballots)"):
+            ballots = self.ballots.take(ctx.tree, ctx.level, expected, self.settings.relay_wait_seconds)
+        self._relayed_levels = {k for k in self._relayed_levels if k[0] >= ctx.tree - 1} | {key}
+        self._no_ballots = {k for k in self._no_ballots if k[0] >= ctx.tree - 1}
+        if not ballots:
+            return True
+        assert self._forwarder is not None
+        try:
+            with self.timed("transactions"):
+                res = self._forwarder.execute_batch(self.account, [(b.request, b.signature) for b in ballots])
+        except ContractRevert as exc:  # the parties vote when the level opens
+            self.log(f"tree {ctx.tree} level {ctx.level}: relaying {len(ballots)} ballots failed ({exc})")
+            return True
+        self.log(f"tree {ctx.tree} level {ctx.level}: relayed {len(ballots)} ballots (gas {res.gas_used})")
+        return True
 
     def _votes_on(self, tree: int) -> bool:
         """Whether tree ``tree`` exists and votes (a drawn tree has no ballots)."""

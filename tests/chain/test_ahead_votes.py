@@ -24,6 +24,7 @@ from fgbdt_chain.ledger.audit import audit_events, read_task
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.federation import run_level
+from fgbdt_chain.ledger.forwarder import vote_request_gas
 from fgbdt_chain.ledger.reference import ONE
 
 pytestmark = pytest.mark.chain
@@ -35,11 +36,13 @@ def _votes_ahead(rng: random.Random, senders: list, nodes: int, features: int) -
     return {p.address: [rng.randint(-1, features - 1) for _ in range(2 * nodes)] for p in senders}
 
 
-def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: ChainClient) -> None:
+@pytest.mark.parametrize("relay", [False, True], ids=["own", "relayed"])
+def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: ChainClient, relay: bool) -> None:
     """Every party sends ahead at one level, one party of three at the next, in turn: a level whose every ballot
     came ahead opens in its histogram step (one transaction opens it and closes its voting); a level with some
     opens in its vote step and the others vote as before. At a tree's last level the next tree's root goes ahead
-    the same way. A drawn tree takes none. Candidates, splits,
+    the same way. A drawn tree takes none. Relayed, the votes sent ahead are the parties' signed requests in one
+    ``executeBatch`` of the forwarder (``node.ballot_relay``), each within the gas it grants. Candidates, splits,
     contributions and payouts equal the reference's, and the audit finds the chain consistent."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
     fed = open_task(anvil_client, task, CFG, 3, num_features=5, reward=3 * 10**18, edges=edges_for(CFG.bins))
@@ -62,8 +65,31 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
         root_next = not inner and st.tree + 1 < CFG.trees and not ref.draws(st.tree + 1, CFG.voted_trees)
         ahead_root = {p.address: [rng.randint(-1, nf - 1)] for p in senders} if root_next else None
         out = run_level(
-            task, tid, fed.parties, votes, rows, fed.resolver, taken=taken, ahead=ahead, ahead_root=ahead_root
+            task,
+            tid,
+            fed.parties,
+            votes,
+            rows,
+            fed.resolver,
+            taken=taken,
+            ahead=ahead,
+            ahead_root=ahead_root,
+            relay=relay,
         )
+        if relay and (ahead or ahead_root):
+            batches = [tx for tx in out.txs if tx.function == "executeBatch"]
+            assert len(batches) == 1
+            at = out.txs.index(batches[0])  # the level's own votes come before it, none after
+            assert not [tx for tx in out.txs[at:] if tx.function == "submitVotes"]
+            executed = batches[0].events_named("ExecutedForwardRequest")
+            assert [bool(ev.args["success"]) for ev in executed] == [True] * len(senders)
+            sent = batches[0].events_named("VotesSubmitted")
+            assert [str(ev.args["party"]) for ev in sent] == [p.address for p in senders]
+        elif ahead or ahead_root:
+            # each ballot sent ahead cost less than a relayed request grants it (the transaction's 21,000 apart)
+            sent_ahead = [tx for tx in out.txs if tx.function == "submitVotes"][-len(senders) :]
+            size = 2 * len(nodes) if ahead else 1
+            assert all(tx.gas_used - 21_000 <= vote_request_gas(size) for tx in sent_ahead)
         turn += 1
         replay.level(out, rows)
         assert_level_matches(fed, replay, out)
