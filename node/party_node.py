@@ -869,7 +869,7 @@ class PartyNode:
             self._ahead.clear()
             self._pending_ahead = None
             self._forwarder_nonce = None
-            self._relayed.clear()
+            self._relayed = set()
             # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
             self._level_scan = 0
@@ -1178,15 +1178,17 @@ class PartyNode:
     def _resolve(self, ctx: LevelContext, resolved_mask: int, anyone: bool) -> None:
         """Resolve this party's share of the level's open nodes, or any after a grace, ``resolve_batch`` nodes per
         transaction at most. The shares are runs of as many nodes as one transaction carries (``resolution_share``),
-        run i going to party (i + level) mod M: a level of up to nine nodes is one transaction of one party, where
-        node j to party j mod M made it up to M transactions, each its own block that every party wakes for."""
+        run i going to party (i + level) mod M, run 0 to the level's relayer of ballots (``relayer_index``): a level
+        of up to nine nodes is one transaction of one party, where node j to party j mod M made it up to M
+        transactions, each its own block that every party wakes for."""
         base = 1 << ctx.level
         share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
+        first = relayer_index(ctx.level, len(self.parties))
         todo = [
             n
             for j, n in enumerate(ctx.open_nodes)
             if not (resolved_mask >> (n - base)) & 1
-            and (anyone or (j // share + ctx.level) % len(self.parties) == self.index)
+            and (anyone or (first + j // share) % len(self.parties) == self.index)
         ]
         if not todo:
             return
@@ -1254,7 +1256,9 @@ class PartyNode:
         resolves the level. Its votes then travel in the resolution round instead of a round of their own; when every
         party taking part voted ahead, the resolution that opens the level also closes its voting. Only a party whose
         histograms the level accepted may, from the submissions it holds (``_held_submissions``); otherwise, or if
-        the transaction fails, it votes when the level opens, as before."""
+        the transaction fails, it votes when the level opens, as before. The ballot is handed to the level's relayer
+        (``_hand_over``, ``node.ballot_relay``), which sends every party's in one transaction; one the relayer does
+        not take goes as this party's own transaction."""
         nxt = ctx.level + 1
         last = nxt >= self.params.depth
         target = (ctx.tree + 1, 0) if last else (ctx.tree, nxt)

@@ -410,7 +410,8 @@ def _ahead_node() -> Any:
     node._endorsed = {}
     node._routed = None
     node._early_roots = set()
-    node.trees = SimpleNamespace(splits={}, level_starts={}, next_block=0)
+    node._relayed = set()
+    node.trees = SimpleNamespace(splits={}, level_starts={}, voting_closed={}, next_block=0)
     node.lock = threading.RLock()
     return node
 

@@ -6,6 +6,7 @@ voting too. Every level is compared with the reference, and the audit replays th
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from chain_helpers import (
@@ -24,7 +25,7 @@ from fgbdt_chain.ledger.audit import audit_events, read_task
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.federation import run_level
-from fgbdt_chain.ledger.forwarder import vote_request_gas
+from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, vote_request_gas
 from fgbdt_chain.ledger.reference import ONE
 
 pytestmark = pytest.mark.chain
@@ -224,3 +225,38 @@ def test_votes_sent_ahead_are_checked(anvil_client: ChainClient) -> None:
     audit = audit_events(read_task(anvil_client, task.address, tid))
     assert audit.ok and not audit.completed, audit.first_mismatch
     assert audit.counts.ahead_sets == 2  # p0's ballots of level 1 and of tree 1's root; not p1's root of level 1
+
+
+def test_a_relayed_batch_skips_a_bad_request_and_takes_the_others(anvil_client: ChainClient) -> None:
+    """One ``executeBatch`` with a forged request (signed by another party), one whose call reverts (a ballot of the
+    wrong length) and a good one: the forged one is skipped (no nonce used, no event), the reverting one fails
+    alone, the good one is taken. The level then opens in its vote round, where the party relayed is counted as
+    voted and the others vote as before."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
+    cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=2, step_blocks=8)
+    fed = open_task(anvil_client, task, cfg, 3, num_features=5, edges=edges_for(cfg.bins))
+    tid, (p0, p1, p2) = fed.task_id, fed.parties
+    rng = random.Random(3)
+    rows = RowSource(rng, [p.address for p in fed.parties], 60, fed.num_features, cfg.bins + 1)
+    rows.start_tree(0)
+    out = run_level(task, tid, fed.parties, random_votes(rng, fed.parties, 1, 5), rows, fed.resolver, resolve_batch=0)
+    fwd = Forwarder.of(task)
+
+    def request(p: Any, votes: list[int], signer: Any = None) -> tuple[ForwardRequest, bytes]:
+        data = bytes.fromhex(anvil_client.encode_call(task.contract, "submitVotes", (tid, 0, 1, votes))[2:])
+        req = fwd.build(p.address, task.address, data, gas=vote_request_gas(len(votes)))
+        return req, fwd.sign(signer or p, req)
+
+    nonces = [fwd.nonce(p.address) for p in fed.parties]
+    batch = fwd.execute_batch(fed.resolver, [request(p0, [3, 4]), request(p1, [1, 1], signer=p2), request(p2, [0])])
+    executed = {str(ev.args["signer"]): bool(ev.args["success"]) for ev in batch.events_named("ExecutedForwardRequest")}
+    assert executed == {p0.address: True, p2.address: False}
+    assert [fwd.nonce(p.address) for p in fed.parties] == [nonces[0] + 1, nonces[1], nonces[2] + 1]
+    assert [str(ev.args["party"]) for ev in batch.events_named("VotesSubmitted")] == [p0.address]
+    opening = task.resolve_node(fed.resolver, tid, 1, [1], [out.hists[a] for a in out.submitters])
+    assert opening.events_named("NodeSplit"), "the root split (the rows are chosen to split it)"
+    assert task.state(tid).phase == Phase.VOTING
+    reverts("AlreadyVoted", task.submit_votes, p0, tid, 0, 1, [2, 2])  # its relayed ballot was taken
+    task.submit_votes(p1, tid, 0, 1, [1, 1])
+    closed = task.submit_votes(p2, tid, 0, 1, [1, 1])
+    assert int(closed.event("VotingClosed").args["voters"]) == 3
