@@ -22,6 +22,7 @@ from fgbdt_chain.ledger.audit import audit_events, read_task
 from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Status, TaskContract
+from fgbdt_chain.ledger.forwarder import Forwarder
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.data import load_train_test
 from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
@@ -49,6 +50,10 @@ def _setup(url: str, contract: str, workdir: Path, **kw: Any) -> ChainSetup:
     requester = Account.create()
     client.fund(requester.address, 10**21)
     return ChainSetup(rpc=url, contract=contract, requester=requester, workdir=workdir, **kw)
+
+
+def _to(task: TaskContract, tx_hash: str) -> str:
+    return str(task.client.w3.eth.get_transaction(tx_hash)["to"])
 
 
 @pytest.mark.parametrize(
@@ -113,6 +118,18 @@ def test_chain_model_equals_simulate(
         assert all(started[(t - 1, PARAMS.depth - 1)] < at for at in root_votes)
         before_root += sum(at < started[(t, 0)] for at in root_votes)
     assert before_root >= 1 or not roots_ahead
+    # the ballots sent ahead came relayed (node.ballot_relay): in transactions to the forwarder, several in each
+    ahead = [
+        e
+        for e in task.client.logs(task.contract, ["VotesSubmitted"], report["task"])
+        if (int(e.args["tree"]), int(e.args["level"])) in started
+        and (e.block_number, e.log_index) < started[(int(e.args["tree"]), int(e.args["level"]))]
+    ]
+    if voted_trees > 0:
+        relayed_in = {e.tx_hash for e in ahead}
+        assert ahead and len(relayed_in) < len(ahead)
+        fwd = Forwarder.of(task).address
+        assert all(_to(task, h) == fwd for h in relayed_in)
     audit = audit_events(read_task(task.client, e2e_contract, report["task"]))
     assert audit.ok, audit.first_mismatch
     assert audit.counts.ahead_sets >= before_root
