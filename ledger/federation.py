@@ -79,7 +79,7 @@ def run_level(
     (two per open node), once the histograms closed and before the resolution; ``ahead_root``: likewise, the next
     tree's root (one vote each), taken if the level ends the tree. ``relay``: the votes sent ahead go as the
     parties' signed requests in one ``executeBatch`` of the trusted forwarder, sent by ``resolver`` (as the party
-    nodes relay them: ``node.ballot_relay``)."""
+    nodes relay them: ``node.relay``)."""
     st = task.state(task_id)
     tree, level, open_nodes = st.tree, st.level, st.open_nodes()
     cfg = task.config(task_id)

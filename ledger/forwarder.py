@@ -22,6 +22,7 @@ from web3.contract import Contract
 from fgbdt_chain.ledger.client import ChainClient, TxResult
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import address_word, recover_hash_signer, sign_hash
+from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, CALLDATA_LIMIT
 
 DOMAIN_NAME: str = "FGBDTForwarder"
 DOMAIN_VERSION: str = "1"
@@ -289,8 +290,11 @@ class Forwarder:
 
 
 REQUEST_OVERHEAD_GAS: int = 60_000
-"""Gas the forwarder spends on one request around its call: the EIP-712 hash of its data, ``ecrecover`` (3,000), the
-nonce's write (up to 22,100), the calldata copy and the event. Measured in ``tests/chain/test_relay.py``."""
+"""Gas the forwarder spends on one request around its call, beside its data: ``ecrecover`` (3,000), the nonce's write
+(up to 22,100), the hashing of the request's fields, the call (2,600 cold) and the event, with room to spare."""
+REQUEST_WORD_GAS: int = 20
+"""Gas the forwarder spends per 32-byte word of a request's data: hashed for its EIP-712 digest (6), copied into
+memory with the signer appended (3 to copy, 3 or more to expand memory) and passed to the call (3 more to copy)."""
 
 
 def batch_gas(requests: Sequence[ForwardRequest]) -> int:
@@ -298,8 +302,42 @@ def batch_gas(requests: Sequence[ForwardRequest]) -> int:
     that it kept at least 1/63 of the request's gas (EIP-150 passes on at most 63/64 of what is left), and reverts the
     whole batch otherwise, so a limit fitted to the gas a batch used would sink it (``ChainClient._priced`` fits one
     to earlier receipts). 21,000 for the transaction and 16 per calldata byte on top."""
-    calldata = sum(len(req.data) + 7 * 32 + 65 + 64 for req in requests)
-    return 21_000 + 16 * calldata + sum(req.gas * 64 // 63 + REQUEST_OVERHEAD_GAS for req in requests)
+    calldata = sum(request_bytes(req) for req in requests)
+    return 21_000 + 16 * calldata + sum(request_gas_beside(req) for req in requests)
+
+
+def request_bytes(req: ForwardRequest) -> int:
+    """Calldata bytes one request takes in ``executeBatch``: its offset, seven head words, its data and its
+    signature, each padded to words with a length word."""
+    return 32 + 7 * 32 + 32 + -(-len(req.data) // 32) * 32 + 32 + 96
+
+
+def request_gas_beside(req: ForwardRequest) -> int:
+    """The gas a batch must hold for one request: what it grants (and 1/63 more, ``batch_gas``) and the
+    forwarder's own work on it."""
+    return req.gas * 64 // 63 + REQUEST_OVERHEAD_GAS + REQUEST_WORD_GAS * (-(-len(req.data) // 32))
+
+
+def pack_batches(
+    signed: Sequence[tuple[ForwardRequest, bytes]],
+    calldata_limit: int = CALLDATA_LIMIT,
+    gas_limit: int = BLOCK_GAS_LIMIT,
+) -> list[list[tuple[ForwardRequest, bytes]]]:
+    """The requests, in order, in as few ``executeBatch`` transactions as a network takes: each at most
+    ``calldata_limit`` bytes of calldata and ``gas_limit`` of gas (``batch_gas``). A request that does not fit a
+    batch on its own goes alone (the network refuses it, as it would the party's own transaction)."""
+    batches: list[list[tuple[ForwardRequest, bytes]]] = []
+    size = gas = 0
+    head = 4 + 2 * 32 + 32  # selector, the array's offset and the refund receiver, the array's length
+    for req, sig in signed:
+        more_size, more_gas = request_bytes(req), request_gas_beside(req) + 16 * request_bytes(req)
+        if batches and head + size + more_size <= calldata_limit and 21_000 + gas + more_gas <= gas_limit:
+            batches[-1].append((req, sig))
+            size, gas = size + more_size, gas + more_gas
+        else:
+            batches.append([(req, sig)])
+            size, gas = more_size, more_gas
+    return batches
 
 
 VOTE_GAS_BASE: int = 100_000
@@ -314,3 +352,19 @@ def vote_request_gas(votes: int) -> int:
     its party votes when the level opens, so the bound errs high: it only sizes the batch's limit, unused gas is not
     paid. ``tests/chain/test_ahead_votes.py`` checks every ballot sent ahead there against it."""
     return VOTE_GAS_BASE + VOTE_GAS_PER_VOTE * votes
+
+
+HISTOGRAM_GAS_BASE: int = 300_000
+HISTOGRAM_GAS_PER_SLOT: int = 12_000
+HISTOGRAM_GAS_PER_ENDORSEMENT: int = 15_000
+
+
+def histogram_request_gas(nodes: int, nbins: int, endorsements: int) -> int:
+    """The gas a relayed ``submitHistograms`` of ``nodes`` node blocks of ``nbins`` slots per candidate is granted.
+    Measured on anvil (``tests/chain/test_ahead_votes.py`` checks every submission there against it): about 150,000
+    for the task's reads, the root's Merkle tree and the first tree's identities, then about 9,300 per slot of
+    every node (six words a slot: 3,000 of calldata, which the batch pays, and the exact rules checked per slot),
+    about 10,000 per endorsement (``ecrecover`` and its checks). The bound adds a third or more to each, so a
+    submission whose rules take the longest paths still fits, while four parties' widest levels stay within a
+    block's gas."""
+    return HISTOGRAM_GAS_BASE + HISTOGRAM_GAS_PER_SLOT * nodes * nbins + HISTOGRAM_GAS_PER_ENDORSEMENT * endorsements

@@ -128,7 +128,7 @@ class EndorseClient:
 
     def ask(self, endpoint: str, body: dict[str, Any], path: str = ENDORSE_STREAM_PATH) -> tuple[int, dict[str, Any]]:
         """(status, answer) for one request on the stream at ``path``: an endorsement request by default, as ``POST
-        /v1/endorse`` would answer it; a ballot to relay on ``node.ballot_relay.BALLOT_STREAM_PATH``."""
+        /v1/endorse`` would answer it; a ballot to relay on ``node.relay.RELAY_STREAM_PATH``."""
         url = stream_url(endpoint, path)
         with self._guard:
             lock = self._locks.setdefault(url, threading.Lock())

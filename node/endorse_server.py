@@ -8,8 +8,9 @@ Two routes give the same check and answers: ``POST /v1/endorse``, one request pe
 (``node.endorse_client``: a quarter of the CPU per request). Each stream answer is ``{"status", "body"}``: the HTTP
 status and body the POST route would have answered with.
 
-Ballots sent ahead come the same two ways (``POST /v1/ballots`` and the WebSocket ``/v1/ballots/stream``): another
-party hands this one its signed vote request to relay with the level's resolution (``node.ballot_relay``).
+Requests to relay come the same two ways (``POST /v1/relay`` and the WebSocket ``/v1/relay/stream``): another
+party hands this one, the level's relayer, its signed histograms or ballot to send with the others'
+(``node.relay``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from fgbdt_chain.node.ballot_relay import BALLOT_STREAM_PATH
 from fgbdt_chain.node.endorse_client import ENDORSE_STREAM_PATH
+from fgbdt_chain.node.relay import RELAY_STREAM_PATH
 
 if TYPE_CHECKING:
     from fgbdt_chain.node.party_node import PartyNode
@@ -84,14 +85,14 @@ def create_app(node: PartyNode) -> FastAPI:
         except WebSocketDisconnect:
             return
 
-    @app.post("/v1/ballots", status_code=202, responses={403: {}, 409: {}, 422: {}})
-    async def relay_ballot(body: dict[str, Any]) -> JSONResponse:
+    @app.post("/v1/relay", status_code=202, responses={403: {}, 409: {}, 422: {}})
+    async def relay_request(body: dict[str, Any]) -> JSONResponse:
         status, answer = offer(node, body)
         return JSONResponse(answer, status_code=status)
 
-    @app.websocket(BALLOT_STREAM_PATH)
+    @app.websocket(RELAY_STREAM_PATH)
     async def ballot_stream(socket: WebSocket) -> None:
-        """Ballots to relay (``node.ballot_relay``), one per message, each answered as ``POST /v1/ballots``."""
+        """Requests to relay (``node.relay``), one per message, each answered as ``POST /v1/relay``."""
         await socket.accept()
         try:
             while True:
@@ -113,11 +114,11 @@ def create_app(node: PartyNode) -> FastAPI:
 
 
 def offer(node: PartyNode, body: Any) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, body) of a ballot handed over to relay, whichever route it came by."""
-    inbox = node.ballots
-    if inbox is None:
-        return 409, {"detail": "this party does not relay ballots (yet): send the transaction"}
-    return inbox.offer(body)
+    """(HTTP status, body) of a request handed over to relay, whichever route it came by."""
+    channel = node.relay
+    if channel is None:
+        return 409, {"detail": "this party does not relay (yet): send the transaction"}
+    return channel.inbox.offer(body)
 
 
 def check(node: PartyNode, req: EndorseRequest) -> tuple[int, dict[str, Any]]:

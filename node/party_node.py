@@ -48,20 +48,13 @@ from fgbdt_chain.ledger.encoding import (
     sign_endorsement,
 )
 from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, sign_request, vote_request_gas
+from fgbdt_chain.ledger.forwarder import histogram_request_gas, vote_request_gas
 from fgbdt_chain.ledger.heads import NewHeads
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
 from fgbdt_chain.ledger.tx_size import histogram_parts, resolution_batches
 from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.ballot_relay import (
-    BALLOT_STREAM_PATH,
-    BALLOT_TTL_SECONDS,
-    BallotInbox,
-    RelayedBallot,
-    relayer_index,
-)
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.endorse_client import EndorseClient, NoEndorsementStream, VerifierUnreachable
@@ -72,6 +65,7 @@ from fgbdt_chain.node.model import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy import plan, secret_noise_seed
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.publish import decode_join, encode_join
+from fgbdt_chain.node.relay import RelayChannel, relayer_index
 from fgbdt_chain.node.resolve import level_splits, tree_end
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
 from fgbdt_chain.node.weights import distribution_weights
@@ -114,14 +108,17 @@ class NodeSettings:
     endorse_patience_seconds: float = 10.0
     """How long to keep asking an unreachable verifier once a quorum of signatures is in."""
     resolve_grace_seconds: float = 2.0
-    relay_ballots: bool = True
-    """Hand the votes sent ahead to the level's relayer, who sends every party's in one transaction
-    (``node.ballot_relay``), instead of a transaction per party."""
+    relay: bool = True
+    """Hand this party's histograms and the votes it sends ahead to the level's relayer, who sends every party's in
+    one transaction (``node.relay``), instead of a transaction per party."""
     relay_wait_seconds: float = 0.25
-    """How long a relayer waits for the ballots of the parties taking part before it sends those it holds. Every
-    party computes its ballot from the same submissions at the same time, so they come within milliseconds; a ballot
-    later than this is the party's to send (its own transaction, or its vote in the level's round), which costs that
-    party one round, where waiting longer would cost every party the wait at every level a party is slow."""
+    """How long a relayer waits for the requests of the parties taking part before it sends those it holds. The
+    parties compute them from the same chain state at the same time, so they come within milliseconds; one later
+    than this is the party's to send (its own transaction, or its vote in the level's round), which costs that party
+    a round, where waiting longer would cost every party the wait at every level a party is slow."""
+    relay_patience_seconds: float = 2.0
+    """How long a party waits for the histograms it handed over to land before it sends them itself (the relayer may
+    have failed, or held them back); a step's deadline is far longer."""
     resolve_batch: int = 16
     """Nodes per ``resolveNodes`` transaction: about 0.85M gas per node at M=4 (bench/gas.py), so 16 stay under
     half of a 30M block; a devnet with a large gas limit may take a whole level at once."""
@@ -410,16 +407,15 @@ class PartyNode:
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
         self._ahead: set[tuple[int, int]] = set()
-        self.ballots: BallotInbox | None = None
-        """The ballots other parties handed this one to relay (``node.ballot_relay``; None until training starts, or
-        with ``relay_ballots`` off)."""
-        self._forwarder: Forwarder | None = None
-        self._forwarder_nonce: int | None = None
-        """The next nonce this party signs a relayed request with (None: read from the forwarder first)."""
+        self.relay: RelayChannel | None = None
+        """This party's side of the relay (``node.relay``; None until training starts, or with ``relay`` off)."""
         self._relayed: set[tuple[int, int]] = set()
         """The (tree, level)s whose ballot this party handed to a relayer: whether it landed is read from the chain."""
-        self._relayed_levels: set[tuple[int, int]] = set()
-        """The resolving (tree, level)s this party relayed the ballots of."""
+        self._handed: dict[tuple[int, int], float] = {}
+        """When this party handed each level's histograms to a relayer (by (tree, level)): past the patience and not
+        on chain, it sends them itself."""
+        self._relayed_levels: set[tuple[str, int, int]] = set()
+        """The (kind, tree, level)s this party relayed the requests of."""
         self._no_ballots: set[tuple[int, int]] = set()
         """Resolving (tree, level)s after which nothing votes ahead (no split, and the next tree draws)."""
         """The (tree, level)s this party sent its votes ahead for, or tried to (once per level)."""
@@ -575,11 +571,9 @@ class PartyNode:
                 widths=slot_widths(edges),
             )
             self.party.attack = self.settings.attack
-        if self.settings.relay_ballots:
-            fwd = Forwarder.of(self.task)
-            self._forwarder = fwd
-            self.ballots = BallotInbox(
-                self.task_id, self.task.address, self.parties, self.task.client.chain_id, fwd.address
+        if self.settings.relay:
+            self.relay = RelayChannel(
+                self.task, self.task_id, self.account, self.parties, self.endpoints, self._verifiers
             )
         self.log(f"training started: party {self.index} of {len(self.parties)}, {self.data.n_rows} rows")
 
@@ -868,8 +862,10 @@ class PartyNode:
             self._seen.clear()
             self._ahead.clear()
             self._pending_ahead = None
-            self._forwarder_nonce = None
+            if self.relay is not None:
+                self.relay.forget_nonce()
             self._relayed = set()
+            self._handed = {}
             # block numbers this party noted may now be past the node's head, or name blocks mined again: the level
             # starts and the tree records are read again from the start (keyed records: re-reading is idempotent)
             self._level_scan = 0
@@ -912,19 +908,31 @@ class PartyNode:
         elif st.phase == Phase.HISTOGRAMS:
             ctx.fixed_block = candidates_block(st, self.cfg.step_blocks)
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
-            voted = (drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
-            done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
-            if voted and not done:
-                self._send_histograms(ctx, st.step_deadline)
-            elif self._close_due(st, now):
-                self._try("closeStep", self.task.close_step)
+            handed = self._handed.get((st.tree, st.level))
+            if handed is not None and now - handed < self.settings.relay_patience_seconds:
+                self._again = True  # handed to the relayer: its batch closes the step, or the patience runs out
+            else:
+                voted = (drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
+                done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
+                if voted and not done:
+                    if handed is not None:
+                        self.log(
+                            f"tree {st.tree} level {st.level}: the histograms handed over are not on chain; sending"
+                        )
+                        del self._handed[(st.tree, st.level)]
+                        if self.relay is not None:
+                            self.relay.forget_nonce()
+                    self._send_histograms(ctx, st.step_deadline)
+                elif self._close_due(st, now):
+                    self._try("closeStep", self.task.close_step)
+            self._relay_histograms(ctx)
         else:
             started = self._resolving_since.setdefault((st.tree, st.level), now)
             # the votes first, not waited for: the resolution goes in the same block, after them, and the one that
             # opens the next level finds the ballot; relayed, the relayer sends them all before its resolution
             self._vote_ahead(ctx)
             anyone = now - started > self.settings.resolve_grace_seconds
-            if self._relay(ctx) or anyone:
+            if self._relay_ballots(ctx) or anyone:
                 self._resolve(ctx, st.resolved_mask, anyone)
             self._settle_ahead()
         return False
@@ -967,9 +975,11 @@ class PartyNode:
         if key in self._seen:
             return True
         early_root = names[0] == "VotesSubmitted" and level == 0 and tree in self._early_roots
-        relayed = names[0] == "VotesSubmitted" and (tree, level) in self._relayed
-        if relayed and self._voting_closed_at_open(tree, level):
-            self._seen.add(key)  # the level took every ballot sent ahead, so this party's relayed one
+        relayed = (names[0] == "VotesSubmitted" and (tree, level) in self._relayed) or (
+            names[0] == "HistogramsSubmitted" and (tree, level) in self._handed
+        )
+        if relayed and self._taken_on_chain(names[0], tree, level):
+            self._seen.add(key)
             return True
         if self._fresh_from is not None and (tree, level) >= self._fresh_from and not early_root and not relayed:
             return False  # followed from its start by this process: its own event would be in _seen
@@ -995,10 +1005,15 @@ class PartyNode:
                 return True
         return False
 
-    def _voting_closed_at_open(self, tree: int, level: int) -> bool:
-        """Whether the transaction that opened (tree, level) also closed its voting: it took a ballot sent ahead from
-        every party taking part (a step closed at its deadline is closed blocks after it opened)."""
+    def _taken_on_chain(self, name: str, tree: int, level: int) -> bool:
+        """Whether the tree records show this party's relayed call of ``name`` at (tree, level) landed, without a read
+        of its own: histograms, if the level's ``HistogramsClosed`` marks this party; a ballot sent ahead, if the
+        transaction that opened the level also closed its voting (it took a ballot from every party taking part; a
+        step closed at its deadline closes blocks after it opened)."""
         with self.lock:
+            if name == "HistogramsSubmitted":
+                mask = self.trees.closed.get((tree, level))
+                return mask is not None and bool((mask >> self.index) & 1)
             start = self.trees.level_starts.get((tree, level))
             closed = self.trees.voting_closed.get((tree, level))
         return start is not None and closed == start[0]
@@ -1034,9 +1049,9 @@ class PartyNode:
 
     def _vote(self, ctx: LevelContext) -> None:
         assert self.party is not None
-        if (ctx.tree, ctx.level) in self._relayed:
+        if (ctx.tree, ctx.level) in self._relayed and self.relay is not None:
             # the ballot handed over was not taken: which of this party's requests the forwarder used is its to say
-            self._forwarder_nonce = None
+            self.relay.forget_nonce()
         with self.timed("computing (votes)"):
             votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote, ctx.tree, ctx.level)
         try:
@@ -1073,8 +1088,11 @@ class PartyNode:
             )
             self._decline(ctx)
             return
+        parts = histogram_parts(len(hists), self.params.nbins, ctx.level, len(endorsements))
+        if len(parts) == 1 and self.relay is not None and self._hand_over_histograms(ctx, hists, endorsements):
+            return
         committed = 0
-        if len(histogram_parts(len(hists), self.params.nbins, ctx.level, len(endorsements))) > 1:
+        if len(parts) > 1:
             with self.timed("chain reads"):  # a restart half-way through a wide level resumes after its parts
                 start = self._level_block(ctx.tree, ctx.level)
                 committed = self.task.committed_nodes(
@@ -1257,17 +1275,12 @@ class PartyNode:
         party taking part voted ahead, the resolution that opens the level also closes its voting. Only a party whose
         histograms the level accepted may, from the submissions it holds (``_held_submissions``); otherwise, or if
         the transaction fails, it votes when the level opens, as before. The ballot is handed to the level's relayer
-        (``_hand_over``, ``node.ballot_relay``), which sends every party's in one transaction; one the relayer does
+        (``_hand_over``, ``node.relay``), which sends every party's in one transaction; one the relayer does
         not take goes as this party's own transaction."""
         nxt = ctx.level + 1
         last = nxt >= self.params.depth
         target = (ctx.tree + 1, 0) if last else (ctx.tree, nxt)
-        if (
-            self.excluded
-            or target in self._ahead
-            or not self._votes_on(target[0])
-            or ("HistogramsSubmitted", ctx.tree, ctx.level) not in self._seen
-        ):
+        if self.excluded or target in self._ahead or not self._votes_on(target[0]) or not self._has_submitted(ctx):
             return
         assert self.party is not None
         with self.timed("chain reads"):
@@ -1293,7 +1306,7 @@ class PartyNode:
                 self._ahead.discard(target)  # a record not served yet: the next look tries again
             return
         ballot, nodes = ahead
-        if self.ballots is not None and self._hand_over(ctx, target, ballot, nodes, early):
+        if self.relay is not None and self._hand_over_ballot(ctx, target, ballot, nodes, early):
             return
         try:
             with self.timed("transactions"):
@@ -1303,85 +1316,127 @@ class PartyNode:
             return
         self._pending_ahead = (*target, nodes, pending, early)
 
-    def _hand_over(
+    def _hand_over_ballot(
         self, ctx: LevelContext, target: tuple[int, int], ballot: list[int], nodes: int, early: bool
     ) -> bool:
-        """Sign this party's ballot for ``target`` as a forwarder request and hand it to the level's relayer (this
-        party's own inbox if it relays); whether it was taken (False: send the transaction instead)."""
-        assert self.ballots is not None and self._forwarder is not None
-        fwd = self._forwarder
-        data = bytes.fromhex(
-            self.task.client.encode_call(self.task.contract, "submitVotes", (self.task_id, *target, ballot))[2:]
-        )
-        if self._forwarder_nonce is None:
-            with self.timed("chain reads"):
-                self._forwarder_nonce = fwd.nonce(self.address)
-        deadline = int(time.time()) + BALLOT_TTL_SECONDS
-        req = ForwardRequest(
-            self.address, self.task.address, 0, vote_request_gas(len(ballot)), self._forwarder_nonce, deadline, data
-        )
-        signed = RelayedBallot(
-            ctx.tree, ctx.level, req, sign_request(bytes(self.account.key), req, self.task.client.chain_id, fwd.address)
-        )
-        relayer = relayer_index(ctx.level, len(self.parties))
-        if relayer == self.index:
-            held = self.ballots.hold(signed)
-            status, answer = (202, {}) if held else (409, {"detail": "relayed already"})
-        else:
-            try:
-                with self.timed("ballot relay"):
-                    status, answer = self._verifiers.ask(
-                        self.endpoints[self.parties[relayer]], signed.message(self.task_id), BALLOT_STREAM_PATH
-                    )
-            except VerifierUnreachable as exc:
-                status, answer = 0, {"detail": f"unreachable ({exc})"}
-        if status != 202:
-            why = answer.get("detail", answer)
-            self.log(f"tree {target[0]} level {target[1]}: party {relayer} does not relay the votes ({why}); sending")
-            self._forwarder_nonce = None  # whether the relayer holds it or not, the forwarder says which nonce is next
+        """Hand this party's ballot for ``target`` to the relayer of the level that resolves; whether it was taken
+        (False: send the transaction instead)."""
+        assert self.relay is not None
+        with self.timed("relay"):
+            signed = self.relay.request(
+                "votes",
+                ctx.tree,
+                ctx.level,
+                "submitVotes",
+                (self.task_id, *target, ballot),
+                vote_request_gas(len(ballot)),
+            )
+            refused = self.relay.hand_over(signed)
+        if refused is not None:
+            self.log(f"tree {target[0]} level {target[1]}: votes not relayed ({refused}); sending them")
             return False
-        self._forwarder_nonce += 1
         self._relayed = {k for k in self._relayed if k[0] >= ctx.tree - 1} | {target}
         if early:
             self._early_roots.add(target[0])
-        self.log(f"tree {target[0]} level {target[1]}: votes on {nodes} nodes handed to party {relayer} to relay")
         return True
 
-    def _relay(self, ctx: LevelContext) -> bool:
-        """As the level's relayer (``relayer_index``), send the ballots handed over for it, once every party taking
-        part in the next step handed its own or ``relay_wait_seconds`` passed, in one transaction before this party's
+    def _hand_over_histograms(
+        self, ctx: LevelContext, hists: list[ref.NodeHistograms], endorsements: list[Endorsement]
+    ) -> bool:
+        """Hand this party's endorsed histograms to the level's relayer; whether it was taken (False: submit them
+        as this party's own transaction)."""
+        assert self.relay is not None
+        args = (
+            self.task_id,
+            ctx.tree,
+            ctx.level,
+            [x for h in hists for x in node_block(h)],
+            [e.as_tuple() for e in endorsements],
+        )
+        gas = histogram_request_gas(len(hists), self.params.nbins, len(endorsements))
+        with self.timed("relay"):
+            signed = self.relay.request("histograms", ctx.tree, ctx.level, "submitHistograms", args, gas)
+            refused = self.relay.hand_over(signed)
+        if refused is not None:
+            self.log(f"tree {ctx.tree} level {ctx.level}: histograms not relayed ({refused}); submitting them")
+            return False
+        key = (ctx.tree, ctx.level)
+        self._handed = {k: v for k, v in self._handed.items() if k[0] >= ctx.tree - 1} | {key: time.monotonic()}
+        return True
+
+    def _taking_part(self, tree: int, level: int) -> set[str]:
+        """The parties that may send (tree, level)'s histograms, as far as this party knows: those whose histograms
+        the step before accepted (its ``HistogramsClosed``), every party at the task's first step. A party that did
+        not vote is among them; the relayer's wait bounds what that costs."""
+        with self.lock:
+            before = [k for k in self.trees.closed if k < (tree, level)]
+            mask = self.trees.closed[max(before)] if before else None
+        if mask is None:
+            return set(self.parties) if (tree, level) == (0, 0) or not before else set()
+        return {p for i, p in enumerate(self.parties) if (mask >> i) & 1}
+
+    def _relay_requests(self, kind: str, ctx: LevelContext, expected: set[str]) -> None:
+        """As the level's relayer, send the requests of ``kind`` handed over for it (``RelayChannel.send``), once."""
+        assert self.relay is not None
+        key = (kind, ctx.tree, ctx.level)
+        self._relayed_levels = {k for k in self._relayed_levels if k[1] >= ctx.tree - 1} | {key}
+        if not self.relay.inbox.holds(kind, ctx.tree, ctx.level, self.address):
+            expected = expected - {self.address}
+        with self.timed("relay (waiting and sending)"):
+            count, results, failures = self.relay.send(
+                kind, ctx.tree, ctx.level, expected, self.settings.relay_wait_seconds
+            )
+        for why in failures:
+            self.log(f"tree {ctx.tree} level {ctx.level}: relaying {kind} failed ({why})")
+        if count:
+            gas = sum(r.gas_used for r in results)
+            self.log(
+                f"tree {ctx.tree} level {ctx.level}: relayed {count} {kind} in {len(results)} transactions (gas {gas})"
+            )
+
+    def _relay_ballots(self, ctx: LevelContext) -> bool:
+        """As the level's relayer (``relayer_index``), send the ballots handed over while it resolves, once every
+        party taking part in the next step handed its own or ``relay_wait_seconds`` passed, before this party's
         resolution; whether this party may resolve now (False: the level's close is not served yet, and a
         resolution sent now could open the next level before the ballots)."""
-        if self.ballots is None or relayer_index(ctx.level, len(self.parties)) != self.index:
+        if self.relay is None or self.relay.relayer(ctx.level) != self.index:
             return True
-        key = (ctx.tree, ctx.level)
-        if key in self._relayed_levels:
+        if ("votes", ctx.tree, ctx.level) in self._relayed_levels:
             return True
         last = ctx.level + 1 >= self.params.depth
-        if key in self._no_ballots or not self._votes_on(ctx.tree + 1 if last else ctx.tree):
+        if (ctx.tree, ctx.level) in self._no_ballots or not self._votes_on(ctx.tree + 1 if last else ctx.tree):
             return True
         with self.timed("chain reads"):
             submitters = self._closed_submitters(ctx)
         if submitters is None:
             self._again = True
             return False
-        expected = {p for i, p in enumerate(self.parties) if (submitters >> i) & 1}
-        if not self.ballots.holds(ctx.tree, ctx.level, self.address):
-            expected.discard(self.address)
-        with self.timed("waiting (for ballots)"):
-            ballots = self.ballots.take(ctx.tree, ctx.level, expected, self.settings.relay_wait_seconds)
-        self._relayed_levels = {k for k in self._relayed_levels if k[0] >= ctx.tree - 1} | {key}
         self._no_ballots = {k for k in self._no_ballots if k[0] >= ctx.tree - 1}
-        if not ballots:
+        self._relay_requests("votes", ctx, {p for i, p in enumerate(self.parties) if (submitters >> i) & 1})
+        return True
+
+    def _relay_histograms(self, ctx: LevelContext) -> None:
+        """As the level's relayer, send the histograms handed over, once every party taking part handed its own or
+        ``relay_wait_seconds`` passed; the last of them closes the step."""
+        if self.relay is None or self.relay.relayer(ctx.level) != self.index:
+            return
+        if ("histograms", ctx.tree, ctx.level) in self._relayed_levels:
+            return
+        self._relay_requests("histograms", ctx, self._taking_part(ctx.tree, ctx.level))
+
+    def _has_submitted(self, ctx: LevelContext) -> bool:
+        """Whether this party's histograms of the level are on chain, as far as it knows without a read: sent as its
+        own transaction, or handed to the relayer and marked by the level's ``HistogramsClosed``."""
+        key = (ctx.tree, ctx.level)
+        if ("HistogramsSubmitted", *key) in self._seen:
             return True
-        assert self._forwarder is not None
-        try:
-            with self.timed("transactions"):
-                res = self._forwarder.execute_batch(self.account, [(b.request, b.signature) for b in ballots])
-        except ContractRevert as exc:  # the parties vote when the level opens
-            self.log(f"tree {ctx.tree} level {ctx.level}: relaying {len(ballots)} ballots failed ({exc})")
-            return True
-        self.log(f"tree {ctx.tree} level {ctx.level}: relayed {len(ballots)} ballots (gas {res.gas_used})")
+        if key not in self._handed:
+            return False
+        with self.timed("chain reads"):
+            mask = self._closed_submitters(ctx)
+        if mask is None or not (mask >> self.index) & 1:
+            return False
+        self._seen.add(("HistogramsSubmitted", *key))
         return True
 
     def _votes_on(self, tree: int) -> bool:

@@ -88,3 +88,34 @@ def test_a_batch_limit_grants_every_request_its_gas() -> None:
     # EIP-150: a call gets at most 63/64 of what is left, and the forwarder keeps 1/63 of the request's gas after it
     assert limit >= sum(r.gas * 64 // 63 + REQUEST_OVERHEAD_GAS for r in reqs) + 21_000
     assert vote_request_gas(128) < vote_request_gas(129) and vote_request_gas(128) < 1_000_000
+
+
+def test_batches_keep_the_order_and_fit_a_transaction_and_a_block() -> None:
+    from fgbdt_chain.ledger.forwarder import pack_batches, request_bytes
+    from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, CALLDATA_LIMIT
+
+    rng = random.Random(8)
+    reqs = [
+        (
+            ForwardRequest(
+                FORWARDER,
+                FORWARDER,
+                0,
+                rng.choice([10**5, 4 * 10**6, 9 * 10**6]),
+                i,
+                1,
+                bytes(rng.choice([100, 30_000, 48_000])),
+            ),
+            b"\x00" * 65,
+        )
+        for i in range(40)
+    ]
+    batches = pack_batches(reqs)
+    assert [r for b in batches for r in b] == reqs  # in order, each once
+    for b in batches:
+        assert 4 + 96 + sum(request_bytes(r) for r, _ in b) <= CALLDATA_LIMIT
+        assert batch_gas([r for r, _ in b]) <= BLOCK_GAS_LIMIT
+    assert len(batches) < len(reqs)  # and packed: small requests share a batch
+    # a request too large for any batch goes alone
+    huge = (ForwardRequest(FORWARDER, FORWARDER, 0, 1, 0, 1, bytes(CALLDATA_LIMIT)), b"\x00" * 65)
+    assert pack_batches([reqs[0], huge, reqs[1]]) == [[reqs[0]], [huge], [reqs[1]]]

@@ -366,6 +366,7 @@ def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
     node.trees.next_block = 98
     node._level_starts = {(4, 0): (90, 0), (4, 2): (97, 0)}
     node._level_scan = 98
+    node.relay = None
     assert node._has(["VotesSubmitted"], 4, 2) and asked == []  # remembered: no read
     node._forget_recent_chain()
     assert node._level_starts == {}
@@ -545,100 +546,3 @@ def test_a_root_ballot_sent_where_a_tree_stopped_short_counts_only_if_the_chain_
         assert node._has(["VotesSubmitted"], 5, 0) is False
     node._early_roots, looked = set(), len(asked)
     assert node._has(["VotesSubmitted"], 6, 0) is False and len(asked) == looked  # followed from its start: not read
-
-
-class _Verifiers:
-    """The endorsement client's stand-in: answers a ballot hand-over as told, records what was handed."""
-
-    def __init__(self, answer: tuple[int, dict[str, Any]] | Exception) -> None:
-        self.answer, self.asked = answer, []
-
-    def ask(self, endpoint: str, body: dict[str, Any], path: str) -> tuple[int, dict[str, Any]]:
-        self.asked.append((endpoint, body, path))
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return self.answer
-
-
-def _relay_node(index: int, verifiers: Any) -> Any:
-    """A party node with what handing over and relaying ballots read: four parties, itself ``index``."""
-    from eth_account import Account
-
-    from fgbdt_chain.node.ballot_relay import SUBMIT_VOTES_SELECTOR, BallotInbox
-
-    keys = [Account.from_key(bytes([i + 1]) * 32) for i in range(4)]
-    node = object.__new__(PartyNode)
-    node.parties = [k.address for k in keys]
-    node.index, node.address, node.account = index, keys[index].address, keys[index]
-    node.endpoints = {p: f"http://party{i}" for i, p in enumerate(node.parties)}
-    node.task_id = 5
-    task_address = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
-    nonce_reads: list[str] = []
-
-    def nonce(address: str) -> int:
-        nonce_reads.append(address)
-        return 40
-
-    fwd = SimpleNamespace(address="0x5FbDB2315678afecb367f032d93F642f64180aa3", nonce=nonce, batches=[])
-    fwd.execute_batch = lambda sender, signed: fwd.batches.append(signed) or SimpleNamespace(gas_used=1)
-    node._forwarder, node._forwarder_nonce, node.nonce_reads = fwd, None, nonce_reads
-    node.task = SimpleNamespace(
-        address=task_address,
-        contract=None,
-        client=SimpleNamespace(
-            chain_id=31337, encode_call=lambda c, f, args: "0x" + (SUBMIT_VOTES_SELECTOR + bytes(96)).hex()
-        ),
-    )
-    node.ballots = BallotInbox(5, task_address, node.parties, 31337, fwd.address)
-    node._verifiers = verifiers
-    node._relayed, node._early_roots, node._relayed_levels, node._no_ballots = set(), set(), set(), set()
-    node.seconds, node.log = {}, lambda text: None
-    node.excluded = False
-    return node
-
-
-def test_a_ballot_goes_to_the_levels_relayer_and_back_to_a_transaction_if_refused() -> None:
-    """A party hands its signed ballot to the level's relayer (party ``level mod M``) and counts its forwarder nonce
-    on; refused or unreachable, it sends its own transaction, and reads the next nonce from the forwarder (the
-    relayer may hold the request or not)."""
-    from fgbdt_chain.node.endorse_client import VerifierUnreachable
-
-    ctx = SimpleNamespace(tree=3, level=1)
-    taken = _relay_node(2, _Verifiers((202, {"held": True})))
-    assert taken._hand_over(ctx, (3, 2), [0, 1], 1, early=False)
-    ((endpoint, body, path),) = taken._verifiers.asked
-    assert endpoint == "http://party1" and path == "/v1/ballots/stream" and body["nonce"] == 40
-    assert taken._forwarder_nonce == 41 and taken._relayed == {(3, 2)} and taken.nonce_reads == [taken.address]
-    assert taken._hand_over(ctx, (3, 2), [0, 1], 1, early=True) and taken._early_roots == {3}
-    assert taken._verifiers.asked[-1][1]["nonce"] == 41 and taken.nonce_reads == [taken.address]  # counted, not read
-    for answer in ((409, {"detail": "relayed already"}), VerifierUnreachable("refused")):
-        refused = _relay_node(2, _Verifiers(answer))
-        assert not refused._hand_over(ctx, (3, 2), [0, 1], 1, early=False)
-        assert refused._forwarder_nonce is None and refused._relayed == set()
-    # the relayer itself holds its own
-    own = _relay_node(1, _Verifiers(AssertionError("no hand-over to itself")))
-    assert own._hand_over(ctx, (3, 2), [0, 1], 1, early=False) and own.ballots.holds(3, 1, own.address)
-
-
-def test_the_relayer_sends_the_ballots_of_the_parties_taking_part_once() -> None:
-    """The relayer waits for the parties the level accepted (its ``HistogramsClosed`` mask), sends what it holds in
-    one batch, and not again; a party that is not the relayer sends nothing."""
-    relayer = _relay_node(1, _Verifiers(AssertionError("no hand-over")))
-    relayer.params = SimpleNamespace(depth=4)
-    relayer.cfg = SimpleNamespace(trees=5, voted_trees=5)
-    relayer.settings = NodeSettings(relay_wait_seconds=30.0)
-    relayer._closed_submitters = lambda ctx: 0b1011  # parties 0, 1 and 3
-    ctx = SimpleNamespace(tree=3, level=1)
-    for i in (0, 3):
-        sender = _relay_node(i, _Verifiers((202, {})))
-        sender._hand_over(ctx, (3, 2), [0, 1], 1, early=False)
-        assert relayer.ballots.offer(sender._verifiers.asked[0][1])[0] == 202
-    relayer._hand_over(ctx, (3, 2), [0, 1], 1, early=False)
-    started = time.monotonic()
-    assert relayer._relay(ctx)
-    assert time.monotonic() - started < 10  # all three came: no wait for the timeout
-    (batch,) = relayer._forwarder.batches
-    assert sorted(req.sender for req, _ in batch) == sorted(relayer.parties[i] for i in (0, 1, 3))
-    assert relayer._relay(ctx) and len(relayer._forwarder.batches) == 1  # once
-    other = _relay_node(2, _Verifiers(AssertionError("no hand-over")))
-    assert other._relay(ctx) and other._forwarder.batches == []

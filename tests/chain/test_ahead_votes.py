@@ -25,7 +25,7 @@ from fgbdt_chain.ledger.audit import audit_events, read_task
 from fgbdt_chain.ledger.client import ChainClient
 from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.federation import run_level
-from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, vote_request_gas
+from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, histogram_request_gas, vote_request_gas
 from fgbdt_chain.ledger.reference import ONE
 
 pytestmark = pytest.mark.chain
@@ -43,7 +43,7 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
     came ahead opens in its histogram step (one transaction opens it and closes its voting); a level with some
     opens in its vote step and the others vote as before. At a tree's last level the next tree's root goes ahead
     the same way. A drawn tree takes none. Relayed, the votes sent ahead are the parties' signed requests in one
-    ``executeBatch`` of the forwarder (``node.ballot_relay``), each within the gas it grants. Candidates, splits,
+    ``executeBatch`` of the forwarder (``node.relay``), each within the gas it grants. Candidates, splits,
     contributions and payouts equal the reference's, and the audit finds the chain consistent."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
     fed = open_task(anvil_client, task, CFG, 3, num_features=5, reward=3 * 10**18, edges=edges_for(CFG.bins))
@@ -91,6 +91,10 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
             sent_ahead = [tx for tx in out.txs if tx.function == "submitVotes"][-len(senders) :]
             size = 2 * len(nodes) if ahead else 1
             assert all(tx.gas_used - 21_000 <= vote_request_gas(size) for tx in sent_ahead)
+        # each submission cost less than a relayed request grants it (node.relay)
+        for tx in out.txs:
+            if tx.function == "submitHistograms":
+                assert tx.gas_used - 21_000 <= histogram_request_gas(len(nodes), CFG.bins + 1, 2)
         turn += 1
         replay.level(out, rows)
         assert_level_matches(fed, replay, out)

@@ -118,7 +118,7 @@ def test_chain_model_equals_simulate(
         assert all(started[(t - 1, PARAMS.depth - 1)] < at for at in root_votes)
         before_root += sum(at < started[(t, 0)] for at in root_votes)
     assert before_root >= 1 or not roots_ahead
-    # the ballots sent ahead came relayed (node.ballot_relay): in transactions to the forwarder, several in each
+    # the ballots sent ahead came relayed (node.relay): in transactions to the forwarder, several in each
     ahead = [
         e
         for e in task.client.logs(task.contract, ["VotesSubmitted"], report["task"])
