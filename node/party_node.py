@@ -65,7 +65,7 @@ from fgbdt_chain.node.model import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy import plan, secret_noise_seed
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.publish import decode_join, encode_join
-from fgbdt_chain.node.relay import RelayChannel, relayer_index
+from fgbdt_chain.node.relay import RelayChannel, RelayedRequest, relayer_index
 from fgbdt_chain.node.resolve import level_splits, tree_end
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
 from fgbdt_chain.node.weights import distribution_weights
@@ -404,6 +404,8 @@ class PartyNode:
         depth: counted only if the chain stopped it there too, so whether it voted is read from the chain (``_has``:
         the ballot is counted exactly when it was sent after the start of that tree's last level)."""
         self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
+        self._endorsed_changed = threading.Condition(self.lock)
+        """Notified when this party endorses a submission (``_vote_ahead_early`` waits for the whole level)."""
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
         self._ahead: set[tuple[int, int]] = set()
@@ -925,6 +927,7 @@ class PartyNode:
                     self._send_histograms(ctx, st.step_deadline)
                 elif self._close_due(st, now):
                     self._try("closeStep", self.task.close_step)
+            self._vote_ahead_early(ctx)
             self._relay_histograms(ctx)
         else:
             started = self._resolving_since.setdefault((st.tree, st.level), now)
@@ -1277,12 +1280,9 @@ class PartyNode:
         the transaction fails, it votes when the level opens, as before. The ballot is handed to the level's relayer
         (``_hand_over``, ``node.relay``), which sends every party's in one transaction; one the relayer does
         not take goes as this party's own transaction."""
-        nxt = ctx.level + 1
-        last = nxt >= self.params.depth
-        target = (ctx.tree + 1, 0) if last else (ctx.tree, nxt)
+        target, last = self._ahead_target(ctx)
         if self.excluded or target in self._ahead or not self._votes_on(target[0]) or not self._has_submitted(ctx):
             return
-        assert self.party is not None
         with self.timed("chain reads"):
             submitters = self._closed_submitters(ctx)
         if submitters is None:
@@ -1291,6 +1291,57 @@ class PartyNode:
         submissions = self._held_submissions(ctx, submitters)
         if submissions is None:
             return
+        self._cast_ahead(ctx, target, last, submissions, submitters)
+
+    def _ahead_target(self, ctx: LevelContext) -> tuple[tuple[int, int], bool]:
+        """(the (tree, level) a ballot sent while ``ctx`` resolves is for, whether ``ctx`` is its tree's last level
+        by depth): the next level, or after the last, the next tree's root."""
+        last = ctx.level + 1 >= self.params.depth
+        return ((ctx.tree + 1, 0) if last else (ctx.tree, ctx.level + 1)), last
+
+    def _vote_ahead_early(self, ctx: LevelContext) -> None:
+        """Vote ahead as soon as this party handed its histograms to the relayer, from the histograms it endorsed:
+        with every party taking part asking every other for endorsements, each holds the whole level before it is
+        on chain, so its ballot reaches the relayer while the submissions are being sent, and the relayer sends the
+        ballots and its resolution right after them, where waiting for the close on chain cost every party a
+        notification round per level.
+
+        The ballot is computed for the parties this party expects to submit (``_taking_part``), and the relayer
+        sends it only if the chain accepted exactly those (``RelayedRequest.assumed``); otherwise it is left out,
+        and this party votes in the level's round, as for a ballot that came too late. A party it has not received
+        the histograms of within ``relay_wait_seconds`` leaves it to the close, as before."""
+        if self.relay is None or (ctx.tree, ctx.level) not in self._handed:
+            return
+        target, last = self._ahead_target(ctx)
+        if self.excluded or target in self._ahead or not self._votes_on(target[0]):
+            return
+        taking = self._taking_part(ctx.tree, ctx.level)
+        mask = sum(1 << i for i, p in enumerate(self.parties) if p in taking)
+        others = taking - {self.address}
+        key = (ctx.tree, ctx.level)
+        with self.timed("relay"), self._endorsed_changed:
+            self._endorsed_changed.wait_for(
+                lambda: others <= set(self._endorsed.get(key, {})), timeout=self.settings.relay_wait_seconds
+            )
+        submissions = self._held_submissions(ctx, mask)
+        if submissions is None:
+            return
+        self._ahead.add(target)
+        self._cast_ahead(ctx, target, last, submissions, mask, early_step=True)
+
+    def _cast_ahead(
+        self,
+        ctx: LevelContext,
+        target: tuple[int, int],
+        last: bool,
+        submissions: list[list[ref.NodeHistograms]],
+        mask: int,
+        early_step: bool = False,
+    ) -> None:
+        """Compute this party's ballot for ``target`` from the level's ``submissions`` (of the parties in ``mask``)
+        and send it ahead: handed to the relayer, else as its own transaction (``early_step``: before the level's
+        close, where a transaction would be refused, nothing: the close tries again)."""
+        assert self.party is not None
         early = False
         with self.timed("computing (votes)"):
             ahead = self._root_ahead(ctx, submissions) if last else self._level_ahead(ctx, submissions)
@@ -1306,7 +1357,10 @@ class PartyNode:
                 self._ahead.discard(target)  # a record not served yet: the next look tries again
             return
         ballot, nodes = ahead
-        if self.relay is not None and self._hand_over_ballot(ctx, target, ballot, nodes, early):
+        if self.relay is not None and self._hand_over_ballot(ctx, target, ballot, nodes, early, mask):
+            return
+        if early_step:
+            self._ahead.discard(target)
             return
         try:
             with self.timed("transactions"):
@@ -1317,7 +1371,7 @@ class PartyNode:
         self._pending_ahead = (*target, nodes, pending, early)
 
     def _hand_over_ballot(
-        self, ctx: LevelContext, target: tuple[int, int], ballot: list[int], nodes: int, early: bool
+        self, ctx: LevelContext, target: tuple[int, int], ballot: list[int], nodes: int, early: bool, assumed: int
     ) -> bool:
         """Hand this party's ballot for ``target`` to the relayer of the level that resolves; whether it was taken
         (False: send the transaction instead)."""
@@ -1330,6 +1384,7 @@ class PartyNode:
                 "submitVotes",
                 (self.task_id, *target, ballot),
                 vote_request_gas(len(ballot)),
+                assumed,
             )
             refused = self.relay.hand_over(signed)
         if refused is not None:
@@ -1375,8 +1430,15 @@ class PartyNode:
             return set(self.parties) if (tree, level) == (0, 0) or not before else set()
         return {p for i, p in enumerate(self.parties) if (mask >> i) & 1}
 
-    def _relay_requests(self, kind: str, ctx: LevelContext, expected: set[str]) -> None:
-        """As the level's relayer, send the requests of ``kind`` handed over for it (``RelayChannel.send``), once."""
+    def _relay_requests(
+        self,
+        kind: str,
+        ctx: LevelContext,
+        expected: set[str],
+        keep: Callable[[RelayedRequest], bool] = lambda r: True,
+    ) -> list[TxResult]:
+        """As the level's relayer, send the requests of ``kind`` handed over for it (``RelayChannel.send``), once;
+        the batches' results."""
         assert self.relay is not None
         key = (kind, ctx.tree, ctx.level)
         self._relayed_levels = {k for k in self._relayed_levels if k[1] >= ctx.tree - 1} | {key}
@@ -1384,7 +1446,7 @@ class PartyNode:
             expected = expected - {self.address}
         with self.timed("relay (waiting and sending)"):
             count, results, failures = self.relay.send(
-                kind, ctx.tree, ctx.level, expected, self.settings.relay_wait_seconds
+                kind, ctx.tree, ctx.level, expected, self.settings.relay_wait_seconds, keep
             )
         for why in failures:
             self.log(f"tree {ctx.tree} level {ctx.level}: relaying {kind} failed ({why})")
@@ -1393,6 +1455,7 @@ class PartyNode:
             self.log(
                 f"tree {ctx.tree} level {ctx.level}: relayed {count} {kind} in {len(results)} transactions (gas {gas})"
             )
+        return results
 
     def _relay_ballots(self, ctx: LevelContext) -> bool:
         """As the level's relayer (``relayer_index``), send the ballots handed over while it resolves, once every
@@ -1412,7 +1475,9 @@ class PartyNode:
             self._again = True
             return False
         self._no_ballots = {k for k in self._no_ballots if k[0] >= ctx.tree - 1}
-        self._relay_requests("votes", ctx, {p for i, p in enumerate(self.parties) if (submitters >> i) & 1})
+        expected = {p for i, p in enumerate(self.parties) if (submitters >> i) & 1}
+        # a ballot computed before the close counts only if the level accepted the submissions it assumed
+        self._relay_requests("votes", ctx, expected, lambda r: r.assumed == submitters)
         return True
 
     def _relay_histograms(self, ctx: LevelContext) -> None:
@@ -1422,7 +1487,18 @@ class PartyNode:
             return
         if ("histograms", ctx.tree, ctx.level) in self._relayed_levels:
             return
-        self._relay_requests("histograms", ctx, self._taking_part(ctx.tree, ctx.level))
+        results = self._relay_requests("histograms", ctx, self._taking_part(ctx.tree, ctx.level))
+        closed = [ev for r in results for ev in r.events_named("HistogramsClosed")]
+        if not closed:
+            return  # a party's submission is missing: the step closes later, and the level resolves as it used to
+        with self.lock:  # the close as the tree records will read it: the resolution below needs no read for it
+            self.trees.closed[(ctx.tree, ctx.level)] = int(closed[-1].args["submitterMask"])
+        # The level resolves now, and this party sends its first resolution: the ballots handed over meanwhile,
+        # then its share, in this step, where waiting for the block's notification cost a round per level.
+        self._vote_ahead(ctx)
+        if self._relay_ballots(ctx):
+            self._resolve(ctx, 0, False)
+            self._settle_ahead()
 
     def _has_submitted(self, ctx: LevelContext) -> bool:
         """Whether this party's histograms of the level are on chain, as far as it knows without a read: sent as its
@@ -1579,7 +1655,11 @@ class PartyNode:
         out = {}
         for p in self.parties:
             if p == self.address:
-                if ("HistogramsSubmitted", ctx.tree, ctx.level) in self._seen and ctx.histograms is not None:
+                mine = ("HistogramsSubmitted", ctx.tree, ctx.level) in self._seen or (
+                    ctx.tree,
+                    ctx.level,
+                ) in self._handed
+                if mine and ctx.histograms is not None:
                     out[p] = ctx.histograms
             elif p in endorsed:
                 out[p] = endorsed[p]
@@ -1678,6 +1758,7 @@ class PartyNode:
         with self.lock:
             self._endorsed = {k: v for k, v in self._endorsed.items() if k[0] >= tree - 1}
             self._endorsed.setdefault((tree, level), {})[party] = hists
+            self._endorsed_changed.notify_all()
         digest = endorsement_digest(
             self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root, verdict.credit
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,9 @@ class RelayedRequest:
     level: int
     request: ForwardRequest
     signature: bytes
+    assumed: int = -1
+    """For a ballot: the parties whose histograms it was computed from (bit ``p`` for party ``p``), which the level
+    must accept for it to be sent; -1 for none (histograms)."""
 
     def message(self, task_id: int) -> dict[str, Any]:
         """The JSON message the WebSocket carries."""
@@ -88,6 +91,7 @@ class RelayedRequest:
             "deadline": r.deadline,
             "data": "0x" + r.data.hex(),
             "signature": "0x" + self.signature.hex(),
+            "assumed": self.assumed,
         }
 
     @classmethod
@@ -107,6 +111,9 @@ class RelayedRequest:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{k} must be a non-negative integer, got {v!r}")
             ints[k] = v
+        assumed = body.get("assumed", -1)
+        if not isinstance(assumed, int) or isinstance(assumed, bool) or assumed < -1:
+            raise ValueError(f"assumed must be a party mask or -1, got {assumed!r}")
         try:
             data = bytes.fromhex(str(body["data"]).removeprefix("0x"))
             signature = bytes.fromhex(str(body["signature"]).removeprefix("0x"))
@@ -116,7 +123,7 @@ class RelayedRequest:
         if len(signature) != 65:
             raise ValueError(f"a signature is 65 bytes, not {len(signature)}")
         req = ForwardRequest(sender, to, 0, ints["gas"], ints["nonce"], ints["deadline"], data)
-        return ints["task"], cls(str(body["kind"]), ints["tree"], ints["level"], req, signature)
+        return ints["task"], cls(str(body["kind"]), ints["tree"], ints["level"], req, signature, assumed)
 
 
 class RelayInbox:
@@ -239,7 +246,7 @@ class RelayChannel:
         self.nonce = None
 
     def request(
-        self, kind: str, tree: int, level: int, function: str, args: tuple[Any, ...], gas: int
+        self, kind: str, tree: int, level: int, function: str, args: tuple[Any, ...], gas: int, assumed: int = -1
     ) -> RelayedRequest:
         """This party's signed request calling ``function(*args)`` on the task's contract, granting ``gas``."""
         data = bytes.fromhex(self.task.client.encode_call(self.task.contract, function, args).removeprefix("0x"))
@@ -248,7 +255,7 @@ class RelayChannel:
         deadline = int(time.time()) + RELAY_TTL_SECONDS
         req = ForwardRequest(self.account.address, self.task.address, 0, gas, self.nonce, deadline, data)
         signature = sign_request(bytes(self.account.key), req, self.task.client.chain_id, self.forwarder.address)
-        return RelayedRequest(kind, tree, level, req, signature)
+        return RelayedRequest(kind, tree, level, req, signature, assumed)
 
     def hand_over(self, relayed: RelayedRequest) -> str | None:
         """Hand ``relayed`` to its level's relayer (this party's own inbox if it relays the level); None once taken,
@@ -271,12 +278,19 @@ class RelayChannel:
         return None
 
     def send(
-        self, kind: str, tree: int, level: int, expected: Collection[str], timeout: float
+        self,
+        kind: str,
+        tree: int,
+        level: int,
+        expected: Collection[str],
+        timeout: float,
+        keep: Callable[[RelayedRequest], bool] = lambda r: True,
     ) -> tuple[int, list[TxResult], list[str]]:
         """As the relayer of (``tree``, ``level``): the requests of ``kind`` handed over, once ``expected`` parties'
-        are in or ``timeout`` passed, sent in as few batches as fit (``pack_batches``), in order. Returns how many
-        were sent, the batches' results and why any batch failed (its requests' parties send their own)."""
-        held = self.inbox.take(kind, tree, level, expected, timeout)
+        are in or ``timeout`` passed, those ``keep`` keeps sent in as few batches as fit (``pack_batches``), in
+        order. Returns how many were sent, the batches' results and why any batch failed (its requests' parties send
+        their own)."""
+        held = [r for r in self.inbox.take(kind, tree, level, expected, timeout) if keep(r)]
         results: list[TxResult] = []
         failures: list[str] = []
         for batch in pack_batches([(r.request, r.signature) for r in held]):

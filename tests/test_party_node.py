@@ -412,6 +412,7 @@ def _ahead_node() -> Any:
     node._routed = None
     node._early_roots = set()
     node._relayed = set()
+    node._handed = {}
     node.trees = SimpleNamespace(splits={}, level_starts={}, voting_closed={}, next_block=0)
     node.lock = threading.RLock()
     return node
