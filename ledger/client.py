@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -86,7 +86,8 @@ class TxResult:
     parts: list[TxResult] = field(default_factory=list)
     """Transactions sent before this one as parts of the same call (``commitHistograms`` before a wide level's
     ``submitHistograms``)."""
-    decoder: Callable[[list[Any]], list[Event]] | None = field(default=None, repr=False, compare=False)
+    decoder: Callable[..., list[Event]] | None = field(default=None, repr=False, compare=False)
+    """``ChainClient.decode_events``: the logs, and the names of the events wanted (None: all)."""
     _events: list[Event] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -105,7 +106,10 @@ class TxResult:
         raise KeyError(name)
 
     def events_named(self, name: str) -> list[Event]:
-        """All events called ``name``, in log order."""
+        """All events called ``name``, in log order; only those are decoded, unless all were already (a relayed
+        batch's receipt carries every party's submitted words, which reading its close would otherwise decode)."""
+        if self._events is None and self.decoder is not None:
+            return list(self.decoder(self.logs, (name,)))
         return [e for e in self.events if e.name == name]
 
 
@@ -372,8 +376,9 @@ class ChainClient:
         except (EncodingError, TypeError, ValueError):
             return None
 
-    def decode_events(self, logs: Iterable[Any]) -> list[Event]:
-        """Decode every log emitted by a registered contract (others are skipped)."""
+    def decode_events(self, logs: Iterable[Any], names: Collection[str] | None = None) -> list[Event]:
+        """Decode every log emitted by a registered contract (others are skipped), or only the events called one of
+        ``names``."""
         out = []
         for log in logs:
             topics = log["topics"]
@@ -382,6 +387,8 @@ class ChainClient:
             key = _bytes(topics[0])
             contract = self._contracts.get(str(log["address"]).lower())
             if key not in self._topics or contract is None:
+                continue
+            if names is not None and self._topics[key][1] not in names:
                 continue
             coder = self._event_coders[key]
             args = coder.decode(self.w3.codec, [_bytes(t) for t in topics], _bytes(log["data"]))

@@ -126,13 +126,16 @@ class EndorseClient:
         self._guard = threading.Lock()
         self._watch = _SendWatch()
 
-    def ask(self, endpoint: str, body: dict[str, Any], path: str = ENDORSE_STREAM_PATH) -> tuple[int, dict[str, Any]]:
-        """(status, answer) for one request on the stream at ``path``: an endorsement request by default, as ``POST
-        /v1/endorse`` would answer it; a ballot to relay on ``node.relay.RELAY_STREAM_PATH``."""
+    def ask(
+        self, endpoint: str, body: dict[str, Any] | str, path: str = ENDORSE_STREAM_PATH
+    ) -> tuple[int, dict[str, Any]]:
+        """(status, answer) for one request on the stream at ``path`` (``body`` as JSON, or a dict): an endorsement
+        request by default, as ``POST /v1/endorse`` would answer it; a request to relay on
+        ``node.relay.RELAY_STREAM_PATH``."""
         url = stream_url(endpoint, path)
         with self._guard:
             lock = self._locks.setdefault(url, threading.Lock())
-        message = json.dumps(body)
+        message = body if isinstance(body, str) else json.dumps(body)
         with lock:
             for attempt in range(2):
                 reused = url in self._connections

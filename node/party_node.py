@@ -12,6 +12,7 @@ edges, PSDs and seeds, so a task trained on chain records exactly the model ``fg
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -1151,6 +1152,7 @@ class PartyNode:
             "party": self.address,
             "nodes": [[str(v) for v in block] for block in _blocks(hists)],
         }
+        message = json.dumps(body)  # once for every verifier (a wide level's is about 100 KB of JSON)
         others = [p for p in self.parties if p != self.address]
         answers: dict[str, tuple[bytes, ref.Credit]] = {}
         final: dict[str, str] = {}
@@ -1160,7 +1162,7 @@ class PartyNode:
         pool = self._asking
         while True:
             pending = [p for p in others if p not in answers and p not in final]
-            for p, (answer, reason, retry) in pool.map(lambda p: (p, self._ask(p, body)), pending):
+            for p, (answer, reason, retry) in pool.map(lambda p: (p, self._ask(p, message)), pending):
                 if answer is not None:
                     answers[p] = answer
                 elif not retry:
@@ -1183,7 +1185,7 @@ class PartyNode:
         by_index = {index[p]: p for p in answers}
         return [Endorsement(answers[by_index[i]][0], answers[by_index[i]][1]) for i in chosen[0]], list(final.values())
 
-    def _ask(self, party: str, body: dict[str, Any]) -> tuple[tuple[bytes, ref.Credit] | None, str, bool]:
+    def _ask(self, party: str, body: str) -> tuple[tuple[bytes, ref.Credit] | None, str, bool]:
         """((signature, credit), reason, retry later) from one verifier."""
         try:
             status, answer = self._verifiers.ask(self.endpoints[party], body)
