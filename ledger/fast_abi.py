@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
+
+from eth_utils import is_checksum_address
 
 WORD = 32
 
@@ -97,6 +99,13 @@ def _ints(values: Sequence[Any], signed: bool, bits: int) -> bytes:
         raise Unsupported(str(exc)) from exc
 
 
+@lru_cache(maxsize=1024)
+def _checksummed(address: str) -> bool:
+    """Whether a mixed-case address carries its EIP-55 checksum, as ``eth_abi`` requires (a task has a few
+    addresses, used in every call: each is checked once)."""
+    return is_checksum_address(address)
+
+
 def _static(node: tuple[Any, ...], value: Any) -> bytes:
     kind = node[0]
     if kind in ("int", "uint"):
@@ -108,8 +117,8 @@ def _static(node: tuple[Any, ...], value: Any) -> bytes:
     if kind == "address":
         if not isinstance(value, str) or not re.fullmatch(r"0x[0-9a-fA-F]{40}", value):
             raise Unsupported(f"not a hex address: {value!r}")  # eth_abi also checks checksums: leave it to it
-        if value[2:] != value[2:].lower() and value[2:] != value[2:].upper():
-            raise Unsupported("mixed-case address: eth_abi checks its checksum")
+        if value[2:] != value[2:].lower() and value[2:] != value[2:].upper() and not _checksummed(value):
+            raise Unsupported("mixed-case address with a wrong checksum: eth_abi says so in its words")
         return bytes(12) + bytes.fromhex(value[2:])
     if kind == "fixedbytes":
         if not isinstance(value, bytes) or len(value) > node[1]:

@@ -109,3 +109,12 @@ def test_malformed_data_is_left_to_eth_abi() -> None:
         fast_abi.decode(["bool"], (2).to_bytes(32, "big"))
     with pytest.raises(fast_abi.Unsupported):
         fast_abi.parse("fixed128x18")
+
+
+def test_a_checksummed_address_is_encoded_as_eth_abi_encodes_it() -> None:
+    """A mixed-case address with its EIP-55 checksum (every address web3 and eth-account give) is encoded here;
+    only a wrong checksum is left to eth_abi, which refuses it."""
+    good = "0x52908400098527886E0F7030069857D2E4169EE7"
+    types = ["(address,address,uint256,uint256,uint48,bytes,bytes)[]", "address"]
+    values = [[(good, good.lower(), 0, 5, 9, b"\x01" * 40, b"\x02" * 65)], good]
+    assert fast_abi.encode(types, values) == abi_encode(types, values)
