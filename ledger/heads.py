@@ -51,10 +51,17 @@ def _bloom_bits(item: bytes) -> tuple[int, ...]:
 class NewHeads:
     """The latest block number the node announced; :meth:`wait` blocks until a newer one (or a timeout)."""
 
-    def __init__(self, http_url: str, connect_timeout: float = 5.0, watch: Sequence[Sequence[bytes]] = ()) -> None:
+    def __init__(
+        self,
+        http_url: str,
+        connect_timeout: float = 5.0,
+        watch: Sequence[Sequence[bytes]] = (),
+        narrow: Sequence[Sequence[bytes]] = (),
+    ) -> None:
         self.url = ws_url(http_url)
         self.connect_timeout = connect_timeout
         self.watch = [list(items) for items in watch]
+        self.narrow = [list(items) for items in narrow]
         self.latest = -1
         """The latest block number announced (-1: none yet): the highest since the subscription (re)started. The
         first block after a reconnection counts even if lower: a node restarted from a saved state may have lost its
@@ -64,6 +71,8 @@ class NewHeads:
         address and an event topic, say), or that came first after (re)subscribing; every block without ``watch``.
         A follower that acts only on some events skips the other blocks' reads: a bloom has false positives,
         never false negatives."""
+        self.narrowly_relevant = -1
+        """As ``relevant``, for the ``narrow`` sets (a follower with nothing to do until a rarer event, say)."""
         self._resubscribed = False
         self.live = False
         """Whether the subscription is up: while false, callers poll."""
@@ -121,8 +130,9 @@ class NewHeads:
                         number, bloom = _head_of(message)
                         if number is not None:
                             first, self._resubscribed = self._resubscribed, False
-                            relevant = first or bloom is None or self._matches(bloom)
-                            self._set(live=True, number=number, relevant=relevant, first=first)
+                            relevant = first or bloom is None or self._matches(bloom, self.watch)
+                            narrowly = first or bloom is None or self._matches(bloom, self.narrow)
+                            self._set(live=True, number=number, relevant=relevant, first=first, narrowly=narrowly)
             except (OSError, WebSocketException, TimeoutError, ValueError, ConnectionError) as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
             finally:
@@ -131,10 +141,13 @@ class NewHeads:
             self._closed.wait(pause)
             pause = min(RECONNECT_SECONDS[1], 2 * pause)
 
-    def _matches(self, bloom: bytes) -> bool:
-        return not self.watch or any(all(bloom_has(bloom, item) for item in items) for items in self.watch)
+    @staticmethod
+    def _matches(bloom: bytes, watch: list[list[bytes]]) -> bool:
+        return not watch or any(all(bloom_has(bloom, item) for item in items) for items in watch)
 
-    def _set(self, live: bool, number: int | None = None, relevant: bool = False, first: bool = False) -> None:
+    def _set(
+        self, live: bool, number: int | None = None, relevant: bool = False, first: bool = False, narrowly: bool = False
+    ) -> None:
         """Record a state of the subscription; ``first``: the first block after (re)subscribing, taken as the node's
         head even below what was announced before."""
         with self._changed:
@@ -143,6 +156,8 @@ class NewHeads:
                 self.latest = number
             if number is not None and relevant and (number > self.relevant or first):
                 self.relevant = number
+            if number is not None and narrowly and (number > self.narrowly_relevant or first):
+                self.narrowly_relevant = number
             self._changed.notify_all()
 
 

@@ -197,6 +197,10 @@ STEP_EVENTS = (
 resolution grace looks at which are left), the task ended. A block without any (another party's vote or submission
 that leaves its step open) is not stepped at."""
 
+OPENING_EVENTS = ("LevelStarted", "TaskCompleted", "TaskCancelled")
+"""What a party that handed everything it owes a level to the relayer waits for (``PartyNode._quiet``): the level's
+close and resolution are the relayer's."""
+
 HISTOGRAM_LAG_SECONDS = 60.0
 """How long a party waits for its node to serve a histogram event the chain already counts before it gives up: a
 lagging log index catches up within a block or two; a lost event never does."""
@@ -417,6 +421,10 @@ class PartyNode:
         self._handed: dict[tuple[int, int], float] = {}
         """When this party handed each level's histograms to a relayer (by (tree, level)): past the patience and not
         on chain, it sends them itself."""
+        self._quiet = False
+        """This party handed the relayer everything it owes the level (its histograms and ballot) and resolves none
+        of it: it steps again when the next level opens (``OPENING_EVENTS``), not at the level's close, or once a
+        second (a relayer that failed: the patience, the resolution grace)."""
         self._relayed_levels: set[tuple[str, int, int]] = set()
         """The (kind, tree, level)s this party relayed the requests of."""
         self._no_ballots: set[tuple[int, int]] = set()
@@ -780,7 +788,9 @@ class PartyNode:
         url = getattr(self.task.client.w3.provider, "endpoint_uri", None)
         address = bytes.fromhex(self.task.address.removeprefix("0x"))
         watch = [[address, topic] for topic in self.task.client.event_topics(STEP_EVENTS)]
-        heads = NewHeads(str(url), watch=watch) if self.settings.subscribe and str(url).startswith("http") else None
+        narrow = [[address, topic] for topic in self.task.client.event_topics(OPENING_EVENTS)]
+        subscribed = self.settings.subscribe and str(url).startswith("http")
+        heads = NewHeads(str(url), watch=watch, narrow=narrow) if subscribed else None
         self._heads = heads
         try:
             seen_block, stepped, relevant_seen = -1, 0.0, -2
@@ -794,7 +804,10 @@ class PartyNode:
                 with self.timed("waiting (for a new block)"):
                     block = self._survive(partial(self._next_block, heads, seen_block))
                 now = time.monotonic()
-                relevant = heads.relevant if heads is not None and heads.live else block
+                if heads is not None and heads.live:
+                    relevant = heads.narrowly_relevant if self._quiet else heads.relevant
+                else:
+                    relevant = block
                 fresh = block != seen_block and (relevant != relevant_seen or self._again)
                 seen_block = block
                 if fresh or now - stepped > 1.0:
@@ -876,6 +889,7 @@ class PartyNode:
 
     def step(self) -> bool:
         """One look at the chain and whatever this party owes the current step; True once the task completed."""
+        self._quiet = False
         announced = self._announced()
         with self.timed("chain reads"):
             st = self.task.state(self.task_id)
@@ -913,7 +927,7 @@ class PartyNode:
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
             handed = self._handed.get((st.tree, st.level))
             if handed is not None and now - handed < self.settings.relay_patience_seconds:
-                self._again = True  # handed to the relayer: its batch closes the step, or the patience runs out
+                pass  # handed to the relayer: its batch closes the step, or the patience runs out
             else:
                 voted = (drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
                 done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
@@ -930,6 +944,7 @@ class PartyNode:
                     self._try("closeStep", self.task.close_step)
             self._vote_ahead_early(ctx)
             self._relay_histograms(ctx)
+            self._quiet = self._owes_nothing_more(ctx)
         else:
             started = self._resolving_since.setdefault((st.tree, st.level), now)
             # the votes first, not waited for: the resolution goes in the same block, after them, and the one that
@@ -1429,7 +1444,7 @@ class PartyNode:
             before = [k for k in self.trees.closed if k < (tree, level)]
             mask = self.trees.closed[max(before)] if before else None
         if mask is None:
-            return set(self.parties) if (tree, level) == (0, 0) or not before else set()
+            return set(self.parties)
         return {p for i, p in enumerate(self.parties) if (mask >> i) & 1}
 
     def _relay_requests(
@@ -1466,10 +1481,7 @@ class PartyNode:
         resolution sent now could open the next level before the ballots)."""
         if self.relay is None or self.relay.relayer(ctx.level) != self.index:
             return True
-        if ("votes", ctx.tree, ctx.level) in self._relayed_levels:
-            return True
-        last = ctx.level + 1 >= self.params.depth
-        if (ctx.tree, ctx.level) in self._no_ballots or not self._votes_on(ctx.tree + 1 if last else ctx.tree):
+        if ("votes", ctx.tree, ctx.level) in self._relayed_levels or not self._ballots_expected(ctx):
             return True
         with self.timed("chain reads"):
             submitters = self._closed_submitters(ctx)
@@ -1484,23 +1496,70 @@ class PartyNode:
 
     def _relay_histograms(self, ctx: LevelContext) -> None:
         """As the level's relayer, send the histograms handed over, once every party taking part handed its own or
-        ``relay_wait_seconds`` passed; the last of them closes the step."""
+        ``relay_wait_seconds`` passed, and with them, after them, the ballots the parties computed from them
+        (``_vote_ahead_early``): the last submission closes the step, and the ballots that follow are taken ahead.
+        A ballot goes only if it assumed exactly the submissions sent; if one of those fails, the step stays open
+        and the ballots fail too (a ballot is taken ahead only while the level resolves). Then this party resolves
+        its share at once, where waiting for the block's notification cost a round per level."""
         if self.relay is None or self.relay.relayer(ctx.level) != self.index:
             return
-        if ("histograms", ctx.tree, ctx.level) in self._relayed_levels:
+        tree, level = ctx.tree, ctx.level
+        if ("histograms", tree, level) in self._relayed_levels:
             return
-        results = self._relay_requests("histograms", ctx, self._taking_part(ctx.tree, ctx.level))
+        inbox = self.relay.inbox
+        self._relayed_levels = {k for k in self._relayed_levels if k[1] >= tree - 1} | {("histograms", tree, level)}
+        expected = self._taking_part(tree, level)
+        if not inbox.holds("histograms", tree, level, self.address):
+            expected.discard(self.address)
+        wait = self.settings.relay_wait_seconds
+        with self.timed("relay (waiting and sending)"):
+            held = inbox.take("histograms", tree, level, expected, wait)
+            senders = {r.request.sender for r in held}
+            mask = sum(1 << i for i, p in enumerate(self.parties) if p in senders)
+            ballots: list[RelayedRequest] = []
+            if held and self._ballots_expected(ctx):
+                self._relayed_levels.add(("votes", tree, level))
+                voters = senders if inbox.holds("votes", tree, level, self.address) else senders - {self.address}
+                ballots = [b for b in inbox.take("votes", tree, level, voters, wait) if b.assumed == mask]
+            results, failures = self.relay.send_requests(held + ballots)
+        for why in failures:
+            self.log(f"tree {tree} level {level}: relaying failed ({why})")
+        if held:
+            gas = sum(r.gas_used for r in results)
+            self.log(
+                f"tree {tree} level {level}: relayed {len(held)} histograms and {len(ballots)} ballots in "
+                f"{len(results)} transactions (gas {gas})"
+            )
         closed = [ev for r in results for ev in r.events_named("HistogramsClosed")]
         if not closed:
             return  # a party's submission is missing: the step closes later, and the level resolves as it used to
         with self.lock:  # the close as the tree records will read it: the resolution below needs no read for it
-            self.trees.closed[(ctx.tree, ctx.level)] = int(closed[-1].args["submitterMask"])
-        # The level resolves now, and this party sends its first resolution: the ballots handed over meanwhile,
-        # then its share, in this step, where waiting for the block's notification cost a round per level.
-        self._vote_ahead(ctx)
+            self.trees.closed[(tree, level)] = int(closed[-1].args["submitterMask"])
+        self._vote_ahead(ctx)  # a ballot not computed early (its own transaction: the batch has gone)
         if self._relay_ballots(ctx):
             self._resolve(ctx, 0, False)
             self._settle_ahead()
+
+    def _ballots_expected(self, ctx: LevelContext) -> bool:
+        """Whether ballots are sent ahead while ``ctx`` resolves: the next level votes, and some node splits (or the
+        next tree's root votes)."""
+        _, last = self._ahead_target(ctx)
+        return (ctx.tree, ctx.level) not in self._no_ballots and self._votes_on(ctx.tree + 1 if last else ctx.tree)
+
+    def _owes_nothing_more(self, ctx: LevelContext) -> bool:
+        """Whether this party handed the relayer all it owes the level, and resolves none of it (``_quiet``)."""
+        if (
+            self.relay is None
+            or self.relay.relayer(ctx.level) == self.index
+            or (ctx.tree, ctx.level) not in self._handed
+        ):
+            return False
+        target, _ = self._ahead_target(ctx)
+        if self._votes_on(target[0]) and target not in self._relayed:
+            return False  # a ballot still to send when the level closes (or the next root's, if it stops early)
+        share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
+        first = relayer_index(ctx.level, len(self.parties))
+        return all((first + j // share) % len(self.parties) != self.index for j in range(len(ctx.open_nodes)))
 
     def _has_submitted(self, ctx: LevelContext) -> bool:
         """Whether this party's histograms of the level are on chain, as far as it knows without a read: sent as its

@@ -291,11 +291,16 @@ class RelayChannel:
         order. Returns how many were sent, the batches' results and why any batch failed (its requests' parties send
         their own)."""
         held = [r for r in self.inbox.take(kind, tree, level, expected, timeout) if keep(r)]
+        return len(held), *self.send_requests(held)
+
+    def send_requests(self, requests: list[RelayedRequest]) -> tuple[list[TxResult], list[str]]:
+        """``requests`` in as few batches as fit (``pack_batches``), in order: the batches' results and why any
+        failed (its requests' parties send their own)."""
         results: list[TxResult] = []
         failures: list[str] = []
-        for batch in pack_batches([(r.request, r.signature) for r in held]):
+        for batch in pack_batches([(r.request, r.signature) for r in requests]):
             try:
                 results.append(self.forwarder.execute_batch(self.account, batch))
             except ContractRevert as exc:
                 failures.append(f"{len(batch)} requests: {exc}")
-        return len(held), results, failures
+        return results, failures

@@ -547,3 +547,41 @@ def test_a_root_ballot_sent_where_a_tree_stopped_short_counts_only_if_the_chain_
         assert node._has(["VotesSubmitted"], 5, 0) is False
     node._early_roots, looked = set(), len(asked)
     assert node._has(["VotesSubmitted"], 6, 0) is False and len(asked) == looked  # followed from its start: not read
+
+
+def test_a_party_that_owes_a_level_nothing_more_waits_for_the_next_to_open() -> None:
+    """Quiet (``PartyNode._owes_nothing_more``): its histograms handed to the relayer, its ballot too where the next
+    level votes, and no resolution share; never the relayer itself."""
+    node = object.__new__(PartyNode)
+    node.parties = ["0xA", "0xB", "0xC", "0xD"]
+    node.index = 2
+    node.relay = SimpleNamespace(relayer=lambda level: level % 4)
+    node.params = SimpleNamespace(depth=4, nbins=17)
+    node.settings = NodeSettings()
+    node.cfg = SimpleNamespace(trees=5, voted_trees=5)
+    node._handed = {(3, 1): 0.0}
+    node._relayed = {(3, 2)}
+    narrow = SimpleNamespace(tree=3, level=1, open_nodes=[2, 3])  # two nodes: one resolution, the relayer's
+    assert node._owes_nothing_more(narrow)
+    node._relayed = set()
+    assert not node._owes_nothing_more(narrow)  # its ballot is still to send
+    node.cfg = SimpleNamespace(trees=5, voted_trees=3)  # tree 3 draws: no ballot
+    assert node._owes_nothing_more(narrow)
+    assert not node._owes_nothing_more(SimpleNamespace(tree=3, level=2, open_nodes=[4, 5]))  # it relays level 2
+    node._handed = {(3, 0): 0.0}
+    wide = SimpleNamespace(tree=3, level=0, open_nodes=list(range(1, 60)))  # runs to every party
+    node._handed[(3, 0)] = 0.0
+    assert resolution_share(59, 4, 17, node.settings.resolve_batch) < 59
+    assert not node._owes_nothing_more(wide)
+    node._handed = {}
+    assert not node._owes_nothing_more(narrow)  # nothing handed
+
+
+def test_the_parties_taking_part_are_those_the_step_before_accepted() -> None:
+    node = object.__new__(PartyNode)
+    node.parties = ["0xA", "0xB", "0xC"]
+    node.lock = threading.RLock()
+    node.trees = SimpleNamespace(closed={(4, 1): 0b111, (4, 2): 0b101})
+    assert node._taking_part(4, 3) == {"0xA", "0xC"}
+    assert node._taking_part(4, 2) == {"0xA", "0xB", "0xC"}
+    assert node._taking_part(0, 0) == {"0xA", "0xB", "0xC"}

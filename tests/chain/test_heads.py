@@ -83,14 +83,37 @@ def test_the_bloom_check_agrees_with_eth_bloom_and_marks_relevant_heads() -> Non
     assert bloom_has(raw, address) and bloom_has(raw, topic)
     assert not bloom_has(raw, other) and not bloom_has(bytes(256), address)
 
-    heads = NewHeads(f"http://127.0.0.1:{free_port()}", connect_timeout=0.2, watch=[[address, topic]])
+    rare = BloomFilter()
+    rare.add(address)
+    rare.add(other)
+    rare_raw = int(rare).to_bytes(256, "big")
+    heads = NewHeads(
+        f"http://127.0.0.1:{free_port()}",
+        connect_timeout=0.2,
+        watch=[[address, topic], [address, other]],
+        narrow=[[address, other]],
+    )
     try:
         for number, logs in ((5, raw), (6, bytes(256)), (4, raw)):
             note = {"params": {"result": {"number": hex(number), "logsBloom": "0x" + logs.hex()}}}
             parsed, head_bloom = _head_of(json.dumps(note))
             assert parsed == number and head_bloom is not None
-            heads._set(live=True, number=number, relevant=heads._matches(head_bloom))
+            heads._set(
+                live=True,
+                number=number,
+                relevant=heads._matches(head_bloom, heads.watch),
+                narrowly=heads._matches(head_bloom, heads.narrow),
+            )
         assert (heads.latest, heads.relevant) == (6, 5)  # block 6 holds nothing watched; 4 is older
+        assert heads.narrowly_relevant == -1  # none held the rarer event
+        for number, logs in ((7, rare_raw), (8, raw)):
+            heads._set(
+                live=True,
+                number=number,
+                relevant=heads._matches(logs, heads.watch),
+                narrowly=heads._matches(logs, heads.narrow),
+            )
+        assert (heads.relevant, heads.narrowly_relevant) == (8, 7)
     finally:
         heads.close()
     assert _head_of('{"params":{"result":{"number":"0x7"}}}') == (7, None)  # no bloom: the block counts
