@@ -476,8 +476,7 @@ class TaskContract:
         level_hists: Sequence[Sequence[NodeHistograms]],
     ) -> TxResult:
         """``resolveNodes``: several nodes of the level in one transaction (same inputs as :meth:`resolve_node`)."""
-        g, h, n, proofs = resolution_calldata(nodes, open_nodes, level_hists)
-        return self._tx("resolveNodes", task_id, list(nodes), g, h, n, proofs, sender=sender)
+        return self._tx("resolveNodes", *resolve_nodes_args(task_id, nodes, open_nodes, level_hists), sender=sender)
 
     # ---------------------------------------------------------------- endorsements
 
@@ -540,6 +539,14 @@ class TaskContract:
     def task_count(self) -> int:
         """Number of tasks."""
         return int(self.client.call(self.contract, "taskCount"))
+
+
+def resolve_nodes_args(
+    task_id: int, nodes: Sequence[int], open_nodes: Sequence[int], level_hists: Sequence[Sequence[NodeHistograms]]
+) -> tuple[Any, ...]:
+    """``resolveNodes``' arguments: the nodes, and the submitters' histograms with their Merkle proofs."""
+    g, h, n, proofs = resolution_calldata(nodes, open_nodes, level_hists)
+    return task_id, list(nodes), g, h, n, proofs
 
 
 def resolution_calldata(

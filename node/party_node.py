@@ -37,6 +37,7 @@ from fgbdt_chain.ledger.contracts import (
     Status,
     TaskContract,
     TaskState,
+    resolve_nodes_args,
     submitted_words,
 )
 from fgbdt_chain.ledger.edges import EdgesFormatError
@@ -54,7 +55,7 @@ from fgbdt_chain.ledger.heads import NewHeads
 from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
-from fgbdt_chain.ledger.tx_size import histogram_parts, resolution_batches
+from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, histogram_parts, resolution_batches
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
@@ -1517,11 +1518,20 @@ class PartyNode:
             senders = {r.request.sender for r in held}
             mask = sum(1 << i for i, p in enumerate(self.parties) if p in senders)
             ballots: list[RelayedRequest] = []
+            complete = bool(held)  # every ballot due is here: this party may resolve in the same batch
             if held and self._ballots_expected(ctx):
-                self._relayed_levels.add(("votes", tree, level))
-                voters = senders if inbox.holds("votes", tree, level, self.address) else senders - {self.address}
-                ballots = [b for b in inbox.take("votes", tree, level, voters, wait) if b.assumed == mask]
-            results, failures = self.relay.send_requests(held + ballots)
+                # a ballot of every sender, computed from exactly these submissions (one this party lacks of its own
+                # comes after the close: no wait for it)
+                mine = self.address not in senders or inbox.holds("votes", tree, level, self.address)
+                early = inbox.wait("votes", tree, level, senders, wait) if mine else []
+                complete = {b.request.sender for b in early if b.assumed == mask} == senders
+                if complete:
+                    self._relayed_levels.add(("votes", tree, level))
+                    ballots = inbox.take("votes", tree, level, senders, 0.0)
+                # else the ballots go after the close (``_relay_ballots``), those computed early with them
+            own = [r for r in held + ballots if r.request.sender == self.address]
+            folded = self._folded_resolution(ctx, senders) if complete else None
+            results, failures = self.relay.send_requests(held + ballots + ([folded] if folded else []))
         for why in failures:
             self.log(f"tree {tree} level {level}: relaying failed ({why})")
         if held:
@@ -1530,15 +1540,55 @@ class PartyNode:
                 f"tree {tree} level {level}: relayed {len(held)} histograms and {len(ballots)} ballots in "
                 f"{len(results)} transactions (gas {gas})"
             )
+        executed = {
+            int(ev.args["nonce"])
+            for r in results
+            for ev in r.events_named("ExecutedForwardRequest")
+            if str(ev.args["signer"]) == self.address and ev.args["success"]
+        }
+        if any(r.request.nonce not in executed for r in own) or (folded and folded.request.nonce not in executed):
+            self.relay.forget_nonce()  # one of its own did not land: the forwarder says which nonce is next
         closed = [ev for r in results for ev in r.events_named("HistogramsClosed")]
         if not closed:
             return  # a party's submission is missing: the step closes later, and the level resolves as it used to
         with self.lock:  # the close as the tree records will read it: the resolution below needs no read for it
             self.trees.closed[(tree, level)] = int(closed[-1].args["submitterMask"])
-        self._vote_ahead(ctx)  # a ballot not computed early (its own transaction: the batch has gone)
-        if self._relay_ballots(ctx):
+        self._vote_ahead(ctx)  # a ballot not computed early: relayed after the close
+        if (folded is None or folded.request.nonce not in executed) and self._relay_ballots(ctx):
             self._resolve(ctx, 0, False)
-            self._settle_ahead()
+        self._settle_ahead()
+
+    def _folded_resolution(self, ctx: LevelContext, senders: set[str]) -> RelayedRequest | None:
+        """This party's resolution of its share of the level (``_resolve``'s run 0) as its own request, to follow the
+        submissions and ballots in the relayer's batch: the level then takes one transaction, where the resolution
+        was a block of its own. Only once this party knows what a node costs (its first resolution goes as its own
+        transaction, ``_node_gas``), when the share fits one call, and from the submissions the batch sends. The
+        request grants twice the costliest node seen per node; one that fails (short of gas, say) leaves the share
+        to ``_resolve``, as before."""
+        assert self.relay is not None
+        if self._node_gas == 0:
+            return None
+        held = self._held_by_party(ctx)
+        if held is None or set(held) != senders:
+            return None
+        level_hists = [held[p] for p in self.parties if p in held]
+        share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
+        todo = ctx.open_nodes[:share]  # run 0: this party's, as the relayer
+        batch = resolution_batches(
+            len(todo),
+            len(level_hists),
+            self.params.nbins,
+            len(ctx.open_nodes),
+            self._node_gas,
+            max(1, self.settings.resolve_batch),
+        )
+        if batch < len(todo):
+            return None
+        gas = min(BLOCK_GAS_LIMIT // 2, 2 * self._node_gas * len(todo) + 200_000)
+        args = resolve_nodes_args(self.task_id, todo, ctx.open_nodes, level_hists)
+        folded = self.relay.request("resolution", ctx.tree, ctx.level, "resolveNodes", args, gas)
+        self.relay.keep_own()
+        return folded
 
     def _ballots_expected(self, ctx: LevelContext) -> bool:
         """Whether ballots are sent ahead while ``ctx`` resolves: the next level votes, and some node splits (or the

@@ -196,20 +196,31 @@ class RelayInbox:
         party address order; the level's ``kind`` is then closed to later offers (they are told so, and send their own
         transaction)."""
         key = (kind, tree, level)
-        want = {to_checksum_address(p) for p in expected}
-        end = time.monotonic() + timeout
         with self._changed:
-            while not want <= set(self._held.get(key, {})):
-                left = end - time.monotonic()
-                if left <= 0:
-                    break
-                self._changed.wait(left)
+            self._wait(key, expected, timeout)
             self._closed.add(key)
             held = self._held.pop(key, {})
             # the levels before this one will not be relayed any more
             self._held = {k: v for k, v in self._held.items() if k[1:] >= key[1:] and k != key}
             self._closed = {k for k in self._closed if k[1] >= tree - 1}
         return [held[p] for p in sorted(held)]
+
+    def wait(self, kind: str, tree: int, level: int, expected: Iterable[str], timeout: float) -> list[RelayedRequest]:
+        """As :meth:`take`, without taking them: the level's ``kind`` stays open to offers."""
+        key = (kind, tree, level)
+        with self._changed:
+            self._wait(key, expected, timeout)
+            held = dict(self._held.get(key, {}))
+        return [held[p] for p in sorted(held)]
+
+    def _wait(self, key: tuple[str, int, int], expected: Iterable[str], timeout: float) -> None:
+        want = {to_checksum_address(p) for p in expected}
+        end = time.monotonic() + timeout
+        while not want <= set(self._held.get(key, {})):
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._changed.wait(left)
 
 
 class RelayChannel:
@@ -256,6 +267,11 @@ class RelayChannel:
         req = ForwardRequest(self.account.address, self.task.address, 0, gas, self.nonce, deadline, data)
         signature = sign_request(bytes(self.account.key), req, self.task.client.chain_id, self.forwarder.address)
         return RelayedRequest(kind, tree, level, req, signature, assumed)
+
+    def keep_own(self) -> None:
+        """Count on the nonce of a request this party signed to send itself, as the level's relayer."""
+        assert self.nonce is not None
+        self.nonce += 1
 
     def hand_over(self, relayed: RelayedRequest) -> str | None:
         """Hand ``relayed`` to its level's relayer (this party's own inbox if it relays the level); None once taken,
