@@ -1548,6 +1548,8 @@ class PartyNode:
         }
         if any(r.request.nonce not in executed for r in own) or (folded and folded.request.nonce not in executed):
             self.relay.forget_nonce()  # one of its own did not land: the forwarder says which nonce is next
+        if folded is not None and folded.request.nonce not in executed and results:
+            self._node_gas *= 2  # short of gas, most likely: the next folded share is granted more
         closed = [ev for r in results for ev in r.events_named("HistogramsClosed")]
         if not closed:
             return  # a party's submission is missing: the step closes later, and the level resolves as it used to

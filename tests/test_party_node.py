@@ -585,3 +585,29 @@ def test_the_parties_taking_part_are_those_the_step_before_accepted() -> None:
     assert node._taking_part(4, 3) == {"0xA", "0xC"}
     assert node._taking_part(4, 2) == {"0xA", "0xB", "0xC"}
     assert node._taking_part(0, 0) == {"0xA", "0xB", "0xC"}
+
+
+def test_the_relayer_folds_its_resolution_only_when_it_can_size_it_and_holds_the_submissions() -> None:
+    """``_folded_resolution``: never before this party resolved a node itself (``_node_gas``), nor from other
+    submissions than the batch sends, nor for a share wider than one call; otherwise run 0 of the level, signed
+    with the next nonce, granting twice the costliest node seen per node."""
+    node = object.__new__(PartyNode)
+    node.parties = ["0xA", "0xB", "0xC", "0xD"]
+    node.address, node.task_id = "0xB", 5
+    node.params = SimpleNamespace(nbins=3, depth=4)
+    node.settings = NodeSettings()
+    made: list[tuple] = []
+    node.relay = SimpleNamespace(
+        request=lambda kind, tree, level, fn, args, gas: made.append((kind, fn, args[1], gas)) or SimpleNamespace(),
+        keep_own=lambda: made.append(("nonce",)),
+    )
+    hist = NodeHistograms((0, 1), ((1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2)), ((3, 3, 3), (3, 3, 3)))
+    held = {p: [hist, hist] for p in ("0xA", "0xB", "0xC")}
+    node._held_by_party = lambda ctx: held
+    ctx = SimpleNamespace(tree=2, level=1, open_nodes=[2, 3])
+    node._node_gas = 0
+    assert node._folded_resolution(ctx, {"0xA", "0xB", "0xC"}) is None and made == []
+    node._node_gas = 400_000
+    assert node._folded_resolution(ctx, {"0xA", "0xB"}) is None and made == []  # another set of submissions
+    assert node._folded_resolution(ctx, {"0xA", "0xB", "0xC"}) is not None
+    assert made == [("resolution", "resolveNodes", [2, 3], 2 * 400_000 * 2 + 200_000), ("nonce",)]

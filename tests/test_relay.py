@@ -207,3 +207,23 @@ def test_the_relayer_sends_what_it_holds_once_in_batches() -> None:
     assert (count, len(results), failures) == (3, 1, [])
     assert sorted(req.sender for req, _ in batches[0]) == sorted(KEYS[i].address for i in (0, 1, 3))
     assert relayer.send("votes", 3, 1, [], timeout=0.0) == (0, [], [])  # once
+
+
+def test_wait_leaves_the_level_open_and_take_closes_it() -> None:
+    inbox = _inbox()
+    inbox.offer(_ballot(0).message(5))
+    started = time.monotonic()
+    assert [b.request.sender for b in inbox.wait("votes", 0, 1, PARTIES[:2], timeout=0.05)] == [PARTIES[0]]
+    assert time.monotonic() - started >= 0.04  # waited for the second
+    assert inbox.offer(_ballot(1).message(5))[0] == 202  # still open
+    got = inbox.take("votes", 0, 1, PARTIES[:2], timeout=0.0)
+    assert sorted(b.request.sender for b in got) == sorted(PARTIES[:2])
+    assert inbox.offer(_ballot(2).message(5))[0] == 409
+
+
+def test_the_relayer_counts_the_nonce_of_its_own_request() -> None:
+    channel, reads, _ = _channel(1, _Asker(AssertionError("no hand-over")))
+    mine = channel.request("resolution", 3, 1, "resolveNodes", (5, [2]), 1_000_000)
+    channel.keep_own()
+    after = channel.request("votes", 3, 2, "submitVotes", (5, 3, 3, [0]), 200_000)
+    assert (mine.request.nonce, after.request.nonce, len(reads)) == (40, 41, 1)
