@@ -21,6 +21,7 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 from eth_utils import keccak
 
+from fgbdt_chain.ledger.hashing import keccak256
 from fgbdt_chain.ledger.reference import NEUTRAL, Credit, NodeHistograms
 from fgbdt_chain.ledger.signing_keys import signing_key
 
@@ -53,7 +54,7 @@ def words(values: Sequence[int]) -> bytes:
 def node_hash(hist: NodeHistograms) -> bytes:
     """keccak256 of a node block: what a party commits to per node (memoised: a party hashes the same histograms when
     it endorses them, when they are submitted and when it resolves the level)."""
-    return keccak(words(node_block(hist)))
+    return keccak256(words(node_block(hist)))
 
 
 def merkle_layers(leaves: Sequence[bytes]) -> list[list[bytes]]:
@@ -66,7 +67,7 @@ def merkle_layers(leaves: Sequence[bytes]) -> list[list[bytes]]:
     layer = list(leaves) + [b"\x00" * 32] * (size - len(leaves))
     layers = [layer]
     while len(layer) > 1:
-        layer = [keccak(layer[2 * i] + layer[2 * i + 1]) for i in range(len(layer) // 2)]
+        layer = [keccak256(layer[2 * i] + layer[2 * i + 1]) for i in range(len(layer) // 2)]
         layers.append(layer)
     return layers
 
@@ -113,7 +114,7 @@ def endorsement_digest(
     numbers = (chain_id, task_id, tree, level, credit.g, credit.h, credit.n)
     if any(not 0 <= v < 1 << 256 for v in numbers):
         raise ValueError(f"a digest's numbers are uint256: {numbers}")
-    return keccak(
+    return keccak256(
         ENDORSEMENT_TAG
         + chain_id.to_bytes(32, "big")
         + address_word(contract)
@@ -135,7 +136,7 @@ def address_word(address: str) -> bytes:
 def sign_endorsement(private_key: bytes | str, digest: bytes) -> bytes:
     """A 65-byte ``r || s || v`` signature of ``digest`` under the EIP-191 prefix, as ``submitHistograms`` verifies
     (:func:`sign_hash` of the prefixed digest)."""
-    return sign_hash(private_key, keccak(b"\x19Ethereum Signed Message:\n32" + digest))
+    return sign_hash(private_key, keccak256(b"\x19Ethereum Signed Message:\n32" + digest))
 
 
 def sign_hash(private_key: bytes | str, msg_hash: bytes) -> bytes:

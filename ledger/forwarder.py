@@ -22,6 +22,7 @@ from web3.contract import Contract
 from fgbdt_chain.ledger.client import ChainClient, TxResult
 from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.encoding import address_word, recover_hash_signer, sign_hash
+from fgbdt_chain.ledger.hashing import keccak256
 from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, CALLDATA_LIMIT
 
 DOMAIN_NAME: str = "FGBDTForwarder"
@@ -124,14 +125,14 @@ def request_digest(req: ForwardRequest, chain_id: int, forwarder: str) -> bytes:
     Why not eth-account's ``encode_typed_data``: a party signs a relayed ballot at every level, and the generic
     encoder parses the type strings and checks every field each time (about 1 ms, against tens of microseconds for
     the seven words here; checked against it over random requests in ``tests/test_forwarder.py``)."""
-    struct = keccak(
+    struct = keccak256(
         REQUEST_TYPEHASH
         + address_word(req.sender)
         + address_word(req.to)
         + b"".join(v.to_bytes(32, "big") for v in (req.value, req.gas, req.nonce, req.deadline))
-        + keccak(req.data)
+        + keccak256(req.data)
     )
-    return keccak(b"\x19\x01" + domain_separator(chain_id, forwarder.lower()) + struct)
+    return keccak256(b"\x19\x01" + domain_separator(chain_id, forwarder.lower()) + struct)
 
 
 def sign_request(private_key: bytes | str, req: ForwardRequest, chain_id: int, forwarder: str) -> bytes:

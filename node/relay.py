@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
@@ -52,6 +53,12 @@ SELECTORS: dict[str, bytes] = {
 }
 """The calls a relayer takes, by kind: a level's submissions, and the ballots sent ahead while it resolves."""
 SUBMIT_VOTES_SELECTOR: bytes = SELECTORS["votes"]
+
+
+@lru_cache(maxsize=256)
+def _checksummed(address: str) -> str:
+    """EIP-55 form of an address (each a keccak hash; a task's few parties recur in every request)."""
+    return to_checksum_address(address)
 
 
 def relayer_index(level: int, parties: int) -> int:
@@ -117,7 +124,7 @@ class RelayedRequest:
         try:
             data = bytes.fromhex(str(body["data"]).removeprefix("0x"))
             signature = bytes.fromhex(str(body["signature"]).removeprefix("0x"))
-            sender, to = to_checksum_address(str(body["from"])), to_checksum_address(str(body["to"]))
+            sender, to = _checksummed(str(body["from"])), _checksummed(str(body["to"]))
         except ValueError as exc:
             raise ValueError(f"malformed hex field: {exc}") from exc
         if len(signature) != 65:
@@ -140,7 +147,7 @@ class RelayInbox:
     ) -> None:
         self.task_id = task_id
         self.task_address = to_checksum_address(task_address)
-        self.parties = {to_checksum_address(p) for p in parties}
+        self.parties = {_checksummed(p) for p in parties}
         self.chain_id, self.forwarder = chain_id, forwarder
         self._held: dict[tuple[str, int, int], dict[str, RelayedRequest]] = {}
         self._closed: set[tuple[str, int, int]] = set()
@@ -189,7 +196,7 @@ class RelayInbox:
     def holds(self, kind: str, tree: int, level: int, party: str) -> bool:
         """Whether ``party``'s request of ``kind`` for (``tree``, ``level``) is held."""
         with self._changed:
-            return to_checksum_address(party) in self._held.get((kind, tree, level), {})
+            return _checksummed(party) in self._held.get((kind, tree, level), {})
 
     def take(self, kind: str, tree: int, level: int, expected: Iterable[str], timeout: float) -> list[RelayedRequest]:
         """The level's requests of ``kind`` once every ``expected`` party's is in, or ``timeout`` seconds passed, in
@@ -214,7 +221,7 @@ class RelayInbox:
         return [held[p] for p in sorted(held)]
 
     def _wait(self, key: tuple[str, int, int], expected: Iterable[str], timeout: float) -> None:
-        want = {to_checksum_address(p) for p in expected}
+        want = {_checksummed(p) for p in expected}
         end = time.monotonic() + timeout
         while not want <= set(self._held.get(key, {})):
             left = end - time.monotonic()
