@@ -283,8 +283,8 @@ class TaskContract:
         """The contract address (checksummed)."""
         return str(self.contract.address)
 
-    def _tx(self, function: str, *args: Any, sender: LocalAccount, value: int = 0) -> TxResult:
-        return self.client.transact(self.contract, function, *args, sender=sender, value=value)
+    def _tx(self, function: str, *args: Any, sender: LocalAccount, value: int = 0, gas: int | None = None) -> TxResult:
+        return self.client.transact(self.contract, function, *args, sender=sender, value=value, gas=gas)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -474,9 +474,12 @@ class TaskContract:
         nodes: Sequence[int],
         open_nodes: Sequence[int],
         level_hists: Sequence[Sequence[NodeHistograms]],
+        gas: int | None = None,
     ) -> TxResult:
-        """``resolveNodes``: several nodes of the level in one transaction (same inputs as :meth:`resolve_node`)."""
-        return self._tx("resolveNodes", *resolve_nodes_args(task_id, nodes, open_nodes, level_hists), sender=sender)
+        """``resolveNodes``: several nodes of the level in one transaction (same inputs as :meth:`resolve_node`);
+        ``gas`` a limit to send it with, where no earlier receipt gives one (else it is estimated first)."""
+        args = resolve_nodes_args(task_id, nodes, open_nodes, level_hists)
+        return self._tx("resolveNodes", *args, sender=sender, gas=gas)
 
     # ---------------------------------------------------------------- endorsements
 

@@ -22,5 +22,6 @@ except ImportError:  # pragma: no cover - safe-pysha3 is a dependency; eth-hash'
     def _keccak(data: bytes) -> bytes:
         return _eth_hash(data)
 
+
 keccak256: Callable[[bytes], bytes] = _keccak
 """keccak256 of ``data`` (bytes only), 32 bytes."""

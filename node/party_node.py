@@ -1248,8 +1248,13 @@ class PartyNode:
         for i in range(0, len(todo), batch):
             nodes = todo[i : i + batch]
             try:
+                # the first without an estimate, which ran the call several times (tens of ms of the chain's time
+                # each, on the critical path of the first tree): granted twice the assumed cost, capped at a block
+                limit = None if self._node_gas else 2 * FIRST_NODE_GAS_PER_PARTY * len(self.parties) * len(nodes)
                 with self.timed("transactions"):
-                    res = self.task.resolve_nodes(self.account, self.task_id, nodes, ctx.open_nodes, level_hists)
+                    res = self.task.resolve_nodes(
+                        self.account, self.task_id, nodes, ctx.open_nodes, level_hists, gas=limit
+                    )
                 # the costliest node seen so far sizes later batches (a level-closing call costs the most)
                 self._node_gas = max(self._node_gas, res.gas_used // len(nodes))
             except ContractRevert as exc:
