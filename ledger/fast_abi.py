@@ -100,7 +100,7 @@ def _ints(values: Sequence[Any], signed: bool, bits: int) -> bytes:
 
 
 @lru_cache(maxsize=1024)
-def _checksummed(address: str) -> bool:
+def _checksum_ok(address: str) -> bool:
     """Whether a mixed-case address carries its EIP-55 checksum, as ``eth_abi`` requires (a task has a few
     addresses, used in every call: each is checked once)."""
     return is_checksum_address(address)
@@ -117,7 +117,7 @@ def _static(node: tuple[Any, ...], value: Any) -> bytes:
     if kind == "address":
         if not isinstance(value, str) or not re.fullmatch(r"0x[0-9a-fA-F]{40}", value):
             raise Unsupported(f"not a hex address: {value!r}")  # eth_abi also checks checksums: leave it to it
-        if value[2:] != value[2:].lower() and value[2:] != value[2:].upper() and not _checksummed(value):
+        if value[2:] != value[2:].lower() and value[2:] != value[2:].upper() and not _checksum_ok(value):
             raise Unsupported("mixed-case address with a wrong checksum: eth_abi says so in its words")
         return bytes(12) + bytes.fromhex(value[2:])
     if kind == "fixedbytes":

@@ -67,7 +67,7 @@ from fgbdt_chain.node.model import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy import plan, secret_noise_seed
 from fgbdt_chain.node.psd import build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.publish import decode_join, encode_join
-from fgbdt_chain.node.relay import RelayChannel, RelayedRequest, relayer_index
+from fgbdt_chain.node.relay import RELAY_TTL_SECONDS, RelayChannel, RelayedRequest, relayer_index
 from fgbdt_chain.node.resolve import level_splits, tree_end
 from fgbdt_chain.node.verify import Claims, PartyEstimator, Verdict
 from fgbdt_chain.node.weights import distribution_weights
@@ -118,9 +118,10 @@ class NodeSettings:
     parties compute them from the same chain state at the same time, so they come within milliseconds; one later
     than this is the party's to send (its own transaction, or its vote in the level's round), which costs that party
     a round, where waiting longer would cost every party the wait at every level a party is slow."""
-    relay_patience_seconds: float = 2.0
-    """How long a party waits for the histograms it handed over to land before it sends them itself (the relayer may
-    have failed, or held them back); a step's deadline is far longer."""
+    relay_patience_seconds: float = RELAY_TTL_SECONDS + 1.5
+    """How long a party waits for the histograms it handed over to land before it submits them as its own transaction
+    (the relayer failed, or held them back): past the request's deadline (``node.relay.RELAY_TTL_SECONDS``, and a
+    second of rounding), so that the relayer can no longer land it too; under a step's deadline."""
     resolve_batch: int = 16
     """Nodes per ``resolveNodes`` transaction: about 0.85M gas per node at M=4 (bench/gas.py), so 16 stay under
     half of a 30M block; a devnet with a large gas limit may take a whole level at once."""
@@ -420,6 +421,8 @@ class PartyNode:
         self._relayed: set[tuple[int, int]] = set()
         """The (tree, level)s whose ballot this party handed to a relayer: whether it landed is read from the chain."""
         self._handed: dict[tuple[int, int], float] = {}
+        self._own_submission: set[tuple[int, int]] = set()
+        """Levels whose histograms this party handed over and did not see land: it submits them itself."""
         """When this party handed each level's histograms to a relayer (by (tree, level)): past the patience and not
         on chain, it sends them itself."""
         self._quiet = False
@@ -938,6 +941,7 @@ class PartyNode:
                             f"tree {st.tree} level {st.level}: the histograms handed over are not on chain; sending"
                         )
                         del self._handed[(st.tree, st.level)]
+                        self._own_submission.add((st.tree, st.level))  # not to the same relayer again
                         if self.relay is not None:
                             self.relay.forget_nonce()
                     self._send_histograms(ctx, st.step_deadline)
@@ -1069,8 +1073,9 @@ class PartyNode:
 
     def _vote(self, ctx: LevelContext) -> None:
         assert self.party is not None
-        if (ctx.tree, ctx.level) in self._relayed and self.relay is not None:
-            # the ballot handed over was not taken: which of this party's requests the forwarder used is its to say
+        if self.relay is not None:
+            # a vote in the round: a ballot handed over was not taken (possibly one for a level that never opened),
+            # so which of this party's requests the forwarder used is its to say
             self.relay.forget_nonce()
         with self.timed("computing (votes)"):
             votes = self.party.votes(ctx.k_of_row, len(ctx.open_nodes), ctx.g, ctx.h_vote, ctx.tree, ctx.level)
@@ -1109,7 +1114,8 @@ class PartyNode:
             self._decline(ctx)
             return
         parts = histogram_parts(len(hists), self.params.nbins, ctx.level, len(endorsements))
-        if len(parts) == 1 and self.relay is not None and self._hand_over_histograms(ctx, hists, endorsements):
+        relayed = len(parts) == 1 and self.relay is not None and (ctx.tree, ctx.level) not in self._own_submission
+        if relayed and self._hand_over_histograms(ctx, hists, endorsements):
             return
         committed = 0
         if len(parts) > 1:
@@ -1301,8 +1307,8 @@ class PartyNode:
         party taking part voted ahead, the resolution that opens the level also closes its voting. Only a party whose
         histograms the level accepted may, from the submissions it holds (``_held_submissions``); otherwise, or if
         the transaction fails, it votes when the level opens, as before. The ballot is handed to the level's relayer
-        (``_hand_over``, ``node.relay``), which sends every party's in one transaction; one the relayer does
-        not take goes as this party's own transaction."""
+        (``_hand_over_ballot``, ``node.relay``), which sends every party's in one transaction; one the relayer
+        does not take goes as this party's own transaction."""
         target, last = self._ahead_target(ctx)
         if self.excluded or target in self._ahead or not self._votes_on(target[0]) or not self._has_submitted(ctx):
             return
@@ -1374,7 +1380,7 @@ class PartyNode:
                 self._ahead.add(target)
                 ahead = self._root_ahead(ctx, submissions)
         if ahead is None or ahead == ([], 0):
-            if ahead == ([], 0):
+            if ahead == ([], 0) and not early_step:
                 self._no_ballots.add((ctx.tree, ctx.level))  # every party computes the same: none to relay
             if last:
                 self._ahead.discard(target)  # a record not served yet: the next look tries again
@@ -1532,7 +1538,8 @@ class PartyNode:
                 complete = {b.request.sender for b in early if b.assumed == mask} == senders
                 if complete:
                     self._relayed_levels.add(("votes", tree, level))
-                    ballots = inbox.take("votes", tree, level, senders, 0.0)
+                    # taken again, as the wait saw them: a ballot offered meanwhile (or replaced) is checked too
+                    ballots = [b for b in inbox.take("votes", tree, level, senders, 0.0) if b.assumed == mask]
                 # else the ballots go after the close (``_relay_ballots``), those computed early with them
             own = [r for r in held + ballots if r.request.sender == self.address]
             folded = self._folded_resolution(ctx, senders) if complete else None
@@ -1553,9 +1560,9 @@ class PartyNode:
         }
         if any(r.request.nonce not in executed for r in own) or (folded and folded.request.nonce not in executed):
             self.relay.forget_nonce()  # one of its own did not land: the forwarder says which nonce is next
-        if folded is not None and folded.request.nonce not in executed and results:
-            self._node_gas *= 2  # short of gas, most likely: the next folded share is granted more
         closed = [ev for r in results for ev in r.events_named("HistogramsClosed")]
+        if folded is not None and folded.request.nonce not in executed and closed:
+            self._node_gas *= 2  # the step closed, yet the resolution failed: short of gas, most likely
         if not closed:
             return  # a party's submission is missing: the step closes later, and the level resolves as it used to
         with self.lock:  # the close as the tree records will read it: the resolution below needs no read for it

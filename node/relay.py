@@ -33,17 +33,30 @@ from eth_utils import keccak, to_checksum_address
 
 from fgbdt_chain.ledger.client import TxResult
 from fgbdt_chain.ledger.contracts import TaskContract
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, pack_batches, recover_signer, sign_request
+from fgbdt_chain.ledger.forwarder import (
+    Forwarder,
+    ForwardRequest,
+    pack_batches,
+    recover_signer,
+    sign_request,
+    vote_request_gas,
+)
+from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT
 from fgbdt_chain.node.endorse_client import EndorseClient, VerifierUnreachable
 
 RELAY_STREAM_PATH = "/v1/relay/stream"
 """The relayer's WebSocket route (``node.endorse_server``), beside the endorsement stream."""
 
-RELAY_TTL_SECONDS = 60
-"""How long a relayed request stays valid (its deadline, in chain seconds): a level resolves in well under a second
-on a devnet and within a few blocks on a network, so a request is either relayed within its level or never; the
-deadline bounds how long a withheld one could still land."""
+RELAY_TTL_SECONDS = 3
+"""How long a relayed request stays valid: its deadline, which the forwarder compares with the block's timestamp,
+set from the party's clock (a network's nodes keep time within a second or two). A relayer sends within milliseconds
+on a devnet; the deadline bounds how long a withheld request could still land, so a party that gives up on its relayer
+(``NodeSettings.relay_patience_seconds``, longer than this) sends its own transaction when its request can no longer
+land, and a relayer cannot hold a ballot until the step's deadline closes it without the submissions it assumed. A
+constant sized for the devnet: a network that mines every B seconds needs at least 2 B, and a step deadline past it."""
+CLOCK_SLACK_SECONDS = 5
+"""How far ahead of the relayer's clock a request's deadline may be: a party whose clock runs ahead (within this)
+is taken, one that asks to be kept longer than ``RELAY_TTL_SECONDS`` allows is not."""
 
 SELECTORS: dict[str, bytes] = {
     "votes": keccak(text="submitVotes(uint256,uint256,uint256,int256[])")[:4],
@@ -53,12 +66,30 @@ SELECTORS: dict[str, bytes] = {
 }
 """The calls a relayer takes, by kind: a level's submissions, and the ballots sent ahead while it resolves."""
 SUBMIT_VOTES_SELECTOR: bytes = SELECTORS["votes"]
+MAX_GAS: dict[str, int] = {"votes": vote_request_gas(256), "histograms": BLOCK_GAS_LIMIT // 2}
+"""The most gas a relayed request of each kind may ask for: a ballot of the widest level (256 votes at depth 8), and
+half a block for a level's submission (``histogram_request_gas`` of the widest one a transaction carries is under a
+third). A relayer pays for what the calls use, and a request that asked for more would only make it pay for junk."""
 
 
 @lru_cache(maxsize=256)
 def _checksummed(address: str) -> str:
     """EIP-55 form of an address (each a keccak hash; a task's few parties recur in every request)."""
     return to_checksum_address(address)
+
+
+def _names_its_level(relayed: RelayedRequest, task_id: int) -> bool:
+    """Whether the call's first words are this task and the request's level: a submission names (tree, level)
+    itself; a ballot, the next level of the tree or the next tree's root, while (tree, level) resolves."""
+    data = relayed.request.data
+    if len(data) < 4 + 3 * 32:
+        return False
+    task, tree, level = (int.from_bytes(data[4 + 32 * i : 36 + 32 * i], "big") for i in range(3))
+    if task != task_id:
+        return False
+    if relayed.kind == "histograms":
+        return (tree, level) == (relayed.tree, relayed.level)
+    return (tree, level) in ((relayed.tree, relayed.level + 1), (relayed.tree + 1, 0))
 
 
 def relayer_index(level: int, parties: int) -> int:
@@ -75,6 +106,7 @@ class RelayedRequest:
     tree's root)."""
 
     kind: str
+    """``votes`` or ``histograms`` (``SELECTORS``), or ``resolution`` for the relayer's own, never handed over."""
     tree: int
     level: int
     request: ForwardRequest
@@ -151,6 +183,9 @@ class RelayInbox:
         self.chain_id, self.forwarder = chain_id, forwarder
         self._held: dict[tuple[str, int, int], dict[str, RelayedRequest]] = {}
         self._closed: set[tuple[str, int, int]] = set()
+        self._floor: tuple[int, int] | None = None
+        """The last (tree, level) taken: requests for levels before it are late, and for trees past the next one,
+        early (held by no one; refused so that a party cannot fill this one's memory)."""
         self._changed = threading.Condition()
 
     def offer(self, body: Any, now: float | None = None) -> tuple[int, dict[str, Any]]:
@@ -166,18 +201,27 @@ class RelayInbox:
             return 403, {"detail": f"{req.sender} is not a party of task {self.task_id}"}
         if req.to != self.task_address or req.data[:4] != SELECTORS[relayed.kind]:
             return 403, {"detail": f"not a {relayed.kind} call to the task's contract"}
-        if req.deadline < (time.time() if now is None else now):
+        clock = time.time() if now is None else now
+        if req.deadline < clock:
             return 403, {"detail": f"the request expired at {req.deadline}"}
+        if req.deadline > clock + RELAY_TTL_SECONDS + CLOCK_SLACK_SECONDS:
+            return 403, {"detail": f"a deadline {req.deadline - clock:.0f} s away: at most {RELAY_TTL_SECONDS} s"}
+        if req.gas > MAX_GAS[relayed.kind]:
+            return 403, {"detail": f"{req.gas} gas asked for {relayed.kind}: at most {MAX_GAS[relayed.kind]}"}
+        if not _names_its_level(relayed, self.task_id):
+            return 403, {"detail": f"the call is not for tree {relayed.tree} level {relayed.level} of this task"}
         try:
             signer = recover_signer(req, relayed.signature, self.chain_id, self.forwarder)
-        except ValueError as exc:
+        except Exception as exc:  # eth-keys raises its own BadSignature for a malformed signature's values
             return 403, {"detail": f"bad signature: {exc}"}
         if signer != req.sender:
             return 403, {"detail": f"signed by {signer}, not by {req.sender}"}
         key = (relayed.kind, relayed.tree, relayed.level)
         with self._changed:
-            if key in self._closed:
+            if key in self._closed or (self._floor is not None and key[1:] < self._floor):
                 return 409, {"detail": f"tree {key[1]} level {key[2]}: its {key[0]} were relayed already"}
+            if self._floor is not None and relayed.tree > self._floor[0] + 1:
+                return 409, {"detail": f"tree {relayed.tree} is not next: this party relays tree {self._floor[0]}"}
             self._held.setdefault(key, {})[req.sender] = relayed
             self._changed.notify_all()
         return 202, {"held": True}
@@ -206,6 +250,7 @@ class RelayInbox:
         with self._changed:
             self._wait(key, expected, timeout)
             self._closed.add(key)
+            self._floor = max(self._floor or key[1:], key[1:])
             held = self._held.pop(key, {})
             # the levels before this one will not be relayed any more
             self._held = {k: v for k, v in self._held.items() if k[1:] >= key[1:] and k != key}
@@ -324,6 +369,6 @@ class RelayChannel:
         for batch in pack_batches([(r.request, r.signature) for r in requests]):
             try:
                 results.append(self.forwarder.execute_batch(self.account, batch))
-            except ContractRevert as exc:
-                failures.append(f"{len(batch)} requests: {exc}")
+            except Exception as exc:  # a revert, a request the encoder refuses: its parties send their own
+                failures.append(f"{len(batch)} requests: {type(exc).__name__}: {exc}")
         return results, failures

@@ -611,3 +611,34 @@ def test_the_relayer_folds_its_resolution_only_when_it_can_size_it_and_holds_the
     assert node._folded_resolution(ctx, {"0xA", "0xB"}) is None and made == []  # another set of submissions
     assert node._folded_resolution(ctx, {"0xA", "0xB", "0xC"}) is not None
     assert made == [("resolution", "resolveNodes", [2, 3], 2 * 400_000 * 2 + 200_000), ("nonce",)]
+
+
+def test_histograms_handed_over_and_not_landed_are_submitted_as_the_partys_own() -> None:
+    """Past the patience, a party submits the level's histograms itself: not handed to the same relayer again (it
+    may be answering and never sending), and with the relayer's requests expired by then (``RELAY_TTL_SECONDS``)."""
+    from fgbdt_chain.node.relay import RELAY_TTL_SECONDS
+
+    assert NodeSettings().relay_patience_seconds > RELAY_TTL_SECONDS + 1  # the deadline's seconds round down
+    hist = NodeHistograms((0, 1), ((1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2)), ((3, 3, 3), (3, 3, 3)))
+    node = object.__new__(PartyNode)
+    node.parties, node.address, node.task_id = ["0xA", "0xB", "0xC"], "0xB", 5
+    node.account = SimpleNamespace(address="0xB")
+    node.cfg = SimpleNamespace(quorum_num=2, quorum_den=3)
+    node.params = SimpleNamespace(nbins=3)
+    node.seconds, node.log = {}, lambda text: None
+    node._seen, node._own_submission = set(), set()
+    node.relay = SimpleNamespace()
+    node.my_histograms = lambda ctx: [hist]
+    node._collect_endorsements = lambda ctx, hists, need, deadline: (["e1", "e2"], [])
+    handed: list[int] = []
+    sent: list[int] = []
+    node._hand_over_histograms = lambda ctx, hists, endorsements: handed.append(ctx.level) or True
+    node.task = SimpleNamespace(
+        submit_histograms=lambda *args: sent.append(args[3]) or SimpleNamespace(gas_used=1),
+    )
+    ctx = SimpleNamespace(tree=3, level=0, open_nodes=[1])
+    node._send_histograms(ctx, deadline=100)
+    assert (handed, sent) == ([0], [])  # handed to the relayer
+    node._own_submission.add((3, 0))
+    node._send_histograms(ctx, deadline=100)
+    assert (handed, sent) == ([0], [0]) and ("HistogramsSubmitted", 3, 0) in node._seen

@@ -10,7 +10,13 @@ import time
 from eth_account import Account
 
 from fgbdt_chain.ledger.forwarder import ForwardRequest, sign_request
-from fgbdt_chain.node.relay import SUBMIT_VOTES_SELECTOR, RelayedRequest, RelayInbox, relayer_index
+from fgbdt_chain.node.relay import (
+    RELAY_TTL_SECONDS,
+    SUBMIT_VOTES_SELECTOR,
+    RelayedRequest,
+    RelayInbox,
+    relayer_index,
+)
 
 FORWARDER = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
 TASK = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
@@ -35,12 +41,22 @@ def _ballot(
         0,
         200_000,
         7,
-        int(time.time()) + 60 if deadline is None else deadline,
-        SUBMIT_VOTES_SELECTOR + bytes(96) if data is None else data,
+        int(time.time()) + RELAY_TTL_SECONDS if deadline is None else deadline,
+        _votes_call(tree, level) if data is None else data,
     )
     return RelayedRequest(
         "votes", tree, level, req, sign_request(KEYS[i if signer is None else signer].key, req, CHAIN, FORWARDER)
     )
+
+
+def _words(values: tuple) -> bytes:
+    """The static head of a call's first arguments (a list among them left as a zero word)."""
+    return b"".join((v if isinstance(v, int) else 0).to_bytes(32, "big") for v in values)
+
+
+def _votes_call(tree: int, level: int, task: int = 5) -> bytes:
+    """The head of a ``submitVotes`` call of task 5 ahead of (tree, level): the next level's."""
+    return SUBMIT_VOTES_SELECTOR + b"".join(v.to_bytes(32, "big") for v in (task, tree, level + 1))
 
 
 def _inbox() -> RelayInbox:
@@ -64,6 +80,11 @@ def test_the_inbox_holds_what_it_can_relay_and_says_why_not() -> None:
         "kind": {**_ballot(1).message(5), "kind": "histograms"},  # a ballot's call sent as histograms
         "expired": _ballot(1, deadline=int(time.time()) - 1).message(5),
         "forged": _ballot(1, signer=2).message(5),
+        "far deadline": _ballot(1, deadline=int(time.time()) + 3600).message(5),
+        "another level": _ballot(1, data=_votes_call(0, 4)).message(5),
+        "another task": _ballot(1, data=_votes_call(0, 1, task=6)).message(5),
+        "too much gas": {**_ballot(1).message(5), "gas": 10**9},
+        "mangled signature": {**_ballot(1).message(5), "signature": "0x" + "ff" * 65},
     }
     for why, message in refusals.items():
         status, answer = inbox.offer(message)
@@ -96,8 +117,10 @@ def test_take_waits_for_the_expected_parties_then_closes_the_level() -> None:
     # the level is closed: a ballot after it is told to send its own transaction, and its own is refused too
     assert inbox.offer(_ballot(1).message(5))[0] == 409
     assert not inbox.hold(_ballot(1))
-    # a ballot for a later level is held; one for a level that will not be relayed any more is dropped
+    # a ballot for a later level is held; one for a level before the one taken, or two trees on, is refused
     assert inbox.offer(_ballot(1, level=2).message(5))[0] == 202
+    assert inbox.offer(_ballot(1, level=0).message(5))[0] == 409
+    assert inbox.offer(_ballot(1, tree=2, level=0).message(5))[0] == 409
 
 
 def test_take_gives_up_after_its_wait_with_what_it_holds() -> None:
@@ -154,7 +177,7 @@ def _channel(index: int, asker: object) -> tuple[object, list[str], list[list]]:
         address=TASK,
         contract=None,
         client=SimpleNamespace(
-            chain_id=CHAIN, encode_call=lambda c, f, a: "0x" + (SUBMIT_VOTES_SELECTOR + bytes(96)).hex()
+            chain_id=CHAIN, encode_call=lambda c, f, a: "0x" + (SUBMIT_VOTES_SELECTOR + _words(a[:3])).hex()
         ),
     )
     channel.task_id, channel.account, channel.index = 5, KEYS[index], index
