@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import takewhile
 from typing import Any
 
 import numpy as np
@@ -411,20 +412,21 @@ class PartyNode:
         depth: counted only if the chain stopped it there too, so whether it voted is read from the chain (``_has``:
         the ballot is counted exactly when it was sent after the start of that tree's last level)."""
         self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
-        self._endorsed_changed = threading.Condition(self.lock)
-        """Notified when this party endorses a submission (``_vote_ahead_early`` waits for the whole level)."""
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
+        self._endorsed_changed = threading.Condition(self.lock)
+        """Notified when this party endorses a submission (``_vote_ahead_early`` waits for the whole level)."""
         self._ahead: set[tuple[int, int]] = set()
+        """The (tree, level)s this party sent its votes ahead for, or tried to (once per level)."""
         self.relay: RelayChannel | None = None
         """This party's side of the relay (``node.relay``; None until training starts, or with ``relay`` off)."""
         self._relayed: set[tuple[int, int]] = set()
         """The (tree, level)s whose ballot this party handed to a relayer: whether it landed is read from the chain."""
         self._handed: dict[tuple[int, int], float] = {}
-        self._own_submission: set[tuple[int, int]] = set()
-        """Levels whose histograms this party handed over and did not see land: it submits them itself."""
         """When this party handed each level's histograms to a relayer (by (tree, level)): past the patience and not
         on chain, it sends them itself."""
+        self._own_submission: set[tuple[int, int]] = set()
+        """Levels whose histograms this party handed over and did not see land: it submits them itself."""
         self._quiet = False
         """This party handed the relayer everything it owes the level (its histograms and ballot) and resolves none
         of it: it steps again when the next level opens (``OPENING_EVENTS``), not at the level's close, or once a
@@ -433,7 +435,6 @@ class PartyNode:
         """The (kind, tree, level)s this party relayed the requests of."""
         self._no_ballots: set[tuple[int, int]] = set()
         """Resolving (tree, level)s after which nothing votes ahead (no split, and the next tree draws)."""
-        """The (tree, level)s this party sent its votes ahead for, or tried to (once per level)."""
         self._pending_ahead: tuple[int, int, int, Callable[[], TxResult], bool] | None = None
         """(tree, level, nodes, its result, whether it is a root ballot sent where the tree before stopped short
         (``_early_roots``)) of the votes sent ahead and not waited for yet."""
@@ -1227,13 +1228,11 @@ class PartyNode:
         of up to nine nodes is one transaction of one party, where node j to party j mod M made it up to M
         transactions, each its own block that every party wakes for."""
         base = 1 << ctx.level
-        share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
-        first = relayer_index(ctx.level, len(self.parties))
+        owners = self._resolvers(ctx)
         todo = [
             n
-            for j, n in enumerate(ctx.open_nodes)
-            if not (resolved_mask >> (n - base)) & 1
-            and (anyone or (first + j // share) % len(self.parties) == self.index)
+            for n, owner in zip(ctx.open_nodes, owners, strict=True)
+            if not (resolved_mask >> (n - base)) & 1 and (anyone or owner == self.index)
         ]
         if not todo:
             return
@@ -1295,6 +1294,14 @@ class PartyNode:
                 if failures > 20:
                     raise NodeError(f"resolving nodes {nodes} keeps failing: {exc}") from exc
                 return
+
+    def _resolvers(self, ctx: LevelContext) -> list[int]:
+        """The party that resolves each open node of the level (``_resolve``): runs of as many nodes as one
+        transaction carries (``resolution_share``), run i to party (i + level) mod M, so run 0 to the level's relayer
+        (``relayer_index``)."""
+        share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
+        first = relayer_index(ctx.level, len(self.parties))
+        return [(first + j // share) % len(self.parties) for j in range(len(ctx.open_nodes))]
 
     def _vote_ahead(self, ctx: LevelContext) -> None:
         """Vote on the next level of the tree while this one resolves (``submitVotes`` ahead): two votes per open
@@ -1586,8 +1593,11 @@ class PartyNode:
         if held is None or set(held) != senders:
             return None
         level_hists = [held[p] for p in self.parties if p in held]
-        share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
-        todo = ctx.open_nodes[:share]  # run 0: this party's, as the relayer
+        owners = self._resolvers(ctx)
+        # run 0, this party's as the relayer (a later run of its, on a level of more runs than parties, waits)
+        todo = [
+            n for n, owner in takewhile(lambda pair: pair[1] == owners[0], zip(ctx.open_nodes, owners, strict=True))
+        ]
         batch = resolution_batches(
             len(todo),
             len(level_hists),
@@ -1621,9 +1631,7 @@ class PartyNode:
         target, _ = self._ahead_target(ctx)
         if self._votes_on(target[0]) and target not in self._relayed:
             return False  # a ballot still to send when the level closes (or the next root's, if it stops early)
-        share = resolution_share(len(ctx.open_nodes), len(self.parties), self.params.nbins, self.settings.resolve_batch)
-        first = relayer_index(ctx.level, len(self.parties))
-        return all((first + j // share) % len(self.parties) != self.index for j in range(len(ctx.open_nodes)))
+        return self.index not in self._resolvers(ctx)
 
     def _has_submitted(self, ctx: LevelContext) -> bool:
         """Whether this party's histograms of the level are on chain, as far as it knows without a read: sent as its

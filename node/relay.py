@@ -65,7 +65,6 @@ SELECTORS: dict[str, bytes] = {
     ],
 }
 """The calls a relayer takes, by kind: a level's submissions, and the ballots sent ahead while it resolves."""
-SUBMIT_VOTES_SELECTOR: bytes = SELECTORS["votes"]
 MAX_GAS: dict[str, int] = {"votes": vote_request_gas(256), "histograms": BLOCK_GAS_LIMIT // 2}
 """The most gas a relayed request of each kind may ask for: a ballot of the widest level (256 votes at depth 8), and
 half a block for a level's submission (``histogram_request_gas`` of the widest one a transaction carries is under a

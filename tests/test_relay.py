@@ -12,7 +12,7 @@ from eth_account import Account
 from fgbdt_chain.ledger.forwarder import ForwardRequest, sign_request
 from fgbdt_chain.node.relay import (
     RELAY_TTL_SECONDS,
-    SUBMIT_VOTES_SELECTOR,
+    SELECTORS,
     RelayedRequest,
     RelayInbox,
     relayer_index,
@@ -56,7 +56,7 @@ def _words(values: tuple) -> bytes:
 
 def _votes_call(tree: int, level: int, task: int = 5) -> bytes:
     """The head of a ``submitVotes`` call of task 5 ahead of (tree, level): the next level's."""
-    return SUBMIT_VOTES_SELECTOR + b"".join(v.to_bytes(32, "big") for v in (task, tree, level + 1))
+    return SELECTORS["votes"] + b"".join(v.to_bytes(32, "big") for v in (task, tree, level + 1))
 
 
 def _inbox() -> RelayInbox:
@@ -177,7 +177,7 @@ def _channel(index: int, asker: object) -> tuple[object, list[str], list[list]]:
         address=TASK,
         contract=None,
         client=SimpleNamespace(
-            chain_id=CHAIN, encode_call=lambda c, f, a: "0x" + (SUBMIT_VOTES_SELECTOR + _words(a[:3])).hex()
+            chain_id=CHAIN, encode_call=lambda c, f, a: "0x" + (SELECTORS["votes"] + _words(a[:3])).hex()
         ),
     )
     channel.task_id, channel.account, channel.index = 5, KEYS[index], index

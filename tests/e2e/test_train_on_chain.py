@@ -125,11 +125,17 @@ def test_chain_model_equals_simulate(
         if (int(e.args["tree"]), int(e.args["level"])) in started
         and (e.block_number, e.log_index) < started[(int(e.args["tree"]), int(e.args["level"]))]
     ]
+    fwd = Forwarder.of(task).address
     if voted_trees > 0:
         relayed_in = {e.tx_hash for e in ahead}
         assert ahead and len(relayed_in) < len(ahead)
-        fwd = Forwarder.of(task).address
         assert all(_to(task, h) == fwd for h in relayed_in)
+    # so did every party's histograms, and, once each relayer knew what a node costs, the resolutions that open levels
+    submissions = task.client.logs(task.contract, ["HistogramsSubmitted"], report["task"])
+    batches = {e.tx_hash for e in submissions}
+    assert len(batches) < len(submissions) and all(_to(task, h) == fwd for h in batches)
+    openings = task.client.logs(task.contract, ["LevelStarted"], report["task"])
+    assert sum(_to(task, e.tx_hash) == fwd for e in openings) >= len(openings) // 2
     audit = audit_events(read_task(task.client, e2e_contract, report["task"]))
     assert audit.ok, audit.first_mismatch
     assert audit.counts.ahead_sets >= before_root
