@@ -414,6 +414,9 @@ class PartyNode:
         self._endorsed: dict[tuple[int, int], dict[str, list[ref.NodeHistograms]]] = {}
         """Per (tree, level), the histograms this party endorsed, by party: what each will submit, so a resolution
         need not read the level's submissions back from the events (megabytes per level at depth 6)."""
+        self._endorsed_roots: dict[tuple[int, int], dict[str, bytes]] = {}
+        """The commitment root of each submission in ``_endorsed``, as this party signed it: a tree's carry check
+        compares it with the root submitted, where computing it again was a third of the check at a tree's root."""
         self._endorsed_changed = threading.Condition(self.lock)
         """Notified when this party endorses a submission (``_vote_ahead_early`` waits for the whole level)."""
         self._ahead: set[tuple[int, int]] = set()
@@ -1891,6 +1894,8 @@ class PartyNode:
         with self.lock:
             self._endorsed = {k: v for k, v in self._endorsed.items() if k[0] >= tree - 1}
             self._endorsed.setdefault((tree, level), {})[party] = hists
+            self._endorsed_roots = {k: v for k, v in self._endorsed_roots.items() if k[0] >= tree - 1}
+            self._endorsed_roots.setdefault((tree, level), {})[party] = root
             self._endorsed_changed.notify_all()
         digest = endorsement_digest(
             self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root, verdict.credit
@@ -1973,7 +1978,8 @@ class PartyNode:
             hists = endorsed[level]
             if hists is None or len(hists) != len(open_nodes):
                 return None
-            if roots.get((party, level)) != merkle_root([node_hash(h) for h in hists]):  # what this party signed
+            signed = self._endorsed_roots.get((tree, level), {}).get(party)
+            if signed is None or roots.get((party, level)) != signed:  # what this party signed
                 return None
             levels.append(dict(zip(open_nodes, hists, strict=True)))
         return levels

@@ -177,6 +177,7 @@ def test_a_carry_uses_the_endorsed_histograms_only_where_the_chain_has_their_roo
     node.task = SimpleNamespace(submitted_roots=submitted_roots)  # type: ignore[assignment]
     node._roots = {}
     node._endorsed = {(0, 0): {"0xP": [root_hist]}, (0, 1): {"0xP": [left, right]}}
+    node._endorsed_roots = {(0, 0): {"0xP": r0}, (0, 1): {"0xP": r1}}  # as endorse() signed them
     splits, leaves = {1: (0, 1)}, {2: ONE, 3: -ONE}
     late = chain_roots.pop(("0xP", 0, 1))  # level 1's submission not served yet: the events are read instead
     assert node._endorsed_levels("0xP", 0, splits, leaves) is None and len(reads) == 1
