@@ -126,3 +126,37 @@ def test_a_stretch_of_every_row_keeps_the_identities_but_not_the_bounds() -> Non
         hists = messages_of(sums, [(0, 1)])
         with pytest.raises(HistogramRuleError):
             check_level(hists, [1], ref.OBJECTIVE_BINARY, first, None)
+
+
+def test_the_fast_checked_sum_is_the_checked_sum() -> None:
+    """``_checked_sum`` sums at C speed where no partial sum can leave int256, and checks each one otherwise: the same
+    results, and the same overflow where one does (a near-limit term followed by another)."""
+    import random
+
+    from fgbdt_chain.ledger.histogram_rules import _SAFE_TERM, _checked_sum
+    from fgbdt_chain.ledger.reference import FixedPointOverflow, check_int256
+
+    def slow(values: list[int]) -> int:
+        acc = 0
+        for v in values:
+            acc = check_int256(acc + v)
+        return acc
+
+    rng = random.Random(2)
+    for _ in range(300):
+        bits = rng.choice([8, 64, 200, 246, 247, 254, 255])
+        values = [rng.randrange(-(1 << bits), 1 << bits) for _ in range(rng.choice([1, 5, 33, 256, 257]))]
+        try:
+            want: int | None = slow(values)
+        except FixedPointOverflow:
+            want = None
+        try:
+            got: int | None = _checked_sum(values)
+        except FixedPointOverflow:
+            got = None
+        assert got == want
+    near = (1 << 255) - 1
+    with pytest.raises(FixedPointOverflow):
+        _checked_sum([near, 1])
+    assert _checked_sum([_SAFE_TERM - 1] * 256) == 256 * (_SAFE_TERM - 1)
+    assert _checked_sum([]) == 0
