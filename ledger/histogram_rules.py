@@ -72,7 +72,7 @@ _SAFE_TERM = 1 << 247
 def _checked_sum(values: Sequence[int]) -> int:
     """The contract's checked sum (reverting where a partial sum leaves int256), at C speed where no partial sum can:
     a verifier sums every candidate of every node it checks."""
-    if len(values) <= 256 and values and -_SAFE_TERM < min(values) and max(values) < _SAFE_TERM:
+    if len(values) <= 256 and values and min(values) > -_SAFE_TERM and max(values) < _SAFE_TERM:
         return sum(values)
     acc = 0
     for v in values:
