@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -64,53 +65,52 @@ def create_app(node: PartyNode) -> FastAPI:
         status, body = check(node, req)
         return JSONResponse(body, status_code=status)
 
+    def endorse_message(data: str | bytes) -> tuple[int, dict[str, Any]]:
+        try:
+            req = EndorseRequest.model_validate_json(data)
+        except ValidationError as exc:  # located as FastAPI locates the POST body's errors
+            errors = json.loads(exc.json(include_url=False))
+            return 422, {"detail": [{**e, "loc": ["body", *e["loc"]]} for e in errors]}
+        return check(node, req)
+
     @app.websocket(ENDORSE_STREAM_PATH)
     async def endorse_stream(socket: WebSocket) -> None:
-        await socket.accept()
-        try:
-            while True:
-                message = await socket.receive()
-                if message["type"] == "websocket.disconnect":
-                    return
-                # JSON in a text or a binary message alike (a binary one closed the connection on a KeyError)
-                text = message.get("text")
-                try:
-                    req = EndorseRequest.model_validate_json(text if text is not None else message.get("bytes") or b"")
-                except ValidationError as exc:  # located as FastAPI locates the POST body's errors
-                    errors = json.loads(exc.json(include_url=False))
-                    status, body = 422, {"detail": [{**e, "loc": ["body", *e["loc"]]} for e in errors]}
-                else:
-                    status, body = check(node, req)
-                await socket.send_text(json.dumps({"status": status, "body": body}))
-        except WebSocketDisconnect:
-            return
+        await serve_stream(socket, endorse_message)
 
     @app.post("/v1/relay", status_code=202, responses={403: {}, 409: {}, 422: {}})
     async def relay_request(body: dict[str, Any]) -> JSONResponse:
         status, answer = offer(node, body)
         return JSONResponse(answer, status_code=status)
 
-    @app.websocket(RELAY_STREAM_PATH)
-    async def ballot_stream(socket: WebSocket) -> None:
-        """Requests to relay (``node.relay``), one per message, each answered as ``POST /v1/relay``."""
-        await socket.accept()
+    def relay_message(data: str | bytes) -> tuple[int, dict[str, Any]]:
         try:
-            while True:
-                message = await socket.receive()
-                if message["type"] == "websocket.disconnect":
-                    return
-                text = message.get("text")
-                try:
-                    body = json.loads(text if text is not None else message.get("bytes") or b"")
-                except ValueError as exc:
-                    status, answer = 422, {"detail": f"not JSON: {exc}"}
-                else:
-                    status, answer = offer(node, body)
-                await socket.send_text(json.dumps({"status": status, "body": answer}))
-        except WebSocketDisconnect:
-            return
+            body = json.loads(data)
+        except ValueError as exc:
+            return 422, {"detail": f"not JSON: {exc}"}
+        return offer(node, body)
+
+    @app.websocket(RELAY_STREAM_PATH)
+    async def relay_stream(socket: WebSocket) -> None:
+        """Requests to relay (``node.relay``), one per message, each answered as ``POST /v1/relay``."""
+        await serve_stream(socket, relay_message)
 
     return app
+
+
+async def serve_stream(socket: WebSocket, answer: Callable[[str | bytes], tuple[int, dict[str, Any]]]) -> None:
+    """One request per message, each answered ``{"status", "body"}`` as its POST route would, until the peer leaves.
+    JSON comes in a text or a binary message alike (a binary one closed the connection on a KeyError)."""
+    await socket.accept()
+    try:
+        while True:
+            message = await socket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            status, body = answer(text if text is not None else message.get("bytes") or b"")
+            await socket.send_text(json.dumps({"status": status, "body": body}))
+    except WebSocketDisconnect:
+        return
 
 
 def offer(node: PartyNode, body: Any) -> tuple[int, dict[str, Any]]:

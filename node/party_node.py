@@ -1487,14 +1487,16 @@ class PartyNode:
             count, results, failures = self.relay.send(
                 kind, ctx.tree, ctx.level, expected, self.settings.relay_wait_seconds, keep
             )
-        for why in failures:
-            self.log(f"tree {ctx.tree} level {ctx.level}: relaying {kind} failed ({why})")
-        if count:
-            gas = sum(r.gas_used for r in results)
-            self.log(
-                f"tree {ctx.tree} level {ctx.level}: relayed {count} {kind} in {len(results)} transactions (gas {gas})"
-            )
+        self._log_relayed(ctx, f"{count} {kind}" if count else "", results, failures)
         return results
+
+    def _log_relayed(self, ctx: LevelContext, what: str, results: list[TxResult], failures: list[str]) -> None:
+        """Log a relayer's batches: why any failed, and what went in how many transactions (``what``, if any)."""
+        for why in failures:
+            self.log(f"tree {ctx.tree} level {ctx.level}: relaying failed ({why})")
+        if what:
+            gas = sum(r.gas_used for r in results)
+            self.log(f"tree {ctx.tree} level {ctx.level}: relayed {what} in {len(results)} transactions (gas {gas})")
 
     def _relay_ballots(self, ctx: LevelContext) -> bool:
         """As the level's relayer (``relayer_index``), send the ballots handed over while it resolves, once every
@@ -1554,14 +1556,7 @@ class PartyNode:
             own = [r for r in held + ballots if r.request.sender == self.address]
             folded = self._folded_resolution(ctx, senders) if complete else None
             results, failures = self.relay.send_requests(held + ballots + ([folded] if folded else []))
-        for why in failures:
-            self.log(f"tree {tree} level {level}: relaying failed ({why})")
-        if held:
-            gas = sum(r.gas_used for r in results)
-            self.log(
-                f"tree {tree} level {level}: relayed {len(held)} histograms and {len(ballots)} ballots in "
-                f"{len(results)} transactions (gas {gas})"
-            )
+        self._log_relayed(ctx, f"{len(held)} histograms and {len(ballots)} ballots" if held else "", results, failures)
         executed = {
             int(ev.args["nonce"])
             for r in results

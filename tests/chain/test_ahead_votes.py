@@ -125,17 +125,23 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
     assert audit.counts.ahead_sets == opened["ballots"]  # the audit counts the ballots the levels took ahead
 
 
+def _two_level_task(client: ChainClient) -> tuple[TaskContract, Any, random.Random, RowSource]:
+    """A started task of three parties, two trees of depth 2, and its rows at the first tree."""
+    task = TaskContract.deploy(client, client.new_account(10**23))
+    cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=2, step_blocks=8)
+    fed = open_task(client, task, cfg, 3, num_features=5, edges=edges_for(cfg.bins))
+    rng = random.Random(3)
+    rows = RowSource(rng, [p.address for p in fed.parties], 60, fed.num_features, cfg.bins + 1)
+    rows.start_tree(0)
+    return task, fed, rng, rows
+
+
 def test_votes_sent_ahead_are_checked(anvil_client: ChainClient) -> None:
     """Ahead only while the level before resolves, for the next level of the same tree within the depth, two votes
     per open node, once, by a party whose histograms the level accepted; the ballot taken, the party cannot vote on
     the level again. Votes sent ahead of a level that never opens (no split) are not counted at the next root."""
-    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
-    cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=2, step_blocks=8)
-    fed = open_task(anvil_client, task, cfg, 3, num_features=5, edges=edges_for(cfg.bins))
+    task, fed, rng, rows = _two_level_task(anvil_client)
     tid, (p0, p1, p2) = fed.task_id, fed.parties
-    rng = random.Random(3)
-    rows = RowSource(rng, [p.address for p in fed.parties], 60, fed.num_features, cfg.bins + 1)
-    rows.start_tree(0)
     reverts("WrongStep", task.submit_votes, p0, tid, 0, 1, [0, 0])  # voting on the root: not ahead yet
     # p2 stays silent with its histograms: the root resolves without it
     out = run_level(
@@ -178,7 +184,7 @@ def test_votes_sent_ahead_are_checked(anvil_client: ChainClient) -> None:
     # p0's ballot is [3, 4] for nodes 2 and 3, p1's [1, 1]: one vote each, features 1 before 3 and 4 by count tie
     for node, mine in zip((2, 3), (3, 4), strict=True):
         rec = task.node(tid, 0, node)
-        assert (rec.cand0, rec.cand1) == ref.top2([mine, 1], 5, cfg.tie_break, 0, node)
+        assert (rec.cand0, rec.cand1) == ref.top2([mine, 1], 5, fed.cfg.tie_break, 0, node)
     # the last level of the tree: nothing may be sent ahead past the depth
     hists = run_level(
         task,
@@ -210,7 +216,7 @@ def test_votes_sent_ahead_are_checked(anvil_client: ChainClient) -> None:
     closed = task.submit_votes(p1, tid, 1, 0, [1])
     assert int(closed.event("VotingClosed").args["voters"]) == 2
     rec = task.node(tid, 1, 1)
-    assert (rec.cand0, rec.cand1) == ref.top2([2, 1], 5, cfg.tie_break, 1, 1)
+    assert (rec.cand0, rec.cand1) == ref.top2([2, 1], 5, fed.cfg.tie_break, 1, 1)
     # the last tree: no root ahead past it
     rows.start_tree(1)
     run_level(
@@ -236,13 +242,8 @@ def test_a_relayed_batch_skips_a_bad_request_and_takes_the_others(anvil_client: 
     wrong length) and a good one: the forged one is skipped (no nonce used, no event), the reverting one fails
     alone, the good one is taken. The level then opens in its vote round, where the party relayed is counted as
     voted and the others vote as before."""
-    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
-    cfg = TaskConfig(trees=2, depth=2, bins=4, min_parties=3, max_parties=3, lam=ONE, min_rows=2, step_blocks=8)
-    fed = open_task(anvil_client, task, cfg, 3, num_features=5, edges=edges_for(cfg.bins))
+    task, fed, rng, rows = _two_level_task(anvil_client)
     tid, (p0, p1, p2) = fed.task_id, fed.parties
-    rng = random.Random(3)
-    rows = RowSource(rng, [p.address for p in fed.parties], 60, fed.num_features, cfg.bins + 1)
-    rows.start_tree(0)
     out = run_level(task, tid, fed.parties, random_votes(rng, fed.parties, 1, 5), rows, fed.resolver, resolve_batch=0)
     fwd = Forwarder.of(task)
 
