@@ -179,8 +179,11 @@ RULE_ERRORS = frozenset(
 )
 """The contract's refusals of histograms that break an exact rule (``ledger.histogram_rules``)."""
 
-RESCAN_BLOCKS = 8
-"""Blocks read again by every incremental event scan (see :meth:`TreeLog.refresh`)."""
+RESCAN_BLOCKS = 2
+"""Blocks read again by every incremental event scan (see :meth:`TreeLog.refresh`): the newest ones a node may have
+announced before serving their logs, a race of a block. It was 8 while a level took nine blocks; with a level in one
+block (``node.relay``) eight re-read eight levels' events at every read, which the node serialised and each party
+parsed again."""
 
 FIRST_NODE_GAS_PER_PARTY = 500_000
 """Gas per resolved node and submitting party assumed until this party has resolved a node (measured: about 0.85M
