@@ -111,7 +111,7 @@ def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> 
     node._heads = None  # not subscribed: the node is asked for its latest block
     assert node._level_block(2, 1) == 14 and asked == []  # known: no query
     assert node._level_block(2, 2) == 14  # not served yet: tree 2's level 1 started before it
-    assert asked == [(30, 40)] and node._level_scan == 41  # the scan for it went over the new blocks only
+    assert asked == [(38 - RESCAN_BLOCKS, 40)] and node._level_scan == 41  # the scan went over the new blocks only
     assert node._level_block(3, 1) == 30
     assert node._level_block(1, 4) == 0  # nothing known before it: from the start
     # subscribed: read up to the node's latest without asking its number; counted up to the announced block only,
@@ -119,10 +119,10 @@ def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> 
     node._heads = SimpleNamespace(live=True, latest=45)
     asked.clear()
     assert node._level_block(3, 2) == 30
-    assert asked == [(33, "latest")] and node._level_scan == 46
+    assert asked == [(41 - RESCAN_BLOCKS, "latest")] and node._level_scan == 46
     node._heads = SimpleNamespace(live=True, latest=44)  # an older announcement never moves the scan back
     node._level_block(3, 3)
-    assert asked[-1] == (38, "latest") and node._level_scan == 46
+    assert asked[-1] == (46 - RESCAN_BLOCKS, "latest") and node._level_scan == 46
 
 
 @pytest.mark.parametrize("parties", [2, 3, 4, 7])
@@ -285,20 +285,21 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
     assert asked[-1][0] == list(LIGHT_EVENTS)
     assert node._closed_submitters(ctx) == 0b1011 and len(asked) == 3
     # the logs the reads take again are decoded once, and only those of the blocks read again are remembered
-    assert sorted(node.trees._decoded.values()) == [3, 10, 10, 10, 10, 11]  # blocks 3 (11 - 8) on
+    kept = [b for b in (3, 10, 10, 10, 10, 11) if b >= 11 - RESCAN_BLOCKS]  # the blocks read again
+    assert sorted(node.trees._decoded.values()) == kept
     served.append(ev("LevelStarted", 20, tree=4, level=2))
     announced[0] = 30
     assert node.trees.refresh() and node.trees.level_starts[(4, 2)] == (20, 0)
-    assert sorted(node.trees._decoded.values()) == [10, 10, 10, 10, 11, 20]  # blocks 4 (12 - 8) on
+    assert sorted(node.trees._decoded.values()) == [b for b in (*kept, 20) if b >= 12 - RESCAN_BLOCKS]
     announced[0] = 40
-    assert node.trees.refresh() and node.trees._decoded == {}  # blocks 23 (31 - 8) on: none of them
+    assert node.trees.refresh() and node.trees._decoded == {}  # the blocks from 31 - RESCAN_BLOCKS on: none of them
     # a level whose close the reads missed (served after they had passed its block): from the level's start
     served.append(ev("HistogramsClosed", 25, tree=4, level=2, submitterMask=0b0111))
     ctx2 = LevelContext(4, 2, [4, 5], empty.astype(np.int64), empty, empty, empty)
     announced[0] = 41
     assert node._closed_submitters(ctx2) == 0b0111
     assert asked[-2][0] == list(LIGHT_EVENTS) and asked[-1] == (["HistogramsClosed"], 20, "latest")
-    # a level start the reads did not bring: looked for past what they read (block 42 - 8), not from block 0
+    # a level start the reads did not bring: looked for past what they read (block 42 - RESCAN_BLOCKS), not from block 0
     assert node._level_block(9, 0) == 20 and asked[-1] == (["LevelStarted"], 42 - RESCAN_BLOCKS, 0)
     node.trees.forget_recent()  # after an outage: read again from the start
     assert node.trees.closed == {} and node._level_starts == {} and node.trees.next_block == 0
