@@ -293,6 +293,8 @@ class Forwarder:
 REQUEST_OVERHEAD_GAS: int = 60_000
 """Gas the forwarder spends on one request around its call, beside its data: ``ecrecover`` (3,000), the nonce's write
 (up to 22,100), the hashing of the request's fields, the call (2,600 cold) and the event, with room to spare."""
+TX_BASE_GAS: int = 21_000
+"""What every transaction pays before its calldata and execution."""
 REQUEST_WORD_GAS: int = 20
 """Gas the forwarder spends per 32-byte word of a request's data: hashed for its EIP-712 digest (6), copied into
 memory with the signer appended (3 to copy, 3 or more to expand memory) and passed to the call (3 more to copy)."""
@@ -303,20 +305,28 @@ def batch_gas(requests: Sequence[ForwardRequest]) -> int:
     that it kept at least 1/63 of the request's gas (EIP-150 passes on at most 63/64 of what is left), and reverts the
     whole batch otherwise, so a limit fitted to the gas a batch used would sink it (``ChainClient._priced`` fits one
     to earlier receipts). 21,000 for the transaction and 16 per calldata byte on top."""
-    calldata = sum(request_bytes(req) for req in requests)
-    return 21_000 + 16 * calldata + sum(request_gas_beside(req) for req in requests)
+    return TX_BASE_GAS + sum(request_cost(req) for req in requests)
+
+
+def _data_words(req: ForwardRequest) -> int:
+    return -(-len(req.data) // 32)
 
 
 def request_bytes(req: ForwardRequest) -> int:
     """Calldata bytes one request takes in ``executeBatch``: its offset, seven head words, its data and its
     signature, each padded to words with a length word."""
-    return 32 + 7 * 32 + 32 + -(-len(req.data) // 32) * 32 + 32 + 96
+    return 32 + 7 * 32 + 32 + _data_words(req) * 32 + 32 + 96
 
 
 def request_gas_beside(req: ForwardRequest) -> int:
     """The gas a batch must hold for one request: what it grants (and 1/63 more, ``batch_gas``) and the
     forwarder's own work on it."""
-    return req.gas * 64 // 63 + REQUEST_OVERHEAD_GAS + REQUEST_WORD_GAS * (-(-len(req.data) // 32))
+    return req.gas * 64 // 63 + REQUEST_OVERHEAD_GAS + REQUEST_WORD_GAS * _data_words(req)
+
+
+def request_cost(req: ForwardRequest) -> int:
+    """One request's share of a batch's limit: the gas it must hold and 16 a byte of its calldata."""
+    return request_gas_beside(req) + 16 * request_bytes(req)
 
 
 def pack_batches(
@@ -331,8 +341,8 @@ def pack_batches(
     size = gas = 0
     head = 4 + 2 * 32 + 32  # selector, the array's offset and the refund receiver, the array's length
     for req, sig in signed:
-        more_size, more_gas = request_bytes(req), request_gas_beside(req) + 16 * request_bytes(req)
-        if batches and head + size + more_size <= calldata_limit and 21_000 + gas + more_gas <= gas_limit:
+        more_size, more_gas = request_bytes(req), request_cost(req)
+        if batches and head + size + more_size <= calldata_limit and TX_BASE_GAS + gas + more_gas <= gas_limit:
             batches[-1].append((req, sig))
             size, gas = size + more_size, gas + more_gas
         else:
