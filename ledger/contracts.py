@@ -380,10 +380,8 @@ class TaskContract:
             part = [x for h in hists[start : start + size] for x in node_block(h)]
             sent.append(self._tx("commitHistograms", task_id, tree, level, part, sender=sender))
             start += size
-        data = [x for h in hists[start:] for x in node_block(h)]
-        res = self._tx(
-            "submitHistograms", task_id, tree, level, data, [e.as_tuple() for e in endorsements], sender=sender
-        )
+        args = submit_histograms_args(task_id, tree, level, hists[start:], endorsements)
+        res = self._tx("submitHistograms", *args, sender=sender)
         res.parts = sent
         return res
 
@@ -542,6 +540,13 @@ class TaskContract:
     def task_count(self) -> int:
         """Number of tasks."""
         return int(self.client.call(self.contract, "taskCount"))
+
+
+def submit_histograms_args(
+    task_id: int, tree: int, level: int, hists: Sequence[NodeHistograms], endorsements: Sequence[Endorsement]
+) -> tuple[Any, ...]:
+    """``submitHistograms``' arguments: the node blocks in one word array, and the endorsements as ABI tuples."""
+    return task_id, tree, level, [x for h in hists for x in node_block(h)], [e.as_tuple() for e in endorsements]
 
 
 def resolve_nodes_args(

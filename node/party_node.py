@@ -39,6 +39,7 @@ from fgbdt_chain.ledger.contracts import (
     TaskContract,
     TaskState,
     resolve_nodes_args,
+    submit_histograms_args,
     submitted_words,
 )
 from fgbdt_chain.ledger.edges import EdgesFormatError
@@ -1443,13 +1444,7 @@ class PartyNode:
         """Hand this party's endorsed histograms to the level's relayer; whether it was taken (False: submit them
         as this party's own transaction)."""
         assert self.relay is not None
-        args = (
-            self.task_id,
-            ctx.tree,
-            ctx.level,
-            [x for h in hists for x in node_block(h)],
-            [e.as_tuple() for e in endorsements],
-        )
+        args = submit_histograms_args(self.task_id, ctx.tree, ctx.level, hists, endorsements)
         gas = histogram_request_gas(len(hists), self.params.nbins, len(endorsements))
         with self.timed("relay"):
             signed = self.relay.request("histograms", ctx.tree, ctx.level, "submitHistograms", args, gas)
