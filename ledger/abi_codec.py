@@ -42,7 +42,7 @@ def _normalised(item: dict[str, Any], value: Any, named: bool = True) -> Any:
         element = {**item, "type": typ[: typ.rindex("[")]}
         return tuple(_normalised(element, v, named) for v in value)
     if typ == "address":
-        return _checksummed(value)
+        return checksummed(value)
     if typ == "tuple":
         parts = [(c["name"], _normalised(c, v, named)) for c, v in zip(item["components"], value, strict=True)]
         return dict(parts) if named else tuple(v for _, v in parts)
@@ -50,8 +50,9 @@ def _normalised(item: dict[str, Any], value: Any, named: bool = True) -> Any:
 
 
 @functools.lru_cache(maxsize=1024)
-def _checksummed(address: str) -> str:
-    """EIP-55 form of an address: a task's few parties recur in every event, and each checksum is a Keccak hash."""
+def checksummed(address: str) -> str:
+    """EIP-55 form of an address, cached: a task's few parties recur in every event and relayed request, and each
+    checksum is a Keccak hash."""
     return to_checksum_address(address)
 
 

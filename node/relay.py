@@ -25,12 +25,12 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
-from eth_utils import keccak, to_checksum_address
+from eth_utils import keccak
 
+from fgbdt_chain.ledger.abi_codec import checksummed
 from fgbdt_chain.ledger.client import TxResult
 from fgbdt_chain.ledger.contracts import TaskContract
 from fgbdt_chain.ledger.forwarder import (
@@ -69,12 +69,6 @@ MAX_GAS: dict[str, int] = {"votes": vote_request_gas(256), "histograms": BLOCK_G
 """The most gas a relayed request of each kind may ask for: a ballot of the widest level (256 votes at depth 8), and
 half a block for a level's submission (``histogram_request_gas`` of the widest one a transaction carries is under a
 third). A relayer pays for what the calls use, and a request that asked for more would only make it pay for junk."""
-
-
-@lru_cache(maxsize=256)
-def _checksummed(address: str) -> str:
-    """EIP-55 form of an address (each a keccak hash; a task's few parties recur in every request)."""
-    return to_checksum_address(address)
 
 
 def _names_its_level(relayed: RelayedRequest, task_id: int) -> bool:
@@ -155,7 +149,7 @@ class RelayedRequest:
         try:
             data = bytes.fromhex(str(body["data"]).removeprefix("0x"))
             signature = bytes.fromhex(str(body["signature"]).removeprefix("0x"))
-            sender, to = _checksummed(str(body["from"])), _checksummed(str(body["to"]))
+            sender, to = checksummed(str(body["from"])), checksummed(str(body["to"]))
         except ValueError as exc:
             raise ValueError(f"malformed hex field: {exc}") from exc
         if len(signature) != 65:
@@ -177,8 +171,8 @@ class RelayInbox:
         self, task_id: int, task_address: str, parties: Collection[str], chain_id: int, forwarder: str
     ) -> None:
         self.task_id = task_id
-        self.task_address = to_checksum_address(task_address)
-        self.parties = {_checksummed(p) for p in parties}
+        self.task_address = checksummed(task_address)
+        self.parties = {checksummed(p) for p in parties}
         self.chain_id, self.forwarder = chain_id, forwarder
         self._held: dict[tuple[str, int, int], dict[str, RelayedRequest]] = {}
         self._closed: set[tuple[str, int, int]] = set()
@@ -239,7 +233,7 @@ class RelayInbox:
     def holds(self, kind: str, tree: int, level: int, party: str) -> bool:
         """Whether ``party``'s request of ``kind`` for (``tree``, ``level``) is held."""
         with self._changed:
-            return _checksummed(party) in self._held.get((kind, tree, level), {})
+            return checksummed(party) in self._held.get((kind, tree, level), {})
 
     def take(self, kind: str, tree: int, level: int, expected: Iterable[str], timeout: float) -> list[RelayedRequest]:
         """The level's requests of ``kind`` once every ``expected`` party's is in, or ``timeout`` seconds passed, in
@@ -265,7 +259,7 @@ class RelayInbox:
         return [held[p] for p in sorted(held)]
 
     def _wait(self, key: tuple[str, int, int], expected: Iterable[str], timeout: float) -> None:
-        want = {_checksummed(p) for p in expected}
+        want = {checksummed(p) for p in expected}
         end = time.monotonic() + timeout
         while not want <= set(self._held.get(key, {})):
             left = end - time.monotonic()
