@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -938,9 +938,8 @@ class PartyNode:
             ctx.fixed_block = candidates_block(st, self.cfg.step_blocks)
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
             handed = self._handed.get((st.tree, st.level))
-            if handed is not None and now - handed < self.settings.relay_patience_seconds:
-                pass  # handed to the relayer: its batch closes the step, or the patience runs out
-            else:
+            # handed to the relayer: its batch closes the step, or the patience runs out
+            if handed is None or now - handed >= self.settings.relay_patience_seconds:
                 voted = (drawn and not self.excluded) or self._has(["VotesSubmitted"], st.tree, st.level)
                 done = ctx.refused or self._has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
                 if voted and not done:
@@ -1359,7 +1358,7 @@ class PartyNode:
         if self.excluded or target in self._ahead or not self._votes_on(target[0]):
             return
         taking = self._taking_part(ctx.tree, ctx.level)
-        mask = sum(1 << i for i, p in enumerate(self.parties) if p in taking)
+        mask = self._mask_of(taking)
         others = taking - {self.address}
         key = (ctx.tree, ctx.level)
         with self.timed("relay"), self._endorsed_changed:
@@ -1463,9 +1462,15 @@ class PartyNode:
         with self.lock:
             before = [k for k in self.trees.closed if k < (tree, level)]
             mask = self.trees.closed[max(before)] if before else None
-        if mask is None:
-            return set(self.parties)
+        return set(self.parties) if mask is None else self._parties_in(mask)
+
+    def _parties_in(self, mask: int) -> set[str]:
+        """The parties of a submitter mask (bit p for ``parties[p]``, as ``HistogramsClosed`` marks them)."""
         return {p for i, p in enumerate(self.parties) if (mask >> i) & 1}
+
+    def _mask_of(self, parties: Collection[str]) -> int:
+        """The submitter mask of ``parties`` (``_parties_in``'s inverse)."""
+        return sum(1 << i for i, p in enumerate(self.parties) if p in parties)
 
     def _relay_requests(
         self,
@@ -1477,8 +1482,7 @@ class PartyNode:
         """As the level's relayer, send the requests of ``kind`` handed over for it (``RelayChannel.send``), once;
         the batches' results."""
         assert self.relay is not None
-        key = (kind, ctx.tree, ctx.level)
-        self._relayed_levels = {k for k in self._relayed_levels if k[1] >= ctx.tree - 1} | {key}
+        self._mark_relayed(kind, ctx.tree, ctx.level)
         if not self.relay.inbox.holds(kind, ctx.tree, ctx.level, self.address):
             expected = expected - {self.address}
         with self.timed("relay (waiting and sending)"):
@@ -1487,6 +1491,10 @@ class PartyNode:
             )
         self._log_relayed(ctx, f"{count} {kind}" if count else "", results, failures)
         return results
+
+    def _mark_relayed(self, kind: str, tree: int, level: int) -> None:
+        """Note that this party relayed (tree, level)'s requests of ``kind``, forgetting trees before the last."""
+        self._relayed_levels = {k for k in self._relayed_levels if k[1] >= tree - 1} | {(kind, tree, level)}
 
     def _log_relayed(self, ctx: LevelContext, what: str, results: list[TxResult], failures: list[str]) -> None:
         """Log a relayer's batches: why any failed, and what went in how many transactions (``what``, if any)."""
@@ -1511,7 +1519,7 @@ class PartyNode:
             self._again = True
             return False
         self._no_ballots = {k for k in self._no_ballots if k[0] >= ctx.tree - 1}
-        expected = {p for i, p in enumerate(self.parties) if (submitters >> i) & 1}
+        expected = self._parties_in(submitters)
         # a ballot computed before the close counts only if the level accepted the submissions it assumed
         self._relay_requests("votes", ctx, expected, lambda r: r.assumed == submitters)
         return True
@@ -1529,7 +1537,7 @@ class PartyNode:
         if ("histograms", tree, level) in self._relayed_levels:
             return
         inbox = self.relay.inbox
-        self._relayed_levels = {k for k in self._relayed_levels if k[1] >= tree - 1} | {("histograms", tree, level)}
+        self._mark_relayed("histograms", tree, level)
         expected = self._taking_part(tree, level)
         if not inbox.holds("histograms", tree, level, self.address):
             expected.discard(self.address)
@@ -1537,7 +1545,7 @@ class PartyNode:
         with self.timed("relay (waiting and sending)"):
             held = inbox.take("histograms", tree, level, expected, wait)
             senders = {r.request.sender for r in held}
-            mask = sum(1 << i for i, p in enumerate(self.parties) if p in senders)
+            mask = self._mask_of(senders)
             ballots: list[RelayedRequest] = []
             complete = bool(held)  # every ballot due is here: this party may resolve in the same batch
             if held and self._ballots_expected(ctx):
@@ -1547,7 +1555,7 @@ class PartyNode:
                 early = inbox.wait("votes", tree, level, senders, wait) if mine else []
                 complete = {b.request.sender for b in early if b.assumed == mask} == senders
                 if complete:
-                    self._relayed_levels.add(("votes", tree, level))
+                    self._mark_relayed("votes", tree, level)
                     # taken again, as the wait saw them: a ballot offered meanwhile (or replaced) is checked too
                     ballots = [b for b in inbox.take("votes", tree, level, senders, 0.0) if b.assumed == mask]
                 # else the ballots go after the close (``_relay_ballots``), those computed early with them
@@ -1762,7 +1770,7 @@ class PartyNode:
         does not open as assumed: counted like any vote for the candidates, while the chain's splits and
         resolution stay the contract's."""
         held = self._held_by_party(ctx)
-        accepted = {p for i, p in enumerate(self.parties) if (submitters >> i) & 1}
+        accepted = self._parties_in(submitters)
         if held is None or set(held) != accepted:
             return None
         return [held[p] for p in self.parties if p in held]
