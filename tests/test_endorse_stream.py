@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from fgbdt_chain.node.endorse_client import EndorseClient, NoEndorsementStream, VerifierUnreachable, stream_url
 from fgbdt_chain.node.endorse_server import EndorsementServer
@@ -32,6 +33,7 @@ class RecordingNode:
         self.task_id, self.address, self.index, self.party = 1, PARTY, 0, None
         self.bodies: list[dict[str, Any]] = []
         self.fail: Exception | None = None
+        self.relay: Any = None  # not relaying until a test gives it a channel
 
     def endorse(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if self.fail is not None:
@@ -237,3 +239,44 @@ def test_stream_urls_and_what_is_not_an_endpoint() -> None:
         stream_url("ftp://bank.example")
     with pytest.raises(VerifierUnreachable, match="not an http"):
         EndorseClient(timeout=1.0).ask("bank.example:8000", _body())
+
+
+def test_the_relay_routes_answer_alike_and_say_what_is_wrong(verifier: Any, client: EndorseClient) -> None:
+    """``POST /v1/relay`` and its stream: a node that does not relay yet says so (409); malformed JSON and a malformed
+    request are 422, with what is wrong; a forged one 403; nothing is held from any of them."""
+    from types import SimpleNamespace
+
+    from eth_account import Account
+
+    from fgbdt_chain.node.relay import RELAY_STREAM_PATH, SELECTORS, RelayInbox
+
+    node, endpoint, _, _ = verifier
+    status, answer = client.ask(endpoint, {"kind": "votes"}, RELAY_STREAM_PATH)
+    posted = httpx.post(endpoint + "/v1/relay", json={"kind": "votes"}, timeout=10.0)
+    assert status == posted.status_code == 409 and "does not relay" in answer["detail"] == posted.json()["detail"]
+    keys = [Account.from_key(bytes([i + 1]) * 32) for i in range(2)]
+    inbox = RelayInbox(1, "0x" + "11" * 20, [k.address for k in keys], 31337, "0x" + "22" * 20)
+    node.relay = SimpleNamespace(inbox=inbox)
+    status, answer = client.ask(endpoint, {"kind": "votes"}, RELAY_STREAM_PATH)
+    posted = httpx.post(endpoint + "/v1/relay", json={"kind": "votes"}, timeout=10.0)
+    assert status == posted.status_code == 422 and "missing fields" in answer["detail"] == posted.json()["detail"]
+    with connect(stream_url(endpoint, RELAY_STREAM_PATH)) as ws:
+        ws.send("{not json")
+        answer = json.loads(ws.recv(timeout=10))
+    assert answer["status"] == 422 and answer["body"]["detail"].startswith("not JSON")
+    forged = {
+        "kind": "votes",
+        "task": 1,
+        "tree": 0,
+        "level": 0,
+        "from": keys[0].address,
+        "to": "0x" + "11" * 20,
+        "gas": 200_000,
+        "nonce": 0,
+        "deadline": int(time.time()) + 2,
+        "data": "0x" + (SELECTORS["votes"] + b"".join(v.to_bytes(32, "big") for v in (1, 0, 1))).hex(),
+        "signature": "0x" + "ab" * 65,
+    }
+    status, answer = client.ask(endpoint, forged, RELAY_STREAM_PATH)
+    assert status == 403 and answer["detail"].startswith("signed by"), answer
+    assert not inbox.holds("votes", 0, 0, keys[0].address)
