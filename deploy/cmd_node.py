@@ -120,5 +120,5 @@ def run_node(args: argparse.Namespace) -> int:
         print(f"fgbdt node: error: {exc}", file=sys.stderr)
         return 1
     finally:
-        server.stop()
+        server.stop(wait=False)  # the process ends now: nothing is left to serve
     return 0

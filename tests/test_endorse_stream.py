@@ -280,3 +280,26 @@ def test_the_relay_routes_answer_alike_and_say_what_is_wrong(verifier: Any, clie
     status, answer = client.ask(endpoint, forged, RELAY_STREAM_PATH)
     assert status == 403 and answer["detail"].startswith("signed by"), answer
     assert not inbox.holds("votes", 0, 0, keys[0].address)
+
+
+def test_a_stop_without_waiting_returns_at_once_and_the_server_still_ends() -> None:
+    """``stop(wait=False)``, as a node whose process ends next stops its server: uvicorn's graceful shutdown (a tick
+    and a pause for the connections, 0.12-0.19 s) is not waited for, and the server ends anyway, an open stream
+    with it."""
+    port = _free_port()
+    server = EndorsementServer(RecordingNode(), "127.0.0.1", port)  # type: ignore[arg-type]
+    server.start()
+    asker = EndorseClient(timeout=10.0)
+    try:
+        status, _ = asker.ask(f"http://127.0.0.1:{port}", json.dumps(_body()))
+        assert status == 200  # a stream is open to it
+        server.stop(wait=False)
+        assert server.server.should_exit and server.server.force_exit
+        assert server.thread.is_alive()  # not joined: it shuts down on its own
+        server.thread.join(10)
+        assert not server.thread.is_alive()
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{port}/v1/health", timeout=2.0)
+    finally:
+        asker.close()
+        server.stop()
