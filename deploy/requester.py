@@ -33,6 +33,7 @@ from fgbdt_chain.ledger.chain_model import model_from_chain
 from fgbdt_chain.ledger.client import ChainClient, Event
 from fgbdt_chain.ledger.contracts import Sent, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.edges import encode_edges
+from fgbdt_chain.ledger.heads import NewHeads
 from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
 from fgbdt_chain.ledger.usage import ChainUsage
 from fgbdt_chain.node.attacks import Attack
@@ -43,6 +44,14 @@ from fgbdt_chain.node.fvtree import task_voted_trees
 from fgbdt_chain.node.publish import decode_join
 
 Progress = Callable[[dict[str, Any]], None]
+
+END_EVENTS = ("TaskCompleted", "TaskCancelled")
+"""What ends a task: the follower wakes at a block that may hold one, instead of at its next poll (up to
+``FOLLOW_POLL_SECONDS`` late, 0.1 s on average, at the end of every run)."""
+
+FOLLOW_POLL_SECONDS = 0.2
+"""How often the follower reads the task's state for its progress reports (and where no subscription is up, for
+the end)."""
 
 
 @dataclass
@@ -284,8 +293,25 @@ class Requester:
 
     def follow(self) -> None:
         """Until the task completes, reporting (tree, level, transactions, gas) as it goes."""
+        ends = self._end_watch()
+        try:
+            self._follow(ends)
+        finally:
+            if ends is not None:
+                ends.close()
+
+    def _end_watch(self) -> NewHeads | None:
+        """A subscription that wakes the follower at a block that may end the task (``END_EVENTS``), or None for a
+        node not served over HTTP; one that serves no WebSocket leaves it down, and the follower polls."""
+        if not self.setup.rpc.startswith("http"):
+            return None
+        address = bytes.fromhex(self.task.address.removeprefix("0x"))
+        return NewHeads(self.setup.rpc, narrow=[[address, topic] for topic in self.client.event_topics(END_EVENTS)])
+
+    def _follow(self, ends: NewHeads | None) -> None:
         deadline = time.monotonic() + self.setup.timeout_seconds
         last: tuple[int, int] = (-1, -1)
+        seen = -1
         while True:
             self._check_parties_alive()
             try:
@@ -305,7 +331,10 @@ class Requester:
                 raise RuntimeError(f"task {self.task_id} is {st.status.name.lower()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"training did not finish within {self.setup.timeout_seconds:.0f} s")
-            time.sleep(0.2)
+            if ends is not None and ends.live:
+                seen = ends.wait(seen, FOLLOW_POLL_SECONDS, narrow=True) or seen
+            else:
+                time.sleep(FOLLOW_POLL_SECONDS)
 
     def wait_parties(self, timeout: float = 60.0) -> list[int]:
         end = time.monotonic() + timeout

@@ -85,18 +85,19 @@ class NewHeads:
         self._thread = threading.Thread(target=self._run, name="new-heads", daemon=True)
         self._thread.start()
 
-    def wait(self, after: int, timeout: float) -> int | None:
+    def wait(self, after: int, timeout: float, narrow: bool = False) -> int | None:
         """A block number other than ``after`` once the node announced one (above it, or below it after the node went
         back to an earlier state), else None after ``timeout`` seconds (or at once while the subscription is down:
-        the caller polls then)."""
+        the caller polls then). ``narrow``: of the blocks that may hold one of the ``narrow`` sets
+        (``narrowly_relevant``), for a follower that waits for a rarer event between polls of its own."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while self.latest == after or self.latest < 0:  # -1: nothing announced yet
+            while (number := self.narrowly_relevant if narrow else self.latest) == after or number < 0:  # -1: none yet
                 left = deadline - time.monotonic()
                 if not self.live or left <= 0:
                     return None
                 self._changed.wait(left)
-            return self.latest
+            return number
 
     def close(self) -> None:
         """Stop: the connection is closed (also one still being opened) and the thread ends."""

@@ -170,3 +170,35 @@ def test_a_node_back_at_an_earlier_block_is_followed_there() -> None:
     finally:
         heads.close()
         first.stop()
+
+
+def test_a_narrow_wait_sleeps_through_ordinary_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``wait(narrow=True)``: the requester's follower waits for a block that may end the task, not for every block
+    (each of which it would read the task's state at), and a plain wait still sees every block."""
+    import threading
+
+    from fgbdt_chain.ledger import heads as heads_module
+
+    monkeypatch.setattr(heads_module, "RECONNECT_SECONDS", (60.0, 60.0))  # no reconnection racing the states set here
+    heads = NewHeads(f"http://127.0.0.1:{free_port()}", connect_timeout=0.2, narrow=[[b"\x11" * 20, b"\x33" * 32]])
+    try:
+        deadline = time.monotonic() + 10
+        while not heads.error:  # the refused connection, before the states below are set by hand
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        heads._set(live=True, number=5, narrowly=True)
+        assert heads.wait(5, 0.05, narrow=True) is None  # nothing newer that may hold the event
+        got: list[int | None] = []
+        waiter = threading.Thread(target=lambda: got.append(heads.wait(5, 10.0, narrow=True)))
+        waiter.start()
+        heads._set(live=True, number=6, narrowly=False)  # an ordinary block
+        assert heads.wait(5, 1.0) == 6  # a plain wait returns at it
+        time.sleep(0.05)
+        assert not got and waiter.is_alive()
+        heads._set(live=True, number=7, narrowly=True)
+        waiter.join(10)
+        assert got == [7]
+        heads._set(live=False)
+        assert heads.wait(7, 10.0, narrow=True) is None  # down: at once, the caller polls
+    finally:
+        heads.close()
