@@ -40,6 +40,7 @@ from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import edges_from_sketch, snap_integer_edges
 from fgbdt_chain.node.data import Dataset
 from fgbdt_chain.node.experiment import Prepared, evaluate
+from fgbdt_chain.node.frozen_heap import frozen_heap
 from fgbdt_chain.node.fvtree import task_voted_trees
 from fgbdt_chain.node.publish import decode_join
 
@@ -454,17 +455,20 @@ def run_task(prep: Prepared, setup: ChainSetup, progress: Progress | None = None
     """Open, run and report one task; the party processes are always stopped at the end."""
     req = Requester(prep, setup, progress)
     start = time.monotonic()
-    try:
-        req.open_task()
-        with BlockClock(req.client, setup.clock_tick):
-            req.launch_parties()
-            req.approve_and_start()
-            req.follow()
-        codes = req.wait_parties()
-        if any(codes):
-            raise RuntimeError(f"party exit codes {codes}; see {setup.workdir}/party-*.log")
-    finally:
-        req.stop_parties()
-    report = req.report(time.monotonic() - start)
+    # the caller's objects (the data, a simulator's model) are not scanned by the collections that decoding a whole
+    # task's events triggers: 0.18 s of a 50-tree report was the collector
+    with frozen_heap():
+        try:
+            req.open_task()
+            with BlockClock(req.client, setup.clock_tick):
+                req.launch_parties()
+                req.approve_and_start()
+                req.follow()
+            codes = req.wait_parties()
+            if any(codes):
+                raise RuntimeError(f"party exit codes {codes}; see {setup.workdir}/party-*.log")
+        finally:
+            req.stop_parties()
+        report = req.report(time.monotonic() - start)
     (setup.workdir / "report.json").write_text(json.dumps({k: v for k, v in report.items() if k != "model"}, indent=2))
     return report
