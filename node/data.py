@@ -1,4 +1,4 @@
-"""Loading of the benchmark data sets (libsvm and CSV, plain or gzip) into dense float matrices.
+"""Loading of the benchmark data sets (libsvm and CSV, plain or gzip, and NumPy ``.npz``) into dense float matrices.
 
 Every party of a federated run must read its file exactly the way the others read theirs (same feature count, same
 label mapping, same treatment of missing values), otherwise the shared bin edges and the histograms would not line up.
@@ -17,6 +17,11 @@ So the rules are fixed here, in one place:
   column without a name is never a feature named '' (``_parse_csv`` says why).
 * Scoring: ``load_features`` reads a file for a model by the model's feature names (``node.columns``), so that
   columns in another order, a missing label or an extra ID column cannot shift features silently.
+* NumPy ``.npz`` (``np.savez``): arrays ``X`` (rows by features, numbers, ``NaN`` missing), ``y`` (one number per
+  row; optional in a file to score) and optionally ``feature_names`` (strings, one per column, which then match
+  columns by name as a CSV header does). Nothing is unpickled: an archive holding Python objects is refused, as is
+  any other array. The labels follow the same rules as the text formats'. Why: the values are the exact doubles,
+  and a requester handing a party its shard skips writing and parsing text (0.12 s for 10,000 rows of a9a).
 * Nothing is half-loaded: any problem raises :class:`DataFormatError` naming the file, the line and the reason.
 
 Parsing uses a vectorised fast path (validate the text, then let ``np.fromstring`` convert it in C) and falls back to
@@ -35,6 +40,7 @@ import math
 import os
 import re
 import warnings
+import zipfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -58,10 +64,26 @@ __all__ = [
 #: Field values (compared after stripping and lower-casing) that mean "missing" and load as NaN.
 MISSING_TOKENS: frozenset[str] = frozenset({"", "na", "nan", "n/a", "?", "null"})
 
-_FORMAT_ALIASES = {"libsvm": "libsvm", "svmlight": "libsvm", "svm": "libsvm", "csv": "csv", "tsv": "csv"}
-_EXT_FORMATS = {".libsvm": "libsvm", ".svm": "libsvm", ".svmlight": "libsvm", ".csv": "csv", ".tsv": "csv"}
+_FORMAT_ALIASES = {
+    "libsvm": "libsvm",
+    "svmlight": "libsvm",
+    "svm": "libsvm",
+    "csv": "csv",
+    "tsv": "csv",
+    "npz": "npz",
+}
+_EXT_FORMATS = {
+    ".libsvm": "libsvm",
+    ".svm": "libsvm",
+    ".svmlight": "libsvm",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".npz": "npz",
+}
 _TASKS = ("auto", "binary", "regression")
 _GZIP_MAGIC = b"\x1f\x8b"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive's first entry, or an empty archive's end record
+_NPZ_ARRAYS = ("X", "y", "feature_names")
 # A dense float64 matrix above this many cells (1.6 GB) is certainly a mistake (wrong format or wrong file).
 _MAX_CELLS = 200_000_000
 
@@ -157,7 +179,7 @@ def _read_text(path: str) -> str:
         except (OSError, EOFError, zlib.error) as exc:
             raise DataFormatError(path, None, f"corrupt gzip data ({exc})") from None
     if b"\x00" in raw:
-        raise DataFormatError(path, None, "unknown format: binary content (not a libsvm or CSV text file)")
+        raise DataFormatError(path, None, "unknown format: binary content (not a libsvm or CSV text file, nor .npz)")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -199,6 +221,97 @@ def _sniff_format(path: str, lines: list[str]) -> str:
             return "libsvm" if 2 * pairs > len(tokens) - 1 else "csv"
     # Only single-token lines: libsvm rows with no non-zero feature, or a one/multi column delimited file.
     return "csv"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# NumPy archives
+
+
+def _is_npz(path: str, fmt: str | None) -> bool:
+    """Whether ``path`` is read as an ``.npz`` archive: ``fmt`` (already checked) says so, or without one its name,
+    or, where the name says no format, its first bytes (a zip archive's)."""
+    if fmt is not None:
+        return _FORMAT_ALIASES[fmt.lower().lstrip(".")] == "npz"
+    named = _format_from_name(path)
+    if named is not None:
+        return named == "npz"
+    with open(path, "rb") as fh:
+        return fh.read(4) in _ZIP_MAGICS
+
+
+def _read_npz(path: str, *, labels: bool) -> tuple[np.ndarray, np.ndarray | None, list[str] | None]:
+    """An ``.npz`` archive's ``X``, ``y`` (None where absent, allowed unless ``labels``) and ``feature_names`` (None
+    where absent), checked as the module docstring says. Nothing is unpickled (``allow_pickle=False``)."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except (ValueError, EOFError, zipfile.BadZipFile, OSError) as exc:
+        raise DataFormatError(path, None, f"not a readable .npz archive ({exc})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise DataFormatError(path, None, "a single NumPy array (.npy), not an .npz archive of the arrays X and y")
+    with loaded as archive:
+        files = set(archive.files)
+        missing = [a for a in (("X", "y") if labels else ("X",)) if a not in files]
+        if missing:
+            held = ", ".join(sorted(files)) or "no array"
+            raise DataFormatError(
+                path,
+                None,
+                f"{' and '.join(missing)} missing: an .npz data file holds the arrays X and y, and optionally "
+                f"feature_names (this one holds {held})",
+            )
+        extra = sorted(files - set(_NPZ_ARRAYS))
+        if extra:
+            raise DataFormatError(
+                path,
+                None,
+                f"unexpected arrays {', '.join(extra)}: an .npz data file holds X and y, and optionally feature_names",
+            )
+        try:
+            arrays = {name: archive[name] for name in sorted(files)}
+        except (ValueError, EOFError, zipfile.BadZipFile, OSError) as exc:
+            raise DataFormatError(path, None, f"an array cannot be read ({exc})") from None
+    X = arrays["X"]
+    if X.ndim != 2:
+        raise DataFormatError(path, None, f"X must be 2-D (rows by features), got shape {X.shape}")
+    if X.dtype.kind not in "biuf":
+        raise DataFormatError(path, None, f"X must hold numbers, got dtype {X.dtype}")
+    if X.shape[0] == 0:
+        raise DataFormatError(path, None, "empty file (no data rows)")
+    if X.size > _MAX_CELLS:
+        raise DataFormatError(path, None, f"{X.shape[0]} rows x {X.shape[1]} features is too large for a dense matrix")
+    y = arrays.get("y")
+    if y is not None:
+        if y.ndim != 1 or y.shape[0] != X.shape[0] or y.dtype.kind not in "biuf":
+            raise DataFormatError(
+                path, None, f"y must hold one number per row of X ({X.shape[0]}), got {y.dtype} of shape {y.shape}"
+            )
+        y = y.astype(np.float64)
+        missing_labels = np.flatnonzero(np.isnan(y))
+        if missing_labels.size:
+            raise DataFormatError(path, None, f"the label of row {int(missing_labels[0])} is missing (NaN)")
+    names = arrays.get("feature_names")
+    if names is not None:
+        if names.ndim != 1 or names.dtype.kind != "U" or names.shape[0] != X.shape[1]:
+            raise DataFormatError(
+                path,
+                None,
+                f"feature_names must be {X.shape[1]} strings, one per column of X, got {names.dtype} of shape "
+                f"{names.shape}",
+            )
+        if any(not str(n).strip() for n in names.tolist()):
+            raise DataFormatError(path, None, "a feature name in feature_names is empty")
+    return X.astype(np.float64), y, None if names is None else [str(n) for n in names.tolist()]
+
+
+def _not_for_npz(path: str, **given: bool) -> None:
+    """Refuses the CSV options (name: whether given) for an ``.npz`` file, whose arrays say where everything is."""
+    for option, on in given.items():
+        if on:
+            raise DataFormatError(
+                path, None, f"{option} applies to CSV files; an .npz file's arrays are named (X, y, feature_names)"
+            )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -775,13 +888,17 @@ class _Raw:
     has_header: bool = False
 
 
+def _check_format(path: str, fmt: str | None) -> None:
+    """Refuses a ``fmt`` that names no format this module reads."""
+    if fmt is not None and fmt.lower().lstrip(".") not in _FORMAT_ALIASES:
+        raise DataFormatError(path, None, f"unknown format {fmt!r} (expected 'libsvm', 'csv' or 'npz')")
+
+
 def _file_kind(path: str, fmt: str | None, lines: list[str]) -> str:
     """'libsvm' or 'csv': ``fmt`` when given, else from the name, else from the content."""
     if fmt is not None:
-        key = fmt.lower().lstrip(".")
-        if key not in _FORMAT_ALIASES:
-            raise DataFormatError(path, None, f"unknown format {fmt!r} (expected 'libsvm' or 'csv')")
-        return _FORMAT_ALIASES[key]
+        _check_format(path, fmt)
+        return _FORMAT_ALIASES[fmt.lower().lstrip(".")]
     return _format_from_name(path) or _sniff_format(path, lines)
 
 
@@ -799,8 +916,17 @@ def _load_raw(
         raise ValueError(f"num_features must be a non-negative integer, got {num_features!r}")
     if isinstance(drop_columns, str | int):
         drop_columns = (drop_columns,)
-    if fmt is not None and fmt.lower().lstrip(".") not in _FORMAT_ALIASES:
-        raise DataFormatError(path, None, f"unknown format {fmt!r} (expected 'libsvm' or 'csv')")
+    _check_format(path, fmt)
+    if _is_npz(path, fmt):
+        _not_for_npz(
+            path, label_column=label_column not in (None, 0), header=bool(header), drop_columns=bool(drop_columns)
+        )
+        X, y, names = _read_npz(path, labels=True)
+        assert y is not None
+        if num_features is not None and X.shape[1] != num_features:
+            raise DataFormatError(path, None, f"{X.shape[1]} features but num_features={num_features}")
+        positional = [f"c{j}" for j in range(X.shape[1])]
+        return _Raw(X=X, y=y, feature_names=names or positional, fmt="npz", has_header=names is not None)
     text = _read_text(path)
     lines = text.split("\n")
     kind = _file_kind(path, fmt, lines)
@@ -838,17 +964,17 @@ def load_dataset(
     num_features: int | None = None,
     drop_columns: Sequence[int | str] = (),
 ) -> Dataset:
-    """Load a libsvm or CSV file (plain or gzip) into a :class:`Dataset`.
+    """Load a libsvm or CSV file (plain or gzip), or an ``.npz`` archive, into a :class:`Dataset`.
 
-    ``fmt`` is "libsvm" or "csv"; by default it comes from the extension (``.csv``, ``.tsv``, ``.libsvm``, ``.svm``,
-    ignoring ``.gz``) or else from the content. CSV only: ``header`` (None = detect: a first row without any number),
-    ``label_column`` (index, negative counts from the end, or header name; default the first column) and
-    ``drop_columns`` (indices or names of the full row, e.g. an ID column). ``num_features`` fixes the libsvm width
-    (an index above it is an error) and must equal the CSV feature count. Labels follow ``task`` (module docstring);
-    binary labels become 0.0 / 1.0.
+    ``fmt`` is "libsvm", "csv" or "npz"; by default it comes from the extension (``.csv``, ``.tsv``, ``.libsvm``,
+    ``.svm``, ``.npz``, ignoring ``.gz``) or else from the content. CSV only: ``header`` (None = detect: a first
+    row without any number), ``label_column`` (index, negative counts from the end, or header name; default the
+    first column) and ``drop_columns`` (indices or names of the full row, e.g. an ID column). ``num_features`` fixes
+    the libsvm width (an index above it is an error) and must equal the CSV or ``.npz`` feature count. Labels follow
+    ``task`` (module docstring); binary labels become 0.0 / 1.0.
 
     Feature names: the CSV header, else ``c{j}`` with ``j`` the file's 0-based column; libsvm ``f{j}`` with ``j`` the
-    file's 1-based index.
+    file's 1-based index; ``.npz`` its ``feature_names``, else ``c{j}`` with ``j`` the column of ``X``.
     """
     if task not in _TASKS:
         raise ValueError(f"task must be one of {_TASKS}, got {task!r}")
@@ -1003,12 +1129,29 @@ def load_features(
 
     CSV with a header: columns are matched by name in any order; the label and an ID column may be present or
     not, other columns are ignored (listed in :attr:`Features.ignored`), a missing feature is an error naming it.
-    CSV without a header and libsvm: by position, checked against the feature count (``node.columns``). Only the
+    CSV without a header and libsvm: by position, checked against the feature count (``node.columns``). An ``.npz``
+    archive: by its ``feature_names`` as by a header, else by position; ``y`` may be absent. Only the
     model's columns are parsed as numbers, so the label may be missing or text, and an ID column (``id_column``: a
     header name or 0-based index, CSV only) is copied as text. Raises :class:`DataFormatError` (file, reason).
     """
     path = os.fspath(path)
     names = [str(n) for n in feature_names]
+    _check_format(path, fmt)
+    if _is_npz(path, fmt):
+        _not_for_npz(path, id_column=id_column is not None, label_column=label_column is not None, header=bool(header))
+        X, _, file_names = _read_npz(path, labels=False)
+        try:
+            plan = align_columns(names, file_names, X.shape[1])
+        except ColumnMismatch as exc:
+            raise DataFormatError(path, None, str(exc)) from None
+        return Features(
+            X=X[:, list(plan.features)],
+            ids=None,
+            id_name=None,
+            ignored=[column_label(j, file_names) for j in plan.ignored],
+            by_name=plan.by_name,
+            note=plan.note,
+        )
     text = _read_text(path)
     lines = text.split("\n")
     kind = _file_kind(path, fmt, lines)
