@@ -88,7 +88,14 @@ class ChainSetup:
 
 
 def write_shard(path: Path, data: Dataset) -> None:
-    """A party's rows as CSV, label first, values in shortest round-trip form (exact), missing values empty."""
+    """A party's rows: an ``.npz`` archive (``X``, ``y``, ``feature_names``) where ``path`` ends so, else CSV, label
+    first, values in shortest round-trip form (exact), missing values empty. Both load as the same data set
+    (``node.data``); the requester writes the archive, which a party reads in milliseconds where the CSV of 10,000
+    a9a rows took it 0.12 s (four parties starting at once on two cores: 0.25 s before the first could join)."""
+    if path.suffix == ".npz":
+        with open(path, "wb") as f:  # np.savez given a name would add ".npz" to one without it
+            np.savez(f, X=data.X, y=data.y, feature_names=np.array(data.feature_names, dtype=str))
+        return
     # Each distinct value (by its bits: -0.0 stays "-0.0") is formatted once, then looked up for every cell: the
     # per-cell repr took 5 s per bench run (four a9a shards) before any party could start.
     table = np.column_stack([np.asarray(data.y, dtype=np.float64), np.asarray(data.X, dtype=np.float64)])
@@ -199,7 +206,7 @@ class Requester:
             self.accounts.append(acct)
             key_path = work / f"party-{i}.key"
             write_key(key_path, acct)
-            shard = work / f"party-{i}.csv"
+            shard = work / f"party-{i}.npz"
             write_shard(shard, self.prep.train.subset(idx))
             cmd = [
                 "node",
