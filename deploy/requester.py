@@ -50,6 +50,9 @@ END_EVENTS = ("TaskCompleted", "TaskCancelled")
 """What ends a task: the follower wakes at a block that may hold one, instead of at its next poll (up to
 ``FOLLOW_POLL_SECONDS`` late, 0.1 s on average, at the end of every run)."""
 
+JOIN_POLL_SECONDS = 0.01
+"""How often the requester looks for the parties' joins: every party's start waits for the last approval."""
+
 FOLLOW_POLL_SECONDS = 0.2
 """How often the follower reads the task's state for its progress reports (and where no subscription is up, for
 the end)."""
@@ -265,19 +268,28 @@ class Requester:
                 tail = self.log_paths[i].read_text().strip().splitlines()[-3:]
                 raise RuntimeError(f"party {i} exited with code {code}: " + " | ".join(tail))
 
-    def wait_for_joins(self, timeout: float = 300.0) -> dict[str, bytes]:
-        """Every launched party's join payload, once all asked to join."""
-        wanted = {a.address for a in self.accounts}
+    def wait_for_joins(
+        self, timeout: float = 300.0, on_join: Callable[[str], object] | None = None
+    ) -> dict[str, bytes]:
+        """Every launched party's join payload, once all asked to join; ``on_join(address)`` as each one's is seen,
+        in launch order (a party whose join is seen before an earlier one's waits for it)."""
+        wanted = [a.address for a in self.accounts]
         deadline = time.monotonic() + timeout
         payloads: dict[str, bytes] = {}
-        while len(payloads) < len(wanted):
+        announced = 0
+        while announced < len(wanted):
             self._check_parties_alive()
             if time.monotonic() > deadline:
                 raise RuntimeError(f"only {len(payloads)} of {len(wanted)} parties joined within {timeout:.0f} s")
             for ev in self.client.logs(self.task.contract, ["JoinRequested"], self.task_id):
                 if str(ev.args["party"]) in wanted:
                     payloads[str(ev.args["party"])] = bytes(ev.args["psd"])
-            time.sleep(0.05)
+            while announced < len(wanted) and wanted[announced] in payloads:
+                if on_join is not None:
+                    on_join(wanted[announced])
+                announced += 1
+            if announced < len(wanted):
+                time.sleep(JOIN_POLL_SECONDS)
         return payloads
 
     def edges_for(self, payloads: dict[str, bytes]) -> bytes:
@@ -289,10 +301,10 @@ class Requester:
         return encode_edges([e.tolist() for e in edges])
 
     def approve_and_start(self, timeout: float = 300.0) -> bytes:
-        """Approve the parties in party order once all asked to join; fix the edges from their sketches; start."""
-        payloads = self.wait_for_joins(timeout)
-        for acct in self.accounts:
-            self.task.approve(self.setup.requester, self.task_id, acct.address)
+        """Approve the parties in party order, each as its join is seen; fix the edges from their sketches; start."""
+        payloads = self.wait_for_joins(
+            timeout, lambda party: self.task.approve(self.setup.requester, self.task_id, party)
+        )
         edges = self.edges_for(payloads)
         self.task.start(self.setup.requester, self.task_id, edges)
         return edges

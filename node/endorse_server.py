@@ -143,7 +143,7 @@ class EndorsementServer:
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the endorsement server did not start (is the port free?)")
-            time.sleep(0.02)
+            time.sleep(0.002)  # a party joins once its endpoint serves: every party's start waits for the last
 
     def stop(self, wait: bool = True) -> None:
         """Stop serving; ``wait``: until uvicorn shut down gracefully (each connection closed, the tasks done).

@@ -105,6 +105,10 @@ class NodeSettings:
     attack: Attack | None = None
     """Greedy-party experiments: what this node does to the histograms it sends (``node.attacks``)."""
     poll_seconds: float = 0.05
+    start_poll_seconds: float = 0.01
+    """How often a party that joined looks for its approval and the start: every party's first step waits for the
+    last to see the start, and a poll of ``poll_seconds`` made that 25 ms on average, twice (approval, start), for
+    two reads a poll during the fraction of a second the requester takes."""
     subscribe: bool = True
     """Wake on the node's new-head notifications (WebSocket ``eth_subscribe``) instead of polling for blocks; a node
     without WebSocket is polled every ``poll_seconds`` either way."""
@@ -548,8 +552,7 @@ class PartyNode:
                 if status != Membership.APPROVED:
                     raise NodeError("training started without this party")
                 break
-            # every party's first vote waits for the last to see the start: two reads per poll for under a second
-            time.sleep(self.settings.poll_seconds)
+            time.sleep(self.settings.start_poll_seconds)
         # the start's logs (the bin edges) may be served a moment after the state that says training started
         for attempt in range(200):
             try:
