@@ -48,7 +48,11 @@ def register(subparsers: Any) -> None:
         "is an error. Files without a header, and libsvm files, are read by position.",
     )
     pred.add_argument("--model", required=True, help="trained model file (fgbdt-model JSON)")
-    pred.add_argument("--data", required=True, help="data file (libsvm or CSV, plain or .gz; a CSV needs no label)")
+    pred.add_argument(
+        "--data",
+        required=True,
+        help="data file (libsvm or CSV, plain or .gz, or .npz; a CSV needs no label, an .npz no y)",
+    )
     pred.add_argument("--out", required=True, help="CSV file to write")
     pred.add_argument(
         "--id-column",

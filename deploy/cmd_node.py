@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("node", help="run one party of an on-chain task", description=__doc__)
     p.add_argument("--task", type=int, required=True, help="task id")
     p.add_argument("--key", required=True, help="file holding this party's private key (hex)")
-    p.add_argument("--data", required=True, help="this party's rows (libsvm or CSV, label first)")
+    p.add_argument("--data", required=True, help="this party's rows (libsvm or CSV, label first, or .npz with X and y)")
     p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT of the endorsement endpoint")
     add_chain_arguments(p)
     p.add_argument("--delta", type=float, default=1.0)

@@ -47,7 +47,9 @@ from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """The data, partition and GBDT options shared by ``simulate`` and the chain's ``train``."""
-    parser.add_argument("--data", required=True, help="training file (libsvm or CSV, plain or .gz)")
+    parser.add_argument(
+        "--data", required=True, help="training file (libsvm or CSV, plain or .gz, or .npz with X and y)"
+    )
     parser.add_argument("--test", help="test file; default: a seeded 75/25 split of --data")
     parser.add_argument("--label-column", help="CSV label column (index or header name; default: first)")
     parser.add_argument("--drop-columns", default="", help="comma-separated CSV columns to ignore (e.g. an ID)")

@@ -3,6 +3,7 @@ archive refused with its reason (nothing unpickled)."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,12 @@ def test_an_npz_is_known_by_its_bytes_or_by_fmt(tmp_path: Path) -> None:
         load_dataset(tmp_path / "rows.dat", fmt="csv")
 
 
+def test_feature_names_are_stripped_as_a_csv_header_is(tmp_path: Path) -> None:
+    path = tmp_path / "padded.npz"
+    np.savez(path, X=np.zeros((2, 2)), y=np.array([0.0, 1.0]), feature_names=np.array([" age", "dose "]))
+    assert load_dataset(path).feature_names == ["age", "dose"]
+
+
 def test_a_test_csv_is_matched_to_the_npz_training_columns_by_name(tmp_path: Path) -> None:
     rows = _rows(2)
     np.savez(tmp_path / "train.npz", X=rows.X, y=rows.y, feature_names=np.array(rows.feature_names))
@@ -76,7 +83,7 @@ def test_a_file_to_score_is_read_by_name_or_by_position_without_labels(tmp_path:
     assert got.by_name and got.ignored == []
     assert np.array_equal(got.X.view(np.uint64), rows.X.view(np.uint64))
     plain = tmp_path / "plain.npz"
-    np.savez(plain, X=rows.X, y=rows.y)
+    np.savez(plain, X=rows.X, y=np.array(["?"] * rows.n_rows))  # labels unknown: not read for scoring
     positional = load_features(plain, ["c0", "c1", "c2", "c3"])
     assert not positional.by_name and np.array_equal(positional.X.view(np.uint64), rows.X.view(np.uint64))
     with pytest.raises(DataFormatError, match="'smoker'"):
@@ -126,6 +133,21 @@ def test_nothing_is_unpickled_and_what_is_no_archive_is_named(tmp_path: Path) ->
         load_dataset(broken)
     with pytest.raises(FileNotFoundError):
         load_dataset(tmp_path / "absent.npz")
+    packed = tmp_path / "packed.npz"
+    np.savez_compressed(packed, X=np.arange(4000.0).reshape(1000, 4), y=np.zeros(1000))
+    raw = bytearray(packed.read_bytes())
+    raw[len(raw) // 3 : len(raw) // 3 + 64] = bytes(64)  # inside the compressed X
+    packed.write_bytes(bytes(raw))
+    with pytest.raises(DataFormatError, match=r"packed\.npz"):
+        load_dataset(packed)
+    zipped = tmp_path / "rows.npz.gz"
+    zipped.write_bytes(gzip.compress((tmp_path / "single.npy").read_bytes()))
+    with pytest.raises(DataFormatError, match=r"a gzip file, not an \.npz archive"):
+        load_dataset(zipped)
+    text = tmp_path / "text.npz"
+    text.write_text("label,a\n1,2\n")
+    with pytest.raises(DataFormatError, match=r"not an \.npz \(zip\) archive"):
+        load_dataset(text)
 
 
 def test_the_csv_options_and_a_wrong_width_are_refused(tmp_path: Path) -> None:
