@@ -95,7 +95,7 @@ def write_shard(path: Path, data: Dataset) -> None:
     first, values in shortest round-trip form (exact), missing values empty. Both load as the same data set
     (``node.data``); the requester writes the archive, which a party reads in milliseconds where the CSV of 10,000
     a9a rows took it 0.12 s (four parties starting at once on two cores: 0.25 s before the first could join)."""
-    if path.suffix == ".npz":
+    if path.suffix.lower() == ".npz":
         with open(path, "wb") as f:  # np.savez given a name would add ".npz" to one without it
             np.savez(f, X=data.X, y=data.y, feature_names=np.array(data.feature_names, dtype=str))
         return
@@ -280,7 +280,11 @@ class Requester:
         while announced < len(wanted):
             self._check_parties_alive()
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {len(payloads)} of {len(wanted)} parties joined within {timeout:.0f} s")
+                late = wanted[announced]
+                raise RuntimeError(
+                    f"only {len(payloads)} of {len(wanted)} parties joined within {timeout:.0f} s: party {announced} "
+                    f"({late}) did not, and the parties after it wait for its approval (party order)"
+                )
             for ev in self.client.logs(self.task.contract, ["JoinRequested"], self.task_id):
                 if str(ev.args["party"]) in wanted:
                     payloads[str(ev.args["party"])] = bytes(ev.args["psd"])
@@ -325,8 +329,11 @@ class Requester:
         node not served over HTTP; one that serves no WebSocket leaves it down, and the follower polls."""
         if not self.setup.rpc.startswith("http"):
             return None
+        topics = self.client.event_topics(END_EVENTS)
+        if len(topics) != len(END_EVENTS):  # an empty watch would wake it at every block: polling, as before
+            return None
         address = bytes.fromhex(self.task.address.removeprefix("0x"))
-        return NewHeads(self.setup.rpc, narrow=[[address, topic] for topic in self.client.event_topics(END_EVENTS)])
+        return NewHeads(self.setup.rpc, narrow=[[address, topic] for topic in topics])
 
     def _follow(self, ends: NewHeads | None) -> None:
         deadline = time.monotonic() + self.setup.timeout_seconds
@@ -352,7 +359,8 @@ class Requester:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"training did not finish within {self.setup.timeout_seconds:.0f} s")
             if ends is not None and ends.live:
-                seen = ends.wait(seen, FOLLOW_POLL_SECONDS, narrow=True) or seen
+                found = ends.wait(seen, FOLLOW_POLL_SECONDS, narrow=True)
+                seen = seen if found is None else found
             else:
                 time.sleep(FOLLOW_POLL_SECONDS)
 
