@@ -106,9 +106,10 @@ class NodeSettings:
     """Greedy-party experiments: what this node does to the histograms it sends (``node.attacks``)."""
     poll_seconds: float = 0.05
     start_poll_seconds: float = 0.01
-    """How often a party that joined looks for its approval and the start: every party's first step waits for the
-    last to see the start, and a poll of ``poll_seconds`` made that 25 ms on average, twice (approval, start), for
-    two reads a poll during the fraction of a second the requester takes."""
+    """How often a party that joined looks for its approval and the start during its first second of waiting (then
+    every ``poll_seconds``): every party's first step waits for the last to see the start, and a poll of
+    ``poll_seconds`` made that 25 ms on average, twice (approval, start), where a requester that approves by program
+    takes a fraction of a second; one that approves by hand is not asked 200 times a second meanwhile."""
     subscribe: bool = True
     """Wake on the node's new-head notifications (WebSocket ``eth_subscribe``) instead of polling for blocks; a node
     without WebSocket is polled every ``poll_seconds`` either way."""
@@ -538,6 +539,7 @@ class PartyNode:
     def wait_for_start(self) -> None:
         """Until the requester approved this party and started training; refusal or cancellation is fatal."""
         announced = False
+        since = time.monotonic()
         while True:
             status = self.task.member(self.task_id, self.address)[0]
             if status == Membership.REFUSED:
@@ -552,7 +554,8 @@ class PartyNode:
                 if status != Membership.APPROVED:
                     raise NodeError("training started without this party")
                 break
-            time.sleep(self.settings.start_poll_seconds)
+            quick = time.monotonic() - since < 1.0
+            time.sleep(self.settings.start_poll_seconds if quick else self.settings.poll_seconds)
         # the start's logs (the bin edges) may be served a moment after the state that says training started
         for attempt in range(200):
             try:
