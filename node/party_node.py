@@ -912,6 +912,8 @@ class PartyNode:
         with self.timed("chain reads"):
             st = self.task.state(self.task_id)
         self._state = (announced, st) if announced >= 0 else None
+        if self.relay is not None:
+            self.relay.inbox.note_tree(st.tree)
         if st.status == Status.TRAINING and self._fresh_from is None:
             # the levels this process follows from their start; a resolving level's next one (after a tree's last
             # level, the next root) may already hold this party's votes sent ahead (before a restart or an outage),

@@ -483,6 +483,7 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_the_votes_it_sent_a
     node.task = SimpleNamespace(state=lambda task_id: resolving)
     node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
     node.log = lambda message: None
+    node.relay = None
 
     def lagging(*args: object) -> None:
         raise ChainLag("not served yet")  # ends the look right after the state is read
@@ -644,3 +645,25 @@ def test_histograms_handed_over_and_not_landed_are_submitted_as_the_partys_own()
     node._own_submission.add((3, 0))
     node._send_histograms(ctx, deadline=100)
     assert (handed, sent) == ([0], [0]) and ("HistogramsSubmitted", 3, 0) in node._seen
+
+
+def test_each_look_at_the_chain_tells_the_relay_inbox_the_tasks_tree() -> None:
+    """``step`` notes the task's tree in the relay inbox (``RelayInbox.note_tree``): a relayer whose levels a tree
+    ended before still takes the next tree's requests."""
+    node = _ahead_node()
+    node._fresh_from = (0, 0)
+    node.params = SimpleNamespace(depth=4)
+    state = TaskState("0x0", Status.TRAINING, Phase.HISTOGRAMS, 7, 2, 0b1, 0, 120, 0)
+    node.task = SimpleNamespace(state=lambda task_id: state)
+    node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
+    node.log = lambda message: None
+    noted: list[int] = []
+    node.relay = SimpleNamespace(inbox=SimpleNamespace(note_tree=noted.append))
+
+    def lagging(*args: object) -> None:
+        raise ChainLag("not served yet")  # ends the look right after the state is read
+
+    node.context = lagging
+    node._again = False
+    assert node.step() is False
+    assert noted == [7]

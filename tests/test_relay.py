@@ -121,6 +121,15 @@ def test_take_waits_for_the_expected_parties_then_closes_the_level() -> None:
     assert inbox.offer(_ballot(1, level=2).message(5))[0] == 202
     assert inbox.offer(_ballot(1, level=0).message(5))[0] == 409
     assert inbox.offer(_ballot(1, tree=2, level=0).message(5))[0] == 409
+    # a tree that ended before this party's levels leaves its last taken level a tree behind: the task's tree, as
+    # its node read it, says which tree is next
+    inbox.note_tree(2)
+    assert inbox.offer(_ballot(1, tree=2, level=1).message(5))[0] == 202
+    assert inbox.offer(_ballot(1, tree=3, level=1).message(5))[0] == 202
+    status, answer = inbox.offer(_ballot(1, tree=4, level=1).message(5))
+    assert status == 409 and "tree 4 is not next: this party is at tree 2" in answer["detail"]
+    inbox.note_tree(1)  # an older read does not move it back
+    assert inbox.offer(_ballot(2, tree=3, level=1).message(5))[0] == 202
 
 
 def test_take_gives_up_after_its_wait_with_what_it_holds() -> None:
