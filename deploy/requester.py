@@ -329,11 +329,10 @@ class Requester:
         node not served over HTTP; one that serves no WebSocket leaves it down, and the follower polls."""
         if not self.setup.rpc.startswith("http"):
             return None
-        topics = self.client.event_topics(END_EVENTS)
-        if len(topics) != len(END_EVENTS):  # an empty watch would wake it at every block: polling, as before
+        narrow = self.task.event_watch(END_EVENTS)
+        if len(narrow) != len(END_EVENTS):  # an empty watch would wake it at every block: polling, as before
             return None
-        address = bytes.fromhex(self.task.address.removeprefix("0x"))
-        return NewHeads(self.setup.rpc, narrow=[[address, topic] for topic in topics])
+        return NewHeads(self.setup.rpc, narrow=narrow)
 
     def _follow(self, ends: NewHeads | None) -> None:
         deadline = time.monotonic() + self.setup.timeout_seconds

@@ -283,6 +283,12 @@ class TaskContract:
         """The contract address (checksummed)."""
         return str(self.contract.address)
 
+    def event_watch(self, names: Sequence[str]) -> list[list[bytes]]:
+        """(this contract's address, an event's topic) for each event of ``names`` this contract has: the item sets
+        ``ledger.heads.NewHeads`` checks a block's logs bloom for."""
+        address = bytes.fromhex(self.address.removeprefix("0x"))
+        return [[address, topic] for topic in self.client.event_topics(names)]
+
     def _tx(self, function: str, *args: Any, sender: LocalAccount, value: int = 0, gas: int | None = None) -> TxResult:
         return self.client.transact(self.contract, function, *args, sender=sender, value=value, gas=gas)
 

@@ -804,9 +804,7 @@ class PartyNode:
     def _follow(self) -> None:
         """Step whenever a new block arrives (and at least once a second) until the task completes."""
         url = getattr(self.task.client.w3.provider, "endpoint_uri", None)
-        address = bytes.fromhex(self.task.address.removeprefix("0x"))
-        watch = [[address, topic] for topic in self.task.client.event_topics(STEP_EVENTS)]
-        narrow = [[address, topic] for topic in self.task.client.event_topics(OPENING_EVENTS)]
+        watch, narrow = self.task.event_watch(STEP_EVENTS), self.task.event_watch(OPENING_EVENTS)
         subscribed = self.settings.subscribe and str(url).startswith("http")
         heads = NewHeads(str(url), watch=watch, narrow=narrow) if subscribed else None
         self._heads = heads
