@@ -285,7 +285,8 @@ class Requester:
                     f"only {len(payloads)} of {len(wanted)} parties joined within {timeout:.0f} s: party {announced} "
                     f"({late}) did not, and the parties after it wait for its approval (party order)"
                 )
-            for ev in self.client.logs(self.task.contract, ["JoinRequested"], self.task_id):
+            # from the task's creation on, not from genesis: read every 10 ms (0 where this requester did not open it)
+            for ev in self.client.logs(self.task.contract, ["JoinRequested"], self.task_id, self.start_block):
                 if str(ev.args["party"]) in wanted:
                     payloads[str(ev.args["party"])] = bytes(ev.args["psd"])
             while announced < len(wanted) and wanted[announced] in payloads:

@@ -16,13 +16,13 @@ def _requester(batches: list[list[str]]) -> tuple[Requester, list[str]]:
     req = object.__new__(Requester)
     req.accounts = [SimpleNamespace(address=a) for a in ("0xA", "0xB", "0xC")]  # type: ignore[misc]
     req.task = SimpleNamespace(contract="contract")  # type: ignore[assignment]
-    req.task_id = 7
+    req.task_id, req.start_block = 7, 40
     req._check_parties_alive = lambda: None  # type: ignore[method-assign]
     reads = iter(batches)
     seen: list[str] = []
 
-    def logs(contract: Any, names: list[str], task_id: int) -> list[Any]:
-        assert (contract, names, task_id) == ("contract", ["JoinRequested"], 7)
+    def logs(contract: Any, names: list[str], task_id: int, from_block: int) -> list[Any]:
+        assert (contract, names, task_id, from_block) == ("contract", ["JoinRequested"], 7, 40)  # from its creation
         seen.extend(next(reads, []))
         return [SimpleNamespace(args={"party": p, "psd": p.encode()}) for p in seen]
 
