@@ -26,6 +26,7 @@ from fgbdt_chain.deploy.cmd_simulate import (
     training_params,
 )
 from fgbdt_chain.deploy.deployment import ChainTarget, add_chain_arguments, chain_target, read_key
+from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
 from fgbdt_chain.deploy.requester import ChainSetup, run_task
 from fgbdt_chain.ledger import reference as ref
 from fgbdt_chain.ledger.client import ChainClient
@@ -75,6 +76,19 @@ def train(args: argparse.Namespace) -> int:
             f"--binning {args.binning}: on chain the common bin edges are merged from the parties' private sketches "
             "(--binning dp, the default); the other methods are simulate's comparisons"
         )
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="fgbdt-train-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    # the party nodes' host loads a node (imports and compiled kernels, about 1.5 s of one core) while the data is
+    # read and split and the chain is reached, instead of after the task is opened
+    forks = PartyForks(workdir / "fork-server.log") if fork_available() else None
+    try:
+        return _train(args, console, workdir, forks)
+    finally:
+        if forks is not None:
+            forks.close()  # run_task closed it already, unless the command failed before it
+
+
+def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: PartyForks | None) -> int:
     train_set, test_set = load_data(args)
     params = training_params(args, objective_of(train_set.y))
     note_private_releases(args, "train")
@@ -91,7 +105,6 @@ def train(args: argparse.Namespace) -> int:
     requester = read_key(args.key, "requester key") if args.key else Account.create()
     if not args.key:
         client.fund(requester.address, int((args.reward + 10) * 10**18))
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="fgbdt-train-"))
     setup = ChainSetup(
         rpc=target.rpc_url,
         contract=target.contract,
@@ -110,7 +123,7 @@ def train(args: argparse.Namespace) -> int:
     )
     with on_chain_progress(console, params, disable=args.quiet) as progress:
         try:
-            report = run_task(prep, setup, progress)
+            report = run_task(prep, setup, progress, forks)
         except RuntimeError as exc:
             raise UserError(f"{exc} (party logs in {workdir})") from exc
     model = report.pop("model")

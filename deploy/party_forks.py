@@ -8,8 +8,9 @@ connection, running ``fgbdt node`` exactly as a party on another machine would.
 
 The server is one thread on purpose: a fork copies only the forking thread, and a lock held by any other thread at
 that moment would stay held in the child forever. It answers on its standard output, one JSON object per line:
-``{"started": pid, "id": n}`` per fork (``n`` the request's id) and
-``{"exited": pid, "code": c}`` when a child ends (``c`` as ``subprocess`` gives it: negative for a signal). It ignores
+``{"loaded": true}`` once a node is loaded (forks asked for earlier wait for it), ``{"started": pid, "id": n}`` per
+fork (``n`` the request's id) and ``{"exited": pid, "code": c}`` when a child ends (``c`` as ``subprocess`` gives it:
+negative for a signal). It ignores
 Ctrl-C (the parties, in the same process group, get it and end; the server reports how) and exits when its standard
 input closes and its children have ended.
 
@@ -88,10 +89,17 @@ Party = subprocess.Popen[bytes] | ForkedParty
 
 
 class PartyForks:
-    """The requester's side of the fork server: starts it (it loads while the task is opened), forks parties."""
+    """The requester's side of the fork server: starts it (it loads while the task is opened), forks parties.
+
+    One server serves one task: closing it ends the server once its children have ended. Start it as early as the
+    caller can (``fgbdt train`` does before it reads the data), so that the loading overlaps the caller's own work;
+    ``wait_loaded`` says how long the loading took."""
 
     def __init__(self, log_path: Path) -> None:
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in close()
+        self.started_at = time.monotonic()
+        self.loaded_at: float | None = None
+        """When the server said it had loaded a node (``time.monotonic``), None before."""
         self.process = subprocess.Popen(
             [sys.executable, "-m", "fgbdt_chain.deploy.party_forks"],
             stdin=subprocess.PIPE,
@@ -117,7 +125,9 @@ class PartyForks:
             for line in self.process.stdout:
                 message = json.loads(line)
                 with self.changed:
-                    if "started" in message:
+                    if "loaded" in message:
+                        self.loaded_at = time.monotonic()
+                    elif "started" in message:
                         pid, request = int(message["started"]), int(message["id"])
                         self._exits.pop(pid, None)  # a pid the kernel gave again: the old exit is not this one's
                         if request in self._abandoned:
@@ -133,6 +143,19 @@ class PartyForks:
             with self.changed:
                 self._gone = True
                 self.changed.notify_all()
+
+    def wait_loaded(self, timeout: float = 120.0) -> float:
+        """Wait until the server has loaded a node; the seconds from its start to then (interpreter, imports,
+        compiled kernels): the start-up a party pays before any work, which the caller may time apart."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while self.loaded_at is None:
+                if self._gone:
+                    raise PartyForksError(self._failure())
+                if time.monotonic() > deadline:
+                    raise PartyForksError(f"the party fork server did not load a node within {timeout:.0f} s")
+                self.changed.wait(REAP_INTERVAL)
+            return self.loaded_at - self.started_at
 
     def start(self, args: Sequence[str], log_path: Path, timeout: float = 120.0) -> ForkedParty:
         """Fork a party running ``fgbdt <args>``, its output appended to ``log_path``."""
@@ -179,7 +202,10 @@ class PartyForks:
         return f"the party fork server exited (code {self.process.poll()}): " + " | ".join(tail)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the server once its children are stopped (so their CPU time is counted as its own is)."""
+        """Stop the server once its children are stopped (so their CPU time is counted as its own is). A server never
+        asked to fork (its caller failed first) is killed: no child to wait for, no loading to finish. Again: no-op."""
+        if self._requests == 0 and self.process.poll() is None:
+            self.process.kill()
         if self.process.stdin is not None and not self.process.stdin.closed:
             self.process.stdin.close()
         try:
@@ -266,6 +292,7 @@ def serve(requests: int = 0, out: int = 1) -> None:
     # Python's documentation advises before forking without exec), which also leaves those pages shared
     gc.collect()
     gc.freeze()
+    _send(out, {"loaded": True})
     pending = b""
     children: set[int] = set()
     open_input = True

@@ -165,7 +165,13 @@ class BlockClock:
 class Requester:
     """One task from creation to payout, with its party processes."""
 
-    def __init__(self, prep: Prepared, setup: ChainSetup, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        prep: Prepared,
+        setup: ChainSetup,
+        progress: Progress | None = None,
+        forks: PartyForks | None = None,
+    ) -> None:
         self.prep, self.setup = prep, setup
         self.progress = progress or (lambda info: None)
         self.client = ChainClient.connect(setup.rpc)
@@ -176,8 +182,11 @@ class Requester:
         self.commands: list[list[str]] = []
         """Each party's ``fgbdt`` arguments, kept to restart it."""
         setup.workdir.mkdir(parents=True, exist_ok=True)
-        self.forks = PartyForks(setup.workdir / "fork-server.log") if fork_available() else None
-        """Where the parties are forked from: started now, so that it loads a node while the task is opened."""
+        if forks is None and fork_available():
+            forks = PartyForks(setup.workdir / "fork-server.log")
+        self.forks = forks
+        """Where the parties are forked from: the caller's, started earlier, or started now so that it loads a node
+        while the task is opened; closed with the parties."""
         self.start_block = 0
         self.usage = ChainUsage(0)
         self.log_paths: list[Path] = []
@@ -478,9 +487,15 @@ class Requester:
         }
 
 
-def run_task(prep: Prepared, setup: ChainSetup, progress: Progress | None = None) -> dict[str, Any]:
-    """Open, run and report one task; the party processes are always stopped at the end."""
-    req = Requester(prep, setup, progress)
+def run_task(
+    prep: Prepared,
+    setup: ChainSetup,
+    progress: Progress | None = None,
+    forks: PartyForks | None = None,
+) -> dict[str, Any]:
+    """Open, run and report one task; the party processes (and ``forks``, a fork server the caller started early,
+    see ``PartyForks``) are always stopped at the end."""
+    req = Requester(prep, setup, progress, forks)
     start = time.monotonic()
     # the caller's objects (the data, a simulator's model) are not scanned by the collections that decoding a whole
     # task's events triggers: 0.18 s of a 50-tree report was the collector

@@ -16,6 +16,7 @@ import pytest
 from eth_account import Account
 
 from fgbdt_chain import __version__
+from fgbdt_chain.deploy.cli import main as cli_main
 from fgbdt_chain.deploy.deployment import write_key
 from fgbdt_chain.deploy.party_forks import PartyForks, PartyForksError, fork_available, start_party
 
@@ -145,10 +146,33 @@ def test_a_party_that_outlives_the_server_has_no_made_up_exit_code(
 @forking
 def test_a_closed_server_refuses_to_fork_and_says_why(tmp_path: Path) -> None:
     server = PartyForks(tmp_path / "fork-server.log")
-    server.close()
-    assert server.process.returncode == 0
+    server.close()  # never asked to fork (a caller that failed first): stopped, not left to finish its loading
+    assert server.process.returncode == -signal.SIGKILL
+    server.close()  # a second close has nothing left to do
     with pytest.raises(PartyForksError, match="fork server exited"):
         server.start(["--version"], tmp_path / "late.log")
+    with pytest.raises(PartyForksError, match="fork server exited"):
+        server.wait_loaded()
+
+
+@forking
+def test_the_server_says_when_it_has_loaded_a_node(forks: PartyForks, tmp_path: Path) -> None:
+    seconds = forks.wait_loaded()
+    assert forks.loaded_at is not None and seconds == forks.loaded_at - forks.started_at > 0
+    assert forks.wait_loaded(timeout=0.0) == seconds  # once loaded, at once
+    assert forks.start(["--version"], tmp_path / "v.log").wait(timeout=60) == 0
+    forks.close()
+    assert forks.process.returncode == 0  # asked to fork: closed gracefully, its children waited for
+
+
+@forking
+def test_waiting_for_a_load_that_does_not_come_fails_with_the_reason(tmp_path: Path) -> None:
+    server = PartyForks(tmp_path / "fork-server.log")
+    try:
+        with pytest.raises(PartyForksError, match="did not load a node within 0 s"):
+            server.wait_loaded(timeout=0.0)  # the interpreter has not even started
+    finally:
+        server.close()
 
 
 def test_without_a_server_a_party_is_a_fresh_interpreter(tmp_path: Path) -> None:
@@ -156,3 +180,33 @@ def test_without_a_server_a_party_is_a_fresh_interpreter(tmp_path: Path) -> None
     assert isinstance(proc, subprocess.Popen)
     assert proc.wait(timeout=120) == 0
     assert (tmp_path / "plain.log").read_text().strip() == f"fgbdt {__version__}"
+
+
+def _own_fork_servers() -> list[int]:
+    """This process's children running the fork server (from /proc: the children a leak would leave running)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue  # not a process, or one that ended meanwhile
+        if f"\nPPid:\t{os.getpid()}\n" in status and b"fgbdt_chain.deploy.party_forks" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@forking
+def test_train_starts_the_fork_server_first_and_stops_it_when_it_fails_before_the_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fgbdt train`` has the parties' host load while it reads the data and reaches the chain; a command that
+    fails there (nothing answers at the address) leaves no server behind."""
+    data = tmp_path / "rows.csv"
+    data.write_text("label,x\n" + "".join(f"{i % 2},{i}\n" for i in range(60)))
+    work = tmp_path / "work"
+    chain = ["--rpc", "http://127.0.0.1:9", "--contract", "0x" + "00" * 20]
+    assert cli_main(["train", "--data", str(data), "--parties", "2", "--quiet", "--workdir", str(work), *chain]) == 2
+    assert "does not answer" in capsys.readouterr().err
+    assert (work / "fork-server.log").exists()  # it was started, before the chain was tried
+    assert _own_fork_servers() == []
