@@ -65,7 +65,7 @@ def decide(
     g: np.ndarray,
     h: np.ndarray,
     estimator: PartyEstimator,
-    claims: Claims,
+    claims: Claims | None,
     root: bool,
     level: VerifierLevel | None = None,
 ) -> tuple[Verdict, Measurement | None]:
@@ -80,15 +80,24 @@ def decide(
     describe: on higgs (M = 4, theta = 0.8) honest statistics spread 2.5 times wider than the model at level 7
     (``bench.endorse``, per-level figures), so a deep test would refuse honest parties at any stated rate. Below
     the root a verifier signs what keeps the exact rules (checked by the caller, and by the contract again), at
-    neutral credit (the contract takes a tree's credits from its root's endorsements).
+    neutral credit (the contract takes a tree's credits from its root's endorsements). ``claims`` may be None where
+    the rule does not read them (``reads_claims``): a verifier then skips converting the histograms.
     """
+    if not reads_claims(rule, root):
+        return statistical_verdict(rule, None), None
+    if claims is None:
+        raise ValueError("this rule reads the claims: pass them")
     if rule.rule == ref.ENDORSE_OVERLAP:
         return check_overlap(rows, k_of_row, candidates, g, estimator, claims, rule.overlap_threshold), None
-    if not root:
-        return statistical_verdict(rule, None), None
     level = level if level is not None else VerifierLevel.of(rows, k_of_row, candidates, g, h)
     m = measure(level, estimator, claims, root=root, noise_sd=rule.noise_sd)
     return statistical_verdict(rule, m), m
+
+
+def reads_claims(rule: EndorsementRule, root: bool) -> bool:
+    """Whether ``decide`` looks at the claims and the verifier's rows: the overlap rule at every level, the
+    statistical test at a tree's root only."""
+    return rule.rule == ref.ENDORSE_OVERLAP or root
 
 
 def statistical_verdict(rule: EndorsementRule, root: Measurement | None) -> Verdict:

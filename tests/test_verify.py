@@ -9,7 +9,7 @@ import pytest
 from numba import njit
 
 from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.node.endorsement import EndorsementRule, decide, statistical_verdict
+from fgbdt_chain.node.endorsement import EndorsementRule, decide, reads_claims, statistical_verdict
 from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
 from fgbdt_chain.node.psd import build_psd
 from fgbdt_chain.node.verify import (
@@ -222,6 +222,15 @@ def test_the_verifiers_test_runs_at_a_trees_root() -> None:
     at_root, measured = decide(rule, verifier, k, cands, g, h, est, stretched, root=True)
     assert not at_root.sign and measured is not None
     assert at_root.credit.g < ref.ONE
+    # where the rule does not read the claims, a verifier need not convert them; where it does, it must
+    assert not reads_claims(rule, root=False) and reads_claims(rule, root=True)
+    assert decide(rule, verifier, k, cands, g, h, est, None, root=False) == (deep, None)
+    with pytest.raises(ValueError, match="reads the claims"):
+        decide(rule, verifier, k, cands, g, h, est, None, root=True)
+    overlap = EndorsementRule(rule=ref.ENDORSE_OVERLAP)
+    assert reads_claims(overlap, root=False)
+    with pytest.raises(ValueError, match="reads the claims"):
+        decide(overlap, verifier, k, cands, g, h, est, None, root=False)
 
 
 def test_over_dispersion_widens_the_test_and_ignores_a_stretch() -> None:
