@@ -235,11 +235,14 @@ def fork_available() -> bool:
 
 
 def _load() -> None:
-    """Everything a party node loads before it works: the command's modules and the compiled kernels."""
+    """Everything a party node loads before it works: the command's modules, the compiled kernels, and what its
+    endpoint imports on first use."""
     import fgbdt_chain.deploy.cmd_node  # noqa: F401
+    from fgbdt_chain.node import endorse_server
     from fgbdt_chain.node.histogram import warm_up
 
     warm_up(simulator=False)
+    endorse_server.warm_up()
 
 
 def _send(out: int, message: dict[str, Any]) -> None:

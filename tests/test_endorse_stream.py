@@ -11,6 +11,8 @@ import base64
 import hashlib
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -303,3 +305,22 @@ def test_a_stop_without_waiting_returns_at_once_and_the_server_still_ends() -> N
     finally:
         asker.close()
         server.stop()
+
+
+def test_after_the_warm_up_an_endpoint_imports_nothing_more_when_it_is_built_and_loaded() -> None:
+    """What the fork server does once so that no forked party does it: FastAPI's and uvicorn's imports on first use
+    (a fresh interpreter, since this one has served endpoints already)."""
+    script = (
+        "import sys\n"
+        "from fgbdt_chain.node import endorse_server as s\n"
+        "s.warm_up()\n"
+        "before = set(sys.modules)\n"
+        "s._config(s.create_app(None), '127.0.0.1', 0).load()\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    # and the warm-up is what does it: without it, the first endpoint imports pydantic.v1 and uvicorn's protocols
+    cold = script.replace("s.warm_up()\n", "")
+    out = subprocess.run([sys.executable, "-c", cold], capture_output=True, text=True, check=True).stdout
+    assert "pydantic.v1" in out and "uvicorn.protocols.http.auto" in out
