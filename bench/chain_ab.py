@@ -40,7 +40,8 @@ def main() -> int:
         for i in range(1, args.runs + 1):
             for side, where in (("base", tree), ("head", ROOT)):
                 result = out.with_name(f"{out.stem}_{side}_run{i}.json").resolve()
-                cmd = [sys.executable, "-m", "bench.chain", *chain_args, "--out", str(result)]
+                side_args = _base_args(chain_args, tree) if side == "base" else chain_args
+                cmd = [sys.executable, "-m", "bench.chain", *side_args, "--out", str(result)]
                 subprocess.run(cmd, cwd=where, check=True, stdout=subprocess.DEVNULL)
                 runs[side].append(json.loads(result.read_text()))
                 r = runs[side][-1]
@@ -69,10 +70,18 @@ def main() -> int:
 
 
 def _with_load(r: dict[str, Any]) -> tuple[float, float]:
-    """A run's wall time and ratio with the parties' loading counted: a bench from before ``party_load_seconds``
-    started its clock before the loading, so its own figures already count it."""
-    load = r.get("party_load_seconds", 0.0)
-    return r["chain_wall_seconds"] + load, r.get("ratio_with_load", r["ratio"])
+    """A run's wall time and ratio with the parties' loading counted: a cold run (``--cold``, and every bench from
+    before ``party_load_seconds``) started its clock before the loading, so its own figures count it already."""
+    if r.get("load_on_clock", True):
+        return r["chain_wall_seconds"], r["ratio"]
+    return r["chain_wall_seconds"] + r["party_load_seconds"], r["ratio_with_load"]
+
+
+def _base_args(chain_args: list[str], tree: Path) -> list[str]:
+    """bench.chain's arguments for the base: without ``--cold`` where its bench predates it (it always ran cold)."""
+    if "--cold" in chain_args and "--cold" not in (tree / "bench" / "chain.py").read_text():
+        return [a for a in chain_args if a != "--cold"]
+    return chain_args
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
