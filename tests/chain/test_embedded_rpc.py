@@ -127,7 +127,10 @@ def test_concurrent_senders(client: ChainClient, task: TaskContract) -> None:
     assert sorted(ids) == list(range(count + 1, count + 10))
 
 
-def test_json_rpc_shapes(node: EmbeddedChain) -> None:
+def test_json_rpc_shapes(node: EmbeddedChain, client: ChainClient, task: TaskContract) -> None:
+    # logs of its own to read below, whichever of this module's tests ran before it on this worker (xdist spreads
+    # them: alone on a fresh chain it found none, once, in a full run)
+    task.create_task(client.new_account(10**21), TaskConfig(), [0], [ONE])
     url = node.url
     dev = rpc(url, "eth_accounts")["result"][0]
     assert rpc(url, "eth_chainId")["result"] == hex(DEFAULT_CHAIN_ID)
