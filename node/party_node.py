@@ -2006,8 +2006,9 @@ class PartyNode:
         return self._asking_ahead
 
     def _take_ballots(self, tree: int, level: int, ballots: dict[str, list[int]]) -> None:
-        """Keep the next level's ballots and start this party's exchange ahead of it (on its own thread)."""
-        if not self.ahead.put_ballots(tree, level, ballots):
+        """Keep the next level's ballots and start this party's exchange ahead of it (on its own thread), unless the
+        level opened already."""
+        if (tree, level) in self.ahead.verdicts or not self.ahead.put_ballots(tree, level, ballots):
             return
         if self._ahead_worker is None:
             self._ahead_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ahead")
@@ -2170,12 +2171,12 @@ class PartyNode:
     def _confirm_ahead(self, ctx: LevelContext) -> None:
         """Once the chain opened ``ctx``'s level: what this party endorsed ahead of it counts if it opened as
         computed (kept as endorsed at the level), and nothing of it does otherwise."""
-        if (ctx.tree, ctx.level) in self.ahead.verdicts or self.relay is None or not self._may_endorse_ahead(ctx.level):
+        if (ctx.tree, ctx.level) in self.ahead.verdicts or not self._may_endorse_ahead(ctx.level):
             return
         found = self._ahead_level(ctx.tree, ctx.level)
-        if found is None:
-            return
-        opened_as = found.opened_as(ctx.open_nodes, self.candidates(ctx))
+        # not computed by the time the level opened (the ballots came late): nothing goes ahead of it here any more,
+        # so that every party asks this one at the level, where its main loop waits for their histograms
+        opened_as = found is not None and found.opened_as(ctx.open_nodes, self.candidates(ctx))
         for party, (hists, root) in self.ahead.confirm(ctx.tree, ctx.level, opened_as).items():
             self._keep_endorsed(ctx.tree, ctx.level, party, hists, root)
 
