@@ -37,10 +37,11 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     with checkout(base) as tree:
         runs: dict[str, list[dict[str, Any]]] = {"head": [], "base": []}
+        head_args, base_args = _side_args(chain_args, tree)
         for i in range(1, args.runs + 1):
             for side, where in (("base", tree), ("head", ROOT)):
                 result = out.with_name(f"{out.stem}_{side}_run{i}.json").resolve()
-                side_args = _base_args(chain_args, tree) if side == "base" else chain_args
+                side_args = head_args if side == "head" else base_args
                 cmd = [sys.executable, "-m", "bench.chain", *side_args, "--out", str(result)]
                 subprocess.run(cmd, cwd=where, check=True, stdout=subprocess.DEVNULL)
                 runs[side].append(json.loads(result.read_text()))
@@ -77,11 +78,13 @@ def _with_load(r: dict[str, Any]) -> tuple[float, float]:
     return r["chain_wall_seconds"] + r["party_load_seconds"], r["ratio_with_load"]
 
 
-def _base_args(chain_args: list[str], tree: Path) -> list[str]:
-    """bench.chain's arguments for the base: without ``--cold`` where its bench predates it (it always ran cold)."""
-    if "--cold" in chain_args and "--cold" not in (tree / "bench" / "chain.py").read_text():
-        return [a for a in chain_args if a != "--cold"]
-    return chain_args
+def _side_args(chain_args: list[str], tree: Path) -> tuple[list[str], list[str]]:
+    """bench.chain's arguments for the head and the base. A base whose bench predates ``--cold`` always ran cold:
+    it is not given the option, and the head runs cold too, so that the two are timed alike."""
+    if "--cold" in (tree / "bench" / "chain.py").read_text():
+        return chain_args, chain_args
+    base = [a for a in chain_args if a != "--cold"]
+    return [*base, "--cold"], base
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:

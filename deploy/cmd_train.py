@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -81,11 +82,16 @@ def train(args: argparse.Namespace) -> int:
     # the party nodes' host loads a node (imports and compiled kernels, about 1.5 s of one core) while the data is
     # read and split and the chain is reached, instead of after the task is opened
     forks = PartyForks(workdir / "fork-server.log") if fork_available() else None
+    done = False
     try:
-        return _train(args, console, workdir, forks)
+        code = _train(args, console, workdir, forks)
+        done = True
+        return code
     finally:
         if forks is not None:
             forks.close()  # run_task closed it already, unless the command failed before it
+        if not done and not args.workdir and not any(workdir.glob("party-*.log")):
+            shutil.rmtree(workdir, ignore_errors=True)  # failed before any party ran: no logs worth keeping
 
 
 def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: PartyForks | None) -> int:

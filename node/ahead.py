@@ -17,10 +17,13 @@ candidates and rows it computed (``AheadLevel.same``). So they are the histogram
 and the same signatures the verifiers would have given then. What a verifier endorsed ahead, histograms it will vote
 and resolve from, is kept apart (``AheadBook.hold``) until its own look at the chain confirms the level
 (``AheadBook.confirm``). A level that opened otherwise drops it, and the exchange runs after the block, as before.
+A verifier signs ahead only histograms built for the level it computed itself (``AheadLevel.agrees``), and takes
+ballots only from the level's relayer (signed, ``ballots_message``).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +33,8 @@ import numpy as np
 from eth_abi import decode
 
 from fgbdt_chain.ledger import reference as ref
+from fgbdt_chain.ledger.encoding import recover_hash_signer, sign_hash
+from fgbdt_chain.ledger.hashing import keccak256
 from fgbdt_chain.node.resolve import top2_level
 
 AHEAD_STREAM_PATH = "/v1/ahead/stream"
@@ -38,6 +43,11 @@ requests of a level not open yet."""
 
 VOTE_ARGS = ("uint256", "uint256", "uint256", "int256[]")
 """``submitVotes(taskId, tree, level, votes)``: what a relayed ballot's calldata holds after its selector."""
+
+MAX_VOTE = 1 << 16
+"""Votes are feature indices below this (the contract's tie keys hold 16 bits of a feature), or ``ABSTAIN``."""
+MAX_BALLOT = 2 * 128
+"""The most votes a ballot ahead holds: two per node of a level of depth 8's widest, 128 nodes."""
 
 
 def may_endorse_ahead(level: int, rule: int, private: bool) -> bool:
@@ -52,13 +62,31 @@ def ballot_votes(calldata: bytes) -> tuple[int, int, list[int]]:
     return int(tree), int(level), [int(v) for v in votes]
 
 
-def ballots_message(task_id: int, tree: int, level: int, ballots: Mapping[str, Sequence[int]]) -> dict[str, Any]:
-    """What the relayer sends every other party: the ballots sent ahead of (``tree``, ``level``), by party."""
-    return {"kind": "ballots", "task": task_id, "tree": tree, "level": level, "ballots": dict(ballots)}
+def ballots_digest(task_id: int, tree: int, level: int, ballots: Mapping[str, Sequence[int]]) -> bytes:
+    """What the relayer signs for the ballots it passes on: keccak256 of their canonical JSON."""
+    canonical = json.dumps([task_id, tree, level, sorted((p, list(v)) for p, v in ballots.items())])
+    return keccak256(canonical.replace(" ", "").encode())
 
 
-def parse_ballots(body: Any, parties: Sequence[str]) -> tuple[int, int, int, dict[str, list[int]]]:
-    """(task, tree, level, ballots) of a ballots message; ``ValueError`` saying what is wrong with a malformed one."""
+def ballots_message(
+    task_id: int, tree: int, level: int, ballots: Mapping[str, Sequence[int]], key: bytes
+) -> dict[str, Any]:
+    """What the relayer sends every other party: the ballots sent ahead of (``tree``, ``level``), by party, signed
+    with the relayer's ``key``, so that nobody else's count."""
+    signature = sign_hash(key, ballots_digest(task_id, tree, level, ballots))
+    return {
+        "kind": "ballots",
+        "task": task_id,
+        "tree": tree,
+        "level": level,
+        "ballots": {p: list(v) for p, v in ballots.items()},
+        "signature": "0x" + signature.hex(),
+    }
+
+
+def parse_ballots(body: Any, parties: Sequence[str]) -> tuple[int, int, int, dict[str, list[int]], str]:
+    """(task, tree, level, ballots, signer) of a ballots message, one ballot of every party; ``ValueError`` saying
+    what is wrong with a malformed one (votes out of range, a ballot too long, a party missing, a bad signature)."""
     if not isinstance(body, dict):
         raise ValueError("a ballots message is a JSON object")
     ints = []
@@ -68,36 +96,71 @@ def parse_ballots(body: Any, parties: Sequence[str]) -> tuple[int, int, int, dic
             raise ValueError(f"{k} must be a non-negative integer, got {v!r}")
         ints.append(v)
     ballots = body.get("ballots")
-    if not isinstance(ballots, dict) or not ballots:
-        raise ValueError("ballots must be a non-empty object of party address to votes")
+    if not isinstance(ballots, dict) or set(ballots) != set(parties):
+        raise ValueError("ballots must hold one ballot of every party of the task, by address")
     out: dict[str, list[int]] = {}
     for party, votes in ballots.items():
-        if party not in parties:
-            raise ValueError(f"{party} is not a party of the task")
-        if not isinstance(votes, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in votes):
-            raise ValueError(f"the ballot of {party} must be a list of integers")
+        if (
+            not isinstance(votes, list)
+            or not 0 < len(votes) <= MAX_BALLOT
+            or not all(isinstance(v, int) and not isinstance(v, bool) and ref.ABSTAIN <= v < MAX_VOTE for v in votes)
+        ):
+            raise ValueError(
+                f"the ballot of {party} must be 1 to {MAX_BALLOT} votes, each -1 or a feature below {MAX_VOTE}"
+            )
         out[party] = votes
-    return ints[0], ints[1], ints[2], out
+    try:
+        signature = bytes.fromhex(str(body.get("signature", "")).removeprefix("0x"))
+        signer = recover_hash_signer(ballots_digest(ints[0], ints[1], ints[2], out), signature)
+    except Exception as exc:  # malformed hex, a signature of the wrong length or off the curve
+        raise ValueError(f"the ballots' signature is not valid: {exc}") from exc
+    return ints[0], ints[1], ints[2], out, signer
 
 
 @dataclass(frozen=True)
 class AheadLevel:
-    """A level as a party computed it would open: its nodes, their candidates and where this party's rows are."""
+    """A level as a party computed it would open: its nodes, their candidates, the splits of the level before that
+    open them (node, feature, threshold) and where this party's rows are."""
 
     tree: int
     level: int
     open_nodes: tuple[int, ...]
     candidates: tuple[tuple[int, int], ...]
+    splits: tuple[tuple[int, int, int], ...]
     k_of_row: np.ndarray = field(compare=False)
 
-    def opened_as(self, open_nodes: Sequence[int], candidates: Sequence[tuple[int, int]]) -> bool:
-        """Whether the chain opened the level with these nodes and candidates."""
-        return self.open_nodes == tuple(open_nodes) and self.candidates == tuple(map(tuple, candidates))
+    def assumed(self) -> dict[str, Any]:
+        """What an endorsement request ahead says it was built for: a verifier signs only what it computed alike."""
+        return {"open": list(self.open_nodes), "candidates": self.candidates, "splits": self.splits}
 
-    def same(self, open_nodes: Sequence[int], candidates: Sequence[tuple[int, int]], k_of_row: np.ndarray) -> bool:
-        """``opened_as``, with this party's rows where the chain's splits put them: the histograms built ahead are
-        then the ones it would build now."""
-        return self.opened_as(open_nodes, candidates) and np.array_equal(self.k_of_row, k_of_row)
+    def agrees(self, assumed: Any) -> bool:
+        """Whether an asker's ``assumed`` is this level (JSON lists, as it arrives)."""
+        return isinstance(assumed, dict) and json.loads(json.dumps(self.assumed())) == assumed
+
+    def opened_as(
+        self,
+        open_nodes: Sequence[int],
+        candidates: Sequence[tuple[int, int]],
+        chain_splits: Mapping[int, tuple[int, int]],
+    ) -> bool:
+        """Whether the chain opened the level with these nodes and candidates, from these splits (the tree's, by
+        node: every split of the level before must be the chain's, so that every party's rows went where computed)."""
+        return (
+            self.open_nodes == tuple(open_nodes)
+            and self.candidates == tuple((int(a), int(b)) for a, b in candidates)
+            and all(chain_splits.get(n) == (f, t) for n, f, t in self.splits)
+        )
+
+    def same(
+        self,
+        open_nodes: Sequence[int],
+        candidates: Sequence[tuple[int, int]],
+        chain_splits: Mapping[int, tuple[int, int]],
+        k_of_row: np.ndarray,
+    ) -> bool:
+        """``opened_as``, with this party's rows where it routed them: the histograms built ahead are then the ones
+        it would build now."""
+        return self.opened_as(open_nodes, candidates, chain_splits) and np.array_equal(self.k_of_row, k_of_row)
 
 
 def ahead_candidates(
@@ -145,14 +208,18 @@ class AheadBook:
         for book in (self.ballots, self.levels, self.held, self.verdicts, self.results):
             for key in [k for k in book if k[0] < tree - 1]:
                 del book[key]
+        self.running = {k for k in self.running if k[0] >= tree - 1}
 
     def put_ballots(self, tree: int, level: int, ballots: dict[str, list[int]]) -> bool:
-        """Keep the ballots of (tree, level); False if some were kept already (a message sent twice)."""
+        """Keep the ballots of (tree, level) and claim this party's exchange ahead of it; False if some were kept
+        already (a message sent twice) or the level opened already. The caller bounds ``tree`` (levels of trees
+        before ``tree - 1`` are forgotten)."""
         with self.changed:
             self._prune(tree)
-            if (tree, level) in self.ballots:
+            if (tree, level) in self.ballots or (tree, level) in self.verdicts:
                 return False
             self.ballots[(tree, level)] = ballots
+            self.running.add((tree, level))
             self.changed.notify_all()
             return True
 
@@ -175,15 +242,8 @@ class AheadBook:
             held = self.held.pop((tree, level), {})
             return held if opened_as else {}
 
-    def start(self, tree: int, level: int) -> bool:
-        """Claim this party's own exchange ahead of (tree, level); False if it ran or runs already."""
-        with self.changed:
-            if (tree, level) in self.results or (tree, level) in self.running:
-                return False
-            self.running.add((tree, level))
-            return True
-
     def finish(self, tree: int, level: int, result: AheadResult | None) -> None:
+        """This party's exchange ahead of (tree, level) is over: its ``result``, None where it gave up."""
         with self.changed:
             self.running.discard((tree, level))
             self.results[(tree, level)] = result

@@ -112,7 +112,7 @@ def create_app(node: PartyNode) -> FastAPI:
         except ValidationError as exc:
             errors = json.loads(exc.json(include_url=False))
             return 422, {"detail": [{**e, "loc": ["body", *e["loc"]]} for e in errors]}
-        return guarded(node.endorse_ahead, req.model_dump())
+        return guarded(lambda b: node.endorse_ahead(b, body.get("assumed")), req.model_dump())
 
     @app.websocket(AHEAD_STREAM_PATH)
     async def ahead_stream(socket: WebSocket) -> None:

@@ -425,11 +425,14 @@ class PartyNode:
         self._level_scan = 0
         self._verifiers = EndorseClient(settings.endorse_timeout)
         self._asking: ThreadPoolExecutor | None = None
+        self._stopping = False
+        """Set as the node stops: nothing more is started ahead."""
         self.ahead = AheadBook()
         """What this party knows of the next level before it opens (``node.ahead``)."""
         self._ahead_worker: ThreadPoolExecutor | None = None
-        """One thread that builds this party's histograms ahead and asks for their endorsements."""
+        """One thread that builds this party's histograms ahead and asks for their endorsements (``_prepare``)."""
         self._asking_ahead: ThreadPoolExecutor | None = None
+        """The threads that pass ballots on and ask verifiers ahead, one per other party (``_prepare``)."""
         self.endorsed_ahead = 0
         """Levels whose histograms this party submitted with the endorsements it got ahead."""
         """The threads that ask the verifiers at once, one per other party, kept from level to level."""
@@ -628,6 +631,11 @@ class PartyNode:
             self.relay = RelayChannel(
                 self.task, self.task_id, self.account, self.parties, self.endpoints, self._verifiers
             )
+            if self.settings.endorse_ahead:  # made here, before the endpoint or the main loop can ask for them
+                self._ahead_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ahead")
+                self._asking_ahead = ThreadPoolExecutor(
+                    max_workers=max(1, len(self.parties) - 1), thread_name_prefix="ahead-ask"
+                )
         self.log(f"training started: party {self.index} of {len(self.parties)}, {self.data.n_rows} rows")
 
     # ------------------------------------------------------------------ per-level state
@@ -815,6 +823,7 @@ class PartyNode:
         try:
             self._follow()
         finally:  # also when stopped (SIGTERM): the time split of a partial run is a measurement too
+            self._stopping = True
             for pool in (self._asking, self._ahead_worker, self._asking_ahead):
                 if pool is not None:
                     pool.shutdown(wait=False, cancel_futures=True)
@@ -960,8 +969,6 @@ class PartyNode:
             self._again = True
             return False
         now = time.monotonic()
-        if st.phase != Phase.VOTING:
-            self._confirm_ahead(ctx)
         if st.phase == Phase.VOTING:
             if not self.excluded and not self._has(["VotesSubmitted"], st.tree, st.level):
                 self._vote(ctx)
@@ -971,6 +978,7 @@ class PartyNode:
                 self._prefetch_carries(st.tree)
         elif st.phase == Phase.HISTOGRAMS:
             ctx.fixed_block = candidates_block(st, self.cfg.step_blocks)
+            self._confirm_ahead(ctx)
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
             handed = self._handed.get((st.tree, st.level))
             # handed to the relayer: its batch closes the step, or the patience runs out
@@ -993,6 +1001,7 @@ class PartyNode:
             self._relay_histograms(ctx)
             self._quiet = self._owes_nothing_more(ctx)
         else:
+            self._confirm_ahead(ctx)  # a level first seen resolving (its candidates were read when it opened)
             started = self._resolving_since.setdefault((st.tree, st.level), now)
             # the votes first, not waited for: the resolution goes in the same block, after them, and the one that
             # opens the next level finds the ballot; relayed, the relayer sends them all before its resolution
@@ -1978,55 +1987,59 @@ class PartyNode:
         """As the level's relayer, about to send every ballot of the next level: pass them on to the other parties,
         so that each can build its histograms of that level and have them endorsed while the batch is mined."""
         target, last = self._ahead_target(ctx)
-        if last or not self._may_endorse_ahead(target[1]):
-            return
+        if last or senders != set(self.parties) or not self._may_endorse_ahead(target[1]):
+            return  # the next root's ballots, or a party out of the task: nothing goes ahead
         by_party: dict[str, list[int]] = {}
         for b in ballots:
-            tree, level, votes = ballot_votes(b.request.data)
+            try:
+                tree, level, votes = ballot_votes(b.request.data)
+            except Exception:  # calldata the forwarder will refuse: nothing goes ahead of this level
+                return
             if (tree, level) != target:
-                return  # the next root's ballots (the tree ends here): nothing to endorse ahead
+                return  # a ballot of the next root (the tree ends here)
             by_party[b.request.sender] = votes
         if set(by_party) != senders:
             return
+        try:
+            message = json.dumps(ballots_message(self.task_id, *target, by_party, bytes(self.account.key)))
+        except ValueError:
+            return
         self._take_ballots(*target, by_party)
-        message = json.dumps(ballots_message(self.task_id, *target, by_party))
-        pool = self._ahead_pool()
-        for p in sorted(senders - {self.address}):
-            pool.submit(self._tell, p, message)
+        if self._asking_ahead is not None and not self._stopping:
+            for p in sorted(senders - {self.address}):
+                self._asking_ahead.submit(self._tell, p, message)
 
     def _tell(self, party: str, message: str) -> None:
         with suppress(VerifierUnreachable):  # that party endorses after the block, as before
             self._verifiers.ask(self.endpoints[party], message, AHEAD_STREAM_PATH)
 
-    def _ahead_pool(self) -> ThreadPoolExecutor:
-        if self._asking_ahead is None:
-            self._asking_ahead = ThreadPoolExecutor(
-                max_workers=max(1, len(self.parties) - 1), thread_name_prefix="ahead-ask"
-            )
-        return self._asking_ahead
-
     def _take_ballots(self, tree: int, level: int, ballots: dict[str, list[int]]) -> None:
         """Keep the next level's ballots and start this party's exchange ahead of it (on its own thread), unless the
         level opened already."""
-        if (tree, level) in self.ahead.verdicts or not self.ahead.put_ballots(tree, level, ballots):
+        if self._ahead_worker is None or self._stopping or not self.ahead.put_ballots(tree, level, ballots):
             return
-        if self._ahead_worker is None:
-            self._ahead_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ahead")
         self._ahead_worker.submit(self._exchange_ahead, tree, level)
 
     def ahead_ballots(self, body: Any) -> tuple[int, dict[str, Any]]:
-        """The relayer's ballots of the next level (``POST`` body or stream message); (HTTP status, JSON body).
+        """The relayer's ballots of the next level (a stream message); (HTTP status, JSON body).
 
-        Anyone may send them: ballots that are not the ones the chain takes make a level that does not open as
-        computed, and this party then endorses after the block, as before."""
+        Only the level's relayer's count (signed), for the current tree or the next, every party's ballot in. A
+        relayer that passes on other ballots than it sends makes a level that does not open as computed: this party
+        then endorses after the block, as before."""
         if self.party is None:
             return 409, {"detail": "this party has not started training yet"}
         try:
-            task, tree, level, ballots = parse_ballots(body, self.parties)
+            task, tree, level, ballots, signer = parse_ballots(body, self.parties)
         except ValueError as exc:
             return 422, {"detail": str(exc)}
         if task != self.task_id:
             return 422, {"detail": f"this node serves task {self.task_id} only"}
+        current = self._grad_tree  # the tree this party works on
+        if tree not in (current, current + 1) or not 1 <= level < self.params.depth:
+            return 422, {"detail": f"tree {tree} level {level} is not a level that opens next"}
+        relayer = self.parties[relayer_index(level - 1, len(self.parties))]
+        if signer != relayer:
+            return 403, {"detail": f"ballots of level {level} are passed on by its relayer {relayer}, not {signer}"}
         if self._may_endorse_ahead(level):
             self._take_ballots(tree, level, ballots)
         return 200, {}
@@ -2054,18 +2067,18 @@ class PartyNode:
                 self.cfg.tie_break,
                 tree,
             )
-        except ValueError:
-            return None  # not ballots the chain would take
+        except Exception:  # not ballots the chain would take (a wrong length, a vote out of range)
+            return None
+        splits = tuple(sorted((int(n), int(f), int(t)) for n, (f, t) in routed[3].items()))
         found = AheadLevel(
-            tree, level, tuple(open_nodes), candidates, open_positions(routed[4], open_nodes, self.params.depth)
+            tree, level, tuple(open_nodes), candidates, splits, open_positions(routed[4], open_nodes, self.params.depth)
         )
         with self.ahead.changed:
             return self.ahead.levels.setdefault((tree, level), found)
 
     def _exchange_ahead(self, tree: int, level: int) -> None:
-        """This party's histograms of (tree, level), built and endorsed before the level opens (the ahead worker)."""
-        if not self.ahead.start(tree, level):
-            return
+        """This party's histograms of (tree, level), built and endorsed before the level opens (the ahead worker; the
+        exchange was claimed when the ballots came, ``AheadBook.put_ballots``)."""
         result = None
         try:
             result = self._endorsed_ahead(tree, level)
@@ -2076,8 +2089,8 @@ class PartyNode:
 
     def _endorsed_ahead(self, tree: int, level: int) -> AheadResult | None:
         found = self._ahead_level(tree, level)
-        if found is None:
-            return None
+        if found is None or (tree, level) in self.ahead.verdicts or self._asking_ahead is None:
+            return None  # not computable here, or the level opened meanwhile
         with self.lock:
             if self.party is None or self._fixed is None or self._grad_tree != tree:
                 return None
@@ -2089,10 +2102,11 @@ class PartyNode:
             "level": level,
             "party": self.address,
             "nodes": [[str(v) for v in block] for block in _blocks(hists)],
+            "assumed": found.assumed(),
         }
         message = json.dumps(body)
         others = [p for p in self.parties if p != self.address]
-        asked = {p: self._ahead_pool().submit(self._ask_ahead, p, message) for p in others}
+        asked = {p: self._asking_ahead.submit(self._ask_ahead, p, message) for p in others}
         answers = {p: a for p, f in asked.items() if (a := f.result()) is not None}
         # every verifier's signature, as the exchange after the block would have collected: the same ones submitted
         return AheadResult(found, hists, answers) if set(answers) == set(others) else None
@@ -2112,9 +2126,10 @@ class PartyNode:
                 return None
             time.sleep(0.001)
 
-    def endorse_ahead(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """Check and sign another party's histograms of the level that opens next, before it opens; (HTTP status,
-        JSON body). A 409 with ``retry`` true: not ready yet (the ballots or this party's own ballot not in)."""
+    def endorse_ahead(self, body: dict[str, Any], assumed: Any) -> tuple[int, dict[str, Any]]:
+        """Check and sign another party's histograms of the level that opens next, before it opens, if it built
+        them for the level this party computed (``assumed``: the nodes, candidates and splits); (HTTP status, JSON
+        body). A 409 with ``retry`` true: not ready yet (the ballots or this party's own ballot not in)."""
         if self.party is None:
             return 409, {"detail": "this party has not started training yet", "retry": True}
         if int(body.get("task", -1)) != self.task_id:
@@ -2132,6 +2147,8 @@ class PartyNode:
         found = self._ahead_level(tree, level)
         if found is None:
             return 409, {"detail": f"tree {tree} level {level}: not computed here yet", "retry": True}
+        if not found.agrees(assumed):
+            return 409, {"detail": f"tree {tree} level {level} computed otherwise here: ask at it", "retry": False}
         nb = self.params.nbins
         try:
             blocks = [list(map(int, block)) for block in body["nodes"]]
@@ -2173,10 +2190,15 @@ class PartyNode:
         computed (kept as endorsed at the level), and nothing of it does otherwise."""
         if (ctx.tree, ctx.level) in self.ahead.verdicts or not self._may_endorse_ahead(ctx.level):
             return
-        found = self._ahead_level(ctx.tree, ctx.level)
         # not computed by the time the level opened (the ballots came late): nothing goes ahead of it here any more,
         # so that every party asks this one at the level, where its main loop waits for their histograms
-        opened_as = found is not None and found.opened_as(ctx.open_nodes, self.candidates(ctx))
+        try:
+            found = self._ahead_level(ctx.tree, ctx.level)
+            opened_as = found is not None and found.opened_as(
+                ctx.open_nodes, self.candidates(ctx), self.trees.splits.get(ctx.tree, {})
+            )
+        except ChainLag:
+            return  # the level's candidates not served yet: the next look confirms it
         for party, (hists, root) in self.ahead.confirm(ctx.tree, ctx.level, opened_as).items():
             self._keep_endorsed(ctx.tree, ctx.level, party, hists, root)
 
@@ -2187,7 +2209,9 @@ class PartyNode:
         if not self._may_endorse_ahead(ctx.level):
             return None
         done = self.ahead.result(ctx.tree, ctx.level, timeout=self.settings.relay_wait_seconds)
-        if done is None or not done.level.same(ctx.open_nodes, self.candidates(ctx), ctx.k_of_row):
+        if done is None or not done.level.same(
+            ctx.open_nodes, self.candidates(ctx), self.trees.splits.get(ctx.tree, {}), ctx.k_of_row
+        ):
             return None
         with self.lock:
             if ctx.histograms is None:

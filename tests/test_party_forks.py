@@ -210,3 +210,19 @@ def test_train_starts_the_fork_server_first_and_stops_it_when_it_fails_before_th
     assert "does not answer" in capsys.readouterr().err
     assert (work / "fork-server.log").exists()  # it was started, before the chain was tried
     assert _own_fork_servers() == []
+
+
+@forking
+def test_a_train_that_fails_before_any_party_ran_leaves_no_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fgbdt_chain.deploy import cmd_train
+
+    made = tmp_path / "made"
+    monkeypatch.setattr(cmd_train.tempfile, "mkdtemp", lambda prefix="": str(made))
+    data = tmp_path / "rows.csv"
+    data.write_text("label,x\n" + "".join(f"{i % 2},{i}\n" for i in range(60)))
+    chain = ["--rpc", "http://127.0.0.1:9", "--contract", "0x" + "00" * 20]
+    assert cli_main(["train", "--data", str(data), "--parties", "2", "--quiet", *chain]) == 2
+    assert "does not answer" in capsys.readouterr().err
+    assert not made.exists() and _own_fork_servers() == []
