@@ -8,9 +8,6 @@ Two routes give the same check and answers: ``POST /v1/endorse``, one request pe
 (``node.endorse_client``: a quarter of the CPU per request). Each stream answer is ``{"status", "body"}``: the HTTP
 status and body the POST route would have answered with.
 
-What goes ahead of a level (``node.ahead``: the relayer's ballots, and endorsement requests of the level that opens
-next) comes on the WebSocket ``/v1/ahead/stream``.
-
 Requests to relay come the same two ways (``POST /v1/relay`` and the WebSocket ``/v1/relay/stream``): another
 party hands this one, the level's relayer, its signed histograms or ballot to send with the others'
 (``node.relay``).
@@ -29,7 +26,6 @@ from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from fgbdt_chain.node.ahead import AHEAD_STREAM_PATH
 from fgbdt_chain.node.endorse_client import ENDORSE_STREAM_PATH
 from fgbdt_chain.node.relay import RELAY_STREAM_PATH
 
@@ -98,28 +94,6 @@ def create_app(node: PartyNode) -> FastAPI:
         """Requests to relay (``node.relay``), one per message, each answered as ``POST /v1/relay``."""
         await serve_stream(socket, relay_message)
 
-    def ahead_message(data: str | bytes) -> tuple[int, dict[str, Any]]:
-        try:
-            body = json.loads(data)
-        except ValueError as exc:
-            return 422, {"detail": f"not JSON: {exc}"}
-        if not isinstance(body, dict) or body.get("kind") not in ("ballots", "endorse"):
-            return 422, {"detail": 'a message ahead is a JSON object of kind "ballots" or "endorse"'}
-        if body["kind"] == "ballots":
-            return guarded(node.ahead_ballots, body)
-        try:
-            req = EndorseRequest.model_validate({k: v for k, v in body.items() if k != "kind"})
-        except ValidationError as exc:
-            errors = json.loads(exc.json(include_url=False))
-            return 422, {"detail": [{**e, "loc": ["body", *e["loc"]]} for e in errors]}
-        return guarded(lambda b: node.endorse_ahead(b, body.get("assumed")), req.model_dump())
-
-    @app.websocket(AHEAD_STREAM_PATH)
-    async def ahead_stream(socket: WebSocket) -> None:
-        """What goes ahead of a level (``node.ahead``), one per message: the relayer's ballots, and endorsement
-        requests of the level that opens next, each answered as ``POST /v1/endorse`` answers."""
-        await serve_stream(socket, ahead_message)
-
     return app
 
 
@@ -149,14 +123,9 @@ def offer(node: PartyNode, body: Any) -> tuple[int, dict[str, Any]]:
 
 def check(node: PartyNode, req: EndorseRequest) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) of one endorsement request, whichever route it came by."""
-    return guarded(node.endorse, req.model_dump())
-
-
-def guarded(answer: Callable[[Any], tuple[int, dict[str, Any]]], body: Any) -> tuple[int, dict[str, Any]]:
-    """``answer(body)``, or a 409 saying why it failed: the chain may be down, and the asker tries again later."""
     try:
-        return answer(body)
-    except Exception as exc:
+        return node.endorse(req.model_dump())
+    except Exception as exc:  # the chain may be down: the asker tries again later
         return 409, {"detail": f"cannot check now: {type(exc).__name__}: {exc}"}
 
 

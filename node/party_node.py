@@ -58,17 +58,6 @@ from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds
 from fgbdt_chain.ledger.task_params import TaskParameters
 from fgbdt_chain.ledger.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
 from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, histogram_parts, resolution_batches
-from fgbdt_chain.node.ahead import (
-    AHEAD_STREAM_PATH,
-    AheadBook,
-    AheadLevel,
-    AheadResult,
-    ahead_candidates,
-    ballot_votes,
-    ballots_message,
-    may_endorse_ahead,
-    parse_ballots,
-)
 from fgbdt_chain.node.attacks import Attack
 from fgbdt_chain.node.binning import fixed_round, local_sketch, sketch_rng
 from fgbdt_chain.node.data import Dataset
@@ -140,12 +129,6 @@ class NodeSettings:
     """How long a party waits for the histograms it handed over to land before it submits them as its own transaction
     (the relayer failed, or held them back): past the request's deadline (``node.relay.RELAY_TTL_SECONDS``, and a
     second of rounding), so that the relayer can no longer land it too; under a step's deadline."""
-    endorse_ahead: bool = True
-    """Exchange the next level's endorsements while the chain mines this one (``node.ahead``), where the task allows
-    it; off: after the level opens, as before stop 40."""
-    ahead_patience_seconds: float = 0.05
-    """How long an exchange ahead asks a verifier again that is not ready yet (the relayer's ballots, or its own
-    ballot, not in): past it, that verifier is asked after the block, as before."""
     resolve_batch: int = 16
     """Nodes per ``resolveNodes`` transaction: about 0.85M gas per node at M=4 (bench/gas.py), so 16 stay under
     half of a 30M block; a devnet with a large gas limit may take a whole level at once."""
@@ -425,16 +408,6 @@ class PartyNode:
         self._level_scan = 0
         self._verifiers = EndorseClient(settings.endorse_timeout)
         self._asking: ThreadPoolExecutor | None = None
-        self._stopping = False
-        """Set as the node stops: nothing more is started ahead."""
-        self.ahead = AheadBook()
-        """What this party knows of the next level before it opens (``node.ahead``)."""
-        self._ahead_worker: ThreadPoolExecutor | None = None
-        """One thread that builds this party's histograms ahead and asks for their endorsements (``_prepare``)."""
-        self._asking_ahead: ThreadPoolExecutor | None = None
-        """The threads that pass ballots on and ask verifiers ahead, one per other party (``_prepare``)."""
-        self.endorsed_ahead = 0
-        """Levels whose histograms this party submitted with the endorsements it got ahead."""
         """The threads that ask the verifiers at once, one per other party, kept from level to level."""
         self._last_attempt = 0.0
         self._resolving_since: dict[tuple[int, int], float] = {}
@@ -631,11 +604,6 @@ class PartyNode:
             self.relay = RelayChannel(
                 self.task, self.task_id, self.account, self.parties, self.endpoints, self._verifiers
             )
-            if self.settings.endorse_ahead:  # made here, before the endpoint or the main loop can ask for them
-                self._ahead_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ahead")
-                self._asking_ahead = ThreadPoolExecutor(
-                    max_workers=max(1, len(self.parties) - 1), thread_name_prefix="ahead-ask"
-                )
         self.log(f"training started: party {self.index} of {len(self.parties)}, {self.data.n_rows} rows")
 
     # ------------------------------------------------------------------ per-level state
@@ -823,14 +791,10 @@ class PartyNode:
         try:
             self._follow()
         finally:  # also when stopped (SIGTERM): the time split of a partial run is a measurement too
-            self._stopping = True
-            for pool in (self._asking, self._ahead_worker, self._asking_ahead):
-                if pool is not None:
-                    pool.shutdown(wait=False, cancel_futures=True)
+            if self._asking is not None:
+                self._asking.shutdown(wait=False, cancel_futures=True)
             self._verifiers.close()
             self.log(f"time split: {self.time_split()}")
-            if self.endorsed_ahead:
-                self.log(f"levels endorsed ahead: {self.endorsed_ahead}")
             sent = sorted(self.task.client.outcomes().items())
             self.log(
                 "transactions (ok/failed/out of gas): "
@@ -978,7 +942,6 @@ class PartyNode:
                 self._prefetch_carries(st.tree)
         elif st.phase == Phase.HISTOGRAMS:
             ctx.fixed_block = candidates_block(st, self.cfg.step_blocks)
-            self._confirm_ahead(ctx)
             drawn = ref.draws(st.tree, self.cfg.voted_trees)  # no vote round: the level opened in this step
             handed = self._handed.get((st.tree, st.level))
             # handed to the relayer: its batch closes the step, or the patience runs out
@@ -1001,7 +964,6 @@ class PartyNode:
             self._relay_histograms(ctx)
             self._quiet = self._owes_nothing_more(ctx)
         else:
-            self._confirm_ahead(ctx)  # a level first seen resolving (its candidates were read when it opened)
             started = self._resolving_since.setdefault((st.tree, st.level), now)
             # the votes first, not waited for: the resolution goes in the same block, after them, and the one that
             # opens the next level finds the ballot; relayed, the relayer sends them all before its resolution
@@ -1151,18 +1113,11 @@ class PartyNode:
             raise
 
     def _send_histograms(self, ctx: LevelContext, deadline: int) -> None:
-        need = quorum(len(self.parties), self.cfg.quorum_num, self.cfg.quorum_den)
-        with self.timed("endorsement round trips"):
-            ahead = self._ahead_endorsements(ctx, need)  # the level's histograms too, where they match
         with self.timed("computing (histograms)"):
             hists = self.my_histograms(ctx)
-        if ahead is not None:
-            endorsements: list[Endorsement] | None = ahead
-            refusals: list[str] = []
-            self.endorsed_ahead += 1
-        else:
-            with self.timed("endorsement round trips"):
-                endorsements, refusals = self._collect_endorsements(ctx, hists, need, deadline)
+        need = quorum(len(self.parties), self.cfg.quorum_num, self.cfg.quorum_den)
+        with self.timed("endorsement round trips"):
+            endorsements, refusals = self._collect_endorsements(ctx, hists, need, deadline)
         if endorsements is None:
             ctx.refused = True
             self.log(
@@ -1257,17 +1212,13 @@ class PartyNode:
             ):
                 break
             time.sleep(self.settings.poll_seconds * 4)
-        return self._chosen(answers, need), list(final.values())
-
-    def _chosen(self, answers: dict[str, tuple[bytes, ref.Credit]], need: int) -> list[Endorsement] | None:
-        """The endorsements to submit of those given (``node.endorsement.choose``), None short of the quorum."""
         index = {p: self.parties.index(p) for p in answers}
         verdicts = {index[p]: Verdict(True, (), credit) for p, (_, credit) in answers.items()}
         chosen = choose(verdicts, need)
         if chosen is None:
-            return None
+            return None, list(final.values())
         by_index = {index[p]: p for p in answers}
-        return [Endorsement(answers[by_index[i]][0], answers[by_index[i]][1]) for i in chosen[0]]
+        return [Endorsement(answers[by_index[i]][0], answers[by_index[i]][1]) for i in chosen[0]], list(final.values())
 
     def _ask(self, party: str, body: str) -> tuple[tuple[bytes, ref.Credit] | None, str, bool]:
         """((signature, credit), reason, retry later) from one verifier."""
@@ -1614,8 +1565,6 @@ class PartyNode:
                     # taken again, as the wait saw them: a ballot offered meanwhile (or replaced) is checked too
                     ballots = [b for b in inbox.take("votes", tree, level, senders, 0.0) if b.assumed == mask]
                 # else the ballots go after the close (``_relay_ballots``), those computed early with them
-            if ballots:
-                self._pass_ballots(ctx, ballots, senders)
             own = [r for r in held + ballots if r.request.sender == self.address]
             folded = self._folded_resolution(ctx, senders) if complete else None
             results, failures = self.relay.send_requests(held + ballots + ([folded] if folded else []))
@@ -1952,273 +1901,20 @@ class PartyNode:
         if not verdict.sign:
             return 422, {"detail": "; ".join(verdict.reasons), "z": verdict.z}
         root = merkle_root([node_hash(h) for h in hists])
-        self._keep_endorsed(tree, level, party, hists, root)
-        return 200, self._signed(tree, level, party, root, verdict)
-
-    def _keep_endorsed(self, tree: int, level: int, party: str, hists: list[ref.NodeHistograms], root: bytes) -> None:
-        """Keep another party's histograms this party endorsed at (tree, level): what it votes and resolves from."""
         with self.lock:
             self._endorsed = {k: v for k, v in self._endorsed.items() if k[0] >= tree - 1}
             self._endorsed.setdefault((tree, level), {})[party] = hists
             self._endorsed_roots = {k: v for k, v in self._endorsed_roots.items() if k[0] >= tree - 1}
             self._endorsed_roots.setdefault((tree, level), {})[party] = root
             self._endorsed_changed.notify_all()
-
-    def _signed(self, tree: int, level: int, party: str, root: bytes, verdict: Verdict) -> dict[str, Any]:
-        """The answer to an endorsement request this party signs."""
         digest = endorsement_digest(
             self.task.client.chain_id, self.task.address, self.task_id, tree, level, party, root, verdict.credit
         )
-        return {
+        return 200, {
             "signature": "0x" + sign_endorsement(self.account.key, digest).hex(),
             "credit": {"g": str(verdict.credit.g), "h": str(verdict.credit.h), "n": str(verdict.credit.n)},
             "z": verdict.z,
         }
-
-    # ------------------------------------------------------------------ the next level, ahead (``node.ahead``)
-
-    def _may_endorse_ahead(self, level: int) -> bool:
-        if level < 1 or self.relay is None or self.excluded or not self.settings.endorse_ahead:
-            return False  # a root, or a party that does not relay or has left the task
-        assert self.party is not None
-        return may_endorse_ahead(level, self.cfg.endorse_rule, self.party.privacy.private)
-
-    def _pass_ballots(self, ctx: LevelContext, ballots: list[RelayedRequest], senders: set[str]) -> None:
-        """As the level's relayer, about to send every ballot of the next level: pass them on to the other parties,
-        so that each can build its histograms of that level and have them endorsed while the batch is mined."""
-        target, last = self._ahead_target(ctx)
-        if last or senders != set(self.parties) or not self._may_endorse_ahead(target[1]):
-            return  # the next root's ballots, or a party out of the task: nothing goes ahead
-        by_party: dict[str, list[int]] = {}
-        for b in ballots:
-            try:
-                tree, level, votes = ballot_votes(b.request.data)
-            except Exception:  # calldata the forwarder will refuse: nothing goes ahead of this level
-                return
-            if (tree, level) != target:
-                return  # a ballot of the next root (the tree ends here)
-            by_party[b.request.sender] = votes
-        if set(by_party) != senders:
-            return
-        try:
-            message = json.dumps(ballots_message(self.task_id, *target, by_party, bytes(self.account.key)))
-        except ValueError:
-            return
-        self._take_ballots(*target, by_party)
-        if self._asking_ahead is not None and not self._stopping:
-            for p in sorted(senders - {self.address}):
-                self._asking_ahead.submit(self._tell, p, message)
-
-    def _tell(self, party: str, message: str) -> None:
-        with suppress(VerifierUnreachable):  # that party endorses after the block, as before
-            self._verifiers.ask(self.endpoints[party], message, AHEAD_STREAM_PATH)
-
-    def _take_ballots(self, tree: int, level: int, ballots: dict[str, list[int]]) -> None:
-        """Keep the next level's ballots and start this party's exchange ahead of it (on its own thread), unless the
-        level opened already."""
-        if self._ahead_worker is None or self._stopping or not self.ahead.put_ballots(tree, level, ballots):
-            return
-        self._ahead_worker.submit(self._exchange_ahead, tree, level)
-
-    def ahead_ballots(self, body: Any) -> tuple[int, dict[str, Any]]:
-        """The relayer's ballots of the next level (a stream message); (HTTP status, JSON body).
-
-        Only the level's relayer's count (signed), for the current tree or the next, every party's ballot in. A
-        relayer that passes on other ballots than it sends makes a level that does not open as computed: this party
-        then endorses after the block, as before."""
-        if self.party is None:
-            return 409, {"detail": "this party has not started training yet"}
-        try:
-            task, tree, level, ballots, signer = parse_ballots(body, self.parties)
-        except ValueError as exc:
-            return 422, {"detail": str(exc)}
-        if task != self.task_id:
-            return 422, {"detail": f"this node serves task {self.task_id} only"}
-        current = self._grad_tree  # the tree this party works on
-        if tree not in (current, current + 1) or not 1 <= level < self.params.depth:
-            return 422, {"detail": f"tree {tree} level {level} is not a level that opens next"}
-        relayer = self.parties[relayer_index(level - 1, len(self.parties))]
-        if signer != relayer:
-            return 403, {"detail": f"ballots of level {level} are passed on by its relayer {relayer}, not {signer}"}
-        if self._may_endorse_ahead(level):
-            self._take_ballots(tree, level, ballots)
-        return 200, {}
-
-    def _ahead_level(self, tree: int, level: int) -> AheadLevel | None:
-        """(tree, level) as it opens if the chain takes the ballots passed on: from this party's own resolution of
-        the level before (``_level_ahead``, for its ballot) and those ballots; None while either is missing."""
-        with self.ahead.changed:
-            known = self.ahead.levels.get((tree, level))
-            ballots = self.ahead.ballots.get((tree, level))
-        if known is not None:
-            return known
-        routed = self._routed
-        before = self._contexts.get((tree, level - 1))
-        if ballots is None or routed is None or before is None or routed[:2] != (tree, level):
-            return None
-        assert self.party is not None
-        open_nodes = list(routed[2])
-        try:
-            candidates = ahead_candidates(
-                [ballots[p] for p in self.parties if p in ballots],
-                before.open_nodes,
-                open_nodes,
-                self.party.rows.slots.shape[1],
-                self.cfg.tie_break,
-                tree,
-            )
-        except Exception:  # not ballots the chain would take (a wrong length, a vote out of range)
-            return None
-        splits = tuple(sorted((int(n), int(f), int(t)) for n, (f, t) in routed[3].items()))
-        found = AheadLevel(
-            tree, level, tuple(open_nodes), candidates, splits, open_positions(routed[4], open_nodes, self.params.depth)
-        )
-        with self.ahead.changed:
-            return self.ahead.levels.setdefault((tree, level), found)
-
-    def _exchange_ahead(self, tree: int, level: int) -> None:
-        """This party's histograms of (tree, level), built and endorsed before the level opens (the ahead worker; the
-        exchange was claimed when the ballots came, ``AheadBook.put_ballots``)."""
-        result = None
-        try:
-            result = self._endorsed_ahead(tree, level)
-        except Exception as exc:  # the exchange after the block covers whatever went wrong here
-            self.log(f"tree {tree} level {level}: no endorsements ahead ({type(exc).__name__}: {exc})")
-        finally:
-            self.ahead.finish(tree, level, result)
-
-    def _endorsed_ahead(self, tree: int, level: int) -> AheadResult | None:
-        found = self._ahead_level(tree, level)
-        if found is None or (tree, level) in self.ahead.verdicts or self._asking_ahead is None:
-            return None  # not computable here, or the level opened meanwhile
-        with self.lock:
-            if self.party is None or self._fixed is None or self._grad_tree != tree:
-                return None
-            hists = self.party.histograms(found.k_of_row, found.candidates, self._fixed, tree, level, None)
-        body = {
-            "kind": "endorse",
-            "task": self.task_id,
-            "tree": tree,
-            "level": level,
-            "party": self.address,
-            "nodes": [[str(v) for v in block] for block in _blocks(hists)],
-            "assumed": found.assumed(),
-        }
-        message = json.dumps(body)
-        others = [p for p in self.parties if p != self.address]
-        asked = {p: self._asking_ahead.submit(self._ask_ahead, p, message) for p in others}
-        answers = {p: a for p, f in asked.items() if (a := f.result()) is not None}
-        # every verifier's signature, as the exchange after the block would have collected: the same ones submitted
-        return AheadResult(found, hists, answers) if set(answers) == set(others) else None
-
-    def _ask_ahead(self, party: str, message: str) -> tuple[bytes, ref.Credit] | None:
-        """A verifier's signature ahead, asking again while it is not ready (``ahead_patience_seconds``)."""
-        deadline = time.monotonic() + self.settings.ahead_patience_seconds
-        while True:
-            try:
-                status, answer = self._verifiers.ask(self.endpoints[party], message, AHEAD_STREAM_PATH)
-            except VerifierUnreachable:
-                return None
-            if status == 200:
-                credit = ref.Credit(*(int(answer["credit"][q]) for q in ("g", "h", "n")))
-                return bytes.fromhex(answer["signature"].removeprefix("0x")), credit
-            if status != 409 or not answer.get("retry") or time.monotonic() > deadline:
-                return None
-            time.sleep(0.001)
-
-    def endorse_ahead(self, body: dict[str, Any], assumed: Any) -> tuple[int, dict[str, Any]]:
-        """Check and sign another party's histograms of the level that opens next, before it opens, if it built
-        them for the level this party computed (``assumed``: the nodes, candidates and splits); (HTTP status, JSON
-        body). A 409 with ``retry`` true: not ready yet (the ballots or this party's own ballot not in)."""
-        if self.party is None:
-            return 409, {"detail": "this party has not started training yet", "retry": True}
-        if int(body.get("task", -1)) != self.task_id:
-            return 422, {"detail": f"this node serves task {self.task_id} only"}
-        party = str(body.get("party", ""))
-        if party == self.address:
-            return 422, {"detail": "a party cannot endorse itself"}
-        if party not in self.parties:
-            return 403, {"detail": f"{party} is not an approved member of task {self.task_id}"}
-        tree, level = int(body.get("tree", -1)), int(body.get("level", -1))
-        if not self._may_endorse_ahead(level):
-            return 422, {"detail": f"level {level} of this task is not endorsed before it opens"}
-        if self.ahead.verdicts.get((tree, level)) is not None:
-            return 409, {"detail": f"tree {tree} level {level} is open: ask at it", "retry": False}
-        found = self._ahead_level(tree, level)
-        if found is None:
-            return 409, {"detail": f"tree {tree} level {level}: not computed here yet", "retry": True}
-        if not found.agrees(assumed):
-            return 409, {"detail": f"tree {tree} level {level} computed otherwise here: ask at it", "retry": False}
-        nb = self.params.nbins
-        try:
-            blocks = [list(map(int, block)) for block in body["nodes"]]
-        except (KeyError, TypeError, ValueError):
-            return 422, {"detail": "nodes must be a list of integer lists"}
-        if len(blocks) != len(found.open_nodes) or any(len(b) != 6 * nb for b in blocks):
-            return 422, {"detail": f"expected {len(found.open_nodes)} node blocks of {6 * nb} integers"}
-        hists = _unblock([v for b in blocks for v in b], found.candidates, nb)
-        try:  # what the contract refuses is not endorsed, as at the level
-            for hist, node in zip(hists, found.open_nodes, strict=True):
-                check_node(hist, node, bounds_of(self.cfg.objective, self.cfg.epsilon), tree == 0)
-        except (HistogramRuleError, ref.FixedPointOverflow) as exc:
-            return 422, {"detail": f"the contract refuses these histograms: {exc}"}
-        assert self._grads is not None
-        g, h, _ = self._grads
-        verdict, _ = decide(
-            self.rule,
-            self.party.rows,
-            found.k_of_row,
-            np.asarray(found.candidates, dtype=np.int64),
-            g,
-            h,
-            self.estimators[self.parties.index(party)],
-            None,  # the statistical rule below a root reads no claims (``may_endorse_ahead``)
-            root=False,
-        )
-        if not verdict.sign:
-            return 422, {"detail": "; ".join(verdict.reasons), "z": verdict.z}
-        root = merkle_root([node_hash(x) for x in hists])
-        counts = self.ahead.hold(tree, level, party, hists, root)
-        if counts is False:
-            return 409, {"detail": f"tree {tree} level {level} opened otherwise: ask at it", "retry": False}
-        if counts:
-            self._keep_endorsed(tree, level, party, hists, root)
-        return 200, self._signed(tree, level, party, root, verdict)
-
-    def _confirm_ahead(self, ctx: LevelContext) -> None:
-        """Once the chain opened ``ctx``'s level: what this party endorsed ahead of it counts if it opened as
-        computed (kept as endorsed at the level), and nothing of it does otherwise."""
-        if (ctx.tree, ctx.level) in self.ahead.verdicts or not self._may_endorse_ahead(ctx.level):
-            return
-        # not computed by the time the level opened (the ballots came late): nothing goes ahead of it here any more,
-        # so that every party asks this one at the level, where its main loop waits for their histograms
-        try:
-            found = self._ahead_level(ctx.tree, ctx.level)
-            opened_as = found is not None and found.opened_as(
-                ctx.open_nodes, self.candidates(ctx), self.trees.splits.get(ctx.tree, {})
-            )
-        except ChainLag:
-            return  # the level's candidates not served yet: the next look confirms it
-        for party, (hists, root) in self.ahead.confirm(ctx.tree, ctx.level, opened_as).items():
-            self._keep_endorsed(ctx.tree, ctx.level, party, hists, root)
-
-    def _ahead_endorsements(self, ctx: LevelContext, need: int) -> list[Endorsement] | None:
-        """The endorsements this party got ahead of ``ctx``'s level, if it opened as this party computed, with the
-        histograms they sign as the level's (the same function of the same rows, nodes and candidates); else None:
-        then it asks after the block, as before."""
-        if not self._may_endorse_ahead(ctx.level):
-            return None
-        done = self.ahead.result(ctx.tree, ctx.level, timeout=self.settings.relay_wait_seconds)
-        if done is None or not done.level.same(
-            ctx.open_nodes, self.candidates(ctx), self.trees.splits.get(ctx.tree, {}), ctx.k_of_row
-        ):
-            return None
-        with self.lock:
-            if ctx.histograms is None:
-                ctx.histograms = done.histograms
-            elif ctx.histograms != done.histograms:
-                return None  # built at the level already, and otherwise: those are the ones it submits
-        return self._chosen(done.answers, need)
 
     def carry_of(self, party: str, tree: int) -> Carry | None:
         """What ``party``'s tree ``tree - 1`` allows of its root at ``tree`` (``ledger.tree_carry``), from the chain's
