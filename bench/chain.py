@@ -96,13 +96,15 @@ def main() -> int:
     warm_up()
     sim_report, sim_model, _ = run(prep, args.algo)
     assert sim_model is not None
+    sim_seconds = sim_report["train_seconds"] + sim_report["prep_seconds"]
     # pruned: a long task's historical states would fill the disk
     anvil = start_anvil(keep_states=256, block_time=args.block_time)
     workdir = Path(tempfile.mkdtemp(prefix="fgbdt-bench-chain-"))
     # the parties' host loads a node while the contract is deployed, as `fgbdt train` has it load while the data is
     # read; the clock starts once it has loaded, as simulate's starts after its imports and compiled kernels. --cold:
     # it starts on the clock, as every stop before the 40th measured
-    forks = PartyForks(workdir / "fork-server.log") if fork_available() and not args.cold else None
+    on_clock = args.cold or not fork_available()  # fresh interpreters load on the clock too
+    forks = None if on_clock else PartyForks(workdir / "fork-server.log")
     loading = 0.0
     try:
         client = ChainClient.connect(anvil.url)
@@ -157,11 +159,10 @@ def main() -> int:
         "chain_wall_seconds": wall,
         "simulate_train_seconds": sim_report["train_seconds"],
         "simulate_prep_seconds": sim_report["prep_seconds"],
-        "ratio": wall / (sim_report["train_seconds"] + sim_report["prep_seconds"]),
+        "ratio": wall / sim_seconds,
         "party_load_seconds": loading,
-        "load_on_clock": args.cold or not fork_available(),  # fresh interpreters load on the clock
-        "ratio_with_load": (wall + (0.0 if args.cold or not fork_available() else loading))
-        / (sim_report["train_seconds"] + sim_report["prep_seconds"]),
+        "load_on_clock": on_clock,
+        "ratio_with_load": (wall + (0.0 if on_clock else loading)) / sim_seconds,
         **{k: report[k] for k in USAGE_FIELDS},
         f"{metric}_chain": report[metric],
         f"{metric}_simulate": sim_report[metric],
@@ -181,15 +182,15 @@ def main() -> int:
     print(
         f"| {args.data} M={args.parties} theta={args.theta}, {args.trees} trees depth {args.depth}, {args.algo}"
         f"{f' (votes on {args.voted_trees} trees)' if args.algo == 'fvtree' else ''} "
-        f"| {wall:.0f} | {sim_report['train_seconds'] + sim_report['prep_seconds']:.1f} | {result['ratio']:.0f}x "
+        f"| {wall:.0f} | {sim_seconds:.1f} | {result['ratio']:.0f}x "
         f"| {report['tx_count']} | {report['blocks']} | {report['gas_used'] / 1e9:.2f}G "
         f"| {report['calldata_bytes'] / 1e6:.1f} | {(report['max_tx_bytes'] or 0) / 1024:.0f} "
         f"| {report['max_tx_gas'] / 1e6:.1f}M | {report[metric]:.4f} | {same} |"
     )
     for i, split in enumerate(splits):
         print(f"- party {i}: {split}")
-    if args.cold:
-        print(f"- the parties' host loaded a node in {loading:.2f} s, on the clock (--cold)")
+    if on_clock:
+        print(f"- the parties' host loaded a node in {loading:.2f} s, on the clock")
     else:
         print(
             f"- the parties' host loaded a node in {loading:.2f} s before the clock started (as simulate is timed "
