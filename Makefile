@@ -29,7 +29,7 @@ demo: install
 
 # After editing a contract: recompile and rewrite the artifacts the package ships (a test checks they match).
 artifacts: install
-	$(PY) -m fgbdt_chain.ledger.compile --write
+	$(PY) -m fgbdt_chain.ledger.toolchain.compile --write
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -12,8 +12,8 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.api import models as m
-from fgbdt_chain.ledger.contracts import TaskContract
-from fgbdt_chain.ledger.forwarder import DEFAULT_GAS, DEFAULT_TTL, Forwarder, calldata
+from fgbdt_chain.ledger.wrappers.contracts import TaskContract
+from fgbdt_chain.ledger.wrappers.forwarder import DEFAULT_GAS, DEFAULT_TTL, Forwarder, calldata
 
 WRITE_CALLS: dict[str, str] = {
     "POST /v1/tasks": "createTask(cfg, featureMin, featureMax, binEdgesHash)",

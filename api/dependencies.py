@@ -25,7 +25,7 @@ from fastapi import Depends, Request
 
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.service import Backend, CheckedRequest, Settings, SignedCall
-from fgbdt_chain.ledger.contracts import TaskState
+from fgbdt_chain.ledger.wrappers.contracts import TaskState
 
 
 def backend_of(request: Request) -> Backend:

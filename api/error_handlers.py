@@ -18,9 +18,9 @@ from fastapi.responses import JSONResponse
 
 from fgbdt_chain.api.dependencies import backend_of
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError
-from fgbdt_chain.ledger.audit import AuditError
-from fgbdt_chain.ledger.chain_model import ModelNotReady
-from fgbdt_chain.ledger.errors import ContractRevert
+from fgbdt_chain.ledger.audit.replay import AuditError
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.wrappers.chain_model import ModelNotReady
 
 log = logging.getLogger("fgbdt.api")
 
@@ -62,7 +62,7 @@ async def model_not_ready(_: Request, exc: ModelNotReady) -> JSONResponse:
 
 
 async def audit_error(_: Request, exc: AuditError) -> JSONResponse:
-    """409: the task cannot be audited in its state (``ledger.audit`` refuses it)."""
+    """409: the task cannot be audited in its state (``ledger.audit.replay`` refuses it)."""
     return JSONResponse(error_body(f"the task cannot be audited: {exc}", "AuditError"), status_code=409)
 
 

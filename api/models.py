@@ -3,7 +3,7 @@
 Why typed models everywhere: FastAPI turns every field constraint into a field-level 422 and into the OpenAPI schema,
 so bad input never reaches the chain and the property-based test (schemathesis) can check responses against the
 documented shapes. Real-valued task parameters travel as JSON numbers and are converted to the contract's 18-decimal
-fixed point by ``ledger.task_params`` (``reference.to_fixed``, as the command line does), so a client that signs a
+fixed point by ``ledger.spec.task_params`` (``reference.to_fixed``, as the command line does), so a client that signs a
 request computes the same calldata as the API, and an API task's config equals the CLI's for the same parameters.
 """
 
@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
-from fgbdt_chain.ledger.edges import EdgesFormatError, decode_edges
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, ONE, from_fixed, to_fixed
-from fgbdt_chain.ledger.task_params import (
+from fgbdt_chain.ledger.spec.edges import EdgesFormatError, decode_edges
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, ONE, from_fixed, to_fixed
+from fgbdt_chain.ledger.spec.task_params import (
     DEFAULT_DELTA,
     DEFAULT_OVERLAP_THRESHOLD,
     DEFAULT_REFUSAL_RATE,
@@ -191,11 +191,11 @@ class JoinRequest(Signed):
 
 
 class StartRequest(Signed):
-    """Start training, publishing the encoded common bin edges (``ledger.edges.encode_edges``)."""
+    """Start training, publishing the encoded common bin edges (``ledger.spec.edges.encode_edges``)."""
 
     model_config = ConfigDict(json_schema_extra={"example": {"bin_edges": "0x4647424502...", "auth": None}})
 
-    bin_edges: Hex = Field(min_length=4, description="Encoded bin edges, hex (``ledger.edges``, version 2).")
+    bin_edges: Hex = Field(min_length=4, description="Encoded bin edges, hex (``ledger.spec.edges``, version 2).")
 
     @field_validator("bin_edges")
     @classmethod

@@ -23,14 +23,14 @@ from web3 import Web3
 
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError, ChainUnavailable
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.client import ChainClient, Event, TxResult
-from fgbdt_chain.ledger.compile import Artifact
-from fgbdt_chain.ledger.contracts import Membership, Status, TaskConfig, TaskContract, TaskState, level_nodes
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
-from fgbdt_chain.ledger.task_params import TaskParameters
-from fgbdt_chain.node.privacy import plan
+from fgbdt_chain.ledger.rpc.client import ChainClient, Event, TxResult
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.task_params import TaskParameters
+from fgbdt_chain.ledger.toolchain.compile import Artifact
+from fgbdt_chain.ledger.wrappers.contracts import Membership, Status, TaskConfig, TaskContract, TaskState, level_nodes
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
+from fgbdt_chain.node.privacy.accountant import plan
 
 STATUS_NAMES: dict[Status, m.TaskStatusName] = {
     Status.OPEN: "open",
@@ -390,7 +390,7 @@ def _revert_error(exc: ContractRevert) -> ApiError:
 
 
 def config_of(p: m.TaskParameters) -> TaskConfig:
-    """The contract config of API parameters (``ledger.task_params``, as the command line maps them); a private
+    """The contract config of API parameters (``ledger.spec.task_params``, as the command line maps them); a private
     task's regularisation is raised to its noise floor as ``fgbdt train`` raises it (``PrivacyPlan.regularisation``)."""
     values = p.model_dump()
     values["epsilon"] = math.inf if values["epsilon"] is None else values["epsilon"]

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.datasets import load
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run, standalone_errors
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run, standalone_errors
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 FEDERATED = ("fvtree", "pvtree", "allfeatures")
 # Issue 2's bar: FV-tree at most this much (absolute test error) worse than centralized LightGBM with the same bins.

@@ -2,7 +2,7 @@
 
 anvil 1.7.1 (the newest on npm) slows down as the chain grows under its default hardfork (Prague): upstream traced
 it to the EIP-2935 block-hash history contract and fixed it after 1.7.1 (foundry pull request 15715). The devnet's
-hardfork and pruning (``ledger.anvil.anvil_command``) are chosen by this measurement.
+hardfork and pruning (``ledger.devnet.anvil.anvil_command``) are chosen by this measurement.
 
 For every setting: a fresh anvil, then at each checkpoint (empty blocks mined up to it with ``anvil_mine``, whose
 time is reported too) ``--blocks`` blocks of one transaction each (automine: a value transfer between two dev
@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from fgbdt_chain.ledger.anvil import HARDFORK, anvil_binary, free_port, stop_process, wait_until_ready
+from fgbdt_chain.ledger.devnet.anvil import HARDFORK, anvil_binary, free_port, stop_process, wait_until_ready
 
 SETTINGS: dict[str, list[str]] = {
     "default (Prague), history kept": [],

@@ -2,7 +2,8 @@
 equal-width sketch, next to LightGBM binning the raw values itself (issue 12, part 1).
 
 Every row of a (data set, seed) pair shares the partition (M parties, skew theta), the train/test split and the
-seed; only the edges differ. LightGBM (``node.baselines.train_own_bins``: its defaults, with the trees, learning
+seed; only the edges differ. LightGBM (``node.baselines.centralized.train_own_bins``: its defaults, with the trees,
+learning
 rate, depth, lambda and minimum rows per leaf matched) trains on all training rows with ``--threads`` threads (1 by
 default, as the simulator). Edge quality per feature is the largest share of the feature's present training rows
 that falls in one bin; exact quantiles put 1/bins there for a continuous feature. Sketch bytes are what each party
@@ -27,12 +28,12 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.binning import exact_edges
-from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.model import bin_matrix
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.model.trees import bin_matrix
+from fgbdt_chain.node.privacy.binning import exact_edges
+from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 METHODS = ("dp", "exact", "dp-equal-width")
 """The FV-tree rows: the default private edges, the pooled quantiles they are measured against, the old sketch."""

@@ -36,18 +36,18 @@ from eth_account import Account
 from bench.datasets import load, objective
 from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
-from fgbdt_chain.ledger.anvil import start_anvil
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Status, TaskContract
-from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import ON_CHAIN, TrainParams
-from fgbdt_chain.node.histogram import warm_up
-from fgbdt_chain.node.model import Model
-from fgbdt_chain.node.parallel import default_threads
+from fgbdt_chain.ledger.devnet.anvil import start_anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.task_params import DEFAULT_VOTED_TREES
+from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
+from fgbdt_chain.node.kernels.parallel import default_threads
+from fgbdt_chain.node.model.trees import Model
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import ON_CHAIN, TrainParams
+from fgbdt_chain.node.sim.warmup import warm_up
 
 USAGE_FIELDS = ("tx_count", "blocks", "gas_used", "calldata_bytes", "max_tx_bytes", "max_tx_gas")
-"""The train report's chain counters (``ledger.usage``) every result of this bench carries."""
+"""The train report's chain counters (``ledger.rpc.usage``) every result of this bench carries."""
 
 
 def main() -> int:

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, endorsement_quorum
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.messages import SIGNATURE, WORD, level_traffic
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, endorsement_quorum
+from fgbdt_chain.node.protocol.messages import SIGNATURE, WORD, level_traffic
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def paper_formula(depth: int, parties: int, nbins: int) -> float:

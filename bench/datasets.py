@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.stress import claims_data, heavy_data, stress_data
-from fgbdt_chain.node.data import Dataset, load_train_test
+from fgbdt_chain.node.data.loaders import Dataset, load_train_test
 
 SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
 

@@ -1,4 +1,4 @@
-"""The default shape of a task (``node.fvtree.DEFAULT_TREES`` x ``DEFAULT_DEPTH``) against the paper's 500 x 8, next
+"""The default shape of a task (``node.sim.fvtree.DEFAULT_TREES`` x ``DEFAULT_DEPTH``) against the paper's 500 x 8, next
 to LightGBM exactly as a user would run it (``lightgbm-defaults``: 100 rounds of 31 leaves, nothing matched).
 
 Every row of a data set and seed shares the partition (M = 4, theta 0.8), the private bins and the test set; only
@@ -21,8 +21,8 @@ from typing import Any
 from bench.datasets import load
 from bench.datasets import objective as dataset_objective
 from bench.stats import mean_se
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import DEFAULT_DEPTH, DEFAULT_TREES, PAPER_DEPTH, PAPER_TREES, TrainParams
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import DEFAULT_DEPTH, DEFAULT_TREES, PAPER_DEPTH, PAPER_TREES, TrainParams
 
 DATASETS = ("a9a", "higgs", "susy", "credit", "stress", "heavy", "abalone", "cpusmall", "claims")
 """Every data set here, each trained with its own loss (``bench.datasets.objective``)."""

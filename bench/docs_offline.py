@@ -43,7 +43,7 @@ from fastapi import FastAPI
 from fgbdt_chain.api import docs
 from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.service import Backend, Settings
-from fgbdt_chain.ledger.anvil import free_port
+from fgbdt_chain.ledger.devnet.anvil import free_port
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -12,8 +12,8 @@ scale):
 * **detection**: for every party's root submission of that honest run, what the verifiers would have said had it
   sent its histograms stretched (gradients, gradients and hessians, counts, a sign flip, each times F; the exact
   inherited-totals rule makes a stretch of whole rows start at a root): the verifiers' statistics of stretched
-  claims follow exactly from the honest ones (``node.verify.Measurement.scaled``), the exact bin rules are
-  checked on the stretched sums, and the verifiers' carry rule (``ledger.tree_carry``) on the stretched root totals
+  claims follow exactly from the honest ones (``node.protocol.verify.Measurement.scaled``), the exact bin rules are
+  checked on the stretched sums, and the verifiers' carry rule (``ledger.spec.tree_carry``) on the stretched root totals
   against what the party's previous tree allows. A submission is refused when a rule breaks or fewer than the quorum
   of verifiers sign. Counted from the second tree (an attacker waits for it: at the first tree every score is 0 and the
   ``FirstTreeLabels`` identities refuse any stretch outright);
@@ -48,13 +48,13 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED, Totals
-from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE
-from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.endorsement import quorum
-from fgbdt_chain.node.experiment import PrepConfig, evaluate, federation, make_model, prepare
-from fgbdt_chain.node.fvtree import LevelView, TrainParams, TrainResult
-from fgbdt_chain.node.verify import Claims, Measurement, judge, limit
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, Totals
+from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE
+from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.protocol.endorsement import quorum
+from fgbdt_chain.node.protocol.verify import Claims, Measurement, judge, limit
+from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, federation, make_model, prepare
+from fgbdt_chain.node.sim.fvtree import LevelView, TrainParams, TrainResult
 
 OBSERVED = ("gradients", "gradients-hessians", "counts", "sign-flip")
 """Attacks whose verdicts follow from the honest run's statistics (stretches of whole rows)."""
@@ -79,7 +79,7 @@ def stretch(kind: str, factor: float) -> tuple[float, float, float]:
 
 
 def bins_break(claims: Claims, fg: float, fh: float, fn: float, first_tree: bool, binary: bool) -> bool:
-    """Whether stretched sums break a bin rule of ``ledger.histogram_rules`` (in floats, with a margin of one part
+    """Whether stretched sums break a bin rule of ``ledger.spec.histogram_rules`` (in floats, with a margin of one part
     in 1e9: the benchmark's approximation of the contract's exact check)."""
     g, h, n = claims.g * fg, claims.h * fh, claims.n * fn
     tol = 1e-9 * np.maximum(n, 1.0)
@@ -98,7 +98,7 @@ def bins_break(claims: Claims, fg: float, fh: float, fn: float, first_tree: bool
 
 
 def carry_breaks(view: LevelView, party: int, fg: float, fh: float, fn: float) -> bool:
-    """Whether the party's root totals, stretched, break what its previous tree allows (``ledger.tree_carry``,
+    """Whether the party's root totals, stretched, break what its previous tree allows (``ledger.spec.tree_carry``,
     checked by every verifier). The stretched totals are the exact ones times the factors, rounded to units (a
     stretch of whole rows rounds row by row: within the carry's per-row slack)."""
     carry = view.carries[party] if view.carries else None
@@ -115,7 +115,8 @@ LEVEL_STATS = ("g", "h", "n", "-gflip")
 @dataclass
 class Observer:
     """Collects the honest verdicts, the honest statistics level by level, and the verdicts stretched histograms
-    would have had at every tree's root (where a stretch of whole rows must show: ``node.endorsement.decide``)."""
+    would have had at every tree's root (where a stretch of whole rows must show:
+    ``node.protocol.endorsement.decide``)."""
 
     parties: int
     alpha: float

@@ -2,7 +2,8 @@
 
 Every verifier's root measurement of every honest party, tree by tree, with the test kept from refusing (a false-
 refusal rate of 1e-15, so that the statistics of a full task are seen): the fitted scale of the gradient and hessian
-claims on the verifier's estimate (``a / b`` of ``node.verify.Quantity``: 1 when the estimate is right on average),
+claims on the verifier's estimate (``a / b`` of ``node.protocol.verify.Quantity``: 1 when the estimate is right on
+average),
 the stretch and flip statistics, and the largest over the limit at the task's default rate. Mean per block of 25
 trees, over the parties and verifiers.
 
@@ -27,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE, DEFAULT_VOTED_TREES
-from fgbdt_chain.node.experiment import PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import PAPER_DEPTH, LevelView, TrainParams
-from fgbdt_chain.node.verify import limit
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE, DEFAULT_VOTED_TREES
+from fgbdt_chain.node.protocol.verify import limit
+from fgbdt_chain.node.sim.experiment import PrepConfig, federation, prepare
+from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, LevelView, TrainParams
 
 ALL = ref.ALL_TREES_VOTED
 PARTS = {

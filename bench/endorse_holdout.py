@@ -5,7 +5,8 @@ reading: the verifier's rows are training rows of the model whose gradients it e
 a share of every party's rows from training (the verification hold-out), trains FV-tree on the rest (nobody refused:
 false-refusal rate 1e-15), and at every tree's root measures each honest party twice: against the protocol's
 estimate from the verifier's training rows (in-sample) and against the same estimate from the verifier's held-out
-rows, weighted by the same PSDs (``node.weights.distribution_weights`` rescales to the rows given). Mean per block of
+rows, weighted by the same PSDs (``node.privacy.weights.distribution_weights`` rescales to the rows given). Mean per
+block of
 25 trees over parties and verifiers; beside it the block's largest statistic the test refuses on (a stretch of g
 or h, a negative flip projection) over the limit.
 
@@ -22,16 +23,16 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.ledger.task_params import DEFAULT_REFUSAL_RATE
-from fgbdt_chain.node.endorsement import estimators_for
-from fgbdt_chain.node.experiment import PrepConfig, federation, partition, prepare
-from fgbdt_chain.node.fvtree import PAPER_DEPTH, LevelView, TrainParams
-from fgbdt_chain.node.histogram import BinnedRows
-from fgbdt_chain.node.model import tree_values
-from fgbdt_chain.node.psd import build_psd, psd_budget, psd_rng
-from fgbdt_chain.node.verify import VerifierLevel, limit, measure
-from fgbdt_chain.node.weights import distribution_weights
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE
+from fgbdt_chain.node.kernels.histogram import BinnedRows
+from fgbdt_chain.node.model.trees import tree_values
+from fgbdt_chain.node.privacy.psd import build_psd, psd_budget, psd_rng
+from fgbdt_chain.node.privacy.weights import distribution_weights
+from fgbdt_chain.node.protocol.endorsement import estimators_for
+from fgbdt_chain.node.protocol.verify import VerifierLevel, limit, measure
+from fgbdt_chain.node.sim.experiment import PrepConfig, federation, partition, prepare
+from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, LevelView, TrainParams
 
 CONFIGS = (("higgs", 0.8, 150), ("higgs", 0.5, 150), ("a9a", 0.8, 200))
 PARTIES, HOLDOUT, BLOCK = 2, 0.2, 25

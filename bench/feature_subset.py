@@ -21,10 +21,10 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.experiment import PrepConfig, prepare
-from fgbdt_chain.node.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare
+from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 
 DATASETS = ("a9a", "higgs", "susy", "credit")
 SUBSETS = (8, 4, 2)

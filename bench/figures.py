@@ -3,7 +3,7 @@
 * **figure6**, convergence (section 6.2.1): test error against the number of trees, M = 4, theta 0.8, the paper's
   settings (500 trees of depth 8, 16 bins, learning rate 0.1, lambda 0.1), on a9a, HIGGS and SUSY: FV-tree, PV-tree
   (votes on raw gradients), the parties alone (standalone A: the mean over the first half of the parties, mostly
-  class 0; B: the rest, ``node.partition``) and centralized LightGBM on the federation's bins; one model per
+  class 0; B: the rest, ``node.data.partition``) and centralized LightGBM on the federation's bins; one model per
   algorithm and seed, read at every checkpoint with ``num_iteration`` (LightGBM's argument, ``Model.predict``
   takes the same), so every point of a curve is the same model cut short, as the paper's curves are.
 
@@ -39,11 +39,11 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se, seeds_of
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.metrics import error_rate
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.model.metrics import error_rate
+from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 DATASETS = ("a9a", "higgs", "susy")
 PARTIES, THETA = 4, 0.8

@@ -3,7 +3,8 @@
 Run:  .venv/bin/python bench/gas.py            (starts its own anvil from node_modules; ~1-2 min on 2 cores)
       .venv/bin/python bench/gas.py --parties 2,4 --depth 4 --bins 16 --rpc http://127.0.0.1:8545
 
-For each M, one tree of the given depth is trained on synthetic rows (``ledger.federation.RowSource``: histograms that
+For each M, one tree of the given depth is trained on synthetic rows (``ledger.wrappers.federation.RowSource``:
+histograms that
 keep the contract's exact rules), enough of them that nearly every node splits (the widest level of depth 8 has up to
 128 open nodes), and the gas of every transaction is summed per step. Then ``resolveNode`` of one node
 and ``splitShapley`` alone are measured for growing M, to find the largest M whose exact Shapley computation for a node
@@ -22,12 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from eth_account.signers.local import LocalAccount
 
-from fgbdt_chain.ledger.anvil import start_anvil
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import MathContract, Status, TaskConfig, TaskContract
-from fgbdt_chain.ledger.edges import encode_edges
-from fgbdt_chain.ledger.federation import LevelOutcome, RowSource, run_level
-from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.ledger.devnet.anvil import start_anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.edges import encode_edges
+from fgbdt_chain.ledger.spec.reference import ONE
+from fgbdt_chain.ledger.wrappers.contracts import MathContract, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.federation import LevelOutcome, RowSource, run_level
 
 BLOCK_GAS: int = 30_000_000
 WIDEST_PROOF: int = 7  # Merkle proof length for 128 open nodes

@@ -4,7 +4,8 @@ Equation 7's utility is not monotone in the coalition: under label skew one part
 against another's, so adding it lowers the coalition's gain and its Shapley value for the split is negative. When
 that goes on tree after tree, a party whose total is positive gains by leaving, and the cheapest way to leave was to
 get its histograms refused (``bench.endorse``: every attack on credit at tree 50 raised the attacker's share by 5-8
-points at M = 2 until rewards were paid on completion, ``ledger.reference.payouts``). This measures it with everyone
+points at M = 2 until rewards were paid on completion, ``ledger.spec.reference.payouts``). This measures it with
+everyone
 honest: per party, the mean contribution per tree in the voted trees and in the drawn trees of the default
 (``votedTrees`` 50), the share of trees whose contribution is negative, and the share the party would have had by
 leaving after the voted trees (the old payout, with its total stopped at tree 50 and the others' totals as trained
@@ -20,9 +21,9 @@ from typing import Any
 
 from bench import honest_sweep
 from bench.stats import mean_se
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES
-from fgbdt_chain.node.experiment import federation
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.task_params import DEFAULT_VOTED_TREES
+from fgbdt_chain.node.sim.experiment import federation
 
 
 def measure(name: str, parties: int, theta: float, seed: int, trees: int, depth: int) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """What differential privacy costs: the paper's Figure 9 and a privacy-accuracy curve (issue 12, part 2).
 
-Every party spends one budget ``(epsilon, delta = 1e-5)`` on everything it releases (``node.privacy``: bin sketch,
+Every party spends one budget ``(epsilon, delta = 1e-5)`` on everything it releases (``node.privacy.accountant``: bin
+sketch,
 PSD, votes, histograms; composed by dp-accounting's RDP accountant over the whole task). Each run is a (data set,
 epsilon, seed) triple; within a seed the partition, split and data are shared by every epsilon, and only the noise
 (drawn from the seed) differs.
@@ -10,14 +11,14 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
   disjoint rows), HIGGS and SUSY 50 trees; epsilon in {0.5, 1, 2, 4, 8, inf}; 10 seeds, test error min/mean/max.
   The paper drops the PSD to keep the budget strict; here the PSD is inside the budget (its share of epsilon). As
   the paper, the non-private references use default settings: LightGBM with its own binning at the paper's
-  settings (500 trees of depth 8, ``node.fvtree.PAPER_TREES``, ``node.baselines.train_own_bins``) on all rows, and
-  the parties alone (standalone, same parameters, on their own rows).
+  settings (500 trees of depth 8, ``node.sim.fvtree.PAPER_TREES``, ``node.baselines.centralized.train_own_bins``) on
+  all rows, and the parties alone (standalone, same parameters, on their own rows).
 * **curve**: AUC against epsilon on the UCI credit card data and on the heavy-tailed synthetic credit set
   (``bench.stress.heavy_data``), M = 4, theta 0.8, 50 trees of depth 3, 10 seeds, LightGBM (own bins, same trees and
   depth, no privacy) beside it; with the default 16 bins and with 4: the noise per bin does not depend on the bins,
   so fewer, fuller bins carry more signal per unit of noise.
 * **figure9-randomsplit** and **curve-randomsplit**: the same runs with ``--algo randomsplit``
-  (``node.random_split``: split features and thresholds drawn from a public seed, each party's leaf sums released
+  (``node.sim.random_split``: split features and thresholds drawn from a public seed, each party's leaf sums released
   once per tree), the design that releases T times instead of T x d. Under privacy each tree splits on one feature
   (``--tree-features auto``); the ``-all`` parts run the same with trees over all features, paired by seed.
   ``curve-randomsplit-depth4-local`` runs with each party's noise carrying its guarantee alone (no secure sum of
@@ -57,10 +58,10 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se, seeds_of
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run, standalone_errors
-from fgbdt_chain.node.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run, standalone_errors
+from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
 PARTS: dict[str, dict[str, Any]] = {

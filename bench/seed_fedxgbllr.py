@@ -21,11 +21,12 @@ import numpy as np
 
 from bench import datasets
 from bench.stats import mean_se
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node import baselines, experiment
-from fgbdt_chain.node.fedxgbllr import train_fedxgbllr
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.seed_systems import SeedInputs
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.baselines.fedxgbllr import train_fedxgbllr
+from fgbdt_chain.node.baselines.seed_systems import SeedInputs
+from fgbdt_chain.node.sim import experiment
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 PAPER = {2: 85.1, 5: 85.1, 10: 84.7}
 RESULTS = Path(__file__).resolve().parent / "results"

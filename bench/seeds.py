@@ -35,11 +35,11 @@ import numpy as np
 
 from bench.datasets import load
 from bench.stats import mean_se, seeds_of
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run, seed_inputs, standalone_errors
-from fgbdt_chain.node.fedxgbllr import train_fedxgbllr
-from fgbdt_chain.node.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
-from fgbdt_chain.node.simfl import train_simfl
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.baselines.fedxgbllr import train_fedxgbllr
+from fgbdt_chain.node.baselines.simfl import train_simfl
+from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run, seed_inputs, standalone_errors
+from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 
 PARTS: dict[str, dict[str, Any]] = {
     "simfl": {

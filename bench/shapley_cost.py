@@ -3,17 +3,19 @@
 Exact Shapley sums over all 2^M coalitions (NOTES 10), so its cost, not the histograms, is what limits M. This
 measures three kernels on one split with realistic fixed-point sums (18-decimal gradients of a few thousand rows):
 
-* ``ledger.reference.split_shapley``, the reference the contract is checked against;
-* ``ledger.reference.split_shapley_fast``, the Python path (``node.resolve``), for the splits outside the compiled
+* ``ledger.spec.reference.split_shapley``, the reference the contract is checked against;
+* ``ledger.spec.reference.split_shapley_fast``, the Python path (``node.protocol.resolve``), for the splits outside the
+compiled
   kernel's bounds;
-* ``compiled``: ``node.shapley_kernel`` on 256-bit integers, what ``fgbdt simulate`` runs for the splits within its
+* ``compiled``: ``node.kernels.shapley_kernel`` on 256-bit integers, what ``fgbdt simulate`` runs for the splits within
+its
   bounds (nearly all), called as ``resolve_level`` calls it and checked against the Python path at every M.
 
 Each M is timed after one warm-up call (the fast kernel caches a per-M plan on first use; its build time is reported
 apart), as the best of several repeats. A least-squares fit of ``t(M) = a * 2^M + b * M * 2^M`` (the utilities cost
 one step per coalition, the per-party accumulators one step per party and coalition) over M >= 6, where the constant
-overhead no longer matters, gives the constants that ``node.shapley_cost.SHAPLEY_COST`` uses for its warning (the
-compiled kernel's fit).
+overhead no longer matters, gives the constants that ``node.protocol.shapley_cost.SHAPLEY_COST`` uses for its warning
+(the compiled kernel's fit).
 
     python -m bench.shapley_cost [--max-parties 16] [--out bench/results/shapley_cost.md]
 """
@@ -31,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.node import limbs
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.shapley_cost import SHAPLEY_COST, shapley_seconds
-from fgbdt_chain.node.shapley_kernel import level_phis
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.kernels import limbs
+from fgbdt_chain.node.kernels.shapley_kernel import level_phis
+from fgbdt_chain.node.protocol.shapley_cost import SHAPLEY_COST, shapley_seconds
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 Kernel = Callable[[Sequence[int], Sequence[int], Sequence[int], Sequence[int], int], tuple[int, list[int]]]
 
@@ -45,8 +47,8 @@ Kernel = Callable[[Sequence[int], Sequence[int], Sequence[int], Sequence[int], i
 def compiled(
     g_left: Sequence[int], h_left: Sequence[int], g_right: Sequence[int], h_right: Sequence[int], lam: int
 ) -> tuple[int, list[int]]:
-    """``node.shapley_kernel`` on one split, as ``resolve_level`` calls it: the sums as limbs (left, and left plus
-    right for the whole node), neutral credits; what it returns is checked against the fast Python kernel."""
+    """``node.kernels.shapley_kernel`` on one split, as ``resolve_level`` calls it: the sums as limbs (left, and left
+    plus right for the whole node), neutral credits; what it returns is checked against the fast Python kernel."""
     m = len(g_left)
     at = np.zeros((5, m, 1), dtype=np.int64)
     whole = np.zeros((5, m, 1), dtype=np.int64)
@@ -184,11 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     lines += [
         "",
-        f"compiled (`node.shapley_kernel`, what `fgbdt simulate` runs for the splits within its bounds): "
+        f"compiled (`node.kernels.shapley_kernel`, what `fgbdt simulate` runs for the splits within its bounds): "
         f"a = {ca:.3g} s, b = {cb:.3g} s",
         f"split_shapley_fast (the Python path): a = {fa:.3g} s, b = {fb:.3g} s",
         f"split_shapley (the reference): a = {ra:.3g} s, b = {rb:.3g} s",
-        f"constants in node/shapley_cost.py SHAPLEY_COST: a = {SHAPLEY_COST[0]:.3g} s, b = {SHAPLEY_COST[1]:.3g} s",
+        f"constants in node/protocol/shapley_cost.py SHAPLEY_COST: a = {SHAPLEY_COST[0]:.3g} s, "
+        f"b = {SHAPLEY_COST[1]:.3g} s",
         "",
         "A tree of depth d has at most 2^d - 1 splits, so simulate's Shapley time is at most "
         "trees (2^d - 1) t(M): at M = 16, 500 trees of depth 8 is "

@@ -9,7 +9,7 @@ is LightGBM's split gain: zero for a coalition whose rows the split does not sep
 sign. This recomputes every split's Shapley values under both utilities from the parties' histograms as sent (floats,
 credits and voting contributions left out) and reports per party its share of the positive totals under each and
 the share of split nodes where its value is negative: a measurement for choosing the utility, not the protocol's
-contributions (those are the contract's, ``ledger.reference``).
+contributions (those are the contract's, ``ledger.spec.reference``).
 
     python -m bench.shapley_utility --datasets credit,a9a,higgs,susy --parties 2,4 --seeds 0,1,2
 """
@@ -25,9 +25,9 @@ import numpy as np
 
 from bench import honest_sweep
 from bench.stats import mean_se
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.experiment import federation
-from fgbdt_chain.node.fvtree import LevelView
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.sim.experiment import federation
+from fgbdt_chain.node.sim.fvtree import LevelView
 
 UTILITIES = ("equation 7", "improvement")
 

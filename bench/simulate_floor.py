@@ -22,19 +22,14 @@ from typing import Any
 from numba.core.registry import CPUDispatcher
 
 from bench.datasets import load
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node import (
-    fvtree,
-    histogram,
-    objective,
-    party_kernels,
-    resolve,
-    resolve_kernel,
-    shapley_kernel,
-    verify,
-)
-from fgbdt_chain.node.experiment import PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.kernels import histogram, party_kernels, resolve_kernel, shapley_kernel
+from fgbdt_chain.node.model import objective
+from fgbdt_chain.node.protocol import resolve, verify
+from fgbdt_chain.node.sim import fvtree
+from fgbdt_chain.node.sim.experiment import PrepConfig, federation, prepare
+from fgbdt_chain.node.sim.fvtree import TrainParams
+from fgbdt_chain.node.sim.warmup import warm_up
 
 
 def _kernels() -> set[tuple[str, int, str]]:
@@ -61,7 +56,7 @@ def main() -> int:
     params = TrainParams(trees=args.trees, depth=args.depth, bins=16, voted_trees=ALL_TREES_VOTED)
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=0.8, seed=args.seed))
     prep.weights()
-    histogram.warm_up()
+    warm_up()
     start = time.perf_counter()
     federation(prep, "fvtree", threads=1).train()
     one_thread = time.perf_counter() - start

@@ -21,11 +21,11 @@ from typing import Any
 
 from bench.datasets import load
 from bench.stats import mean_se
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.histogram import warm_up
-from fgbdt_chain.node.shapley_cost import slow_shapley_message
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.node.protocol.shapley_cost import slow_shapley_message
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
+from fgbdt_chain.node.sim.warmup import warm_up
 
 
 def rss_mb() -> float:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fgbdt_chain.node.data import Dataset
+from fgbdt_chain.node.data.loaders import Dataset
 
 FEATURES = (
     "signal",

@@ -3,7 +3,7 @@
 Sampling each row into a tree with probability q amplifies privacy, so each leaf release may carry less noise, but a
 leaf then sums only a fraction q of its rows. What decides is the signal per unit of noise, ``q / z``, where ``z`` is
 the leaf releases' noise multiplier that dp-accounting's RDP accountant calibrates to the budget (with the bin
-sketch's share, as ``node.privacy.leaf_plan``). Nothing is trained: the accountant alone answers.
+sketch's share, as ``node.privacy.accountant.leaf_plan``). Nothing is trained: the accountant alone answers.
 
     python -m bench.subsampling   # 200 trees, epsilon 1 and 4, delta 1e-5; q from 1 to 0.05
 """
@@ -15,7 +15,7 @@ import logging
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from fgbdt_chain.node.privacy import SPLIT, smallest_noise_multiplier
+from fgbdt_chain.node.privacy.accountant import SPLIT, smallest_noise_multiplier
 
 RATES = (1.0, 0.5, 0.25, 0.1, 0.05)
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.datasets import load
-from fgbdt_chain.ledger.reference import ALL_TREES_VOTED
-from fgbdt_chain.ledger.task_params import DEFAULT_VOTED_TREES
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.task_params import DEFAULT_VOTED_TREES
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 SETTINGS = ((20, 5), (50, 6), (500, 8))
 VARIANTS = (

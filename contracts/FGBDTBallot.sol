@@ -4,7 +4,7 @@ pragma solidity ^0.8.24;
 /// @title FGBDTBallotLib
 /// @notice A party's ballot of a level: one vote per open node in increasing id, packed 2 bytes each (feature + 1,
 ///         0 abstains), as `FGBDTMathLib.levelTop2` reads ballots; and a ballot sent ahead, while the level before
-///         resolves, cut to the nodes that opened. Mirrored by `ledger/reference.py` (`ahead_ballot`).
+///         resolves, cut to the nodes that opened. Mirrored by `ledger/spec/reference.py` (`ahead_ballot`).
 /// @dev `store` and `takeAhead` are public: the library is deployed once and linked, and the packing loops and the
 ///      copies into storage live here rather than in `FGBDTChain`, which must stay under EIP-170's 24 KB.
 library FGBDTBallotLib {

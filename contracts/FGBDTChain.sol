@@ -16,7 +16,7 @@ import {FGBDTRulesLib} from "./FGBDTRules.sol";
 ///         the first `votedTrees` trees; later trees draw them from a public seed), the contract fixes two candidates
 ///         per node, each party commits its endorsed candidate histograms, and anyone resolves the nodes by
 ///         replaying the histograms in calldata. Splits, leaves, split Shapley values and voting
-///         contributions follow `ledger/reference.py` bit for bit; rewards are paid pro rata to the clipped totals,
+///         contributions follow `ledger/spec/reference.py` bit for bit; rewards are paid pro rata to the clipped totals,
 ///         to the parties that took part to the last step (`RewardForfeited`).
 /// @dev Histograms never touch storage: a party stores one Merkle root over its per-node histogram hashes per level
 ///      and emits the data; resolvers pass the data again with Merkle proofs. Node ids form a heap (root 1, children
@@ -107,7 +107,7 @@ contract FGBDTChain is ERC2771Context {
     /// @notice Upper bound on tree depth (a level's open nodes fit one 256-bit mask).
     uint256 public constant MAX_DEPTH = FGBDTConfigLib.MAX_DEPTH;
     int256 private constant ONE = 1e18;
-    /// @dev The bin edges' magic and format version (`ledger/edges.py`): "FGBE", 2.
+    /// @dev The bin edges' magic and format version (`ledger/spec/edges.py`): "FGBE", 2.
     bytes5 private constant EDGES_V2 = 0x4647424502;
 
     // ------------------------------------------------------------------ storage
@@ -335,7 +335,7 @@ contract FGBDTChain is ERC2771Context {
     ///         edges every party must use.
     /// @dev The edges are derived from the parties' noisy sketches (published with their PSDs), so they can only be
     ///      fixed here: with no hash given at creation this call fixes it, otherwise the edges must match it. The
-    ///      encoding's header (magic "FGBE", version 2; bytes 9-10, `ledger/edges.py`) names the histogram slots per
+    ///      encoding's header (magic "FGBE", version 2; bytes 9-10, `ledger/spec/edges.py`) names the histogram slots per
     ///      candidate: the missing
     ///      slot plus the most value bins any feature has, at most `bins + 1`. Histograms are that wide, not
     ///      `bins + 1`: slots above every feature's top bin hold no row on any data, and carrying them cost gas and
@@ -575,7 +575,7 @@ contract FGBDTChain is ERC2771Context {
     ///         parties' histograms, check them against their commitments, then split or make a leaf and credit
     ///         contributions exactly as `reference.resolve_node`. All or nothing; the last resolution of a level
     ///         advances the task. Block gas and transaction size bound how many nodes fit; callers cut larger
-    ///         batches (`ledger/tx_size.py`).
+    ///         batches (`ledger/spec/tx_size.py`).
     /// @param taskId The task.
     /// @param nodes Heap ids of the nodes, any order, each open and unresolved.
     /// @param g Per node in `nodes` order, its gradient sums, party-major over the submitting parties in party

@@ -5,7 +5,7 @@ pragma solidity ^0.8.24;
 /// @notice The Merkle commitment of a party's level histograms: one leaf per open node (keccak256 of its node block
 ///         `g[2*nbins] | h[2*nbins] | n[2*nbins]`), the root over the leaves padded to a power of two with zero
 ///         leaves, and the check that a resolution's replayed node blocks are the committed ones. Mirrored by
-///         `ledger/encoding.py` (`node_hash`, `merkle_root`, `merkle_proof`).
+///         `ledger/spec/encoding.py` (`node_hash`, `merkle_root`, `merkle_proof`).
 /// @dev Public functions: the library is deployed once and linked, which keeps `FGBDTChain` under EIP-170's 24 KB.
 library FGBDTCommitLib {
     /// @notice A party's replayed histograms do not hash to its commitment.

@@ -6,19 +6,19 @@ import {FGBDTRulesLib} from "./FGBDTRules.sol";
 
 /// @title FGBDTConfigLib
 /// @notice A task's parameters and the rules they must keep, checked once when the task is created. Mirrored by
-///         `ledger/contracts.py` (`TaskConfig`, field for field) and `ledger/task_params.py` (the mapping from the
+///         `ledger/wrappers/contracts.py` (`TaskConfig`, field for field) and `ledger/spec/task_params.py` (the mapping from the
 ///         command line and the API).
 /// @dev `check` is public: the library is deployed once and linked, which keeps `FGBDTChain` under EIP-170's 24 KB.
 library FGBDTConfigLib {
     /// @notice Task parameters fixed at creation. Real values are int256 fixed point (1e18 = 1.0). `epsilon` and
-    ///         `delta` are every party's differential-privacy budget for all it releases (`node/privacy.py`:
+    ///         `delta` are every party's differential-privacy budget for all it releases (`node/privacy/accountant.py`:
     ///         sketch, PSD, votes, histograms); `epsilon` 0 is a task without privacy noise, whose histograms keep the
     ///         per-bin bounds of the loss exactly. A private task trains binary logistic loss (bounded gradients).
     ///         Trees before `votedTrees` fix each node's candidates by the parties' votes (the paper's FV-tree); later
     ///         trees draw them from a public seed when each level opens, with no vote round (0: every tree draws;
     ///         `trees` or more: every tree votes). `labelMin`..`labelMax` is the label's range in the task's schema:
     ///         every party's PSD splits the label inside it, and the labels are divided by the power of two at or
-    ///         above its largest magnitude before training (`ledger/task_params.py`); a binary task's is [0, 1e18].
+    ///         above its largest magnitude before training (`ledger/spec/task_params.py`); a binary task's is [0, 1e18].
     struct Config {
         uint16 trees;
         uint8 depth;
@@ -51,7 +51,7 @@ library FGBDTConfigLib {
     /// @notice The deepest tree (a level's open nodes fit one 256-bit mask).
     uint256 internal constant MAX_DEPTH = 8;
     int256 private constant ONE = 1e18;
-    /// @notice `Config.endorseRule`: verifiers run the statistical test of `node/verify.py` at `refusalRate`.
+    /// @notice `Config.endorseRule`: verifiers run the statistical test of `node/protocol/verify.py` at `refusalRate`.
     uint8 internal constant ENDORSE_STATISTICAL = 0;
     /// @notice `Config.endorseRule`: verifiers compare the paper's equation 11 with `overlapThreshold`; credits
     ///         are neutral.

@@ -3,7 +3,7 @@ pragma solidity ^0.8.24;
 
 /// @title FGBDTEndorseLib
 /// @notice Endorsements of a party's level histograms: the digest a verifier signs and the recovery of its signer.
-///         Mirrored by `ledger/encoding.py` (`endorsement_digest`, `sign_endorsement`) and `ledger/audit.py`
+///         Mirrored by `ledger/spec/encoding.py` (`endorsement_digest`, `sign_endorsement`) and `ledger/audit/replay.py`
 ///         (`recover_endorser`). Who may endorse (approved members, not the party, each once, a quorum) is the
 ///         task's business and stays in `FGBDTChain`.
 /// @dev Public functions: the library is deployed once and linked, which keeps `FGBDTChain` under EIP-170's 24 KB.

@@ -5,7 +5,7 @@ import {FGBDTBallotLib} from "./FGBDTBallot.sol";
 
 /// @title FGBDTMathLib
 /// @notice The contract math of FGBDT-Chain: equation 7 gains, leaf values, top-2 voting, best split and exact split
-///         Shapley values. Every function mirrors `ledger/reference.py` bit for bit: int256 fixed point with 18
+///         Shapley values. Every function mirrors `ledger/spec/reference.py` bit for bit: int256 fixed point with 18
 ///         decimals, divisions truncating toward zero (Solidity's native `/`), checked arithmetic reverting where the
 ///         reference raises `FixedPointOverflow`.
 /// @dev Histograms of one node are flattened: candidate `k`, slot `b` lives at index `k * nbins + b`.

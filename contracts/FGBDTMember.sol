@@ -38,7 +38,7 @@ struct Member {
 
 /// @title FGBDTPayoutLib
 /// @notice The reward of a completed task, split in proportion to the positive contributions, mirrored by
-///         `ledger/reference.py` (`payouts`). Public: the library is deployed once and linked, so the payout loop
+///         `ledger/spec/reference.py` (`payouts`). Public: the library is deployed once and linked, so the payout loop
 ///         lives outside `FGBDTChain`, which must stay under EIP-170's 24 KB.
 library FGBDTPayoutLib {
     /// @notice Same signatures as `FGBDTChain`'s: emitted here under the task contract's address (DELEGATECALL).

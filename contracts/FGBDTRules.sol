@@ -4,7 +4,7 @@ pragma solidity ^0.8.24;
 /// @title FGBDTRulesLib
 /// @notice The exact rules a party's histograms must keep, checked in the transaction that submits them. They are
 ///         identities that hold for every honest party on any data (parties quantise each row once, so every sum is
-///         an exact integer sum of the same row values), mirrored bit for bit by `ledger/histogram_rules.py`:
+///         an exact integer sum of the same row values), mirrored bit for bit by `ledger/spec/histogram_rules.py`:
 ///         a node's two candidate histograms have equal totals; binary logistic loss bounds every bin
 ///         (`|G| <= n`, `0 <= H <= n/4`, `H <= |G|(1 - |G|/n)` when `|G| > n/2`, and at the first tree, where every
 ///         score is 0, `H = n/4` and `n/2 - G` an integer count of positive labels); squared error has `H = n`.

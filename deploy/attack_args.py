@@ -1,4 +1,4 @@
-"""The greedy-party flags (``node.attacks``) shared by ``simulate``, ``train`` and ``node``.
+"""The greedy-party flags (``node.attacks.histograms``) shared by ``simulate``, ``train`` and ``node``.
 
 Kept apart from ``cmd_simulate`` so that ``fgbdt node`` does not import the simulator and its baselines (scikit-learn,
 LightGBM): that import was most of a party process's start-up, and the bench's four parties start together.
@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 
 from fgbdt_chain.deploy.cli import UserError
-from fgbdt_chain.node.attacks import ATTACK_KINDS, Attack
+from fgbdt_chain.node.attacks.histograms import ATTACK_KINDS, Attack
 
 
 def add_attack_arguments(parser: argparse.ArgumentParser, *, node: bool = False) -> None:
-    """Greedy-party experiments (``node.attacks``): the same flags for ``simulate``, ``train`` and ``node``."""
+    """Greedy-party experiments (``node.attacks.histograms``): the same flags for ``simulate``, ``train`` and
+    ``node``."""
     if not node:
         parser.add_argument("--greedy", type=int, help="index of the party that attacks its histograms")
     parser.add_argument(

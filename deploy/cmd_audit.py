@@ -15,9 +15,9 @@ from web3.exceptions import Web3Exception
 
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target
-from fgbdt_chain.ledger.audit import AuditError, audit_chain
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.compile import CompileError
+from fgbdt_chain.ledger.audit.replay import AuditError, audit_chain
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.toolchain.compile import CompileError
 
 
 def register(subparsers: Any) -> None:

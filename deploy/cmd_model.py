@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.deploy.cli import UserError
-from fgbdt_chain.node.data import load_features
-from fgbdt_chain.node.model import Model, ModelFormatError
+from fgbdt_chain.node.data.loaders import load_features
+from fgbdt_chain.node.model.trees import Model, ModelFormatError
 
 EXPORT_FORMATS = ("lightgbm",)
 

@@ -13,12 +13,12 @@ from urllib.parse import urlsplit
 from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target, read_key
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import TaskContract
-from fgbdt_chain.ledger.task_params import TaskParameters
-from fgbdt_chain.node.data import DataFormatError, load_dataset
-from fgbdt_chain.node.endorse_server import EndorsementServer
-from fgbdt_chain.node.party_node import NodeError, NodeSettings, PartyNode
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.task_params import TaskParameters
+from fgbdt_chain.ledger.wrappers.contracts import TaskContract
+from fgbdt_chain.node.data.loaders import DataFormatError, load_dataset
+from fgbdt_chain.node.party.endorse_server import EndorsementServer
+from fgbdt_chain.node.party.party_node import NodeError, NodeSettings, PartyNode
 
 
 def register(sub: Any) -> None:

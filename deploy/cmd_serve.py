@@ -55,7 +55,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from fgbdt_chain.api.app import create_app
     from fgbdt_chain.api.service import Backend
-    from fgbdt_chain.ledger.compile import CompileError, load_artifacts
+    from fgbdt_chain.ledger.toolchain.compile import CompileError, load_artifacts
 
     settings = settings_from_args(args)
     try:

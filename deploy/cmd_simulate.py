@@ -16,16 +16,20 @@ from rich.table import Table
 
 from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of
 from fgbdt_chain.deploy.cli import UserError
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.task_params import (
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.task_params import (
     DEFAULT_DELTA,
     DEFAULT_OVERLAP_THRESHOLD,
     DEFAULT_REFUSAL_RATE,
     DEFAULT_VOTED_TREES,
 )
-from fgbdt_chain.node.binning import BINNING_METHODS
-from fgbdt_chain.node.data import DataFormatError, DataWarning, load_train_test
-from fgbdt_chain.node.experiment import (
+from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
+from fgbdt_chain.node.data.loaders import DataFormatError, DataWarning, load_train_test
+from fgbdt_chain.node.model.trees import slot_widths
+from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_colluders, check_private_objective, plan
+from fgbdt_chain.node.privacy.binning import BINNING_METHODS
+from fgbdt_chain.node.protocol.shapley_cost import shapley_seconds, slow_shapley_message
+from fgbdt_chain.node.sim.experiment import (
     ALGORITHMS,
     BASELINES,
     RANDOM_SPLIT_DEPTH,
@@ -36,13 +40,9 @@ from fgbdt_chain.node.experiment import (
     prepare,
     run,
 )
-from fgbdt_chain.node.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
-from fgbdt_chain.node.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
-from fgbdt_chain.node.model import slot_widths
-from fgbdt_chain.node.privacy import NOISE_SOURCES, check_colluders, check_private_objective, plan
-from fgbdt_chain.node.random_split import TREE_FEATURES, splittable
-from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
-from fgbdt_chain.node.shapley_cost import shapley_seconds, slow_shapley_message
+from fgbdt_chain.node.sim.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
+from fgbdt_chain.node.sim.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
+from fgbdt_chain.node.sim.random_split import TREE_FEATURES, splittable
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,7 +96,7 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=math.inf,
         help="each party's differential-privacy budget for all it releases: bin sketch, PSD, votes and histograms "
-        "(split and accounted in node/privacy.py; inf, the default: exact votes and histograms)",
+        "(split and accounted in node/privacy/accountant.py; inf, the default: exact votes and histograms)",
     )
     parser.add_argument(
         "--dp-delta",
@@ -223,7 +223,7 @@ def print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessag
 
 
 def check_party_count(parties: int, algo: str = "fvtree") -> None:
-    """Refuse a federation the contract would not accept (``ledger.reference.MAX_PARTIES``).
+    """Refuse a federation the contract would not accept (``ledger.spec.reference.MAX_PARTIES``).
 
     Only the federated algorithms compute split Shapley values (2^M coalitions per split) and model the contract,
     so the standalone and centralized LightGBM baselines take any M."""
@@ -314,7 +314,7 @@ def objective_of(y: Any, task: str = "auto") -> ref.ObjectiveName:
 
 
 def shape_defaults(args: argparse.Namespace) -> None:
-    """Fill what the user left unset with the defaults of ``node.experiment``: the algorithm
+    """Fill what the user left unset with the defaults of ``node.sim.experiment``: the algorithm
     (``default_algorithm``: random splits under a budget, saying so on stderr) and its trees and depth
     (``default_shape``)."""
     if args.algo is None:

@@ -29,11 +29,11 @@ from fgbdt_chain.deploy.cmd_simulate import (
 from fgbdt_chain.deploy.deployment import ChainTarget, add_chain_arguments, chain_target, read_key
 from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
 from fgbdt_chain.deploy.requester import ChainSetup, run_task
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.node.experiment import prepare
-from fgbdt_chain.node.fvtree import ON_CHAIN, TrainParams
-from fgbdt_chain.node.model import Model
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.node.model.trees import Model
+from fgbdt_chain.node.sim.experiment import prepare
+from fgbdt_chain.node.sim.fvtree import ON_CHAIN, TrainParams
 
 TRAIN_TREES = 20
 TRAIN_DEPTH = 5

@@ -31,15 +31,15 @@ from fgbdt_chain.api.service import request_parameters
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.deploy.cmd_train import on_chain_progress
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import TaskContract
-from fgbdt_chain.ledger.forwarder import Forwarder
-from fgbdt_chain.ledger.task_params import TaskParameters
-from fgbdt_chain.node.data import load_train_test
-from fgbdt_chain.node.experiment import PrepConfig, evaluate, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.model import Model
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.task_params import TaskParameters
+from fgbdt_chain.ledger.wrappers.contracts import TaskContract
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
+from fgbdt_chain.node.data.loaders import load_train_test
+from fgbdt_chain.node.model.trees import Model
+from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -59,8 +59,8 @@ def register(sub: Any) -> None:
 @contextlib.contextmanager
 def devnet(kind: str, console: Console) -> Iterator[str]:
     """A fresh local chain for the demo: anvil when available, else the embedded chain over JSON-RPC."""
-    from fgbdt_chain.ledger.anvil import AnvilNotFound, anvil_binary, start_anvil
-    from fgbdt_chain.ledger.embedded_rpc import missing_requirement, start_embedded_chain
+    from fgbdt_chain.ledger.devnet.anvil import AnvilNotFound, anvil_binary, start_anvil
+    from fgbdt_chain.ledger.devnet.embedded_rpc import missing_requirement, start_embedded_chain
 
     why_not_anvil = ""
     if kind in ("auto", "anvil"):

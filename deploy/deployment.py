@@ -20,8 +20,8 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.deploy.cli import UserError
-from fgbdt_chain.ledger import paths
-from fgbdt_chain.ledger.anvil import rpc_ready
+from fgbdt_chain.ledger.devnet.anvil import rpc_ready
+from fgbdt_chain.ledger.toolchain import paths
 
 TASK_CONTRACT = "FGBDTChain"
 FORWARDER_CONTRACT = "FGBDTForwarder"
@@ -29,7 +29,7 @@ FORWARDER_CONTRACT = "FGBDTForwarder"
 
 def devnet_dir(explicit: str | None = None) -> Path:
     """Where devnets keep state, logs, pids, deployment files and keys: ``--dir``, ``$FGBDT_DEVNET_DIR``, else the
-    user's state directory (``ledger.paths.state_dir() / "devnet"``), never the package."""
+    user's state directory (``ledger.toolchain.paths.state_dir() / "devnet"``), never the package."""
     path = Path(explicit or os.environ.get("FGBDT_DEVNET_DIR") or paths.state_dir() / "devnet")
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -32,11 +32,11 @@ from fgbdt_chain.deploy.deployment import (
     running_devnets,
     write_key,
 )
-from fgbdt_chain.ledger.anvil import AnvilNotFound, rpc_ready, start_anvil, stop_mining
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.compile import CompileError
-from fgbdt_chain.ledger.contracts import MathContract, TaskContract
-from fgbdt_chain.ledger.forwarder import Forwarder
+from fgbdt_chain.ledger.devnet.anvil import AnvilNotFound, rpc_ready, start_anvil, stop_mining
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.toolchain.compile import CompileError
+from fgbdt_chain.ledger.wrappers.contracts import MathContract, TaskContract
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
 
 DEFAULT_PORT: int = 8545
 DEPLOYER_SEED: bytes = b"fgbdt-devnet-deployer"

@@ -238,8 +238,8 @@ def _load() -> None:
     """Everything a party node loads before it works: the command's modules, the compiled kernels, and what its
     endpoint imports on first use."""
     import fgbdt_chain.deploy.cmd_node  # noqa: F401
-    from fgbdt_chain.node import endorse_server
-    from fgbdt_chain.node.histogram import warm_up
+    from fgbdt_chain.node.party import endorse_server
+    from fgbdt_chain.node.sim.warmup import warm_up
 
     warm_up(simulator=False)
     endorse_server.warm_up()

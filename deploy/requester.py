@@ -28,21 +28,21 @@ from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.deploy.deployment import write_key
 from fgbdt_chain.deploy.party_forks import Party, PartyForks, PartyForksError, fork_available, start_party
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.chain_model import model_from_chain
-from fgbdt_chain.ledger.client import ChainClient, Event
-from fgbdt_chain.ledger.contracts import Sent, Status, TaskConfig, TaskContract
-from fgbdt_chain.ledger.edges import encode_edges
-from fgbdt_chain.ledger.heads import NewHeads
-from fgbdt_chain.ledger.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
-from fgbdt_chain.ledger.usage import ChainUsage
-from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.binning import edges_from_sketch, snap_integer_edges
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import Prepared, evaluate
-from fgbdt_chain.node.frozen_heap import frozen_heap
-from fgbdt_chain.node.fvtree import task_voted_trees
-from fgbdt_chain.node.publish import decode_join
+from fgbdt_chain.ledger.rpc.client import ChainClient, Event
+from fgbdt_chain.ledger.rpc.heads import NewHeads
+from fgbdt_chain.ledger.rpc.usage import ChainUsage
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.edges import encode_edges
+from fgbdt_chain.ledger.spec.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
+from fgbdt_chain.ledger.wrappers.contracts import Sent, Status, TaskConfig, TaskContract
+from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.kernels.frozen_heap import frozen_heap
+from fgbdt_chain.node.privacy.binning import edges_from_sketch, snap_integer_edges
+from fgbdt_chain.node.privacy.publish import decode_join
+from fgbdt_chain.node.sim.experiment import Prepared, evaluate
+from fgbdt_chain.node.sim.fvtree import task_voted_trees
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -93,8 +93,8 @@ class ChainSetup:
 def write_shard(path: Path, data: Dataset) -> None:
     """A party's rows: an ``.npz`` archive (``X``, ``y``, ``feature_names``) where ``path`` ends so, else CSV, label
     first, values in shortest round-trip form (exact), missing values empty. Both load as the same data set
-    (``node.data``); the requester writes the archive, which a party reads in milliseconds where the CSV of 10,000
-    a9a rows took it 0.12 s (four parties starting at once on two cores: 0.25 s before the first could join)."""
+    (``node.data.loaders``); the requester writes the archive, which a party reads in milliseconds where the CSV of
+    10,000 a9a rows took it 0.12 s (four parties starting at once on two cores: 0.25 s before the first could join)."""
     if path.suffix.lower() == ".npz":
         with open(path, "wb") as f:  # np.savez given a name would add ".npz" to one without it
             np.savez(f, X=data.X, y=data.y, feature_names=np.array(data.feature_names, dtype=str))
@@ -308,7 +308,7 @@ class Requester:
 
     def edges_for(self, payloads: dict[str, bytes]) -> bytes:
         """The encoded common bin edges from the parties' published sketches, merged in party order as the
-        simulator merges them (``node.binning.edges_from_sketch``)."""
+        simulator merges them (``node.privacy.binning.edges_from_sketch``)."""
         low, high = self.prep.ranges
         sketches = [decode_join(payloads[acct.address]).sketch for acct in self.accounts]
         edges = snap_integer_edges(edges_from_sketch(sketches, low, high, self.prep.params.bins), self.prep.integers)

@@ -51,15 +51,15 @@ def _fast_keccak() -> None:
 _fast_keccak()
 
 if TYPE_CHECKING:
-    from fgbdt_chain.node.engine import train
-    from fgbdt_chain.node.model import Model
-    from fgbdt_chain.node.sklearn import FGBDTClassifier, FGBDTRegressor
+    from fgbdt_chain.node.model.trees import Model
+    from fgbdt_chain.node.sim.engine import train
+    from fgbdt_chain.node.sim.sklearn import FGBDTClassifier, FGBDTRegressor
 
 _LAZY = {
-    "train": "fgbdt_chain.node.engine",
-    "Model": "fgbdt_chain.node.model",
-    "FGBDTClassifier": "fgbdt_chain.node.sklearn",
-    "FGBDTRegressor": "fgbdt_chain.node.sklearn",
+    "train": "fgbdt_chain.node.sim.engine",
+    "Model": "fgbdt_chain.node.model.trees",
+    "FGBDTClassifier": "fgbdt_chain.node.sim.sklearn",
+    "FGBDTRegressor": "fgbdt_chain.node.sim.sklearn",
 }
 """Public name -> the module that defines it, imported when the name is first read."""
 

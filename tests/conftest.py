@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fgbdt_chain.ledger.anvil import Anvil, start_anvil
-from fgbdt_chain.ledger.compile import Artifact, load_artifacts
+from fgbdt_chain.ledger.devnet.anvil import Anvil, start_anvil
+from fgbdt_chain.ledger.toolchain.compile import Artifact, load_artifacts
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fgbdt_chain.ledger import compile as compiler
-from fgbdt_chain.ledger.compile import ARTIFACTS_FILE, compile_all, load_artifacts, shipped_artifacts
+from fgbdt_chain.ledger.toolchain import compile as compiler
+from fgbdt_chain.ledger.toolchain.compile import ARTIFACTS_FILE, compile_all, load_artifacts, shipped_artifacts
 
 
 @pytest.fixture

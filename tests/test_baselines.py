@@ -1,12 +1,13 @@
-"""LightGBM baselines (``node.baselines``): what each takes from the task and what it leaves at LightGBM's own."""
+"""LightGBM baselines (``node.baselines.centralized``): what each takes from the task and what it leaves at LightGBM's
+own."""
 
 from __future__ import annotations
 
 import lightgbm as lgb
 import numpy as np
 
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_lightgbm_defaults_is_lightgbm_as_a_user_runs_it() -> None:

@@ -12,9 +12,10 @@ import math
 import numpy as np
 import pytest
 
-from fgbdt_chain.ledger.edges import histogram_slots
-from fgbdt_chain.ledger.reference import from_fixed, to_fixed
-from fgbdt_chain.node.binning import (
+from fgbdt_chain.ledger.spec.edges import histogram_slots
+from fgbdt_chain.ledger.spec.reference import from_fixed, to_fixed
+from fgbdt_chain.node.model.trees import bin_matrix
+from fgbdt_chain.node.privacy.binning import (
     BINNING_METHODS,
     DEFAULT_RESOLUTION,
     FALSE_SELECTION_RATE,
@@ -37,7 +38,6 @@ from fgbdt_chain.node.binning import (
     sketch_noise_scale,
     sketch_rng,
 )
-from fgbdt_chain.node.model import bin_matrix
 
 BINS = 16
 

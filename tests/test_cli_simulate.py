@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.deploy.cli import main
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.node.fvtree import Federation, TrainParams
-from fgbdt_chain.node.model import Model
-from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS
-from fgbdt_chain.node.shapley_cost import SHAPLEY_COST, SLOW_SHAPLEY_SECONDS, shapley_seconds
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS
+from fgbdt_chain.node.model.trees import Model
+from fgbdt_chain.node.protocol.shapley_cost import SHAPLEY_COST, SLOW_SHAPLEY_SECONDS, shapley_seconds
+from fgbdt_chain.node.sim.fvtree import Federation, TrainParams
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.node.data import (
+from fgbdt_chain.node.data.loaders import (
     DataFormatError,
     Dataset,
     DataWarning,

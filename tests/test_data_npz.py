@@ -1,4 +1,5 @@
-"""NumPy ``.npz`` data files (``node.data``): the same data set as its CSV, by name or by content, and every malformed
+"""NumPy ``.npz`` data files (``node.data.loaders``): the same data set as its CSV, by name or by content, and every
+malformed
 archive refused with its reason (nothing unpickled)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.deploy.requester import write_shard
-from fgbdt_chain.node.data import DataFormatError, Dataset, load_dataset, load_features, load_train_test
+from fgbdt_chain.node.data.loaders import DataFormatError, Dataset, load_dataset, load_features, load_train_test
 
 
 def _rows(seed: int = 0, n: int = 40) -> Dataset:

@@ -13,8 +13,7 @@ import pytest
 from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
-from fgbdt_chain.ledger.contracts import resolution_calldata
-from fgbdt_chain.ledger.encoding import (
+from fgbdt_chain.ledger.spec.encoding import (
     ENDORSEMENT_TAG,
     endorsement_digest,
     layers_proof,
@@ -23,7 +22,8 @@ from fgbdt_chain.ledger.encoding import (
     merkle_root,
     node_hash,
 )
-from fgbdt_chain.ledger.reference import MAX_CREDIT, Credit, NodeHistograms
+from fgbdt_chain.ledger.spec.reference import MAX_CREDIT, Credit, NodeHistograms
+from fgbdt_chain.ledger.wrappers.contracts import resolution_calldata
 
 
 def _climb(leaf: bytes, index: int, proof: list[bytes]) -> bytes:

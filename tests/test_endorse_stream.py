@@ -22,8 +22,8 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from fgbdt_chain.node.endorse_client import EndorseClient, NoEndorsementStream, VerifierUnreachable, stream_url
-from fgbdt_chain.node.endorse_server import EndorsementServer
+from fgbdt_chain.node.party.endorse_client import EndorseClient, NoEndorsementStream, VerifierUnreachable, stream_url
+from fgbdt_chain.node.party.endorse_server import EndorsementServer
 
 PARTY = "0x90F8bf6A479f320ead074411a4B0e7944Ea8c9C1"
 
@@ -250,7 +250,7 @@ def test_the_relay_routes_answer_alike_and_say_what_is_wrong(verifier: Any, clie
 
     from eth_account import Account
 
-    from fgbdt_chain.node.relay import RELAY_STREAM_PATH, SELECTORS, RelayInbox
+    from fgbdt_chain.node.party.relay import RELAY_STREAM_PATH, SELECTORS, RelayInbox
 
     node, endpoint, _, _ = verifier
     status, answer = client.ask(endpoint, {"kind": "votes"}, RELAY_STREAM_PATH)

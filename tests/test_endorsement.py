@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
-from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.endorsement import choose
-from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.verify import Verdict
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.protocol.endorsement import choose
+from fgbdt_chain.node.protocol.verify import Verdict
+from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 PARAMS = TrainParams(trees=6, depth=3, bins=8, min_rows=5)
 
@@ -145,8 +145,8 @@ def test_crediting_undoes_a_stretch() -> None:
 
 def test_squared_error_honest_parties_pass_and_stretches_are_refused() -> None:
     """Under squared error the gradient depends on a real label; the PSD resolves it into ``bins`` intervals
-    (``node.psd.label_levels_for``), so label-skewed honest parties pass the statistical test; stretches after the
-    first tree are refused (by the carry rule: ``tests/test_tree_carry.py``)."""
+    (``node.privacy.psd.label_levels_for``), so label-skewed honest parties pass the statistical test; stretches after
+    the first tree are refused (by the carry rule: ``tests/test_tree_carry.py``)."""
     rng = np.random.default_rng(11)
     X = rng.normal(size=(4000, 5))
     X[:, 3] = np.exp(2 * X[:, 3])

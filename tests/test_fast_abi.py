@@ -1,4 +1,5 @@
-"""``ledger.fast_abi`` writes and reads exactly what ``eth_abi`` does, on every function and event of the contracts."""
+"""``ledger.rpc.fast_abi`` writes and reads exactly what ``eth_abi`` does, on every function and event of the
+contracts."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from eth_abi import encode as abi_encode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.ledger import fast_abi
-from fgbdt_chain.ledger.abi_codec import canonical_type
-from fgbdt_chain.ledger.compile import load_artifacts
+from fgbdt_chain.ledger.rpc import fast_abi
+from fgbdt_chain.ledger.rpc.abi_codec import canonical_type
+from fgbdt_chain.ledger.toolchain.compile import load_artifacts
 
 
 def _signatures() -> list[tuple[str, tuple[str, ...]]]:

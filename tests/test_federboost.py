@@ -1,4 +1,5 @@
-"""Secure aggregation (``node.secure_agg``) and horizontal FederBoost (``node.federboost``): the aggregator sees
+"""Secure aggregation (``node.privacy.secure_agg``) and horizontal FederBoost (``node.baselines.federboost``): the
+aggregator sees
 only masked vectors and gets exact sums; the buckets are the pooled quantiles; the trees are a centralized GBDT's."""
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ import itertools
 import numpy as np
 import pytest
 
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.federboost import quantile_edges, train_federboost
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.model import bin_matrix
-from fgbdt_chain.node.secure_agg import (
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.baselines.federboost import quantile_edges, train_federboost
+from fgbdt_chain.node.baselines.seed_systems import SeedInputs
+from fgbdt_chain.node.model.trees import bin_matrix
+from fgbdt_chain.node.privacy.secure_agg import (
     SecureSum,
     aggregate,
     fraction_bits,
@@ -21,7 +22,7 @@ from fgbdt_chain.node.secure_agg import (
     pairwise_seeds,
     to_fixed,
 )
-from fgbdt_chain.node.seed_systems import SeedInputs
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_sums_are_exact_and_negative_values_survive() -> None:

@@ -1,4 +1,4 @@
-"""FedXGBllr (``node.fedxgbllr``): the CNN's gradients against finite differences, FedAvg's weighting, and the
+"""FedXGBllr (``node.baselines.fedxgbllr``): the CNN's gradients against finite differences, FedAvg's weighting, and the
 learnable learning rates doing better than one client's trees alone."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.fedxgbllr import TreeCNN, client_update, fed_avg, train_fedxgbllr
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.metrics import auc
-from fgbdt_chain.node.seed_systems import SeedInputs
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.baselines.fedxgbllr import TreeCNN, client_update, fed_avg, train_fedxgbllr
+from fgbdt_chain.node.baselines.seed_systems import SeedInputs
+from fgbdt_chain.node.model.metrics import auc
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 @pytest.mark.parametrize("objective", ["binary", "regression"])

@@ -1,4 +1,5 @@
-"""EIP-712 requests for the ERC-2771 forwarder, packed by hand (``ledger.forwarder.request_digest``): the same digest
+"""EIP-712 requests for the ERC-2771 forwarder, packed by hand (``ledger.wrappers.forwarder.request_digest``): the same
+digest
 and signature as eth-account's generic typed-data encoder, which the forwarder's own ``verify`` accepts (checked on
 the EVM in ``tests/chain/test_ahead_votes.py`` and the API's tests)."""
 
@@ -11,7 +12,7 @@ from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_utils import keccak
 
-from fgbdt_chain.ledger.forwarder import (
+from fgbdt_chain.ledger.wrappers.forwarder import (
     MAX_DEADLINE,
     REQUEST_OVERHEAD_GAS,
     ForwardRequest,
@@ -91,8 +92,8 @@ def test_a_batch_limit_grants_every_request_its_gas() -> None:
 
 
 def test_batches_keep_the_order_and_fit_a_transaction_and_a_block() -> None:
-    from fgbdt_chain.ledger.forwarder import pack_batches, request_bytes
-    from fgbdt_chain.ledger.tx_size import BLOCK_GAS_LIMIT, CALLDATA_LIMIT
+    from fgbdt_chain.ledger.spec.tx_size import BLOCK_GAS_LIMIT, CALLDATA_LIMIT
+    from fgbdt_chain.ledger.wrappers.forwarder import pack_batches, request_bytes
 
     rng = random.Random(8)
     reqs = [

@@ -1,4 +1,4 @@
-"""``node.frozen_heap``: the objects alive before training are left out of collections while it runs, and only
+"""``node.kernels.frozen_heap``: the objects alive before training are left out of collections while it runs, and only
 then; garbage made meanwhile is still collected."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import weakref
 
 import pytest
 
-from fgbdt_chain.node.frozen_heap import frozen_heap
+from fgbdt_chain.node.kernels.frozen_heap import frozen_heap
 
 
 class _Cycle:

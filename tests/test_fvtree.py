@@ -7,11 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.reference import endorsement_quorum
-from fgbdt_chain.node import fvtree
-from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.fvtree import (
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.reference import endorsement_quorum
+from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.protocol.messages import level_traffic
+from fgbdt_chain.node.sim import fvtree
+from fgbdt_chain.node.sim.fvtree import (
     TIE_BREAKS,
     Federation,
     LevelView,
@@ -21,7 +22,6 @@ from fgbdt_chain.node.fvtree import (
     route,
     task_voted_trees,
 )
-from fgbdt_chain.node.messages import level_traffic
 
 
 def _federation_data(n: int = 1600, parties: int = 3, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -43,7 +43,7 @@ def _train(algo: str = "fvtree", params: TrainParams | None = None, weights: boo
 
 
 def test_model_traversal_reproduces_the_training_scores() -> None:
-    from fgbdt_chain.node.model import Model
+    from fgbdt_chain.node.model.trees import Model
 
     fed, result = _train()
     edges = [list(np.arange(1.5, 8.5, 1.0)) for _ in range(6)]  # slot s <-> raw value s (slot 0 <-> NaN)
@@ -311,8 +311,8 @@ def _sides_by_cumsum(sums, nodes, ranks, thresholds):  # type: ignore[no-untyped
 
 @pytest.mark.parametrize("seed", range(8))
 def test_compiled_side_sums_equal_the_cumulative_sums(seed: int) -> None:
-    from fgbdt_chain.node.fvtree import _node_totals, _sides
-    from fgbdt_chain.node.histogram import FixedSums
+    from fgbdt_chain.node.kernels.histogram import FixedSums
+    from fgbdt_chain.node.sim.fvtree import _node_totals, _sides
 
     rng = np.random.default_rng(seed)
     k, c, b = int(rng.integers(1, 9)), 2, int(rng.integers(2, 20))
@@ -335,8 +335,8 @@ def test_compiled_side_sums_equal_the_cumulative_sums(seed: int) -> None:
 
 
 def test_side_sums_of_several_parties_are_each_partys_own() -> None:
-    from fgbdt_chain.node.fvtree import _parties_sides, _sides
-    from fgbdt_chain.node.histogram import FixedSums
+    from fgbdt_chain.node.kernels.histogram import FixedSums
+    from fgbdt_chain.node.sim.fvtree import _parties_sides, _sides
 
     rng = np.random.default_rng(5)
     k, c, b = 4, 2, 9

@@ -6,7 +6,7 @@ import random
 
 from eth_utils import keccak
 
-from fgbdt_chain.ledger.hashing import keccak256
+from fgbdt_chain.ledger.spec.hashing import keccak256
 
 
 def test_the_digests_are_eth_utils() -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.fvtree import open_positions, route
-from fgbdt_chain.node.histogram import BinnedRows, RowGroups, row_width, votes_from_gains, votes_into
-from fgbdt_chain.node.vote_histograms import vote_scale
+from fgbdt_chain.node.kernels.histogram import BinnedRows, RowGroups, row_width, votes_from_gains, votes_into
+from fgbdt_chain.node.kernels.vote_histograms import vote_scale
+from fgbdt_chain.node.sim.fvtree import open_positions, route
 
 
 def _data(seed: int, n: int = 600, f: int = 9, nb: int = 6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -257,7 +257,7 @@ def test_kernels_are_bit_for_bit_the_sequential_loops(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_exact_candidate_sums_are_the_integer_sums_of_the_rows(seed: int) -> None:
-    from fgbdt_chain.node.histogram import FixedRows
+    from fgbdt_chain.node.kernels.histogram import FixedRows
 
     rng = np.random.default_rng(seed)
     rows, features, nbins, groups = int(rng.integers(1, 300)), 5, int(rng.integers(2, 9)), int(rng.integers(1, 6))

@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.histogram_rules import ROW_SLACK, HistogramRuleError, Sides, check_level, check_node
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
-from fgbdt_chain.node.fvtree import messages_of
-from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
-from fgbdt_chain.node.objective import gradients
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.histogram_rules import ROW_SLACK, HistogramRuleError, Sides, check_level, check_node
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, RowGroups
+from fgbdt_chain.node.model.objective import gradients
+from fgbdt_chain.node.sim.fvtree import messages_of
 
 
 def _honest_levels(
@@ -111,8 +111,8 @@ def test_children_must_carry_the_parents_sides() -> None:
 
 
 def test_a_stretch_of_every_row_keeps_the_identities_but_not_the_bounds() -> None:
-    """Why the bounds matter: stretching rows keeps candidate and inherited totals equal (``node.attacks``), so only
-    the loss's bounds (and the verifiers) can see it; at the first tree a stretch is refused outright."""
+    """Why the bounds matter: stretching rows keeps candidate and inherited totals equal (``node.attacks.histograms``),
+    so only the loss's bounds (and the verifiers) can see it; at the first tree a stretch is refused outright."""
     rng = np.random.default_rng(5)
     rows = 400
     slots = rng.integers(0, 5, (rows, 3)).astype(np.uint8)
@@ -133,8 +133,8 @@ def test_the_fast_checked_sum_is_the_checked_sum() -> None:
     results, and the same overflow where one does (a near-limit term followed by another)."""
     import random
 
-    from fgbdt_chain.ledger.histogram_rules import _SAFE_TERM, _checked_sum
-    from fgbdt_chain.ledger.reference import FixedPointOverflow, check_int256
+    from fgbdt_chain.ledger.spec.histogram_rules import _SAFE_TERM, _checked_sum
+    from fgbdt_chain.ledger.spec.reference import FixedPointOverflow, check_int256
 
     def slow(values: list[int]) -> int:
         acc = 0

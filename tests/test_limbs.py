@@ -1,4 +1,4 @@
-"""``node.limbs``: the one split and join of exact sums into two int64 limbs."""
+"""``node.kernels.limbs``: the one split and join of exact sums into two int64 limbs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from fgbdt_chain.node import limbs
-from fgbdt_chain.node.histogram import FixedRows
+from fgbdt_chain.node.kernels import limbs
+from fgbdt_chain.node.kernels.histogram import FixedRows
 
 
 def _values(seed: int) -> list[int]:

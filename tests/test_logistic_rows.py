@@ -1,4 +1,5 @@
-"""``node.logistic_rows``: a tree's starting rows under the logistic loss made in one compiled call are, array for
+"""``node.kernels.logistic_rows``: a tree's starting rows under the logistic loss made in one compiled call are, array
+for
 array, what each party's own steps make (gradients, the votes' refitted values, the fixed-point limbs), and a
 federation trains the same record with them as without."""
 
@@ -7,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.fvtree import Federation, LocalParty, TrainParams
-from fgbdt_chain.node.histogram import BinnedRows
-from fgbdt_chain.node.party_kernels import FIXED_FIELDS, PartyKernels
+from fgbdt_chain.node.kernels.histogram import BinnedRows
+from fgbdt_chain.node.kernels.party_kernels import FIXED_FIELDS, PartyKernels
+from fgbdt_chain.node.sim.fvtree import Federation, LocalParty, TrainParams
 
 
 def _parties(rng: np.random.Generator, sizes: list[int], weights: bool) -> list[LocalParty]:

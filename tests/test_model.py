@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.deploy.cli import main as cli_main
-from fgbdt_chain.node.model import (
+from fgbdt_chain.node.model.trees import (
     FORMAT_TAG,
     ONE,
     Model,
@@ -435,7 +435,7 @@ def test_cli_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_cli_predict_with_real_loader(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """End to end through node.data on a CSV whose label is the last column, given by index and by name."""
-    pytest.importorskip("fgbdt_chain.node.data")
+    pytest.importorskip("fgbdt_chain.node.data.loaders")
     model = random_model(8, num_trees=6)
     X = np.random.default_rng(8).normal(0.0, 2.0, size=(40, model.num_features))
     X[:5, 1] = model.edges[1][:5]  # values exactly on edges survive the CSV round trip (repr)

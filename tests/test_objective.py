@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.objective import gradients, sigmoid
+from fgbdt_chain.node.model.objective import gradients, sigmoid
 
 
 def _two_halves(x: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The simulator's parties on several threads (``node.parallel``): the same federation, bit for bit."""
+"""The simulator's parties on several threads (``node.kernels.parallel``): the same federation, bit for bit."""
 
 from __future__ import annotations
 
@@ -12,12 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fgbdt_chain.node import fvtree, party_kernels, verify
-from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import Prepared, PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import TrainParams, TrainResult
-from fgbdt_chain.node.parallel import PartyThreads, balanced_blocks
+from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.kernels import party_kernels
+from fgbdt_chain.node.kernels.parallel import PartyThreads, balanced_blocks
+from fgbdt_chain.node.protocol import verify
+from fgbdt_chain.node.sim import fvtree
+from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, federation, prepare
+from fgbdt_chain.node.sim.fvtree import TrainParams, TrainResult
 
 
 def test_blocks_balance_the_rows_and_keep_party_order() -> None:
@@ -81,7 +83,7 @@ def test_threads_train_the_sequential_federation_bit_for_bit(endorse: str, monke
     """Votes, verdicts, statistics, refusals (in party order), trees and contributions are the sequential loop's,
     on two and on three threads (uneven blocks); and the work did go to the cores: the overlap rule's checks to the
     threads, the statistical rule's statistics and the parties' level kernels to their parallel variants
-    (``node.party_kernels``)."""
+    (``node.kernels.party_kernels``)."""
     verifiers: set[int] = set()
     decide = fvtree.decide
     parallel_calls: list[str] = []

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.node.partition import binary_classes, skewed_partition
+from fgbdt_chain.node.data.partition import binary_classes, skewed_partition
 
 
 def labels(n0: int, n1: int, seed: int = 0) -> np.ndarray:

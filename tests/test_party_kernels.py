@@ -1,4 +1,5 @@
-"""Every party's level kernel in one call (``node.party_kernels``) against each party's own kernel, bit for bit."""
+"""Every party's level kernel in one call (``node.kernels.party_kernels``) against each party's own kernel, bit for
+bit."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fgbdt_chain.node import party_kernels
-from fgbdt_chain.node.fvtree import Federation, TrainParams
-from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups, votes_from_gains
-from fgbdt_chain.node.party_kernels import PartyKernels
+from fgbdt_chain.node.kernels import party_kernels
+from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, RowGroups, votes_from_gains
+from fgbdt_chain.node.kernels.party_kernels import PartyKernels
+from fgbdt_chain.node.sim.fvtree import Federation, TrainParams
 
 
 def _parties(seed: int, sizes: list[int], features: int = 6, nbins: int = 5) -> list[BinnedRows]:
@@ -207,7 +208,7 @@ def test_a_child_forked_after_the_warm_up_runs_the_kernels_serially() -> None:
 
 
 def test_vote_values_the_fixed_point_cannot_hold_are_refused_at_the_trees_start() -> None:
-    """A party whose vote values are not finite or too large to sum in int64 (``node.vote_histograms``) is named
+    """A party whose vote values are not finite or too large to sum in int64 (``node.kernels.vote_histograms``) is named
     before any level runs, on one thread and on the cores."""
     rows = _parties(7, [50, 70])
     rng = np.random.default_rng(4)

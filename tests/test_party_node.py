@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 from web3.exceptions import Web3RPCError
 
-from fgbdt_chain.ledger.contracts import Phase, Status, TaskState
-from fgbdt_chain.ledger.encoding import merkle_root, node_hash
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms, Totals
-from fgbdt_chain.ledger.tx_size import resolution_batches
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.party_node import (
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.spec.encoding import merkle_root, node_hash
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms, Totals
+from fgbdt_chain.ledger.spec.tx_size import resolution_batches
+from fgbdt_chain.ledger.wrappers.contracts import Phase, Status, TaskState
+from fgbdt_chain.node.party.party_node import (
     LIGHT_EVENTS,
     RESCAN_BLOCKS,
     ChainLag,
@@ -32,6 +31,7 @@ from fgbdt_chain.node.party_node import (
     resolution_share,
     splits_open,
 )
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_splits_open_the_level_exactly() -> None:
@@ -619,7 +619,7 @@ def test_the_relayer_folds_its_resolution_only_when_it_can_size_it_and_holds_the
 def test_histograms_handed_over_and_not_landed_are_submitted_as_the_partys_own() -> None:
     """Past the patience, a party submits the level's histograms itself: not handed to the same relayer again (it
     may be answering and never sending), and with the relayer's requests expired by then (``RELAY_TTL_SECONDS``)."""
-    from fgbdt_chain.node.relay import RELAY_TTL_SECONDS
+    from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS
 
     assert NodeSettings().relay_patience_seconds > RELAY_TTL_SECONDS + 1  # the deadline's seconds round down
     hist = NodeHistograms((0, 1), ((1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2)), ((3, 3, 3), (3, 3, 3)))

@@ -1,4 +1,4 @@
-"""``fgbdt predict`` matches a data file's columns to the model's features by header name (``node.columns``).
+"""``fgbdt predict`` matches a data file's columns to the model's features by header name (``node.data.columns``).
 
 The model comes from ``fgbdt simulate`` on a CSV whose label is its last column, the layout where reading by
 position went wrong (issue 11: test error 0.590 instead of 0.235).
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.deploy.cli import main
-from fgbdt_chain.ledger.reference import ONE
-from fgbdt_chain.node.columns import ColumnMismatch, align_columns
-from fgbdt_chain.node.model import Model, Tree
+from fgbdt_chain.ledger.spec.reference import ONE
+from fgbdt_chain.node.data.columns import ColumnMismatch, align_columns
+from fgbdt_chain.node.model.trees import Model, Tree
 
 FEATURES = ["x0", "x1", "x2", "x3", "x4"]
 

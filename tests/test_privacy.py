@@ -10,14 +10,12 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.histogram_rules import BOUNDS_NONE, check_level
-from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import LocalParty, TrainParams, messages_of
-from fgbdt_chain.node.histogram import FixedSums
-from fgbdt_chain.node.privacy import (
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.histogram_rules import BOUNDS_NONE, check_level
+from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.kernels.histogram import FixedSums
+from fgbdt_chain.node.privacy.accountant import (
     HISTOGRAMS,
     NO_PRIVACY,
     SPLIT,
@@ -27,6 +25,8 @@ from fgbdt_chain.node.privacy import (
     plan,
     secret_noise_seed,
 )
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import LocalParty, TrainParams, messages_of
 
 
 @pytest.mark.parametrize(("epsilon", "trees", "depth"), [(0.5, 20, 3), (1.0, 50, 6), (8.0, 500, 8)])

@@ -1,4 +1,4 @@
-"""Tests of the private spatial decomposition (node/psd.py)."""
+"""Tests of the private spatial decomposition (node/privacy/psd.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.node.psd import PSD, PSDFormatError, build_psd, label_levels_for, psd_budget
+from fgbdt_chain.node.privacy.psd import PSD, PSDFormatError, build_psd, label_levels_for, psd_budget
 
 
 def make_data(n: int = 3000, F: int = 5, seed: int = 0, nan_frac: float = 0.05) -> tuple[np.ndarray, np.ndarray]:

@@ -27,12 +27,12 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 
 import fgbdt_chain
 from fgbdt_chain import FGBDTClassifier, FGBDTRegressor, Model, train
-from fgbdt_chain.ledger.reference import MAX_PARTIES
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.engine import PARAMS, parse_params
-from fgbdt_chain.node.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.shapley_cost import SlowShapleyWarning
+from fgbdt_chain.ledger.spec.reference import MAX_PARTIES
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.protocol.shapley_cost import SlowShapleyWarning
+from fgbdt_chain.node.sim.engine import PARAMS, parse_params
+from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 SMALL = {"num_trees": 6, "max_depth": 3, "min_data_in_leaf": 5, "learning_rate": 0.3}
@@ -311,7 +311,7 @@ def test_sklearn_array_api_check_with_scipy_array_api() -> None:
     """``check_array_api_input`` needs ``SCIPY_ARRAY_API=1`` before scipy is first imported: a fresh interpreter."""
     code = (
         "from sklearn.utils.estimator_checks import check_estimator\n"
-        "from fgbdt_chain.node.sklearn import FGBDTClassifier, FGBDTRegressor\n"
+        "from fgbdt_chain.node.sim.sklearn import FGBDTClassifier, FGBDTRegressor\n"
         "for est in (FGBDTClassifier(n_estimators=3, max_depth=2), FGBDTRegressor(n_estimators=3, max_depth=2)):\n"
         "    for r in check_estimator(est, on_fail=None):\n"
         "        if r['check_name'] == 'check_array_api_input':\n"
@@ -426,7 +426,7 @@ def test_regressor_fits() -> None:
 
 def test_the_labels_unit_does_not_change_the_trees_and_millions_train() -> None:
     """Labels in dollars (millions) overflowed the fixed point's 1.2e6 per row mid-training. A task's labels are now
-    divided by a power of two from its label range (``ledger.task_params.label_scale``) before training, so labels
+    divided by a power of two from its label range (``ledger.spec.task_params.label_scale``) before training, so labels
     times 2^20 train the very trees the labels train, and the model predicts 2^20 times as much."""
     X, y = make_data(task="regression")
     y = y - y.min()  # both ranges start at 0, so both scales are the powers of two above their maxima
@@ -494,7 +494,7 @@ def test_cross_val_score_and_pipeline() -> None:
 
 def test_public_surface_is_lazy() -> None:
     """``import fgbdt_chain`` must not import the engine (numba, scikit-learn: about two seconds)."""
-    code = "import sys, fgbdt_chain; print('fgbdt_chain.node.engine' in sys.modules, 'sklearn' in sys.modules)"
+    code = "import sys, fgbdt_chain; print('fgbdt_chain.node.sim.engine' in sys.modules, 'sklearn' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
     assert {"train", "Model", "FGBDTClassifier", "FGBDTRegressor", "__version__"} <= set(fgbdt_chain.__all__)
@@ -504,7 +504,7 @@ def test_public_surface_is_lazy() -> None:
 
 
 def test_train_warns_before_a_slow_exact_shapley() -> None:
-    """The estimate ``simulate`` prints (``node.shapley_cost``) is a warning of ``train`` too, given before any
+    """The estimate ``simulate`` prints (``node.protocol.shapley_cost``) is a warning of ``train`` too, given before any
     work: 16 parties at 500 trees of depth 8 is hours of exact Shapley."""
     rng = np.random.default_rng(0)
     parties = [(rng.normal(size=(4, 2)), np.array([0.0, 1.0, 0.0, 1.0])) for _ in range(16)]

@@ -1,5 +1,5 @@
-"""Random-split trees with private leaves (``node.random_split``): public splits, one noisy leaf release per tree,
-the accounting of ``node.privacy.leaf_plan``, and a model that predicts what training applied."""
+"""Random-split trees with private leaves (``node.sim.random_split``): public splits, one noisy leaf release per tree,
+the accounting of ``node.privacy.accountant.leaf_plan``, and a model that predicts what training applied."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import PrepConfig, make_model, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.metrics import auc
-from fgbdt_chain.node.model import bin_matrix, slot_widths
-from fgbdt_chain.node.privacy import LEAF_GRADIENT_SHARE, ROW_BOUNDS, SPLIT, default_colluders, leaf_plan
-from fgbdt_chain.node.random_split import (
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.model.metrics import auc
+from fgbdt_chain.node.model.trees import bin_matrix, slot_widths
+from fgbdt_chain.node.privacy.accountant import LEAF_GRADIENT_SHARE, ROW_BOUNDS, SPLIT, default_colluders, leaf_plan
+from fgbdt_chain.node.sim.experiment import PrepConfig, make_model, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
+from fgbdt_chain.node.sim.random_split import (
     bin_tree,
     draw_splits,
     feature_turns,
@@ -214,8 +214,8 @@ def test_the_released_sums_carry_each_partys_share_of_the_noise(monkeypatch: pyt
     """What training releases, recorded where it is made: each party's noise on its leaf sums has its share's
     standard deviation, is independent of every other party's, and the sums go through the masked secure sum at
     the planned fixed-point scale, whose output is their sum; so the sum carries the calibrated noise."""
-    import fgbdt_chain.node.random_split as rs
-    from fgbdt_chain.node.secure_agg import fraction_bits
+    import fgbdt_chain.node.sim.random_split as rs
+    from fgbdt_chain.node.privacy.secure_agg import fraction_bits
 
     train, _ = _data(6_000)
     params = TrainParams(trees=60, depth=3, bins=16)
@@ -272,7 +272,7 @@ def test_entropy_noise_differs_run_to_run_and_seeded_noise_repeats() -> None:
 def test_masked_leaf_sums_add_the_releases_and_show_none_of_them() -> None:
     """The masked vectors the parties send do not contain their releases, and their sum is the releases' sum to
     the fixed-point step; the training loop refuses a plan made for another party count."""
-    from fgbdt_chain.node.secure_agg import SecureSum
+    from fgbdt_chain.node.privacy.secure_agg import SecureSum
 
     rng = np.random.default_rng(5)
     released = [(rng.normal(0, 50, 17), rng.normal(10, 5, 17)) for _ in range(4)]

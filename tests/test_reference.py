@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.reference import ONE
 
 # --- arithmetic -------------------------------------------------------------------------------------------------
 

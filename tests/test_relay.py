@@ -1,4 +1,4 @@
-"""The relayer's inbox (``node.relay.RelayInbox``): which ballots it holds for a level, which it refuses and
+"""The relayer's inbox (``node.party.relay.RelayInbox``): which ballots it holds for a level, which it refuses and
 why, and when it hands them over. The relay on chain is tested in ``tests/chain/test_ahead_votes.py`` and end to end
 in ``tests/e2e``."""
 
@@ -9,8 +9,8 @@ import time
 
 from eth_account import Account
 
-from fgbdt_chain.ledger.forwarder import ForwardRequest, sign_request
-from fgbdt_chain.node.relay import (
+from fgbdt_chain.ledger.wrappers.forwarder import ForwardRequest, sign_request
+from fgbdt_chain.node.party.relay import (
     RELAY_TTL_SECONDS,
     SELECTORS,
     RelayedRequest,
@@ -150,7 +150,7 @@ def test_the_kinds_name_the_contracts_functions(artifacts: dict) -> None:
     """The selectors a relayer takes are those of ``FGBDTChain``'s ABI as compiled."""
     from eth_utils import function_abi_to_4byte_selector
 
-    from fgbdt_chain.node.relay import SELECTORS
+    from fgbdt_chain.node.party.relay import SELECTORS
 
     abi = {f["name"]: f for f in artifacts["FGBDTChain"].abi if f.get("type") == "function"}
     assert {
@@ -177,7 +177,7 @@ def _channel(index: int, asker: object) -> tuple[object, list[str], list[list]]:
     recorded)."""
     from types import SimpleNamespace
 
-    from fgbdt_chain.node.relay import RelayChannel
+    from fgbdt_chain.node.party.relay import RelayChannel
 
     reads: list[str] = []
     batches: list[list] = []
@@ -207,7 +207,7 @@ def test_a_request_goes_to_the_levels_relayer_and_the_nonce_counts_on_while_take
     """A party hands its signed request to the level's relayer (party ``level mod M``) and counts its forwarder
     nonce on; refused or unreachable, it reads the next nonce from the forwarder before the next request (the relayer
     may hold the request or not). The relayer of a level holds its own."""
-    from fgbdt_chain.node.endorse_client import VerifierUnreachable
+    from fgbdt_chain.node.party.endorse_client import VerifierUnreachable
 
     channel, reads, _ = _channel(2, _Asker((202, {"held": True})))
     first = channel.request("votes", 3, 1, "submitVotes", (5, 3, 2, [0, 1]), 200_000)

@@ -7,13 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.reference import ONE
-from fgbdt_chain.node import limbs
-from fgbdt_chain.node.fvtree import messages_of
-from fgbdt_chain.node.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
-from fgbdt_chain.node.limbs import LIMB
-from fgbdt_chain.node.resolve import (
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.reference import ONE
+from fgbdt_chain.node.kernels import limbs
+from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
+from fgbdt_chain.node.kernels.limbs import LIMB
+from fgbdt_chain.node.protocol.resolve import (
     FixedLevel,
     _contenders,
     _level_sums,
@@ -24,7 +23,8 @@ from fgbdt_chain.node.resolve import (
     top2_level,
     tree_end,
 )
-from fgbdt_chain.node.resolved_level import Inherited, ResolvedLevel
+from fgbdt_chain.node.protocol.resolved_level import Inherited, ResolvedLevel
+from fgbdt_chain.node.sim.fvtree import messages_of
 
 
 def _fixed(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> FixedSums:
@@ -85,7 +85,7 @@ def test_sums_the_limbs_cannot_carry_go_to_the_reference() -> None:
 
 
 def test_sums_already_stacked_make_the_same_level() -> None:
-    """The simulator's kernels stack every party's sums (``node.party_kernels``): passed along, the level is the
+    """The simulator's kernels stack every party's sums (``node.kernels.party_kernels``): passed along, the level is the
     one stacking the parties' sums gives, refused alike where the limbs cannot carry it, and checked for its
     party count."""
     sums = _random_sums(np.random.default_rng(2), 3, 2, 4, 1)
@@ -326,7 +326,7 @@ def test_top2_level_checks_rule_and_node_ids() -> None:
 
 
 def test_credited_values_are_the_references_on_big_and_signed_values() -> None:
-    from fgbdt_chain.node.resolve import _credited
+    from fgbdt_chain.node.protocol.resolve import _credited
 
     rng = np.random.default_rng(3)
     edges = [0, 1, -1, ONE, -ONE, ONE - 1, 2**80, -(2**80), 2**127, -(2**127), 2**175, -(2**175)]
@@ -356,7 +356,7 @@ def _shapley_or_overflow(f, *args):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("m", range(1, 8))
 def test_unrolled_split_shapley_equals_the_reference(m: int) -> None:
-    from fgbdt_chain.node.resolve import split_shapley
+    from fgbdt_chain.node.protocol.resolve import split_shapley
 
     rng = np.random.default_rng(m)
     for trial in range(150):
@@ -452,7 +452,8 @@ def test_a_trees_end_is_the_reference_resolution_of_its_last_level(seed: int) ->
 def test_a_level_within_the_bounds_resolves_on_digits_and_reads_as_its_results(
     seed: int, last: bool, hessian: int
 ) -> None:
-    """Within ``node.resolve_kernel``'s bounds the level is resolved there, and what training reads of it (gains,
+    """Within ``node.kernels.resolve_kernel``'s bounds the level is resolved there, and what training reads of it
+    (gains,
     leaf values, per-party sums, the children's inherited totals, every node's totals) is what its full results say,
     as for a level the reference's path resolved."""
     sums, cands, votes, inherited, credits = _random_level(seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.secure_agg import SecureSum, aggregate, pairwise_seeds
+from fgbdt_chain.node.privacy.secure_agg import SecureSum, aggregate, pairwise_seeds
 
 
 def test_sum_is_exact_with_negatives() -> None:

@@ -1,4 +1,5 @@
-"""The seed systems in the harness (``node.seed_systems``, ``experiment.run``): every ``--algo`` of the papers runs
+"""The seed systems in the harness (``node.baselines.seed_systems``, ``experiment.run``): every ``--algo`` of the
+papers runs
 on the same partition, bins and test rows as FV-tree, on binary and regression data with missing values, and its
 report says what it predicted and what it sent."""
 
@@ -9,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import ALGORITHMS, PrepConfig, evaluate, prepare, run, seed_inputs
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.seed_systems import SEED_ALGORITHMS, TREE_MODELS, train_seed
+from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS, TREE_MODELS, train_seed
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.sim.experiment import ALGORITHMS, PrepConfig, evaluate, prepare, run, seed_inputs
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def _data(task: str, rows: int = 2_400, seed: int = 5) -> tuple[Dataset, Dataset]:

@@ -1,4 +1,5 @@
-"""The compiled split Shapley values of a level (``node.shapley_kernel``) are the Python integers' exactly, and the
+"""The compiled split Shapley values of a level (``node.kernels.shapley_kernel``) are the Python integers' exactly, and
+the
 splits outside its bounds are left to the Python path, which resolves them as before."""
 
 from __future__ import annotations
@@ -6,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.node.resolve import _python_shapley, _sides_as_ints
-from fgbdt_chain.node.shapley_kernel import level_phis
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.node.kernels.shapley_kernel import level_phis
+from fgbdt_chain.node.protocol.resolve import _python_shapley, _sides_as_ints
 
 ONE = ref.ONE
 

@@ -1,4 +1,4 @@
-"""Signing keys kept between signatures (``ledger.signing_keys``): the same signatures as eth-keys' own keys make,
+"""Signing keys kept between signatures (``ledger.spec.signing_keys``): the same signatures as eth-keys' own keys make,
 transactions and endorsements alike, from one libsecp256k1 key object per key."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from eth_account import Account
 from eth_keys.datatypes import PrivateKey
 
-from fgbdt_chain.ledger import signing_keys
-from fgbdt_chain.ledger.encoding import recover_signer, sign_endorsement
-from fgbdt_chain.ledger.signing_keys import signing_key
+from fgbdt_chain.ledger.spec import signing_keys
+from fgbdt_chain.ledger.spec.encoding import recover_signer, sign_endorsement
+from fgbdt_chain.ledger.spec.signing_keys import signing_key
 
 
 def test_kept_keys_sign_the_same_bytes_as_eth_keys_and_are_made_once() -> None:

@@ -1,4 +1,5 @@
-"""SimFL and TFL (``node.simfl``, ``node.tfl``, ``node.local_trees``): the LSH similarity against a brute-force
+"""SimFL and TFL (``node.baselines.simfl``, ``node.baselines.tfl``, ``node.baselines.local_trees``): the LSH similarity
+against a brute-force
 count, the weighted gradients' conservation, the turns, and trees that are LightGBM's to the last bit."""
 
 from __future__ import annotations
@@ -7,11 +8,9 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from fgbdt_chain.node import baselines
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.local_trees import fit_tree, party_dataset
-from fgbdt_chain.node.model import tree_values
-from fgbdt_chain.node.simfl import (
+from fgbdt_chain.node.baselines import centralized as baselines
+from fgbdt_chain.node.baselines.local_trees import fit_tree, party_dataset
+from fgbdt_chain.node.baselines.simfl import (
     builder_of,
     hash_functions,
     lsh_coordinates,
@@ -21,6 +20,8 @@ from fgbdt_chain.node.simfl import (
     similarity,
     weighted_gradients,
 )
+from fgbdt_chain.node.model.trees import tree_values
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_most_similar_is_the_row_sharing_the_most_hash_values() -> None:

@@ -1,4 +1,4 @@
-"""Histograms as wide as the common edges need (``ledger.edges.histogram_slots``, ``TrainParams.fitted``): the same
+"""Histograms as wide as the common edges need (``ledger.spec.edges.histogram_slots``, ``TrainParams.fitted``): the same
 model, contributions and verdicts as histograms of ``bins + 1`` slots, on data whose features all have fewer than
 ``bins`` distinct values."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import Prepared, PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import Federation, TrainParams, TrainResult
-from fgbdt_chain.node.model import slot_widths
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.model.trees import slot_widths
+from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, federation, prepare
+from fgbdt_chain.node.sim.fvtree import Federation, TrainParams, TrainResult
 
 
 def _few_levels(seed: int, rows: int = 2400) -> tuple[Dataset, Dataset]:

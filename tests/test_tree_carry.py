@@ -1,4 +1,4 @@
-"""The verifiers' carry rule (``ledger.tree_carry``): every honest root is within what the party's previous tree
+"""The verifiers' carry rule (``ledger.spec.tree_carry``): every honest root is within what the party's previous tree
 allows, on any data; a stretch that starts after the first tree is not."""
 
 from __future__ import annotations
@@ -8,16 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.histogram_rules import candidate_totals
-from fgbdt_chain.ledger.reference import ONE, Totals
-from fgbdt_chain.ledger.tree_carry import Carry, CarryError, leaf_sums, next_score_bound
-from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.experiment import Prepared, PrepConfig, federation, prepare
-from fgbdt_chain.node.fvtree import Federation, LevelView, TrainParams, messages_of
-from fgbdt_chain.node.histogram import FixedRows
-from fgbdt_chain.node.objective import gradients
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.histogram_rules import candidate_totals
+from fgbdt_chain.ledger.spec.reference import ONE, Totals
+from fgbdt_chain.ledger.spec.tree_carry import Carry, CarryError, leaf_sums, next_score_bound
+from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.kernels.histogram import FixedRows
+from fgbdt_chain.node.model.objective import gradients
+from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, federation, prepare
+from fgbdt_chain.node.sim.fvtree import Federation, LevelView, TrainParams, messages_of
 
 
 def _exact(values: np.ndarray) -> list[int]:

@@ -8,9 +8,8 @@ import pytest
 from eth_abi import encode
 from eth_utils import keccak
 
-from fgbdt_chain.ledger.abi_codec import canonical_type
-from fgbdt_chain.ledger.compile import load_artifacts
-from fgbdt_chain.ledger.tx_size import (
+from fgbdt_chain.ledger.rpc.abi_codec import canonical_type
+from fgbdt_chain.ledger.spec.tx_size import (
     CALLDATA_LIMIT,
     POOL_TX_LIMIT,
     TooWideForTransaction,
@@ -18,6 +17,7 @@ from fgbdt_chain.ledger.tx_size import (
     resolution_batches,
     submit_overhead,
 )
+from fgbdt_chain.ledger.toolchain.compile import load_artifacts
 
 SIGNATURE = bytes(range(65))
 

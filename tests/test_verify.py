@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.node.endorsement import EndorsementRule, decide, reads_claims, statistical_verdict
-from fgbdt_chain.node.histogram import BinnedRows, FixedRows, RowGroups
-from fgbdt_chain.node.psd import build_psd
-from fgbdt_chain.node.verify import (
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, RowGroups
+from fgbdt_chain.node.privacy.psd import build_psd
+from fgbdt_chain.node.privacy.weights import distribution_weights
+from fgbdt_chain.node.protocol.endorsement import EndorsementRule, decide, reads_claims, statistical_verdict
+from fgbdt_chain.node.protocol.verify import (
     Claims,
     PartyEstimator,
     VerifierLevel,
@@ -27,7 +28,6 @@ from fgbdt_chain.node.verify import (
     overlap,
     relative_differences,
 )
-from fgbdt_chain.node.weights import distribution_weights
 
 
 def test_equation_11_with_magnitudes() -> None:
@@ -213,7 +213,8 @@ def test_the_check_refuses_a_bad_rate_and_bad_shapes() -> None:
 
 def test_the_verifiers_test_runs_at_a_trees_root() -> None:
     """Below the root, inherited totals (an exact rule) tie every sum to the root's, so a verifier signs at neutral
-    credit without measuring (``node.endorsement.decide``); the same stretched claims are refused at the root."""
+    credit without measuring (``node.protocol.endorsement.decide``); the same stretched claims are refused at the
+    root."""
     verifier, k, cands, g, h, est, claims = _federation(np.random.default_rng(8), 3000)
     stretched = Claims(claims.g * 2, claims.h, claims.n)
     rule = EndorsementRule()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.histogram import BinnedRows, RowGroups
-from fgbdt_chain.node.vote_histograms import MAX_SCALE, MIN_SCALE, SUM_BITS, level_gains, quantise, vote_scale
+from fgbdt_chain.node.kernels.histogram import BinnedRows, RowGroups
+from fgbdt_chain.node.kernels.vote_histograms import MAX_SCALE, MIN_SCALE, SUM_BITS, level_gains, quantise, vote_scale
 
 
 @pytest.mark.parametrize("magnitude", [1e-300, 1e-12, 1.0, 1e6, 1e15])

@@ -1,4 +1,4 @@
-"""Tests of the distribution weights (node/weights.py, NOTES §3)."""
+"""Tests of the distribution weights (node/privacy/weights.py, NOTES §3)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.psd import PSD, build_psd
-from fgbdt_chain.node.weights import distribution_weights, leaf_weights, weighted_leaf_counts
+from fgbdt_chain.node.privacy.psd import PSD, build_psd
+from fgbdt_chain.node.privacy.weights import distribution_weights, leaf_weights, weighted_leaf_counts
 
 F = 4
 LOWS = np.r_[np.zeros(F), 0.0]

@@ -1,4 +1,5 @@
-"""The compiled 256-bit integers (``node.wide_int``) against Python's integers, on random values and the edges of
+"""The compiled 256-bit integers (``node.kernels.wide_int``) against Python's integers, on random values and the edges
+of
 every digit: sums and differences modulo 2^256, products and quotients of magnitudes."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from fgbdt_chain.node import wide_int as wi
+from fgbdt_chain.node.kernels import wide_int as wi
 
 
 @njit(cache=False)

@@ -17,7 +17,7 @@ from fgbdt_chain.api.jsonable import jsonable
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.responses import READ
 from fgbdt_chain.api.service import Backend
-from fgbdt_chain.ledger.contracts import Status
+from fgbdt_chain.ledger.wrappers.contracts import Status
 
 router = APIRouter(tags=["progress"])
 

@@ -8,7 +8,7 @@ from fgbdt_chain.api import models as m
 from fgbdt_chain.api.dependencies import BackendDep
 from fgbdt_chain.api.params import PartyPath
 from fgbdt_chain.api.responses import R503
-from fgbdt_chain.ledger.forwarder import FORWARD_REQUEST_TYPES, domain
+from fgbdt_chain.ledger.wrappers.forwarder import FORWARD_REQUEST_TYPES, domain
 
 router = APIRouter(tags=["meta"])
 

@@ -21,8 +21,8 @@ from fgbdt_chain.api.jsonable import jsonable
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.responses import R409, READ, WRITE
 from fgbdt_chain.api.service import CheckedRequest, SignedCall
-from fgbdt_chain.ledger.audit import AuditError, AuditReport, audit_chain
-from fgbdt_chain.ledger.chain_model import model_from_chain
+from fgbdt_chain.ledger.audit.replay import AuditError, AuditReport, audit_chain
+from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 
 log = logging.getLogger("fgbdt.api")
 
@@ -101,7 +101,7 @@ def contributions(task: KnownTask, backend: BackendDep) -> m.ContributionsRespon
 
 @router.get("/tasks/{task_id}/audit", response_model=m.AuditResponse, responses=READ)
 def audit(task: KnownTask, backend: BackendDep) -> m.AuditResponse:
-    """Replay the task's transactions (``ledger.audit``) and report whether the chain's record holds."""
+    """Replay the task's transactions (``ledger.audit.replay``) and report whether the chain's record holds."""
     try:
         report = audit_chain(backend.client(), backend.task().address, task.task_id)
     except AuditError:

@@ -5,7 +5,7 @@ import {FGBDTEndorseLib} from "../FGBDTEndorse.sol";
 
 /// @title EndorseDigestHarness
 /// @notice Test-only: exposes `FGBDTEndorseLib.digest` as `FGBDTChain` computes it (by DELEGATECALL, so the digest
-///         binds this contract's address), for the bit-for-bit check against `ledger/encoding.py`. `FGBDTChain` has
+///         binds this contract's address), for the bit-for-bit check against `ledger/spec/encoding.py`. `FGBDTChain` has
 ///         no view of its own for the digest: its bytecode is at EIP-170's limit, and endorsers compute the digest
 ///         off chain.
 contract EndorseDigestHarness {

@@ -10,12 +10,12 @@ from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.api.client import auth_for, create_task_body
 from fgbdt_chain.api.service import Backend
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
-from fgbdt_chain.ledger.edges import encode_edges
-from fgbdt_chain.ledger.federation import RowSource, run_level
-from fgbdt_chain.ledger.forwarder import Forwarder
-from fgbdt_chain.ledger.reference import OBJECTIVES, ONE, ObjectiveName
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.edges import encode_edges
+from fgbdt_chain.ledger.spec.reference import OBJECTIVES, ONE, ObjectiveName
+from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.federation import RowSource, run_level
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
 
 EDGES = encode_edges([[0.25, 0.5, 0.75]] * 3)
 """Bin edges of the test tasks: 3 features, 4 bins."""

@@ -15,11 +15,11 @@ from fastapi.testclient import TestClient
 
 from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.service import Backend, Settings
-from fgbdt_chain.ledger.anvil import Anvil
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.compile import Artifact
-from fgbdt_chain.ledger.contracts import TaskContract
-from fgbdt_chain.ledger.forwarder import Forwarder
+from fgbdt_chain.ledger.devnet.anvil import Anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.toolchain.compile import Artifact
+from fgbdt_chain.ledger.wrappers.contracts import TaskContract
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
 
 
 @pytest.fixture(scope="session")

@@ -19,15 +19,15 @@ from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.routers import results
 from fgbdt_chain.api.service import Backend, Settings, config_of, parameters_of, request_parameters
 from fgbdt_chain.deploy.requester import ChainSetup, task_config
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.anvil import free_port, start_anvil
-from fgbdt_chain.ledger.chain_model import model_from_chain
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Status, TaskContract
-from fgbdt_chain.ledger.forwarder import Forwarder
-from fgbdt_chain.ledger.reference import ONE, to_fixed
-from fgbdt_chain.ledger.task_params import TaskParameters
-from fgbdt_chain.node.fvtree import TrainParams
+from fgbdt_chain.ledger.devnet.anvil import free_port, start_anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.reference import ONE, to_fixed
+from fgbdt_chain.ledger.spec.task_params import TaskParameters
+from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
+from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 pytestmark = pytest.mark.chain
 
@@ -429,7 +429,7 @@ def test_tie_break_maps_to_the_contract_rule_and_back(name: str, code: int) -> N
 def test_the_same_parameters_give_the_same_config_on_chain_through_the_api_and_the_command_line(
     api: TestClient, signer: Signer, chain: ChainClient, task: TaskContract
 ) -> None:
-    """One mapping of task parameters (``ledger.task_params``): a task created by the requester of ``fgbdt train``
+    """One mapping of task parameters (``ledger.spec.task_params``): a task created by the requester of ``fgbdt train``
     and one created through ``POST /v1/tasks`` with the same parameters hold identical configs on chain, reals
     included (the API once truncated 0.07 where the command line rounded it)."""
     params = TrainParams(trees=7, depth=4, bins=12, learning_rate=0.07, lam=0.3, min_rows=9, alpha=0.25)

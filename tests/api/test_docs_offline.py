@@ -19,7 +19,7 @@ from schemathesis.core.result import Err, Ok
 
 from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.service import Backend, Settings
-from fgbdt_chain.ledger.anvil import free_port
+from fgbdt_chain.ledger.devnet.anvil import free_port
 
 CONTENT_TYPES = {".js": ("text/javascript", "application/javascript"), ".css": ("text/css",), ".png": ("image/png",)}
 """What each kind of asset must be served as (a browser refuses a script or a style sheet of another type)."""

@@ -1,4 +1,5 @@
-"""The ERC-2771 path of the contract (``ledger.forwarder``), ``fund``, and ``fgbdt serve`` as a real process."""
+"""The ERC-2771 path of the contract (``ledger.wrappers.forwarder``), ``fund``, and ``fgbdt serve`` as a real
+process."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from eth_account.signers.local import LocalAccount
 from fgbdt_chain.deploy.cli import UserError, build_parser
 from fgbdt_chain.deploy.cmd_serve import settings_from_args
 from fgbdt_chain.deploy.deployment import read_key
-from fgbdt_chain.ledger.anvil import Anvil, free_port
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Status, TaskConfig, TaskContract
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.forwarder import Forwarder, calldata, create_task_args
+from fgbdt_chain.ledger.devnet.anvil import Anvil, free_port
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.wrappers.contracts import Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder, calldata, create_task_args
 
 pytestmark = pytest.mark.chain
 

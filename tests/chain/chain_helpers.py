@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 from eth_account.signers.local import LocalAccount
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
-from fgbdt_chain.ledger.edges import encode_edges
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.federation import LevelOutcome, RowSource
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.edges import encode_edges
+from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.federation import LevelOutcome, RowSource
 
 __all__ = ["RowSource"]
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
 
 
 @dataclass
@@ -77,7 +77,8 @@ EDGES = edges_for(3)
 
 
 def random_hist(rng: random.Random, features: tuple[int, int], nbins: int, first_tree: bool = True) -> NodeHistograms:
-    """Histograms that keep every exact rule (``ledger.histogram_rules``) at a tree's root: the sums of a few random
+    """Histograms that keep every exact rule (``ledger.spec.histogram_rules``) at a tree's root: the sums of a few
+    random
     logistic rows (at score 0 in the first tree), the same rows in both candidates. For guards that need one valid
     submission."""
     rows = [

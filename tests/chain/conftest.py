@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from eth_account.signers.local import LocalAccount
 
-from fgbdt_chain.ledger.anvil import Anvil
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.compile import Artifact
-from fgbdt_chain.ledger.contracts import MathContract, TaskContract
+from fgbdt_chain.ledger.devnet.anvil import Anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.toolchain.compile import Artifact
+from fgbdt_chain.ledger.wrappers.contracts import MathContract, TaskContract
 
 
 @pytest.fixture(scope="session")

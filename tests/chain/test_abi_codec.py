@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from chain_helpers import RowSource, open_task, random_hist
 
-from fgbdt_chain.ledger.abi_codec import function_coders
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract, resolution_calldata
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.federation import run_level
+from fgbdt_chain.ledger.rpc.abi_codec import function_coders
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract, resolution_calldata
+from fgbdt_chain.ledger.wrappers.federation import run_level
 
 pytestmark = pytest.mark.chain
 

@@ -20,13 +20,13 @@ from chain_helpers import (
     reverts,
 )
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.audit import audit_events, read_task
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
-from fgbdt_chain.ledger.federation import run_level
-from fgbdt_chain.ledger.forwarder import Forwarder, ForwardRequest, histogram_request_gas, vote_request_gas
-from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.ledger.audit.replay import audit_events, read_task
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.reference import ONE
+from fgbdt_chain.ledger.wrappers.contracts import Phase, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.federation import run_level
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder, ForwardRequest, histogram_request_gas, vote_request_gas
 
 pytestmark = pytest.mark.chain
 
@@ -43,7 +43,7 @@ def test_training_with_votes_sent_ahead_matches_the_reference(anvil_client: Chai
     came ahead opens in its histogram step (one transaction opens it and closes its voting); a level with some
     opens in its vote step and the others vote as before. At a tree's last level the next tree's root goes ahead
     the same way. A drawn tree takes none. Relayed, the votes sent ahead are the parties' signed requests in one
-    ``executeBatch`` of the forwarder (``node.relay``), each within the gas it grants. Candidates, splits,
+    ``executeBatch`` of the forwarder (``node.party.relay``), each within the gas it grants. Candidates, splits,
     contributions and payouts equal the reference's, and the audit finds the chain consistent."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**23))
     fed = open_task(anvil_client, task, CFG, 3, num_features=5, reward=3 * 10**18, edges=edges_for(CFG.bins))

@@ -22,10 +22,7 @@ from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
 
 from fgbdt_chain.deploy.cli import main
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.abi_codec import canonical_type
-from fgbdt_chain.ledger.anvil import free_port
-from fgbdt_chain.ledger.audit import (
+from fgbdt_chain.ledger.audit.replay import (
     AuditInput,
     SubmitCall,
     audit_chain,
@@ -33,11 +30,14 @@ from fgbdt_chain.ledger.audit import (
     find_submit_calls,
     read_task,
 )
-from fgbdt_chain.ledger.client import ChainClient, Event, TxResult
-from fgbdt_chain.ledger.contracts import Endorsement, Status, TaskConfig, TaskContract, level_nodes
-from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, sign_endorsement, words
-from fgbdt_chain.ledger.federation import quorum, run_level
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.devnet.anvil import free_port
+from fgbdt_chain.ledger.rpc.abi_codec import canonical_type
+from fgbdt_chain.ledger.rpc.client import ChainClient, Event, TxResult
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.encoding import endorsement_digest, merkle_root, node_block, sign_endorsement, words
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.wrappers.contracts import Endorsement, Status, TaskConfig, TaskContract, level_nodes
+from fgbdt_chain.ledger.wrappers.federation import quorum, run_level
 
 pytestmark = pytest.mark.chain
 
@@ -47,7 +47,7 @@ TOP_UP = 10**17
 
 
 try:  # the ERC-2771 relay (ledger.forwarder) is being added concurrently: relay through it when it is there
-    from fgbdt_chain.ledger.forwarder import Forwarder
+    from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
 except ImportError:  # pragma: no cover - older trees
     Forwarder = None  # type: ignore[assignment,misc]
 
@@ -640,7 +640,7 @@ def _reendorse(copy: AuditInput, trained: Trained, ev: Event, key: str, data: li
 def test_a_root_its_previous_tree_does_not_allow_is_caught_even_when_endorsed(
     copy: AuditInput, trained: Trained
 ) -> None:
-    """The verifiers' carry rule (``ledger.tree_carry``) replayed: a second tree's root with one phantom row in a
+    """The verifiers' carry rule (``ledger.spec.tree_carry``) replayed: a second tree's root with one phantom row in a
     bin of both candidates keeps every exact rule of the contract, but not the count the first tree left."""
     ev = next(
         e

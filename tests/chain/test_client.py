@@ -10,12 +10,12 @@ import pytest
 from eth_utils import keccak, to_checksum_address
 from web3 import HTTPProvider
 
-from fgbdt_chain.ledger.anvil import start_anvil
-from fgbdt_chain.ledger.client import ChainClient, _lean_receipt
-from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
-from fgbdt_chain.ledger.encoding import endorsement_digest
-from fgbdt_chain.ledger.errors import ContractRevert, ErrorDecoder
-from fgbdt_chain.ledger.reference import MAX_PARTIES, ONE
+from fgbdt_chain.ledger.devnet.anvil import start_anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient, _lean_receipt
+from fgbdt_chain.ledger.rpc.errors import ContractRevert, ErrorDecoder
+from fgbdt_chain.ledger.spec.encoding import endorsement_digest
+from fgbdt_chain.ledger.spec.reference import MAX_PARTIES, ONE
+from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
 
 pytestmark = pytest.mark.chain
 

@@ -15,10 +15,10 @@ from fgbdt_chain.deploy.cmd_train import _block_time
 from fgbdt_chain.deploy.deployment import ChainTarget, Deployment, chain_target, read_key
 from fgbdt_chain.deploy.devnet import contracts_fingerprint
 from fgbdt_chain.deploy.requester import ChainSetup
-from fgbdt_chain.ledger.anvil import HARDFORK, free_port, rpc_ready, start_anvil, stop_mining
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.compile import EVM_VERSION
-from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.devnet.anvil import HARDFORK, free_port, rpc_ready, start_anvil, stop_mining
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.toolchain.compile import EVM_VERSION
+from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
 
 pytestmark = pytest.mark.chain
 

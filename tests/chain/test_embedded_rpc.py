@@ -15,14 +15,14 @@ import httpx
 import pytest
 from eth_utils import keccak, to_checksum_address
 
-from fgbdt_chain.ledger.anvil import DEFAULT_CHAIN_ID, Anvil
-from fgbdt_chain.ledger.client import DEFAULT_GAS_LIMIT, ChainClient
-from fgbdt_chain.ledger.compile import Artifact
-from fgbdt_chain.ledger.contracts import MathContract, TaskConfig, TaskContract
-from fgbdt_chain.ledger.embedded_rpc import EmbeddedChain, start_embedded_chain
-from fgbdt_chain.ledger.encoding import endorsement_digest
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.reference import ONE
+from fgbdt_chain.ledger.devnet.anvil import DEFAULT_CHAIN_ID, Anvil
+from fgbdt_chain.ledger.devnet.embedded_rpc import EmbeddedChain, start_embedded_chain
+from fgbdt_chain.ledger.rpc.client import DEFAULT_GAS_LIMIT, ChainClient
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.spec.encoding import endorsement_digest
+from fgbdt_chain.ledger.spec.reference import ONE
+from fgbdt_chain.ledger.toolchain.compile import Artifact
+from fgbdt_chain.ledger.wrappers.contracts import MathContract, TaskConfig, TaskContract
 
 pytestmark = pytest.mark.chain
 

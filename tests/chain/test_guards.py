@@ -9,15 +9,15 @@ import pytest
 from chain_helpers import EDGES, Federation, RowSource, edges_for, open_task, random_hist, reverts
 from eth_account import Account
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
-from fgbdt_chain.ledger.edges import SLOTS_OFFSET
-from fgbdt_chain.ledger.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
-from fgbdt_chain.ledger.federation import run_level
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
-from fgbdt_chain.node.data import Dataset
-from fgbdt_chain.node.party_node import NodeError, PartyNode
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.edges import SLOTS_OFFSET
+from fgbdt_chain.ledger.spec.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.wrappers.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.federation import run_level
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.party.party_node import NodeError, PartyNode
 
 pytestmark = pytest.mark.chain
 

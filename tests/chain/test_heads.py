@@ -1,4 +1,4 @@
-"""The new-block subscription (``ledger.heads``) on a real anvil, and its fallback where no WebSocket answers."""
+"""The new-block subscription (``ledger.rpc.heads``) on a real anvil, and its fallback where no WebSocket answers."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from fgbdt_chain.ledger.anvil import Anvil, free_port
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.heads import NewHeads, quick_ack, ws_url
+from fgbdt_chain.ledger.devnet.anvil import Anvil, free_port
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.heads import NewHeads, quick_ack, ws_url
 
 
 def _until_live(heads: NewHeads, seconds: float = 10.0) -> None:
@@ -60,7 +60,7 @@ def test_no_websocket_means_polling() -> None:
 
 
 def test_only_a_head_notification_moves_the_block() -> None:
-    from fgbdt_chain.ledger.heads import _head_number
+    from fgbdt_chain.ledger.rpc.heads import _head_number
 
     note = '{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"0x1","result":{"number":"0x1f"}}}'
     assert _head_number(note) == 31
@@ -73,7 +73,7 @@ def test_the_bloom_check_agrees_with_eth_bloom_and_marks_relevant_heads() -> Non
 
     from eth_bloom import BloomFilter
 
-    from fgbdt_chain.ledger.heads import _head_of, bloom_has
+    from fgbdt_chain.ledger.rpc.heads import _head_of, bloom_has
 
     address, topic, other = b"\x11" * 20, b"\x22" * 32, b"\x33" * 32
     bloom = BloomFilter()
@@ -142,7 +142,7 @@ def test_a_node_back_at_an_earlier_block_is_followed_there() -> None:
     """A node that restarts from an earlier state (anvil saves its state when it stops; here a fresh chain on the
     same port) announces lower block numbers: the first after the reconnection is taken as the head, and ``wait``
     returns it, where waiting for a block above the old head stalled a follower until the chain grew past it."""
-    from fgbdt_chain.ledger.anvil import start_anvil
+    from fgbdt_chain.ledger.devnet.anvil import start_anvil
 
     first = start_anvil()
     port = first.port

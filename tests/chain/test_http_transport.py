@@ -1,4 +1,4 @@
-"""The JSON-RPC transport parties use (``ledger.http_transport``): one kept-alive connection per thread, a fresh one
+"""The JSON-RPC transport parties use (``ledger.rpc.http_transport``): one kept-alive connection per thread, a fresh one
 when the node closed it, and transport failures (refused, timed out, an HTTP error) as ``OSError``."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pycurl
 import pytest
 from web3 import Web3
 
-from fgbdt_chain.ledger.anvil import Anvil, free_port
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.http_transport import KeepAliveHTTPProvider
+from fgbdt_chain.ledger.devnet.anvil import Anvil, free_port
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.http_transport import KeepAliveHTTPProvider
 
 
 class OneRequestPerConnection:
@@ -139,7 +139,7 @@ def test_a_signal_handler_ends_a_request_that_waits() -> None:
 import signal, socket, sys, threading, time
 from web3 import Web3
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from fgbdt_chain.ledger.http_transport import KeepAliveHTTPProvider
+from fgbdt_chain.ledger.rpc.http_transport import KeepAliveHTTPProvider
 silent = socket.create_server(("127.0.0.1", 0))
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(3))
 threading.Timer(0.3, lambda: signal.raise_signal(signal.SIGTERM)).start()

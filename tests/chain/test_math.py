@@ -1,4 +1,4 @@
-"""The contract math equals ``ledger.reference`` bit for bit: Table 3, then randomised differential tests."""
+"""The contract math equals ``ledger.spec.reference`` bit for bit: Table 3, then randomised differential tests."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.contracts import MathContract
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.wrappers.contracts import MathContract
 
 pytestmark = pytest.mark.chain
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from chain_helpers import Federation, RowSource, open_task, reverts
 
-from fgbdt_chain.ledger.audit import AuditInput, audit_events, read_task
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
-from fgbdt_chain.ledger.encoding import merkle_root, node_block, node_hash
-from fgbdt_chain.ledger.federation import LevelOutcome, run_level
-from fgbdt_chain.ledger.tx_size import CALLDATA_LIMIT, submit_overhead
+from fgbdt_chain.ledger.audit.replay import AuditInput, audit_events, read_task
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.encoding import merkle_root, node_block, node_hash
+from fgbdt_chain.ledger.spec.tx_size import CALLDATA_LIMIT, submit_overhead
+from fgbdt_chain.ledger.wrappers.contracts import Phase, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.federation import LevelOutcome, run_level
 
 pytestmark = pytest.mark.chain
 

@@ -9,14 +9,14 @@ import pytest
 from chain_helpers import Federation, Replay, RowSource, open_task, params_of, random_hist
 from eth_account.signers.local import LocalAccount
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Phase, TaskConfig, TaskContract
-from fgbdt_chain.ledger.encoding import node_block
-from fgbdt_chain.ledger.errors import ContractRevert
-from fgbdt_chain.ledger.federation import run_level
-from fgbdt_chain.ledger.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.encoding import node_block
+from fgbdt_chain.ledger.spec.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.wrappers.contracts import Phase, TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.federation import run_level
 
 pytestmark = pytest.mark.chain
 

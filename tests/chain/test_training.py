@@ -1,4 +1,4 @@
-"""Whole tasks through the contract, compared with ``ledger.reference`` node by node and party by party."""
+"""Whole tasks through the contract, compared with ``ledger.spec.reference`` node by node and party by party."""
 
 from __future__ import annotations
 
@@ -19,16 +19,16 @@ from chain_helpers import (
 )
 from web3 import Web3
 
-from fgbdt_chain.ledger import reference as ref
-from fgbdt_chain.ledger.audit import audit_events, read_task
-from fgbdt_chain.ledger.chain_model import model_from_chain
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.compile import Artifact
-from fgbdt_chain.ledger.contracts import Phase, Status, TaskConfig, TaskContract
-from fgbdt_chain.ledger.edges import decode_edges
-from fgbdt_chain.ledger.federation import run_level
-from fgbdt_chain.ledger.reference import ONE, NodeHistograms
-from fgbdt_chain.node.party_node import candidates_block
+from fgbdt_chain.ledger.audit.replay import audit_events, read_task
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.edges import decode_edges
+from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.toolchain.compile import Artifact
+from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
+from fgbdt_chain.ledger.wrappers.contracts import Phase, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.federation import run_level
+from fgbdt_chain.node.party.party_node import candidates_block
 
 pytestmark = pytest.mark.chain
 

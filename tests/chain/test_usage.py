@@ -1,4 +1,5 @@
-"""The train report's chain counters (``ledger.usage``) on both chains: they agree with the receipts the client saw."""
+"""The train report's chain counters (``ledger.rpc.usage``) on both chains: they agree with the receipts the client
+saw."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from fgbdt_chain.ledger.anvil import start_anvil
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import TaskConfig, TaskContract
-from fgbdt_chain.ledger.embedded_rpc import start_embedded_chain
-from fgbdt_chain.ledger.reference import ONE
-from fgbdt_chain.ledger.usage import ChainUsage
+from fgbdt_chain.ledger.devnet.anvil import start_anvil
+from fgbdt_chain.ledger.devnet.embedded_rpc import start_embedded_chain
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.usage import ChainUsage
+from fgbdt_chain.ledger.spec.reference import ONE
+from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
 
 pytestmark = pytest.mark.chain
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fgbdt_chain.ledger.anvil import Anvil
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import TaskContract
+from fgbdt_chain.ledger.devnet.anvil import Anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.wrappers.contracts import TaskContract
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fgbdt_chain.ledger.anvil import Anvil
+from fgbdt_chain.ledger.devnet.anvil import Anvil
 
 pytestmark = [pytest.mark.chain, pytest.mark.slow]
 

@@ -17,17 +17,17 @@ from eth_account import Account
 
 from fgbdt_chain.deploy.cli import main as cli_main
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
-from fgbdt_chain.ledger.anvil import Anvil, start_anvil
-from fgbdt_chain.ledger.audit import audit_events, read_task
-from fgbdt_chain.ledger.chain_model import model_from_chain
-from fgbdt_chain.ledger.client import ChainClient
-from fgbdt_chain.ledger.contracts import Status, TaskContract
-from fgbdt_chain.ledger.forwarder import Forwarder
-from fgbdt_chain.node.attacks import Attack
-from fgbdt_chain.node.data import load_train_test
-from fgbdt_chain.node.experiment import Prepared, PrepConfig, prepare, run
-from fgbdt_chain.node.fvtree import TrainParams
-from fgbdt_chain.node.model import Model
+from fgbdt_chain.ledger.audit.replay import audit_events, read_task
+from fgbdt_chain.ledger.devnet.anvil import Anvil, start_anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
+from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
+from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
+from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.data.loaders import load_train_test
+from fgbdt_chain.node.model.trees import Model
+from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, prepare, run
+from fgbdt_chain.node.sim.fvtree import TrainParams
 
 pytestmark = [pytest.mark.chain, pytest.mark.slow]
 
@@ -65,7 +65,8 @@ def test_chain_model_equals_simulate(
     anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, epsilon: float, voted_trees: int
 ) -> None:
     """The chain trains the simulator's model bit for bit, with the same votes and contributions; with differential
-    privacy too, where the party processes draw the seeded noise the simulator draws (``node.privacy.noise_rng``)
+    privacy too, where the party processes draw the seeded noise the simulator draws
+    (``node.privacy.accountant.noise_rng``)
     and the audit reports the guarantee; and with the candidate switch, where the first tree votes and the later
     trees draw their candidates with no vote round."""
     prep = _prep(toy_csv, dataclasses.replace(CONFIG, epsilon=epsilon))

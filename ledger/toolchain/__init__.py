@@ -1,0 +1,1 @@
+"""The contracts' compiled artifacts and where the package finds its own files."""

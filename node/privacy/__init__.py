@@ -1,0 +1,2 @@
+"""Differential privacy: the budget accountant, the private summaries a party publishes (PSD, binning sketch),
+the distribution weights derived from them, and secure aggregation."""
