@@ -3,7 +3,7 @@
 Why not ``eth_utils.keccak``: it accepts text, hex and integers, and its argument checks cost more than the hash
 itself (4.7 us for 64 bytes, against 0.8 us for safe-pysha3's ``keccak_256`` called directly, measured here). A
 verifier hashes every node of every histogram it endorses, and every Merkle layer above them; a relayer hashes the
-requests it relays. The same digests: ``tests/test_hashing.py`` checks them against ``eth_utils.keccak``.
+requests it relays. The same digests: ``tests/ledger/spec/test_hashing.py`` checks them against ``eth_utils.keccak``.
 """
 
 from __future__ import annotations

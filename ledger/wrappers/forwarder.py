@@ -124,7 +124,7 @@ def request_digest(req: ForwardRequest, chain_id: int, forwarder: str) -> bytes:
 
     Why not eth-account's ``encode_typed_data``: a party signs a relayed ballot at every level, and the generic
     encoder parses the type strings and checks every field each time (about 1 ms, against tens of microseconds for
-    the seven words here; checked against it over random requests in ``tests/test_forwarder.py``)."""
+    the seven words here; checked against it over random requests in ``tests/ledger/wrappers/test_forwarder.py``)."""
     struct = keccak256(
         REQUEST_TYPEHASH
         + address_word(req.sender)
@@ -361,7 +361,7 @@ def vote_request_gas(votes: int) -> int:
     and each vote is checked, packed and logged as a 32-byte word (about 600 more); the rest (the task and member
     reads, the library call, the event) is under 100,000 whatever the size. A request short of gas fails alone and
     its party votes when the level opens, so the bound errs high: it only sizes the batch's limit, unused gas is not
-    paid. ``tests/chain/test_ahead_votes.py`` checks every ballot sent ahead there against it."""
+    paid. ``tests/contracts/test_ahead_votes.py`` checks every ballot sent ahead there against it."""
     return VOTE_GAS_BASE + VOTE_GAS_PER_VOTE * votes
 
 
@@ -372,7 +372,7 @@ HISTOGRAM_GAS_PER_ENDORSEMENT: int = 15_000
 
 def histogram_request_gas(nodes: int, nbins: int, endorsements: int) -> int:
     """The gas a relayed ``submitHistograms`` of ``nodes`` node blocks of ``nbins`` slots per candidate is granted.
-    Measured on anvil (``tests/chain/test_ahead_votes.py`` checks every submission there against it): about 150,000
+    Measured on anvil (``tests/contracts/test_ahead_votes.py`` checks every submission there against it): about 150,000
     for the task's reads, the root's Merkle tree and the first tree's identities, then about 9,300 per slot of
     every node (six words a slot: 3,000 of calldata, which the batch pays, and the exact rules checked per slot),
     about 10,000 per endorsement (``ecrecover`` and its checks). The bound adds a third or more to each, so a

@@ -233,8 +233,8 @@ def _measure(  # pragma: no cover - compiled
 
     Two passes over the verifier's rows serve every quantity and candidate at once (the cells' sums, then the rows'
     averaged weights); each sum still adds its terms in row order with the same float operations as one pass per
-    quantity and candidate would (``tests/test_verify.py`` compares the two bit for bit), so the statistics are the
-    same floats, only the independent sums are interleaved.
+    quantity and candidate would (``tests/node/protocol/test_verify.py`` compares the two bit for bit), so the
+    statistics are the same floats, only the independent sums are interleaved.
     """
     if xs.shape[0] != 3:
         raise ValueError("the statistics are of three quantities: g, h and the row count")

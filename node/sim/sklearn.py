@@ -13,8 +13,8 @@ binary logistic or squared error), so multiclass targets raise "Only binary clas
 Not applicable, so scikit-learn does not yield them: ``check_estimators_nan_inf`` (NaN is allowed, see above), the
 ``sample_weight`` checks (the protocol has no row weights: a party's histograms are plain sums, so ``fit`` takes
 none) and ``check_class_weight_classifiers``. Skipped by scikit-learn itself unless the environment allows them:
-``check_array_api_input`` without ``SCIPY_ARRAY_API=1`` set before scipy loads (``tests/test_python_api.py`` runs
-it in a fresh interpreter with it set) and the pandas variants of ``check_*_data_not_an_array`` without pandas.
+``check_array_api_input`` without ``SCIPY_ARRAY_API=1`` set before scipy loads (``tests/node/sim/test_python_api.py``
+runs it in a fresh interpreter with it set) and the pandas variants of ``check_*_data_not_an_array`` without pandas.
 """
 
 from __future__ import annotations

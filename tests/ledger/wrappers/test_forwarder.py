@@ -1,7 +1,7 @@
 """EIP-712 requests for the ERC-2771 forwarder, packed by hand (``ledger.wrappers.forwarder.request_digest``): the same
 digest
 and signature as eth-account's generic typed-data encoder, which the forwarder's own ``verify`` accepts (checked on
-the EVM in ``tests/chain/test_ahead_votes.py`` and the API's tests)."""
+the EVM in ``tests/contracts/test_ahead_votes.py`` and the API's tests)."""
 
 from __future__ import annotations
 

@@ -146,7 +146,7 @@ def test_crediting_undoes_a_stretch() -> None:
 def test_squared_error_honest_parties_pass_and_stretches_are_refused() -> None:
     """Under squared error the gradient depends on a real label; the PSD resolves it into ``bins`` intervals
     (``node.privacy.psd.label_levels_for``), so label-skewed honest parties pass the statistical test; stretches after
-    the first tree are refused (by the carry rule: ``tests/test_tree_carry.py``)."""
+    the first tree are refused (by the carry rule: ``tests/ledger/spec/test_tree_carry.py``)."""
     rng = np.random.default_rng(11)
     X = rng.normal(size=(4000, 5))
     X[:, 3] = np.exp(2 * X[:, 3])

@@ -102,7 +102,7 @@ def test_keccak_takes_the_fast_backend_unless_the_environment_chose(chosen: str 
 
 def test_the_endorsement_digest_is_abi_encode_of_its_words() -> None:
     """The digest packs its static words directly; ``abi.encode`` (eth-abi here, the contract's library in
-    ``tests/chain/test_client.py``) gives the same bytes, over random values up to each type's limit."""
+    ``tests/contracts/test_client.py``) gives the same bytes, over random values up to each type's limit."""
     rng = random.Random(7)
     types = ["bytes32", "uint256", "address", "uint256", "uint256", "uint256", "address", "bytes32"] + ["uint256"] * 3
     for _ in range(100):

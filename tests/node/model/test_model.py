@@ -430,7 +430,7 @@ def test_cli_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "invalid model file" in err and "unknown model format tag 'fgbdt-model/0'" in err
 
 
-# the predict command on real files (by name, shuffled columns, IDs, wrong widths): tests/test_predict.py
+# the predict command on real files (by name, shuffled columns, IDs, wrong widths): tests/node/model/test_predict.py
 
 
 def test_cli_predict_with_real_loader(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,5 +1,5 @@
 """The relayer's inbox (``node.party.relay.RelayInbox``): which ballots it holds for a level, which it refuses and
-why, and when it hands them over. The relay on chain is tested in ``tests/chain/test_ahead_votes.py`` and end to end
+why, and when it hands them over. The relay on chain is tested in ``tests/contracts/test_ahead_votes.py`` and end to end
 in ``tests/e2e``."""
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from fgbdt_chain.node.data.loaders import (
     load_train_test,
 )
 
-SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[4] / "shared" / "datasets"))
 needs_shared = pytest.mark.skipif(not (SHARED / "a9a.gz").exists(), reason=f"shared datasets not found at {SHARED}")
 
 

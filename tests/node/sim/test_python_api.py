@@ -34,7 +34,7 @@ from fgbdt_chain.node.sim.engine import PARAMS, parse_params
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.sim.fvtree import TrainParams
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 SMALL = {"num_trees": 6, "max_depth": 3, "min_data_in_leaf": 5, "learning_rate": 0.3}
 
 
