@@ -312,7 +312,7 @@ def test_after_the_warm_up_an_endpoint_imports_nothing_more_when_it_is_built_and
     (a fresh interpreter, since this one has served endpoints already)."""
     script = (
         "import sys\n"
-        "from fgbdt_chain.node import endorse_server as s\n"
+        "from fgbdt_chain.node.party import endorse_server as s\n"
         "s.warm_up()\n"
         "before = set(sys.modules)\n"
         "s._config(s.create_app(None), '127.0.0.1', 0).load()\n"
