@@ -239,9 +239,9 @@ def _load() -> None:
     endpoint imports on first use."""
     import fgbdt_chain.deploy.cmd_node  # noqa: F401
     from fgbdt_chain.node.party import endorse_server
-    from fgbdt_chain.node.sim.warmup import warm_up
+    from fgbdt_chain.node.protocol.warmup import warm_up
 
-    warm_up(simulator=False)
+    warm_up()
     endorse_server.warm_up()
 
 

@@ -2,8 +2,8 @@
 
 Why exact rules: a verifier's endorsement is a statistical judgement with an error rate; these are identities that
 hold for every honest party on any data, so the contract can refuse a violation outright. Parties quantise each
-row's gradient and hessian once (``node.sim.fvtree.LocalParty``), so every sum is an exact integer sum of the same row
-values and the identities hold to the last unit:
+row's gradient and hessian once (``node.protocol.local_party.LocalParty``), so every sum is an exact integer sum of
+the same row values and the identities hold to the last unit:
 
 * **candidate totals**: a node's two candidate histograms hold the same rows, so their totals (g, h, n) are equal;
 * **inherited totals**: a party's totals at a node equal its own left/right sums at the parent's chosen split, so a

@@ -618,9 +618,9 @@ class BinnedRows:
         updated in place.
 
         Group k splits on ``split_feature[k]`` at ``split_threshold[k]`` (a row goes left when its slot is at most
-        the threshold, as ``node.sim.fvtree.route``), or is a leaf when the feature is -1: its rows leave every group.
-        The next level's groups are the children of the splitting groups, left then right, in group order (the
-        open nodes in increasing id), their rows still in increasing order.
+        the threshold, as ``node.protocol.local_party.route``), or is a leaf when the feature is -1: its rows leave
+        every group. The next level's groups are the children of the splitting groups, left then right, in group
+        order (the open nodes in increasing id), their rows still in increasing order.
         """
         self._check_rows(node_id, group_of_row)
         if split_feature.shape != (groups.num_groups,) or split_threshold.shape != (groups.num_groups,):

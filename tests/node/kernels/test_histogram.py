@@ -7,7 +7,7 @@ import pytest
 
 from fgbdt_chain.node.kernels.histogram import BinnedRows, RowGroups, row_width, votes_from_gains, votes_into
 from fgbdt_chain.node.kernels.vote_histograms import vote_scale
-from fgbdt_chain.node.sim.fvtree import open_positions, route
+from fgbdt_chain.node.protocol.local_party import open_positions, route
 
 
 def _data(seed: int, n: int = 600, f: int = 9, nb: int = 6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ import pytest
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.reference import endorsement_quorum
 from fgbdt_chain.node.attacks.histograms import Attack
+from fgbdt_chain.node.protocol.local_party import open_positions, route
 from fgbdt_chain.node.protocol.messages import level_traffic
 from fgbdt_chain.node.sim import fvtree
 from fgbdt_chain.node.sim.fvtree import (
@@ -18,8 +19,6 @@ from fgbdt_chain.node.sim.fvtree import (
     LevelView,
     TrainParams,
     TrainResult,
-    open_positions,
-    route,
     task_voted_trees,
 )
 
