@@ -2,10 +2,11 @@
 
 Party-side computation (gradients, refitted histograms, votes, quantised candidate histograms, applying splits)
 runs one compiled kernel per party and level over all the level's open nodes (``node.kernels.histogram``), each
-party a ``node.protocol.local_party.LocalParty``, the code a party node runs; the coordinator side (top-2, best split, leaf values, split Shapley values, voting contributions)
-is exactly what the contract computes, the ``ledger.spec.reference`` functions on the quantised messages (batched per
-level by ``node.protocol.resolve``, whose results equal ``reference.resolve_node``'s node by node). The model produced
-here is therefore the model the chain produces from the same messages.
+party a ``node.protocol.local_party.LocalParty``, the code a party node runs; the coordinator side (top-2, best
+split, leaf values, split Shapley values, voting contributions) is exactly what the contract computes, the
+``ledger.spec.reference`` functions on the quantised messages (batched per level by ``node.protocol.resolve``, whose
+results equal ``reference.resolve_node``'s node by node). The model produced here is therefore the model the chain
+produces from the same messages.
 
 Algorithms:
 ``fvtree``      votes on refitted histograms (gradients weighted by the PSD distribution weights w*) for the first
@@ -79,8 +80,8 @@ def task_voted_trees(algo: str, params: TrainParams) -> int:
 
 
 HESSIAN_MODES = ref.HESSIAN_MODES
-# top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" is NOTES 6 as
-# written (the lower index wins), which on single-feature ballots systematically favours low-index features
+# top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" gives a tie to
+# the lower feature index, which on single-feature ballots systematically favours low-index features
 TIE_BREAKS = ref.TIE_RULES
 
 
@@ -98,8 +99,9 @@ and at 100 x 6 within 0.0074 of it on all six classification sets (``bench.defau
 
 @dataclass(frozen=True)
 class TrainParams:
-    """GBDT and protocol parameters (:data:`DEFAULT_TREES` x :data:`DEFAULT_DEPTH` by default; NOTES 4-5 for
-    hessian and depth)."""
+    """GBDT and protocol parameters (:data:`DEFAULT_TREES` x :data:`DEFAULT_DEPTH` by default). Gains and leaf values
+    use the hessian sums, as LightGBM does (``hessian="count"``: the row counts, as the paper's formulas); ``depth``
+    counts split levels, as LightGBM's ``max_depth``."""
 
     trees: int = DEFAULT_TREES
     depth: int = DEFAULT_DEPTH
