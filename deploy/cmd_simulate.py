@@ -81,14 +81,15 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         "--tie-break",
         choices=tuple(TIE_BREAKS),
         default="hashed",
-        help="top-2 ties: a per-node pseudo-random feature order, or NOTES 6's lower index (see README)",
+        help="top-2 ties: a per-node pseudo-random feature order, or the lower feature index "
+        "(docs/design-decisions.md)",
     )
     parser.add_argument(
         "--voted-trees",
         type=int,
         default=DEFAULT_VOTED_TREES,
         help="trees whose candidates the parties vote for; later trees draw them from a public seed, which keeps an "
-        f"honest party's sums where its verifiers expect them (README, Endorsement; {ref.ALL_TREES_VOTED}: the paper)",
+        f"honest party's sums where its verifiers expect them (docs/how-it-works.md; {ref.ALL_TREES_VOTED}: the paper)",
     )
     parser.add_argument("--binning", choices=BINNING_METHODS, default="dp", help="how the common bin edges are made")
     parser.add_argument(
@@ -114,14 +115,14 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         "--psd-label-first",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="every PSD splits the label at its root (default: on; see docs/psd.md)",
+        help="every PSD splits the label at its root (default: on; see docs/how-it-works.md)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--refusal-rate",
         type=float,
         default=DEFAULT_REFUSAL_RATE,
-        help="the verifiers' false-refusal probability per check (statistical endorsement; see docs/protocol.md)",
+        help="the verifiers' false-refusal probability per check (statistical endorsement; see docs/how-it-works.md)",
     )
     parser.add_argument(
         "--overlap-threshold",
@@ -143,7 +144,7 @@ def register(sub: Any) -> None:
         "--algo",
         choices=ALGORITHMS,
         default=None,
-        help="what to train (default: fvtree; with --epsilon, randomsplit, the private model: see README)",
+        help="what to train (default: fvtree; with --epsilon, randomsplit, the private model: see docs/privacy.md)",
     )
     parser.add_argument(
         "--tree-features",

@@ -6,7 +6,7 @@ therefore works on Python integers only (no floats), in the project's fixed poin
 (``ONE`` is 1.0) and counts are plain integers. Every division truncates toward zero, as Solidity's ``/`` on
 ``int256`` does (Python's ``//`` floors, which differs for negative quotients).
 
-Conventions shared with the contracts (see ``docs/protocol.md``):
+Conventions shared with the contracts (see ``docs/how-it-works.md``):
 
 * A histogram of one feature has ``nbins = bins + 1`` slots: slot 0 holds the rows whose value is missing, slots
   ``1..bins`` the value bins in increasing order. A split at threshold ``t`` sends slots ``0..t`` left and

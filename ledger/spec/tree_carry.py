@@ -28,7 +28,7 @@ squared error); ``FLOAT_REL`` times that magnitude is 64 roundings' worth per ro
 
 What it trusts: the previous tree's per-leaf sums, which below the root only the exact rules check. A party that
 moves rows between its bins at the splits of the previous tree (keeping every total) moves its leaf sums and so the
-root the carry allows: a fabrication planned a tree ahead, which docs/protocol.md ("The carry") discusses.
+root the carry allows: a fabrication planned a tree ahead, which docs/threat-model.md discusses.
 
 Why the verifiers and not the contract: the check needs each party's per-leaf sums of the previous tree, which the
 contract holds only as hashes (``_sides``), and ``FGBDTChain`` has no code space left under EIP-170 to accumulate

@@ -4,7 +4,7 @@ Why row-level attacks: the contract checks exact identities (``ledger.spec.histo
 its histograms accepted must keep them. Stretching every row's values before they are summed keeps every identity a
 bin-level stretch would break: candidate totals stay equal, children's totals stay the parent's side sums. Those
 kinds are the strongest form of their attack. ``targeted`` stretches single bins after summing, the naive attack
-NOTES 8 lists, and the identities catch it.
+on released histograms, and the identities catch it.
 
 Kinds (``factor`` F):
 

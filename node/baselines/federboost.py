@@ -1,6 +1,6 @@
-"""FederBoost, horizontal (Tian et al.; ``../shared/papers/federboost.md``, section 4.2): buckets from quantiles found
-by bisection over secure-aggregated counts (Protocol 3), then trees grown from secure-aggregated gradient histograms
-of every feature (Protocols 4 and 5), as a baseline in the same harness as FV-tree (issue 14).
+"""FederBoost, horizontal (Tian et al., "FederBoost: Private Federated Learning for GBDT", section 4.2): buckets
+from quantiles found by bisection over secure-aggregated counts (Protocol 3), then trees grown from secure-aggregated
+gradient histograms of every feature (Protocols 4 and 5), as a baseline in the same harness as FV-tree.
 
 **Buckets (Protocol 3).** For each feature and each of the ``q - 1`` quantiles (``q`` = the task's bins), the active
 party bisects between the feature's smallest and largest values: every party counts its values below the candidate,

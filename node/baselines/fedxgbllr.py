@@ -1,5 +1,5 @@
-"""FedXGBllr (Ma et al., "Gradient-less Federated Gradient Boosting Trees with Learnable Learning Rates";
-``../shared/papers/fedxgbllr.md``), as a baseline in the same harness as FV-tree (issue 14).
+"""FedXGBllr (Ma et al., "Gradient-less Federated Gradient Boosting Trees with Learnable Learning Rates"),
+as a baseline in the same harness as FV-tree.
 
 **Round 0.** Each client trains its share of the trees (``T / K`` of the task's ``T``) on its own rows alone and sends
 them to the server, which broadcasts all ``K`` ensembles in client order. Every client then evaluates every tree on

@@ -1,6 +1,6 @@
-"""What every seed system (the federated GBDT systems of ``../shared/papers``: SimFL, TFL, FederBoost, FedXGBllr)
-hands the harness, so that ``node.sim.experiment.run`` evaluates them on the same partition, test rows and seed as
-FV-tree and reports their communication next to its own (issue 14).
+"""What every seed system (the published federated GBDT systems FV-tree is compared with: SimFL, TFL, FederBoost,
+FedXGBllr) hands the harness, so that ``node.sim.experiment.run`` evaluates them on the same partition, test rows and
+seed as FV-tree and reports their communication next to its own.
 
 Why a separate result type: these systems do not all produce trees on the federation's bins (FedXGBllr's model is
 LightGBM trees on raw values followed by a small neural aggregator), so the harness asks them for test predictions,

@@ -1,5 +1,5 @@
-"""SimFL (Li, Wu, He, AAAI 2020; ``../shared/papers/simfl.md``): similarity-weighted gradient boosting over
-p-stable LSH, as a baseline in the same harness as FV-tree (issue 14).
+"""SimFL (Li, Wen, He, "Practical Federated Gradient Boosting Decision Trees", AAAI 2020): similarity-weighted
+gradient boosting over p-stable LSH, as a baseline in the same harness as FV-tree.
 
 **Preprocessing (Algorithm 1).** Every party hashes its rows with the same ``L = min(40, d - 1)`` p-stable functions
 ``floor((a . x + b) / r)`` (``a`` Gaussian, ``b`` uniform in ``[0, r)``, ``r = 4``); the hash tables are pooled

@@ -1,5 +1,6 @@
-"""TFL, the tree-based federated baseline SimFL compares against (Zhao et al. 2018, as SimFL's section 6 runs it:
-their framework without its differential-privacy noise; ``../shared/papers/simfl.md``).
+"""TFL, the tree-based federated baseline SimFL compares against (Zhao et al., "InPrivate Digging: Enabling Tree-based
+Distributed Data Mining with Differential Privacy", INFOCOM 2018), as SimFL's section 6 runs it: their framework
+without its differential-privacy noise.
 
 Each party in turn boosts on its own rows only: it computes its rows' gradients under the shared ensemble, grows a
 tree on them and sends the tree to the others. Nothing about a party's rows leaves it but its trees, and no tree

@@ -814,7 +814,7 @@ def _decide_labels(path: str, y: np.ndarray, task: str, *, whole_task: bool = Tr
     single class is refused: binary classification needs both classes (a one-class fit predicts a constant and its
     AUC is undefined), and under "auto" it would otherwise become a silent regression on a constant. When False (one
     file on its own, ``load_dataset``) ``task="binary"`` accepts one class, because a party's shard under a skewed
-    partition (NOTES 1) legitimately holds one class; "auto" then keeps the value as a number and warns.
+    partition (``node.data.partition``) legitimately holds one class; "auto" then keeps the value as a number and warns.
     """
     distinct = np.unique(y)
     if distinct.size == 1:

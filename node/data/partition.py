@@ -1,4 +1,4 @@
-"""Skewed (non-IID) partition of training rows over parties, as in SimFL (NOTES §1).
+"""Skewed (non-IID) partition of training rows over parties, as SimFL defines it (the FGBDT-Chain paper cites it).
 
 The experiments vary the label skew between parties with one knob, theta: group A takes a fraction theta of the
 class-0 rows and (1 - theta) of the class-1 rows, group B takes the rest; group A is dealt evenly and at random over

@@ -2,7 +2,7 @@
 
 Why: ``node.protocol.resolve.resolve_level`` searched each node's split, made its leaves, credited gains, votes' shares
 and contributions on Python integers, node by node, and built every ``NodeResult`` as it went: about 20 microseconds a
-node, the largest per-level cost left in ``simulate`` once the kernels ran on every core (issue 13, item 5). Here the
+node, the largest per-level cost left in ``simulate`` once the kernels ran on every core. Here the
 same integer expressions run compiled over every node of the level, and their results stay digits
 (``node.protocol.resolved_level.ResolvedLevel``), turned into Python integers only where someone reads them: a tree
 needs a split's gain and a leaf's value, the contributions only their sums per party.

@@ -1,6 +1,6 @@
 """The trained model: trees over bin slots, its JSON file format, fast prediction and LightGBM export.
 
-The engine grows trees on bin *slots* (``docs/protocol.md``, "Bins and histograms"), so the model keeps exactly what
+The engine grows trees on bin *slots* (``docs/how-it-works.md``, "Trees and levels"), so the model keeps exactly what
 the contract recorded: per internal node a (feature, threshold slot) pair and per leaf a fixed-point value
 (``ONE = 10**18``, already times the learning rate). Keeping the integers, rather than floats, means a saved model
 can be checked against the chain bit for bit; floats only appear at prediction time, each leaf converted once as

@@ -979,8 +979,8 @@ class PartyNode:
         """Read what every other party's previous tree allows of its root (``carry_of``) while the root's votes are
         out, once per party and tree: the first endorsement request of the tree then finds it cached, where reading
         the previous tree's submissions in the request was on the critical path of the level. A root whose ballots
-        all came ahead has no vote round: its requests read the carries (a thread of their own for this, tried at
-        stop 32, measured within the noise)."""
+        all came ahead has no vote round: its requests read the carries (a thread of their own for this measured
+        within the noise)."""
         for p in self.parties:
             if p == self.address or (p, tree) in self._prefetched:
                 continue

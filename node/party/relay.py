@@ -4,7 +4,7 @@ them all at once.
 Why: every party submits its histograms at every level, and, while the level resolves, votes on the next one
 (``PartyNode._vote_ahead``). Sent as its own transaction, each was a block of its own on a chain that mines a block
 per transaction, and a transaction for every party to sign, send and wait for: eight of the nine transactions of a
-level with four parties, on a run bound by CPU (issue 13). Relayed, a party signs an EIP-712 ``ForwardRequest`` for
+level with four parties, on a run bound by CPU. Relayed, a party signs an EIP-712 ``ForwardRequest`` for
 its ``submitHistograms`` or ``submitVotes`` and hands it over its open WebSocket to the level's relayer, the party
 that sends the level's first resolution; the relayer sends every party's in one ``executeBatch`` of the trusted
 forwarder (OpenZeppelin's ``ERC2771Forwarder``; more than one where they would pass a transaction's size or a block's

@@ -1,4 +1,4 @@
-"""Common bin edges for all parties, derived without revealing raw values (NOTES 12).
+"""Common bin edges for all parties, derived without revealing raw values.
 
 Every party must bin with the same edges, fixed when the task starts and recorded on chain. Exact global quantiles
 would need the pooled raw values, so the default (``dp``) works from public information (the task schema's

@@ -3,7 +3,7 @@
 The tree is a kd-tree over the F features plus the label (dimension F). Only three things in the released object
 depend on the data: which nodes stop early (decided on noisy counts), a real label's split points (quantiles from a
 private sketch of the labels, ``label_sketched``) and the leaf counts (Laplace noise, clipped at 0). The privacy
-accounting is in docs/psd.md; `psd_budget` is the single place that implements it.
+accounting is in docs/how-it-works.md ("The PSD"); `psd_budget` is the single place that implements it.
 
 Layout: nodes are stored in breadth-first order and the k-th internal node (in node order) has children 2k+1 (left)
 and 2k+2 (right). Fixing the layout makes the encoding canonical, so the keccak digest of a PSD is a function of the
@@ -41,7 +41,7 @@ class PSDFormatError(ValueError):
 
 @dataclass(frozen=True)
 class PSDBudget:
-    """How epsilon is spent by `build_psd`; see docs/psd.md for why this adds up to epsilon."""
+    """How epsilon is spent by `build_psd`; see docs/how-it-works.md ("The PSD") for why this adds up to epsilon."""
 
     epsilon: float
     test_levels: int  # depth levels at which a noisy stopping test runs (0 = none)

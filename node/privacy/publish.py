@@ -1,11 +1,10 @@
 """What a party publishes when it asks to join: its PSD, the scale of the PSD's noise and its noisy binning sketch.
 
-Both are differentially private (docs/psd.md, node/privacy/binning.py), so they can go on chain in the join transaction;
-the contract stores only their hash. The PSD's Laplace scale is public so that verifiers can account for that noise
-in their endorsement test (``node.protocol.verify``). Layout (big-endian): magic ``FGBJ``, version (u8), PSD length
-(u32), the
-PSD's own encoding, the leaf-count noise scale (double), then the sketch in ``node.privacy.binning.encode_sketch``'s
-layout (per feature: the grid's spans and the noisy integer bucket counts).
+Both are differentially private (docs/privacy.md, node/privacy/binning.py), so they can go on chain in the join
+transaction; the contract stores only their hash. The PSD's Laplace scale is public so that verifiers can account
+for that noise in their endorsement test (``node.protocol.verify``). Layout (big-endian): magic ``FGBJ``, version
+(u8), PSD length (u32), the PSD's own encoding, the leaf-count noise scale (double), then the sketch in
+``node.privacy.binning.encode_sketch``'s layout (per feature: the grid's spans and the noisy integer bucket counts).
 
 Version 3 carries the mass-following sketch of ``node.privacy.binning``; version 2 carried the equal-width sketch
 (feature

@@ -1,4 +1,4 @@
-"""Distribution weights (Algorithm 2, equation 3; NOTES §3).
+"""Distribution weights (Algorithm 2, equation 3).
 
 W[i, j] re-weights this party's row i so that its rows, weighted, reproduce party j's released PSD counts: for row i
 in leaf l of psd_j, W[i, j] = V_l^j / |S_l^j| (the density ratio; the paper prints its inverse). The verifier relies on

@@ -5,7 +5,7 @@ Verifier j cannot see party m's rows, but it holds ``W[:, m]``, which re-weights
 candidate bin), an estimate of m's sums of g, h and the row count: ``sum W x`` over its own rows in the cell.
 
 **Why a test with an error rate, not an overlap threshold.** The estimate is noisy, and how noisy depends on how many
-rows stand behind a cell: a threshold on a distance (the paper's equation 11, NOTES 8) that fits a9a's root refuses
+rows stand behind a cell: a threshold on a distance (the paper's equation 11) that fits a9a's root refuses
 honest parties at deep levels of smaller data sets and lets a 2x stretch through where thousands of rows stand behind
 every bin. Here the differences are standardised by a model of their noise, and the verifier refuses only what that
 model makes improbable at the task's false-refusal rate ``alpha`` (one per check, on chain in ``Config.refusalRate``).
@@ -899,7 +899,7 @@ def relative_differences(claimed: np.ndarray, estimate: np.ndarray) -> tuple[flo
 
 
 def overlap(claimed_g: np.ndarray, claimed_n: np.ndarray, est_g: np.ndarray, est_n: np.ndarray) -> float:
-    """Equation 11 with magnitudes (NOTES 8): the gradient terms plus the count terms."""
+    """Equation 11 with magnitudes (``|a - b| / max(|a|, |b|)`` per bin): the gradient terms plus the count terms."""
     return relative_differences(claimed_g, est_g)[0] + relative_differences(claimed_n, est_n)[0]
 
 

@@ -274,7 +274,7 @@ class Prepared:
 
 
 def partition(train: Dataset, config: PrepConfig) -> list[np.ndarray]:
-    """The simulator's parties: the seeded label skew ``theta`` (NOTES 1), then the feature skew, over
+    """The simulator's parties: the seeded label skew ``theta`` (SimFL's partition), then the feature skew, over
     ``config.parties``; each party's sorted row indices into ``train``."""
     parts = skewed_partition(train.y, config.parties, config.theta, config.seed)
     return feature_skewed(parts, train.X, config.parties, config.feature_skew, config.seed)
@@ -287,7 +287,7 @@ def prepare(
     config: PrepConfig,
     parts: Sequence[np.ndarray] | None = None,
 ) -> Prepared:
-    """Partition the training rows and fix the common bin edges (NOTES 1 and 12).
+    """Partition the training rows and fix the common bin edges (``node.data.partition``, ``node.privacy.binning``).
 
     ``parts`` (each party's row indices into ``train``) gives parties that are already split, as the Python API's
     ``train`` has them: the partition rules (``theta``, ``feature_skew``) are then not applied, and everything else

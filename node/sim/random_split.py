@@ -1,4 +1,4 @@
-"""Random-split trees with private leaves: the design that lifts differential privacy's accuracy floor (issue 12).
+"""Random-split trees with private leaves: the design that lifts differential privacy's accuracy floor.
 
 Why: FV-tree releases every party's histograms at every level of every tree, T x d releases composed into one
 budget, so at epsilon 1 the noise on a bin is larger than the rows behind it below the root (README, "Differential
