@@ -81,9 +81,9 @@ def stop_mining(url: str) -> None:
 
     Why: a block mined while anvil writes its state on shutdown can leave the file with that block's state but not
     its logs, an event lost after the restart (seen here as a party waiting for a ``HistogramsSubmitted`` that never
-    came; foundry issue 11367 reports incomplete state files on shutdown too). Transactions sent meanwhile stay in
-    the pool, which is not kept: their senders see the outage and send again. A node that does not answer is left
-    to the signal."""
+    came; https://github.com/foundry-rs/foundry/issues/11367 reports incomplete state files on shutdown too).
+    Transactions sent meanwhile stay in the pool, which is not kept: their senders see the outage and send again. A
+    node that does not answer is left to the signal."""
     for method, params in (("evm_setAutomine", [False]), ("evm_setIntervalMining", [0])):
         if not _answers(url, method, params, 2.0):
             return

@@ -142,7 +142,7 @@ def hessian_of(h: int, n: int, hessian_mode: int) -> int:
 def tie_key(rule: int, tree: int, node: int, feature: int) -> int:
     """Where ``feature`` ranks among equally voted features of ``node`` in ``tree`` (lower first).
 
-    NOTES 6 breaks ties by the lower index. With single-feature ballots and a handful of parties nearly every node's
+    The index rule favours the lower index. With single-feature ballots and a handful of parties nearly every node's
     second candidate is a tie, so that rule hands it to the low-index features whatever they are worth (on HIGGS,
     where the informative features have high indices, it costs over a point of test error). ``TIE_HASHED`` orders the
     features by the SplitMix64 finaliser of ``tree << 40 | node << 16 | feature``: a bijection of 64-bit words, so
@@ -161,7 +161,7 @@ def tie_key(rule: int, tree: int, node: int, feature: int) -> int:
 
 
 def top2(votes: Sequence[int], num_features: int, rule: int, tree: int = 0, node: int = 0) -> tuple[int, int]:
-    """The two candidate features of one node (NOTES 6, ties by ``tie_key``).
+    """The two candidate features of one node: the two most voted (ties by ``tie_key``).
 
     Features are ranked by vote count, then by ``tie_key``, then by index; abstentions count for nothing. ``tree``
     and ``node`` matter only to the hashed rule, which needs the real ones (0-based tree, heap node id). With one
@@ -435,7 +435,10 @@ def endorsement_quorum(parties: int, num: int = 2, den: int = 3) -> int:
 
 
 def voting_contribution(vote: int, split_feature: int, gain: int) -> int:
-    """kappa (NOTES 7): the split's gain when the party voted for the chosen feature, else 0."""
+    """kappa (equation 9): the split's gain when the party voted for the chosen feature, else 0.
+
+    The paper prints the opposite (0 on a hit, the gain on a miss), against its stated purpose: rewarding votes for the
+    most informative feature."""
     return gain if vote == split_feature else 0
 
 
