@@ -1,5 +1,5 @@
-"""What the private bin edges cost: FV-tree on the mass-following DP edges, on exact quantiles and on the old
-equal-width sketch, next to LightGBM binning the raw values itself (issue 12, part 1).
+"""What the private bin edges cost: FV-tree on the mass-following DP edges, on exact quantiles and on the
+equal-width sketch, next to LightGBM binning the raw values itself.
 
 Every row of a (data set, seed) pair shares the partition (M parties, skew theta), the train/test split and the
 seed; only the edges differ. LightGBM (``node.baselines.centralized.train_own_bins``: its defaults, with the trees,

@@ -8,8 +8,8 @@ used: their sum over the machine's cores is a floor on the wall time that no wai
 The wall time runs from the task's creation to its report, the parties' host loaded (``deploy.party_forks``: imports
 and compiled kernels, 1.4 s of one core), as ``simulate`` is timed after its own imports and kernels.
 ``party_load_seconds`` is that loading and ``ratio_with_load`` the ratio with it added (more than a cold run takes:
-there the requester's first transactions overlap the loading); ``--cold`` puts the loading on the clock, as every run
-before stop 40 did.
+there the requester's first transactions overlap the loading); ``--cold`` puts the loading on the clock, as a
+cold start pays it.
 
     python -m bench.chain --data a9a --parties 4 --theta 0.8 --trees 50 --depth 6 [--algo drawn]
 
@@ -78,7 +78,7 @@ def main() -> int:
     ap.add_argument(
         "--cold",
         action="store_true",
-        help="start the clock before the parties' host loads a node (1.4 s), as runs before stop 40 did; by default "
+        help="start the clock before the parties' host loads a node (1.4 s), as a cold start pays it; by default "
         "it starts once the host has loaded, as simulate's starts after its imports and compiled kernels",
     )
     ap.add_argument("--out", default="bench/results/chain.json")

@@ -5,7 +5,7 @@ One run on chain is an anecdote: the machine's speed drifts by 10-20% within an 
 the two runs interleaved. The earlier commit is checked out beside this one (``bench.worktree``); each run is
 ``python -m bench.chain`` in its own process, in the tree it measures.
 
-    python -m bench.chain_ab --base 9f6def8 --runs 3 --out bench/results/chain_ab.json -- --trees 50 --depth 6
+    python -m bench.chain_ab --base HEAD~1 --runs 3 --out bench/results/chain_ab.json -- --trees 50 --depth 6
 """
 
 from __future__ import annotations

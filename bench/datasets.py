@@ -9,7 +9,8 @@ from pathlib import Path
 from bench.stress import claims_data, heavy_data, stress_data
 from fgbdt_chain.node.data.loaders import Dataset, load_train_test
 
-SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+DATA_DIR = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[2] / "shared" / "datasets"))
+"""The data sets directory: ``FGBDT_DATASETS``, by default the one beside the checkout (where CI puts it)."""
 
 DATASETS: dict[str, tuple[str, str | None, dict[str, object]]] = {
     "a9a": ("a9a.gz", "a9a.t.gz", {}),
@@ -35,11 +36,12 @@ def objective(name: str) -> str:
 
 
 def load(name: str, seed: int = 0) -> tuple[Dataset, Dataset]:
-    """Train and test sets of a named benchmark data set (the shared copy; a9a falls back to the demo's copy)."""
+    """Train and test sets of a named benchmark data set (from the data sets directory; a9a falls back to the
+    demo's copy)."""
     if name in SYNTHETIC:
         return SYNTHETIC[name][0](seed=seed)
     train, test, opts = DATASETS[name]
-    base = SHARED
+    base = DATA_DIR
     if name == "a9a" and not (base / train).exists():
         base = Path(__file__).resolve().parents[1] / "deploy" / "data"
     return load_train_test(base / train, base / test if test else None, seed=seed, **opts)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""How the honest endorsement statistics move as a task grows past the 50 trees of ``bench.endorse`` (issue 10).
+"""How the honest endorsement statistics move as a task grows past the 50 trees of ``bench.endorse``.
 
 Every verifier's root measurement of every honest party, tree by tree, with the test kept from refusing (a false-
 refusal rate of 1e-15, so that the statistics of a full task are seen): the fitted scale of the gradient and hessian

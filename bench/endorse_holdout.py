@@ -1,4 +1,4 @@
-"""Does an estimate from rows the model is not trained on remove the endorsement drift? (issue 10)
+"""Does an estimate from rows the model is not trained on remove the endorsement drift?
 
 ``bench.endorse_drift`` shows honest gradient claims moving away from the verifier's estimate as a task grows. One
 reading: the verifier's rows are training rows of the model whose gradients it evaluates. This diagnostic holds out

@@ -1,5 +1,5 @@
 """What candidates chosen by no party would cost in accuracy: LightGBM on the federation's bins with a public random
-subset of k features per node (``feature_fraction_bynode = k / d``), against all features (issue 10).
+subset of k features per node (``feature_fraction_bynode = k / d``), against all features.
 
 FV-tree's votes make the model fit each party's own rows better than others' rows of the same label, which breaks
 the endorsement test's premise in long tasks (``bench.endorse_drift``). Candidates drawn from a public seed, with the

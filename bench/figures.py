@@ -1,4 +1,4 @@
-"""The FGBDT-Chain paper's experimental figures as plots, in the same harness as every other figure (issue 14).
+"""The FGBDT-Chain paper's experimental figures as plots, in the same harness as every other figure.
 
 * **figure6**, convergence (section 6.2.1): test error against the number of trees, M = 4, theta 0.8, the paper's
   settings (500 trees of depth 8, 16 bins, learning rate 0.1, lambda 0.1), on a9a, HIGGS and SUSY: FV-tree, PV-tree
@@ -134,7 +134,7 @@ def sweep_point(task: tuple[str, str, int, float, int, int]) -> dict[str, Any]:
     for algo in ("fvtree", "simfl", "centralized"):
         report, _, _ = run(prep, algo)
         errors[algo] = report["test_error"]
-        if algo == "fvtree":  # honest parties the endorsement refused (issue 10): they leave the federation
+        if algo == "fvtree":  # honest parties the endorsement refused: they leave the federation
             refused = len(report["endorsement"]["refusals"])
     alone = [
         error_rate(

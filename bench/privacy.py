@@ -1,4 +1,4 @@
-"""What differential privacy costs: the paper's Figure 9 and a privacy-accuracy curve (issue 12, part 2).
+"""What differential privacy costs: the paper's Figure 9 and a privacy-accuracy curve.
 
 Every party spends one budget ``(epsilon, delta = 1e-5)`` on everything it releases (``node.privacy.accountant``: bin
 sketch,

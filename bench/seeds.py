@@ -1,4 +1,4 @@
-"""The seed systems in the same harness as FV-tree (issue 14): their published numbers reproduced, and every one of
+"""The seed systems in the same harness as FV-tree: their published numbers reproduced, and every one of
 them against FV-tree on the same data, partition, bins and seed.
 
 * **simfl**: SimFL's Table 2 (theta 0.8, 2 parties, 500 trees of depth 8) on a9a, SUSY and HIGGS: SimFL (its blocks
@@ -18,7 +18,7 @@ them against FV-tree on the same data, partition, bins and seed.
     python -m bench.seeds --part fedxgbllr --seeds 0-2 --jobs 2
     python -m bench.seeds --part federboost --seeds 0-4
     python -m bench.seeds --part compare --seeds 0-2
-    python -m bench.seeds --part drawn --seeds 0-2          # FV-tree with drawn candidates (issue 10)
+    python -m bench.seeds --part drawn --seeds 0-2          # FV-tree with drawn candidates
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ PARTS: dict[str, dict[str, Any]] = {
         "fedxgbllr_epochs": 10,
     },
 }
-# Not a seed system: FV-tree's own candidates drawn from a public seed instead of voted (issue 10), beside the voting
+# Not a seed system: FV-tree's own candidates drawn from a public seed instead of voted, beside the voting
 # and the all-features federations at the headline setting.
 PARTS["drawn"] = {
     "datasets": ("a9a", "higgs", "susy", "credit"),

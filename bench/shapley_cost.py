@@ -1,6 +1,6 @@
 """Per-split cost of exact split Shapley for M = 2..16 parties, and the cost model ``fgbdt simulate`` warns with.
 
-Exact Shapley sums over all 2^M coalitions (NOTES 10), so its cost, not the histograms, is what limits M. This
+Exact Shapley sums over all 2^M coalitions (equation 8, exact), so its cost, not the histograms, is what limits M. This
 measures three kernels on one split with realistic fixed-point sums (18-decimal gradients of a few thousand rows):
 
 * ``ledger.spec.reference.split_shapley``, the reference the contract is checked against;

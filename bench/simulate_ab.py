@@ -7,7 +7,7 @@ standard error over the pairs, the paired time ratio, and per data set the paire
 (this checkout minus the earlier one), mean and standard error over the seeds. A change meant to leave the model as
 it was shows differences of exactly 0.
 
-    python -m bench.simulate_ab --base d3b81a1 --datasets a9a,credit --seeds 0-4 --out bench/results/simulate_ab.json
+    python -m bench.simulate_ab --base HEAD~1 --datasets a9a,credit --seeds 0-4 --out bench/results/simulate_ab.json
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Would Poisson subsampling of the rows per tree buy accuracy for the private leaves? (issue 12, "not built")
+"""Would Poisson subsampling of the rows per tree buy accuracy for the private leaves?
 
 Sampling each row into a tree with probability q amplifies privacy, so each leaf release may carry less noise, but a
 leaf then sums only a fraction q of its rows. What decides is the signal per unit of noise, ``q / z``, where ``z`` is

@@ -1,4 +1,4 @@
-"""Accuracy of the candidate switch: votes for the first trees, drawn candidates afterwards (issue 10).
+"""Accuracy of the candidate switch: votes for the first trees, drawn candidates afterwards.
 
 Votes learn fast but drift the endorsement statistics as voted trees accumulate (``bench.endorse_drift``); drawn
 candidates keep the statistics at their premise but learn slower. This measures the test error of FV-tree voting on

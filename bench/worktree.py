@@ -2,7 +2,7 @@
 
 The machine's speed drifts by 10-20% within an hour here, so a change is measured in the same session as the code
 before it, runs interleaved (``bench.chain_ab``, ``bench.simulate_ab``). The earlier commit goes into a temporary git
-worktree, with this checkout's ``node_modules`` and the shared data sets beside it linked in; each run is a process
+worktree, with this checkout's ``node_modules`` and the data sets directory beside it linked in; each run is a process
 started in the tree it measures, whose working directory puts that tree's ``fgbdt_chain`` first on the import path.
 """
 
@@ -33,7 +33,7 @@ def checkout(rev: str) -> Iterator[Path]:
         try:
             if (ROOT / "node_modules").exists():
                 (tree / "node_modules").symlink_to(ROOT / "node_modules")
-            if (ROOT.parent / "shared").exists():  # the data sets, where bench.datasets looks beside a checkout
+            if (ROOT.parent / "shared").exists():  # the data sets directory, where bench.datasets looks by default
                 (tree.parent / "shared").symlink_to(ROOT.parent / "shared")
             yield tree
         finally:
