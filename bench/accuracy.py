@@ -26,7 +26,7 @@ from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run, standalone
 from fgbdt_chain.node.sim.fvtree import TrainParams
 
 FEDERATED = ("fvtree", "pvtree", "allfeatures")
-# Issue 2's bar: FV-tree at most this much (absolute test error) worse than centralized LightGBM with the same bins.
+# The accuracy bar: FV-tree at most this much (absolute test error) worse than centralized LightGBM with the same bins.
 TOLERANCE = 0.005
 # Test errors are counts over the test rows, so a difference of exactly 0.5 pt can come out a hair above 0.005.
 _EPS = 1e-12

@@ -1,8 +1,9 @@
 """Does the devnet's chain slow down as it grows? Block time at block 1,000, 10,000 and 50,000 per anvil setting.
 
 anvil 1.7.1 (the newest on npm) slows down as the chain grows under its default hardfork (Prague): upstream traced
-it to the EIP-2935 block-hash history contract and fixed it after 1.7.1 (https://github.com/foundry-rs/foundry/pull/15715). The
-devnet's hardfork and pruning (``ledger.devnet.anvil.anvil_command``) are chosen by this measurement.
+it to the EIP-2935 block-hash history contract and fixed it after 1.7.1
+(https://github.com/foundry-rs/foundry/pull/15715). The devnet's hardfork and pruning
+(``ledger.devnet.anvil.anvil_command``) are chosen by this measurement.
 
 For every setting: a fresh anvil, then at each checkpoint (empty blocks mined up to it with ``anvil_mine``, whose
 time is reported too) ``--blocks`` blocks of one transaction each (automine: a value transfer between two dev
