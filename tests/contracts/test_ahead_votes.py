@@ -1,4 +1,4 @@
-"""Votes sent ahead (issue 13, item 1): while a level resolves, a party whose histograms it accepted votes on the
+"""Votes sent ahead: while a level resolves, a party whose histograms it accepted votes on the
 next level of the tree, two votes per open node (one per child); when that level opens, the votes of its nodes are
 the party's ballot, and when every party taking part sent one, the transaction that opens the level closes its
 voting too. Every level is compared with the reference, and the audit replays the task."""

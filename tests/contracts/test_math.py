@@ -18,7 +18,7 @@ BATCH = 20
 
 
 def table3_sides(h2_scale: int) -> tuple[list[int], list[int], list[int], list[int]]:
-    """Table 3 (NOTES 11) at the split between the two bins, hessian = count, as (gL, hL, gR, hR)."""
+    """Table 3 (the paper's worked example) at the split between the two bins, hessian = count, as (gL, hL, gR, hR)."""
     return [1 * ONE, -1 * h2_scale * ONE], [10 * ONE, 10 * ONE], [2 * ONE, 1 * h2_scale * ONE], [10 * ONE, 10 * ONE]
 
 
@@ -93,7 +93,7 @@ def test_split_shapley_matches_reference(anvil_math: MathContract, cases: list) 
     for case, (gain, phi) in zip(cases, got, strict=True):
         want_gain, want_phi = ref.split_shapley(*case)
         assert (gain, phi) == (want_gain, want_phi), case
-        # efficiency (NOTES 10): the phi add up to the grand coalition's gain up to M units
+        # efficiency (exact Shapley): the phi add up to the grand coalition's gain up to M units
         assert abs(sum(phi) - gain) <= len(phi)
 
 

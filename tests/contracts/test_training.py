@@ -34,9 +34,10 @@ pytestmark = pytest.mark.chain
 
 
 def test_table3_through_the_contract(chain: ChainClient, task_contract: TaskContract) -> None:
-    """NOTES 11 end to end: two parties, one split level, lambda 0, hessian = count, abstaining votes (so the
-    candidates are features 0 and 1 in that order by the lower-index tie rule). Squared error, so that each bin's
-    hessian is its count (the exact rules); both candidates hold the same bins, and rank 0 wins the tie."""
+    """Table 3 (the paper's worked example) end to end: two parties, one split level, lambda 0, hessian = count,
+    abstaining votes (so the candidates are features 0 and 1 in that order by the lower-index tie rule). Squared
+    error, so that each bin's hessian is its count (the exact rules); both candidates hold the same bins, and rank 0
+    wins the tie."""
     cfg = TaskConfig(
         trees=1,
         depth=1,
@@ -217,7 +218,7 @@ def test_training_matches_reference(training_chain: tuple[ChainClient, TaskContr
 
 
 def test_training_count_mode_many_parties(anvil_client: ChainClient) -> None:
-    """Seven parties, hessian = count, lambda 0, NOTES 6's lower-index tie rule (anvil only: more transactions)."""
+    """Seven parties, hessian = count, lambda 0, the lower-index tie rule (anvil only: more transactions)."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
     cfg = TaskConfig(
         trees=1,

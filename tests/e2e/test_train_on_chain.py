@@ -342,7 +342,7 @@ def test_a_regression_task_trains_on_chain_and_reads_back_as_regression(
 
 
 def test_fgbdt_train_runs_a_regression_task(anvil_node: Anvil, e2e_contract: str, tmp_path: Path) -> None:
-    """``fgbdt train`` on a real-valued label: it used to refuse anything but binary classification; the report
+    """``fgbdt train`` on a real-valued label, not only binary classification: the report
     gives the test RMSE and the saved model predicts in the labels' units (its label scale from the chain)."""
     rng = np.random.default_rng(4)
     X = rng.normal(size=(900, 3))

@@ -55,7 +55,7 @@ def test_leaf_value_is_minus_g_lr_over_h_lambda() -> None:
     assert ref.leaf_value(ONE, 3 * ONE, 0, ONE) == -333333333333333333
 
 
-# --- Table 3 (NOTES 11) ------------------------------------------------------------------------------------------
+# --- Table 3 (the paper's worked example: lambda 0, hessian = count) -----------------------------------------------
 
 
 def _table3(h2_gradients: tuple[int, int]) -> tuple[int, list[int]]:
@@ -201,7 +201,7 @@ def test_fast_shapley_rejects_ragged_input() -> None:
     assert ref.split_shapley_fast([], [], [], [], ONE) == (0, [])
 
 
-# --- top-2 (NOTES 6) -----------------------------------------------------------------------------------------------
+# --- top-2: the two most voted features, ties by tie_key -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -253,7 +253,7 @@ def test_tie_key_is_splitmix64_and_index_rule_is_the_index() -> None:
 
 def test_hashed_ties_do_not_favour_low_indices() -> None:
     """The reason for the hashed rule: with ``[a, a, b, c]`` ballots the runner-up is a tie between b and c, which
-    NOTES 6 always gives to the lower index; per node, the hashed rule gives it to either about half the time."""
+    the index rule always gives to the lower index; per node, the hashed rule gives it to either about half the time."""
     wins = [ref.top2([0, 0, 3, 27], 28, ref.TIE_HASHED, tree, node)[1] for tree in range(20) for node in range(1, 51)]
     assert set(wins) == {3, 27}
     assert 0.4 < wins.count(27) / len(wins) < 0.6

@@ -17,7 +17,7 @@ from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_the_api_and_the_command_line_give_identical_configs() -> None:
-    """Reals go through ``reference.to_fixed`` on both paths (the API used to truncate 0.07 where the CLI rounded)."""
+    """Reals go through ``reference.to_fixed`` on both paths (truncating 0.07 gives another integer than rounding)."""
     params = TrainParams(trees=7, depth=4, bins=12, learning_rate=0.07, lam=0.3, min_rows=9, alpha=0.25)
     protocol = {"min_parties": 3, "max_parties": 5, "step_blocks": 30, "refusal_rate": 3e-7, "overlap_threshold": 0.07}
     cli = params.task(**protocol).config()

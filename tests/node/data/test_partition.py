@@ -1,4 +1,4 @@
-"""Tests of node.partition.skewed_partition (NOTES §1, SimFL's skewed split)."""
+"""Tests of node.partition.skewed_partition (SimFL's skewed split)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of the distribution weights (node/privacy/weights.py, NOTES §3)."""
+"""Tests of the distribution weights (node/privacy/weights.py)."""
 
 from __future__ import annotations
 
