@@ -1,4 +1,4 @@
-"""Tests of node.data: round trips on generated files, malformed input, and the shared benchmark files."""
+"""Tests of node.data: round trips on generated files, malformed input, and the benchmark files."""
 
 from __future__ import annotations
 
@@ -26,8 +26,11 @@ from fgbdt_chain.node.data.loaders import (
     load_train_test,
 )
 
-SHARED = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[4] / "shared" / "datasets"))
-needs_shared = pytest.mark.skipif(not (SHARED / "a9a.gz").exists(), reason=f"shared datasets not found at {SHARED}")
+DATA_DIR = Path(os.environ.get("FGBDT_DATASETS", Path(__file__).resolve().parents[4] / "shared" / "datasets"))
+"""The data sets directory (``FGBDT_DATASETS``, as ``bench.datasets``), which CI provides."""
+needs_datasets = pytest.mark.skipif(
+    not (DATA_DIR / "a9a.gz").exists(), reason=f"the data sets directory not found at {DATA_DIR} (FGBDT_DATASETS)"
+)
 
 
 def write(path: Path, text: str, *, gz: bool = False) -> Path:
@@ -202,7 +205,7 @@ def test_one_class_labels_are_refused_for_a_task(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match=r"one.csv: every label is 1: task='binary' needs both classes"):
         load_train_test(path, seed=0, task="binary")
     with pytest.raises(DataFormatError, match=r"every label is 1: binary classification needs both classes"):
-        load_train_test(path, seed=0)  # "auto" used to train a regression on the constant, silently
+        load_train_test(path, seed=0)  # "auto" must not silently train a regression on the constant
     with pytest.warns(DataWarning, match="every label is 1: the regression target is a constant"):
         train, _ = load_train_test(path, seed=0, task="regression")
     np.testing.assert_array_equal(train.y, 1.0)
@@ -528,16 +531,16 @@ def test_load_train_test_with_test_file(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# The shared benchmark files (present in CI)
+# The benchmark files of the data sets directory (present in CI)
 
 
 @pytest.fixture(scope="module")
 def a9a_pair() -> tuple[Dataset, Dataset]:
-    return load_train_test(SHARED / "a9a.gz", SHARED / "a9a.t.gz", seed=0)
+    return load_train_test(DATA_DIR / "a9a.gz", DATA_DIR / "a9a.t.gz", seed=0)
 
 
-@needs_shared
-def test_shared_a9a(a9a_pair: tuple[Dataset, Dataset]) -> None:
+@needs_datasets
+def test_benchmark_a9a(a9a_pair: tuple[Dataset, Dataset]) -> None:
     train, test = a9a_pair
     assert train.X.shape == (32_561, 123) and test.X.shape == (16_281, 123)
     assert train.name == "a9a" and test.name == "a9a.t"
@@ -545,14 +548,14 @@ def test_shared_a9a(a9a_pair: tuple[Dataset, Dataset]) -> None:
     assert int(train.y.sum()) == 7_841 and int(test.y.sum()) == 3_846
     assert set(np.unique(train.X)) == {0.0, 1.0}
     assert not test.X[:, 122].any(), "a9a.t never uses index 123; the column is padded with zeros"
-    alone = load_dataset(SHARED / "a9a.t.gz", num_features=123)
+    alone = load_dataset(DATA_DIR / "a9a.t.gz", num_features=123)
     np.testing.assert_array_equal(alone.X, test.X)
     np.testing.assert_array_equal(alone.y, test.y)
 
 
-@needs_shared
-def test_shared_a9a_takes_the_fast_path() -> None:
-    lines = _read_text(str(SHARED / "a9a.t.gz")).split("\n")
+@needs_datasets
+def test_benchmark_a9a_takes_the_fast_path() -> None:
+    lines = _read_text(str(DATA_DIR / "a9a.t.gz")).split("\n")
     fast = _parse_libsvm_fast(lines)
     assert fast is not None
     assert fast.max_index == 122 and fast.labels.size == 16_281
@@ -564,34 +567,34 @@ def test_shared_a9a_takes_the_fast_path() -> None:
         np.testing.assert_array_equal(getattr(fast_head, key), getattr(careful_head, key))
 
 
-@needs_shared
-def test_shared_csv_files() -> None:
-    higgs = load_dataset(SHARED / "higgs_h2o_train_10k.csv.gz")
+@needs_datasets
+def test_benchmark_csv_files() -> None:
+    higgs = load_dataset(DATA_DIR / "higgs_h2o_train_10k.csv.gz")
     assert higgs.X.shape == (10_000, 28)
     assert set(np.unique(higgs.y)) == {0.0, 1.0}
     assert not np.isnan(higgs.X).any()
-    credit = load_dataset(SHARED / "UCI_Credit_Card.csv.gz", label_column=-1, drop_columns=["ID"])
+    credit = load_dataset(DATA_DIR / "UCI_Credit_Card.csv.gz", label_column=-1, drop_columns=["ID"])
     assert credit.X.shape == (30_000, 23)
     assert "ID" not in credit.feature_names and credit.feature_names[0] == "LIMIT_BAL"
     assert "default.payment.next.month" not in credit.feature_names
     assert set(np.unique(credit.y)) == {0.0, 1.0}
     by_name = load_dataset(
-        SHARED / "UCI_Credit_Card.csv.gz", label_column="default.payment.next.month", drop_columns=[0]
+        DATA_DIR / "UCI_Credit_Card.csv.gz", label_column="default.payment.next.month", drop_columns=[0]
     )
     np.testing.assert_array_equal(by_name.X, credit.X)
     susy_train, susy_test = load_train_test(
-        SHARED / "susy_bfp_train_10k.csv.gz", SHARED / "susy_bfp_test_10k.csv.gz", seed=0
+        DATA_DIR / "susy_bfp_train_10k.csv.gz", DATA_DIR / "susy_bfp_test_10k.csv.gz", seed=0
     )
     assert susy_train.X.shape == (10_000, 8) and susy_test.X.shape == (10_000, 8)
     assert set(np.unique(susy_test.y)) == {0.0, 1.0}
 
 
-@needs_shared
-def test_shared_regression_and_split() -> None:
-    abalone = load_dataset(SHARED / "abalone.gz")
+@needs_datasets
+def test_benchmark_regression_and_split() -> None:
+    abalone = load_dataset(DATA_DIR / "abalone.gz")
     assert abalone.X.shape == (4_177, 8)
     assert abalone.y.min() >= 1 and abalone.y.max() <= 29 and np.unique(abalone.y).size > 2
-    train, test = load_train_test(SHARED / "cpusmall.gz", seed=3)
+    train, test = load_train_test(DATA_DIR / "cpusmall.gz", seed=3)
     assert (train.n_rows, test.n_rows) == (6_144, 2_048)
     assert train.n_features == test.n_features == 12
 
