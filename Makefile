@@ -6,14 +6,14 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all demo test lint typecheck unit bench clean install artifacts
+.PHONY: all demo test lint typecheck docs unit bench clean install artifacts
 
 all: test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,chain]'
+	$(PY) -m pip install --quiet -e '.[dev,chain,docs]'
 	touch $@
 
 # The EVM toolchain (solc-js and anvil) comes from npm; skipped where npm is missing (the embedded chain serves).
@@ -38,10 +38,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy -p fgbdt_chain
 
+# The documentation site into out/site; every warning is an error. Offline: nothing is fetched while it builds.
+# (The MkDocs 2 notices that Material and the plugins print on every build are switched off.)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet -d out/site
+
 unit: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test: lint typecheck unit
+test: lint typecheck docs unit
 
 clean:
 	rm -rf $(VENV) node_modules build .pytest_cache .mypy_cache .ruff_cache out
