@@ -12,6 +12,7 @@ The application is assembled here from parts named for what they do (FastAPI's l
   backend's checks and the contract's reverts, 503 with ``Retry-After`` when the chain is unreachable, a generic
   500 and never a stack trace);
 * ``api.docs``: Swagger UI at ``/docs`` and ReDoc at ``/redoc`` with their assets served locally (they work offline);
+* ``api.dashboard``: the browser dashboard at ``/`` (``api/static``), which reads and signs through ``/v1``;
 * ``api.service``: the chain access itself, ``api.models``: the request and response models.
 """
 
@@ -19,9 +20,10 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from fgbdt_chain.api.dashboard import install_dashboard
 from fgbdt_chain.api.docs import install_docs
 from fgbdt_chain.api.error_handlers import register_error_handlers
-from fgbdt_chain.api.routers import events, members, meta, results, tasks
+from fgbdt_chain.api.routers import dashboard, events, members, meta, results, tasks
 from fgbdt_chain.api.service import Backend, Settings
 
 API_PREFIX = "/v1"
@@ -39,10 +41,11 @@ def create_app(backend: Backend) -> FastAPI:
     """The application bound to ``backend`` (tests pass their own, the ``serve`` command one from its flags)."""
     app = FastAPI(title="FGBDT-Chain API", version="1.0.0", description=DESCRIPTION, docs_url=None, redoc_url=None)
     app.state.backend = backend
-    for router in (meta.router, tasks.router, members.router, results.router, events.router):
+    for router in (meta.router, tasks.router, members.router, results.router, events.router, dashboard.router):
         app.include_router(router, prefix=API_PREFIX)
     register_error_handlers(app)
     install_docs(app)
+    install_dashboard(app)
     return app
 
 

@@ -256,6 +256,7 @@ class TaskSummary(BaseModel):
     trees: int
     depth: int
     parties: int
+    trees_completed: int = Field(description="Trees whose every node is resolved.")
 
 
 class TaskList(BaseModel):

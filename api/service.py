@@ -154,6 +154,7 @@ class Backend:
             trees=cfg.trees,
             depth=cfg.depth,
             parties=len(self.task().parties(task_id)),
+            trees_completed=trees_completed(st, cfg),
         )
 
     def list_tasks(self, offset: int, limit: int) -> m.TaskList:
@@ -199,12 +200,7 @@ class Backend:
         events = self.logs(task_id)
         created = next(e for e in events if e.name == "TaskCreated")
         levels = [e for e in events if e.name == "LevelStarted"]
-        if st.status == Status.COMPLETED:
-            done = cfg.trees
-        elif st.status == Status.TRAINING:
-            done = st.tree
-        else:
-            done = 0
+        done = trees_completed(st, cfg)
         progress = m.Progress(
             phase=PHASE_NAMES[int(st.phase)] if st.status == Status.TRAINING else None,
             tree=st.tree,
@@ -367,6 +363,13 @@ class Backend:
             status = self.task().member(task_id, sender)[0]
             if status != Membership.NONE:
                 raise ApiError(409, f"{sender} already asked to join (status {status.name.lower()})", "AlreadyJoined")
+
+
+def trees_completed(st: TaskState, cfg: TaskConfig) -> int:
+    """Trees whose every node is resolved: all of a completed task's, those before the current one in training."""
+    if st.status == Status.COMPLETED:
+        return cfg.trees
+    return st.tree if st.status == Status.TRAINING else 0
 
 
 def create_call_args(body: m.CreateTaskRequest) -> tuple[Any, ...]:

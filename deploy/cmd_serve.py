@@ -63,6 +63,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except CompileError as exc:
         raise UserError(f"contracts do not compile: {exc}") from exc
     app = create_app(Backend(settings, artifacts))
-    print(f"fgbdt serve: http://{args.host}:{args.port}/docs (chain {settings.rpc_url}, contract {settings.contract})")
+    base = f"http://{args.host}:{args.port}"
+    print(f"fgbdt serve: dashboard {base}/, API {base}/docs (chain {settings.rpc_url}, contract {settings.contract})")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import tempfile
 import threading
 import time
@@ -53,6 +54,11 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-port", type=int, default=0, help="port of the API (default: a free one)")
     p.add_argument("--chain", choices=("auto", "anvil", "embedded"), default="auto")
+    p.add_argument(
+        "--stay",
+        action="store_true",
+        help="keep the chain, the API and the dashboard up once the task is done, until interrupted (Ctrl-C)",
+    )
     p.set_defaults(func=demo)
 
 
@@ -151,6 +157,7 @@ def demo(args: argparse.Namespace) -> int:
         console.print(f"contracts: FGBDTChain {task.address}, forwarder {forwarder_address}")
         with api_server(rpc, task.address, forwarder_address, relayer.key.hex(), args.api_port) as api:
             console.print(f"API: {api}/docs")
+            console.print(f"dashboard: {api}/", soft_wrap=True)
             http = httpx.Client(base_url=api, timeout=120)
             setup = ChainSetup(rpc=rpc, contract=task.address, requester=requester, workdir=work)
             low, high = prep.ranges
@@ -191,8 +198,25 @@ def demo(args: argparse.Namespace) -> int:
             finally:
                 req.stop_parties()
             _results(http, tid, prep, console)
+            if args.stay:
+                _stay(api, console)
     console.print(f"demo finished in {time.monotonic() - started:.0f} s; everything it started is stopped")
     return 0
+
+
+def _stay(api: str, console: Console) -> None:
+    """Until interrupted (Ctrl-C, or a SIGTERM taken as one): the dashboard stays up to look at the finished task."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    console.print(f"the chain, the API and the dashboard ({api}/) stay up; Ctrl-C stops them", soft_wrap=True)
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        console.print("stopping")
 
 
 def _follow(req: Requester, params: TrainParams, console: Console) -> None:
