@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fgbdt_chain.api import dashboard_models as m
+from fgbdt_chain.api.models import from_fixed
 from fgbdt_chain.ledger.rpc.client import Event, LogHead
-from fgbdt_chain.ledger.spec.fixed_point import from_fixed
 from fgbdt_chain.ledger.wrappers.contracts import TaskContract, level_nodes
 
 SMALL_EVENTS = ("LevelStarted", "VotesSubmitted", "VotingClosed", "HistogramsDeclined", "HistogramsClosed")

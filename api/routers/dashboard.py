@@ -30,7 +30,6 @@ from fgbdt_chain.api.routers.events import sse
 from fgbdt_chain.api.service import Backend, create_call_args
 from fgbdt_chain.api.timeline import timeline
 from fgbdt_chain.ledger.spec.edges import encode_edges
-from fgbdt_chain.ledger.spec.fixed_point import from_fixed
 from fgbdt_chain.ledger.wrappers.contracts import Status
 from fgbdt_chain.ledger.wrappers.forwarder import calldata
 from fgbdt_chain.node.privacy.binning import edges_from_sketch, snap_integer_edges
@@ -136,8 +135,8 @@ def bin_edges(
         raise ApiError(409, f"task {task_id} has no approved party yet", "NotEnoughParties")
     payloads = {str(e.args["party"]): bytes(e.args["psd"]) for e in backend.logs(task_id, ["JoinRequested"])}
     created = backend.logs(task_id, ["TaskCreated"])[0].args
-    low = np.array([from_fixed(int(v)) for v in created["featureMin"]])
-    high = np.array([from_fixed(int(v)) for v in created["featureMax"]])
+    low = np.array([m.from_fixed(int(v)) for v in created["featureMin"]])
+    high = np.array([m.from_fixed(int(v)) for v in created["featureMax"]])
     flags = None
     if integers:
         bad = [i for i in integers if not 0 <= i < len(low)]

@@ -18,7 +18,7 @@ from fgbdt_chain.api.dashboard import STATIC_DIR
 from fgbdt_chain.api.service import create_call_args
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.spec.edges import decode_edges
-from fgbdt_chain.ledger.spec.fixed_point import ONE
+from fgbdt_chain.ledger.spec.reference import ONE
 from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
 from fgbdt_chain.ledger.wrappers.forwarder import calldata
 from fgbdt_chain.node.privacy.binning import local_sketch, sketch_rng
