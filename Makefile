@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: all demo test lint typecheck docs unit bench clean install artifacts
+.PHONY: all demo test lint typecheck docs unit bench clean install artifacts screenshots
 
 all: test
 
@@ -47,6 +47,10 @@ unit: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test: lint typecheck docs unit
+
+# The dashboard's screenshots that docs/dashboard.md shows, taken by its browser tests.
+screenshots: install
+	DASHBOARD_SCREENSHOTS=docs/img/dashboard $(PY) -m pytest -q -p no:cacheprovider tests/api/test_dashboard_browser.py
 
 clean:
 	rm -rf $(VENV) node_modules build .pytest_cache .mypy_cache .ruff_cache out
