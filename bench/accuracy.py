@@ -5,7 +5,6 @@ the skewed partition, the DP bin edges, the PSD noise and LightGBM, so with smal
 seed is noisy; ``--seeds`` repeats every configuration and the markdown then summarizes over seeds.
 
     python -m bench.accuracy --datasets a9a,higgs,susy --parties 2,4,8 --thetas 0.5,0.8 --seeds 0,1,2,3,4
-    python -m bench.accuracy --from-json bench/results/accuracy.json   # re-print the tables of an earlier run
 """
 
 from __future__ import annotations
@@ -16,10 +15,10 @@ import math
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run, standalone_errors
@@ -45,13 +44,10 @@ def main() -> int:
     seeds = ap.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", default=None, help="comma-separated seeds; every configuration runs for each")
     seeds.add_argument("--seed", type=int, default=0, help="a single seed (the same as --seeds N)")
-    ap.add_argument("--out", default="bench/results/accuracy.json")
-    ap.add_argument("--from-json", help="only print the tables of an earlier run's JSON")
+    ap.add_argument("--out", help="results file (default bench/results/accuracy.json, bench.record)")
     args = ap.parse_args()
-    if args.from_json:
-        print(markdown(load_rows(Path(args.from_json))))
-        return 0
     seed_list = [int(s) for s in args.seeds.split(",")] if args.seeds is not None else [args.seed]
+    record = Run("accuracy", {**parameters_of(args, drop=("seed",)), "seeds": seed_list}, args.out)
     params = TrainParams(
         trees=args.trees,
         depth=args.depth,
@@ -62,9 +58,6 @@ def main() -> int:
         voted_trees=ALL_TREES_VOTED,  # the paper's FV-tree, as the published figures ran it
     )
     rows: list[dict[str, Any]] = []
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    command = " ".join(["python -m bench.accuracy", *sys.argv[1:]])
     for name in args.datasets.split(","):
         # Seeds are the inner loop so a configuration's summary is complete as soon as its last seed finishes.
         data: dict[int, tuple[Dataset, Dataset]] = {seed: load(name, seed) for seed in seed_list}
@@ -74,11 +67,18 @@ def main() -> int:
                     row = one_row(name, *data[seed], params, m, theta, seed, args.binning)
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
-                    out.write_text(
-                        json.dumps({"command": command, "params": vars(args), "rows": rows}, indent=1) + "\n"
-                    )
+                    record.save({"rows": rows}, complete=False)  # a stopped run keeps what it measured
+    record.save({"rows": rows})
     print(markdown(rows))
     return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one setting, their rows together (each a data set, M, theta and seed): the
+    summary over seeds where there are several (the rows per seed stay in the results file)."""
+    rows = [row for run in runs for row in run["results"]["rows"]]
+    summaries = summarize(rows)
+    return per_seed_table(rows) if all(len(s["seeds"]) == 1 for s in summaries) else summary_table(summaries)
 
 
 def one_row(
@@ -104,13 +104,6 @@ def one_row(
         row[f"{algo}_seconds"] = report["train_seconds"]
     row["seconds"] = time.perf_counter() - start
     return row
-
-
-def load_rows(path: Path) -> list[dict[str, Any]]:
-    """An earlier run's rows; runs from before ``--seeds`` carry their one seed in ``params`` only."""
-    doc = json.loads(path.read_text())
-    default_seed = doc.get("params", {}).get("seed", 0)
-    return [{"seed": default_seed, **row} for row in doc["rows"]]
 
 
 def within(row: dict[str, Any]) -> bool:

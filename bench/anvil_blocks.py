@@ -10,7 +10,7 @@ time is reported too) ``--blocks`` blocks of one transaction each (automine: a v
 accounts, one block per ``eth_sendTransaction``), timed from the request to its answer. Median and 90th percentile
 in milliseconds.
 
-    python -m bench.anvil_blocks                      # bench/results/anvil_blocks.{json,md}
+    python -m bench.anvil_blocks                      # bench/results/anvil_blocks.json (bench.record)
     python -m bench.anvil_blocks --checkpoints 1000,5000 --blocks 50 --out /tmp/blocks.json
 """
 
@@ -22,11 +22,11 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.devnet.anvil import HARDFORK, anvil_binary, free_port, stop_process, wait_until_ready
 
 SETTINGS: dict[str, list[str]] = {
@@ -89,10 +89,12 @@ def measure(flags: list[str], checkpoints: list[int], blocks: int) -> list[dict[
     return out
 
 
-def markdown(doc: dict[str, Any]) -> str:
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of a recorded run (the last)."""
+    doc = runs[-1]["results"]
     checkpoints = doc["checkpoints"]
     lines = [
-        f"Command: `{doc['command']}`; anvil {doc['anvil']}; {doc['blocks']} one-transaction blocks per checkpoint.",
+        f"{doc['anvil']}; {doc['blocks']} one-transaction blocks per checkpoint.",
         "",
         "One-transaction block, median ms (90th percentile) at block:",
         "",
@@ -110,25 +112,21 @@ def main() -> int:
     ap.add_argument("--checkpoints", default="1000,10000,50000")
     ap.add_argument("--blocks", type=int, default=200, help="one-transaction blocks timed at each checkpoint")
     ap.add_argument("--settings", help="a subset of the settings, by index (0-3), comma separated")
-    ap.add_argument("--out", default="bench/results/anvil_blocks.json")
+    ap.add_argument("--out", help="results file (default bench/results/anvil_blocks.json, bench.record)")
     args = ap.parse_args()
+    record = Run("anvil_blocks", parameters_of(args), args.out)
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
     names = list(SETTINGS)
     chosen = [names[int(i)] for i in args.settings.split(",")] if args.settings else names
     version = subprocess.run([str(anvil_binary()), "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     doc: dict[str, Any] = {
-        "command": " ".join(["python -m bench.anvil_blocks", *sys.argv[1:]]),
         "anvil": version.strip(),
         "checkpoints": checkpoints,
         "blocks": args.blocks,
         "results": {name: measure(SETTINGS[name], checkpoints, args.blocks) for name in chosen},
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    text = markdown(doc)
-    out.with_suffix(".md").write_text(text + "\n")
-    print(text)
+    record.save(doc)
+    print(tables([{"parameters": record.parameters, "results": doc}]))
     return 0
 
 

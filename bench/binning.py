@@ -10,7 +10,6 @@ that falls in one bin; exact quantiles put 1/bins there for a continuous feature
 publishes for binning in its join payload.
 
     python -m bench.binning --datasets a9a,higgs,susy,credit,stress,heavy --seeds 0,1,2,3,4 --jobs 1
-    python -m bench.binning --from-json bench/results/binning.json   # re-print the tables of an earlier run
 """
 
 from __future__ import annotations
@@ -21,12 +20,12 @@ import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.baselines import centralized as baselines
@@ -96,13 +95,9 @@ def main() -> int:
     ap.add_argument("--binning-epsilon", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=1, help="LightGBM threads")
     ap.add_argument("--jobs", type=int, default=1, help="(data set, seed) pairs run in parallel processes")
-    ap.add_argument("--out", default="bench/results/binning.json")
-    ap.add_argument("--from-json", help="only print the tables of an earlier run's JSON")
+    ap.add_argument("--out", help="results file (default bench/results/binning.json, bench.record)")
     args = ap.parse_args()
-    if args.from_json:
-        doc = json.loads(Path(args.from_json).read_text())
-        print(markdown(doc["rows"], doc["command"], args.from_json))
-        return 0
+    record = Run("binning", parameters_of(args), args.out)
     params = TrainParams(
         trees=args.trees, depth=args.depth, bins=args.bins, learning_rate=0.1, lam=0.1, voted_trees=ALL_TREES_VOTED
     )
@@ -111,20 +106,21 @@ def main() -> int:
         for name in args.datasets.split(",")
         for seed in map(int, args.seeds.split(","))
     ]
-    command = " ".join(["python -m bench.binning", *sys.argv[1:]])
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for row in pool.map(one_task, tasks):
             rows.append(row)
             progress = {k: row[k] for k in ("dataset", "seed", "seconds")} | {m: row[m]["test_auc"] for m in METHODS}
             print(json.dumps(progress), file=sys.stderr, flush=True)
-            out.write_text(json.dumps({"command": command, "params": vars(args), "rows": rows}, indent=1) + "\n")
-    text = markdown(rows, command, str(out))
-    out.with_suffix(".md").write_text(text + "\n")
-    print(text)
+            record.save({"rows": rows}, complete=False)  # a stopped run keeps what it measured
+    record.save({"rows": rows})
+    print(markdown(rows))
     return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one setting: their rows together (each a data set and seed)."""
+    return markdown([row for run in runs for row in run["results"]["rows"]])
 
 
 def fmt(values: list[float], digits: int = 4) -> str:
@@ -193,11 +189,8 @@ def feature_table(rows: list[dict[str, Any]], name: str) -> str:
     return "\n".join(lines)
 
 
-def markdown(rows: list[dict[str, Any]], command: str, source: str) -> str:
+def markdown(rows: list[dict[str, Any]]) -> str:
     parts = [
-        f"# command: {command}",
-        f"# re-print: python -m bench.binning --from-json {source}",
-        "",
         "Test AUC (mean ± SE over seeds; differences paired per seed):",
         "",
         accuracy_table(rows, "test_auc"),

@@ -21,7 +21,6 @@ so their figure is a measured prefix plus a labelled extrapolation.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import resource
@@ -34,6 +33,8 @@ from typing import Any
 from eth_account import Account
 
 from bench.datasets import load, objective
+from bench.record import Run, parameters_of
+from bench.stats import mean_se
 from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
 from fgbdt_chain.ledger.devnet.anvil import start_anvil
@@ -81,8 +82,9 @@ def main() -> int:
         help="start the clock before the parties' host loads a node (1.4 s), as a cold start pays it; by default "
         "it starts once the host has loaded, as simulate's starts after its imports and compiled kernels",
     )
-    ap.add_argument("--out", default="bench/results/chain.json")
+    ap.add_argument("--out", help="results file (default bench/results/chain.json, bench.record)")
     args = ap.parse_args()
+    record = Run("chain", parameters_of(args), args.out)
     train, test = load(args.data, args.seed)
     params = TrainParams(
         trees=args.trees,
@@ -149,13 +151,11 @@ def main() -> int:
     }
     cores = default_threads()  # the cores this process may run on, as simulate's party threads count them
     if args.budget is not None:
-        return _report_partial(args, report, wall, sim_report, workdir)
+        return _report_partial(args, record, report, wall, sim_report, workdir)
     same = Model.from_json_dict(report["model"]).trees == sim_model.trees
     metric = "test_error" if params.objective == "binary" else "test_rmse"  # what the reports hold for the loss
     splits = [_time_split(p) for p in sorted(workdir.glob("party-*.log"))]
     result = {
-        "command": "python -m bench.chain " + " ".join(sys.argv[1:]),
-        "settings": vars(args),
         "chain_wall_seconds": wall,
         "simulate_train_seconds": sim_report["train_seconds"],
         "simulate_prep_seconds": sim_report["prep_seconds"],
@@ -166,27 +166,15 @@ def main() -> int:
         **{k: report[k] for k in USAGE_FIELDS},
         f"{metric}_chain": report[metric],
         f"{metric}_simulate": sim_report[metric],
+        "metric": metric,
         "models_identical": same,
         "party_time_split": splits,
         "cpu_seconds": cpu,
         "cores": cores,
         "cpu_floor_seconds": sum(cpu.values()) / cores,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
-    print(
-        "| setting | chain wall s | simulate s | ratio | txs | blocks | gas | calldata MB | largest tx KB | largest tx "
-        f"gas | {metric.removeprefix('test_').replace('_', ' ')} | identical |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print(
-        f"| {args.data} M={args.parties} theta={args.theta}, {args.trees} trees depth {args.depth}, {args.algo}"
-        f"{f' (votes on {args.voted_trees} trees)' if args.algo == 'fvtree' else ''} "
-        f"| {wall:.0f} | {sim_seconds:.1f} | {result['ratio']:.0f}x "
-        f"| {report['tx_count']} | {report['blocks']} | {report['gas_used'] / 1e9:.2f}G "
-        f"| {report['calldata_bytes'] / 1e6:.1f} | {(report['max_tx_bytes'] or 0) / 1024:.0f} "
-        f"| {report['max_tx_gas'] / 1e6:.1f}M | {report[metric]:.4f} | {same} |"
-    )
+    record.save(result)
+    print(tables([{"parameters": record.parameters, "results": result}]))
     for i, split in enumerate(splits):
         print(f"- party {i}: {split}")
     if on_clock:
@@ -255,6 +243,7 @@ def _partial(prep: Any, setup: ChainSetup, budget: float, forks: PartyForks | No
 
 def _report_partial(
     args: argparse.Namespace,
+    record: Run,
     report: dict[str, Any],
     wall: float,
     sim_report: dict[str, Any],
@@ -264,8 +253,6 @@ def _report_partial(
     sim = sim_report["train_seconds"] + sim_report["prep_seconds"]
     extrapolated = per_tree * args.trees
     result = {
-        "command": "python -m bench.chain " + " ".join(sys.argv[1:]),
-        "settings": vars(args),
         "partial": True,
         **report,
         "wall_seconds_including_start": wall,
@@ -276,8 +263,7 @@ def _report_partial(
         "extrapolated_ratio": extrapolated / sim,
         "party_time_split": [_time_split(p) for p in sorted(workdir.glob("party-*.log"))],
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1))
+    record.save(result)
     print(
         f"partial run: {report['trees_done']} of {args.trees} trees (now at tree {report['tree']} level "
         f"{report['level']}) in {report['training_seconds']:.0f} s of training; {report['tx_count']} txs, "
@@ -288,6 +274,69 @@ def _report_partial(
         f"(extrapolated) vs simulate {sim:.1f} s: ~{result['extrapolated_ratio']:.0f}x"
     )
     return 0
+
+
+def setting(parameters: dict[str, Any]) -> str:
+    """A run's task in words: data, federation, shape and candidates."""
+    p = parameters
+    votes = f" (votes on {p['voted_trees']} trees)" if p["algo"] == "fvtree" else ""
+    block = f", a block every {p['block_time']:g} s" if p.get("block_time") else ""
+    shape = f"{p['trees']} trees depth {p['depth']}"
+    return f"{p['data']} M={p['parties']} theta={p['theta']}, {shape}, {p['algo']}{votes}{block}"
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one setting: mean ± standard error over the runs where there are several."""
+    full = [r["results"] for r in runs if not r["results"].get("partial")]
+    partial = [r["results"] for r in runs if r["results"].get("partial")]
+    lines: list[str] = []
+    name = setting(runs[0]["parameters"])
+    if full:
+        metric = full[0]["metric"]
+
+        def ms(key: str, fmt: str, scale: float = 1.0) -> str:
+            mean, se = mean_se(r[key] * scale for r in full)
+            return f"{mean:{fmt}} ± {se:{fmt}}" if len(full) > 1 else f"{mean:{fmt}}"
+
+        loaded = [r["chain_wall_seconds"] + (0.0 if r["load_on_clock"] else r["party_load_seconds"]) for r in full]
+        lines += [
+            f"| setting | runs | chain wall s | with the parties' loading s | simulate s | ratio | with loading "
+            f"| txs | blocks | gas | calldata MB | largest tx KB | largest tx gas | {metric.removeprefix('test_')} "
+            "| models identical | CPU floor s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            f"| {name} | {len(full)} | {ms('chain_wall_seconds', '.1f')} "
+            f"| {'{:.1f} ± {:.1f}'.format(*mean_se(loaded)) if len(full) > 1 else f'{loaded[0]:.1f}'} "
+            f"| {'{:.2f}'.format(mean_se(r['simulate_train_seconds'] + r['simulate_prep_seconds'] for r in full)[0])} "
+            f"| {ms('ratio', '.1f')}x | {ms('ratio_with_load', '.1f')}x "
+            f"| {ms('tx_count', ',.0f')} | {ms('blocks', ',.0f')} | {ms('gas_used', '.2f', 1e-9)}G "
+            f"| {ms('calldata_bytes', '.1f', 1e-6)} | {max(r['max_tx_bytes'] or 0 for r in full) / 1024:.0f} "
+            f"| {max(r['max_tx_gas'] for r in full) / 1e6:.1f}M | {full[-1][f'{metric}_chain']:.4f} "
+            f"| {sum(bool(r['models_identical']) for r in full)}/{len(full)} | {ms('cpu_floor_seconds', '.1f')} |",
+            "",
+            "Where each party's time went in the last run:",
+            "",
+            *(f"- party {i}: {split}" for i, split in enumerate(full[-1]["party_time_split"])),
+        ]
+        last = full[-1]
+        cpu = last["cpu_seconds"]
+        lines.append(
+            f"- CPU in the last run: anvil {cpu['anvil']:.1f} s, the party processes {cpu['parties']:.1f} s, the "
+            f"requester {cpu['requester']:.1f} s over {last['cores']} cores; the parties' host "
+            + (
+                f"loaded a node in {last['party_load_seconds']:.2f} s on the clock"
+                if last["load_on_clock"]
+                else f"loaded a node in {last['party_load_seconds']:.2f} s before the clock started"
+            )
+        )
+    for r in partial:
+        lines += [
+            *([""] if lines else []),
+            f"Partial run ({name}): {r['trees_done']} trees (at tree {r['tree']} level {r['level']}) in "
+            f"{r['training_seconds']:.0f} s of training; {r['tx_count']:,} txs, {r['gas_used'] / 1e9:.2f}G gas, "
+            f"{r['calldata_bytes'] / 1e6:.1f} MB calldata; {r['seconds_per_tree']:.1f} s per tree, extrapolated "
+            f"{r['extrapolated_training_seconds']:.0f} s, about {r['extrapolated_ratio']:.0f}x simulate.",
+        ]
+    return "\n".join(lines)
 
 
 def _time_split(log: Path) -> str:

@@ -5,18 +5,21 @@ One run on chain is an anecdote: the machine's speed drifts by 10-20% within an 
 the two runs interleaved. The earlier commit is checked out beside this one (``bench.worktree``); each run is
 ``python -m bench.chain`` in its own process, in the tree it measures.
 
-    python -m bench.chain_ab --base HEAD~1 --runs 3 --out bench/results/chain_ab.json -- --trees 50 --depth 6
+    python -m bench.chain_ab --base HEAD~1 --runs 3 -- --trees 50 --depth 6
+
+Each run's own result is kept in the summary (``bench/results/chain_ab.json``, ``bench.record``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.record import Run, latest_results
 from bench.stats import mean_se
 from bench.worktree import ROOT, checkout, short_commit
 
@@ -25,7 +28,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", required=True, help="the earlier commit (anything git rev-parse takes)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each side, alternating")
-    ap.add_argument("--out", default="bench/results/chain_ab.json")
+    ap.add_argument("--out", help="results file (default bench/results/chain_ab.json, bench.record)")
     ap.add_argument("chain_args", nargs=argparse.REMAINDER, help="after --: bench.chain's arguments")
     args = ap.parse_args()
     chain_args = [a for a in args.chain_args if a != "--"]
@@ -33,18 +36,17 @@ def main() -> int:
         ap.error("--out is this script's: each run's own file is written beside the summary")
     base = short_commit(args.base)
     head = short_commit("HEAD")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with checkout(base) as tree:
+    record = Run("chain_ab", {"base": base, "runs": args.runs, "chain_args": chain_args}, args.out)
+    with checkout(base) as tree, tempfile.TemporaryDirectory(prefix="fgbdt-chain-ab-") as tmp:
         runs: dict[str, list[dict[str, Any]]] = {"head": [], "base": []}
         head_args, base_args = _side_args(chain_args, tree)
         for i in range(1, args.runs + 1):
             for side, where in (("base", tree), ("head", ROOT)):
-                result = out.with_name(f"{out.stem}_{side}_run{i}.json").resolve()
+                result = Path(tmp) / f"{side}-{i}.json"
                 side_args = head_args if side == "head" else base_args
                 cmd = [sys.executable, "-m", "bench.chain", *side_args, "--out", str(result)]
                 subprocess.run(cmd, cwd=where, check=True, stdout=subprocess.DEVNULL)
-                runs[side].append(json.loads(result.read_text()))
+                runs[side].append(latest_results(result))
                 r = runs[side][-1]
                 wall, ratio = _with_load(r)
                 print(
@@ -53,21 +55,29 @@ def main() -> int:
                     flush=True,
                 )
     summary: dict[str, Any] = {
-        "command": "python -m bench.chain_ab " + " ".join(sys.argv[1:]),
         "head_commit": head,
         "base_commit": base,
         **{side: _summary(rs) for side, rs in runs.items()},
+        "runs": runs,
     }
-    out.write_text(json.dumps(summary, indent=1))
-    for side, commit in (("head", summary["head_commit"]), ("base", base)):
-        s = summary[side]
-        print(
-            f"{side} ({commit}): ratio {s['ratio_mean']:.2f}x +- {s['ratio_se']:.2f} (standard error), wall "
-            f"{s['wall_mean']:.2f} +- {s['wall_se']:.2f} s; with the parties' loading {s['ratio_with_load_mean']:.2f}x "
-            f"+- {s['ratio_with_load_se']:.2f}, {s['wall_with_load_mean']:.2f} +- {s['wall_with_load_se']:.2f} s; "
-            f"identical models {s['identical']}/{s['runs']}"
-        )
+    record.save(summary)
+    print(tables([{"parameters": record.parameters, "results": summary}]))
     return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """The last recorded comparison, a line per side."""
+    summary = runs[-1]["results"]
+    lines = []
+    for side in ("head", "base"):
+        s = summary[side]
+        lines.append(
+            f"- {side} ({summary[f'{side}_commit']}): ratio {s['ratio_mean']:.2f}x ± {s['ratio_se']:.2f}, wall "
+            f"{s['wall_mean']:.2f} ± {s['wall_se']:.2f} s; with the parties' loading {s['ratio_with_load_mean']:.2f}x "
+            f"± {s['ratio_with_load_se']:.2f}, {s['wall_with_load_mean']:.2f} ± {s['wall_with_load_se']:.2f} s; "
+            f"identical models {s['identical']}/{s['runs']} (mean ± standard error over the runs)"
+        )
+    return "\n".join(lines)
 
 
 def _with_load(r: dict[str, Any]) -> tuple[float, float]:

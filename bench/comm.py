@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, endorsement_quorum
 from fgbdt_chain.node.protocol.messages import SIGNATURE, WORD, level_traffic
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
@@ -36,13 +37,9 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="bench/results/comm.json")
-    ap.add_argument("--from-json", help="only print the table of an earlier run's JSON")
+    ap.add_argument("--out", help="results file (default bench/results/comm.json, bench.record)")
     args = ap.parse_args()
-    if args.from_json:
-        with open(args.from_json) as f:
-            print_table(json.load(f))
-        return 0
+    record = Run("comm", parameters_of(args), args.out)
     train, test = load(args.data, args.seed)
     params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=ALL_TREES_VOTED)
     rows = []
@@ -73,37 +70,40 @@ def main() -> int:
     quorum = endorsement_quorum(args.parties)
     bound = sum(level_traffic(2**lvl, 2, params.nbins, args.parties, quorum).total for lvl in range(args.depth))
     result = {
-        "command": "python -m bench.comm " + " ".join(sys.argv[1:]),
         "rows": rows,
         "paper_formula_bytes_per_tree": formula,
         "full_tree_bytes_per_party": bound,
         "depth": args.depth,
     }
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-    print_table(result)
+    record.save(result)
+    print(tables([{"parameters": record.parameters, "results": result}]))
     return 0
 
 
-def print_table(result: dict[str, Any]) -> None:
-    print(
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of a recorded run (the bytes are deterministic: the last run says it all)."""
+    result = runs[-1]["results"]
+    lines = [
         "| training rows | KiB sent per party per tree (mean / max over parties) | split nodes per tree "
-        "| open nodes per tree | KiB per open node | setup KiB per party (once) |"
-    )
-    print("|---|---|---|---|---|---|")
+        "| open nodes per tree | KiB per open node | setup KiB per party (once) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in result["rows"]:
         b = r["bytes_per_party_per_tree"]
-        opened = r.get("open_nodes_per_tree")  # runs before this column have no count
-        per_node = f"{np.mean(b) / 1024 / opened:.2f}" if opened else "-"
-        print(
+        opened = r["open_nodes_per_tree"]
+        lines.append(
             f"| {r['rows']} ({100 * r['fraction']:.0f}%) | {np.mean(b) / 1024:.1f} / {max(b) / 1024:.1f} "
-            f"| {r['split_nodes_per_tree']:.1f} | {f'{opened:.1f}' if opened else '-'} | {per_node} "
+            f"| {r['split_nodes_per_tree']:.1f} | {opened:.1f} | {np.mean(b) / 1024 / opened:.2f} "
             f"| {np.mean(r['setup_bytes_per_party']) / 1024:.1f} |"
         )
     splits = 2 ** result["depth"] - 1
     bound, formula = result["full_tree_bytes_per_party"] / 1024, result["paper_formula_bytes_per_tree"] / 1024
-    print(f"\nfull tree ({splits} splits), any rows: {bound:.1f} KiB sent per party per tree")
-    print(f"paper's formula (full trees, sent and received): {formula:.1f} KiB per party per tree")
+    lines += [
+        "",
+        f"A full tree ({splits} splits), any rows: {bound:.1f} KiB sent per party per tree; the paper's formula (full "
+        f"trees, sent and received): {formula:.1f} KiB per party per tree.",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

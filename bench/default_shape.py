@@ -15,11 +15,11 @@ import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from bench.datasets import load
 from bench.datasets import objective as dataset_objective
+from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.sim.fvtree import DEFAULT_DEPTH, DEFAULT_TREES, PAPER_DEPTH, PAPER_TREES, TrainParams
@@ -53,10 +53,8 @@ def one_task(task: tuple[str, int]) -> dict[str, Any]:
     return row
 
 
-def markdown(rows: list[dict[str, Any]], command: str) -> str:
+def markdown(rows: list[dict[str, Any]]) -> str:
     out = [
-        f"Command: `{command}`",
-        "",
         f"| data (metric) | FV-tree {PAPER_TREES} x {PAPER_DEPTH} (paper) | FV-tree {DEFAULT_TREES} x {DEFAULT_DEPTH} "
         "(default) | LightGBM, its defaults | paper - LightGBM | default - LightGBM | train time, paper / default "
         "| seeds |",
@@ -85,26 +83,28 @@ def main() -> int:
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--out", default="bench/results/default_shape.json")
+    ap.add_argument("--out", help="results file (default bench/results/default_shape.json, bench.record)")
     args = ap.parse_args()
     names = args.datasets.split(",")
     unknown = [n for n in names if n not in DATASETS]
     if unknown:
         ap.error(f"unknown data set(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
     tasks = [(n, int(s)) for n in names for s in args.seeds.split(",")]
-    command = " ".join(["python -m bench.default_shape", *sys.argv[1:]])
+    record = Run("default_shape", parameters_of(args), args.out)
     rows: list[dict[str, Any]] = []
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for row in pool.map(one_task, tasks):
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-            out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
-    text = markdown(rows, command)
-    out.with_suffix(".md").write_text(text + "\n")
-    print(text)
+            record.save({"rows": rows}, complete=False)  # a stopped run keeps what it measured
+    record.save({"rows": rows})
+    print(markdown(rows))
     return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one setting: their rows together (each a data set and seed)."""
+    return markdown([row for run in runs for row in run["results"]["rows"]])
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ the pages in headless Chromium, which executes Swagger UI and ReDoc for real:
 
 Needs Chromium (``apt-get install chromium`` on Debian). Prints the result and writes it to ``--out``.
 
-    python -m bench.docs_offline [--chromium PATH] [--out bench/results/docs_offline.md]
+    python -m bench.docs_offline [--chromium PATH]   # bench/results/docs_offline.json (bench.record)
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
+from bench.record import Run, parameters_of
 from fgbdt_chain.api import docs
 from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.service import Backend, Settings
@@ -255,8 +256,9 @@ def report(results: list[PageResult], control: PageResult, commands: list[str], 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--chromium", default=None, help="Chromium binary (default: chromium or chromium-browser)")
-    parser.add_argument("--out", default="bench/results/docs_offline.md", help="where to write the result")
+    parser.add_argument("--out", help="results file (default bench/results/docs_offline.json, bench.record)")
     args = parser.parse_args(argv)
+    record = Run("docs_offline", parameters_of(args, drop=("chromium",)), args.out, argv=argv)
     chromium = args.chromium or shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         print("docs_offline: Chromium not found; install it (Debian: apt-get install chromium)", file=sys.stderr)
@@ -264,11 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     results, control, commands = run(chromium)
     text = report(results, control, commands, chromium)
     print(text)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text, encoding="utf-8")
     ok = all(r.ok for r in [*results, control])
+    record.save({"ok": ok, "report": text})
     print("docs_offline:", "OK" if ok else "FAILED", file=sys.stderr)
     return 0 if ok else 1
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """The last recorded run's report."""
+    return str(runs[-1]["results"]["report"]).strip()
 
 
 if __name__ == "__main__":

@@ -29,14 +29,13 @@ scale):
 
 ``stress`` is synthetic (``bench.stress``: heavy tails, outliers, counts, constant-heavy and missing columns) and its
 parties also differ in one feature (``--stress-feature-skew``, default 0.5). Results go to
-``bench/results/endorse.json`` and a markdown summary next to it.
+``bench/results/endorse.json`` (``bench.record``); ``python -m bench.report`` puts its tables in the benchmarks page.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import json
 import math
 import sys
 import time
@@ -48,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, Totals
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.attacks.histograms import Attack
@@ -356,11 +356,9 @@ def summarise(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def markdown(rows: list[dict[str, Any]], results: list[dict[str, Any]], command: str) -> str:
+def markdown(rows: list[dict[str, Any]], results: list[dict[str, Any]]) -> str:
     pct = lambda x: f"{100 * x[0]:.1f}%" if isinstance(x, tuple) else f"{100 * x:.1f}%"  # noqa: E731
     lines = [
-        f"command: `{command}`",
-        "",
         "Honest acceptance (submissions reaching the quorum, all levels), honest root checks refused by one "
         "verifier, the largest honest root statistic over its limit, the share of roots (from the second tree) "
         "where histograms stretched by F would have been refused (mean over seeds; 'by the carry': by the carry rule "
@@ -443,25 +441,9 @@ def main() -> int:
         default=ALL_TREES_VOTED,
         help="fvtree: trees that vote before the candidates are drawn (default: all, the paper's FV-tree)",
     )
-    ap.add_argument("--out", default="bench/results/endorse.json")
-    ap.add_argument(
-        "--update",
-        action="store_true",
-        help="keep the other configurations' runs already in --out (rerun only these) and summarise them all",
-    )
-    ap.add_argument(
-        "--rescore",
-        action="store_true",
-        help="train nothing: apply the payout rule to the runs recorded in --out (runs made before it paid refused "
-        "parties) and summarise them again",
-    )
+    ap.add_argument("--out", help="results file (default bench/results/endorse.json, bench.record)")
     args = ap.parse_args()
-    if args.rescore:
-        with open(args.out) as f:
-            previous = json.load(f)
-        results = [paid_on_completion(r) for r in previous["runs"]]
-        command = f"{previous['command']}; then python -m bench.endorse --rescore --out {args.out}"
-        return _finish(args.out, command, results)
+    record = Run("endorse", parameters_of(args), args.out)
     tasks = [
         (
             d,
@@ -481,18 +463,7 @@ def main() -> int:
         for t in args.thetas.split(",")
         for s in args.seeds.split(",")
     ]
-    command = "python -m bench.endorse " + " ".join(sys.argv[1:])
     results: list[dict[str, Any]] = []
-    if args.update:
-        with open(args.out) as f:
-            previous = json.load(f)
-        rerun = {(d, m, t, s) for d, m, t, s, *_ in tasks}
-        results = [
-            paid_on_completion(r)
-            for r in previous["runs"]
-            if (r["dataset"], r["parties"], r["theta"], r["seed"]) not in rerun
-        ]
-        command = f"{previous['command']}; then {command}"
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for res in pool.map(one_config, tasks):
             results.append(res)
@@ -504,39 +475,17 @@ def main() -> int:
                 f"{h['honest_max_statistic_over_limit']:.2f} ({res['seconds']:.0f} s)",
                 flush=True,
             )
-            _write(args.out, command, results)
-    return _finish(args.out, command, results)
-
-
-def paid_on_completion(run: dict[str, Any]) -> dict[str, Any]:
-    """A run recorded before the payout rule paid only the parties that finish (``reference.payouts``), scored under
-    it: a refused greedy party's share is 0. Exact, not an estimate: the rule is a function of the totals and of who
-    finished, the honest runs refused nobody, and the denominator keeps every positive total, so the share of a party
-    that finished is what was recorded."""
-    if run.get("payout") == PAYOUT_RULE:
-        return run
-    if run["honest"]["refusals"]:
-        raise ValueError(f"{run['dataset']} seed {run['seed']}: the honest run refused a party, rerun it instead")
-    attacks = {}
-    for name, a in run["attacks"].items():
-        share = 0.0 if a["refused_at"] is not None else a["share"]
-        attacks[name] = {**a, "share": share, "share_change": share - run["honest"]["shares"][GREEDY]}
-    return {**run, "attacks": attacks, "payout": PAYOUT_RULE}
-
-
-def _finish(out: str, command: str, results: list[dict[str, Any]]) -> int:
-    rows = summarise(results)
-    _write(out, command, results, rows)
-    text = markdown(rows, results, command)
-    with open(out.removesuffix(".json") + ".md", "w") as f:
-        f.write(text)
-    print(text)
+            record.save({"configs": results}, complete=False)  # a stopped run keeps what it measured
+    record.save({"configs": results, "summary": summarise(results)})
+    print(tables([{"parameters": record.parameters, "results": {"configs": results}}]))
     return 0
 
 
-def _write(path: str, command: str, results: list[dict[str, Any]], rows: list[dict[str, Any]] | None = None) -> None:
-    with open(path, "w") as f:
-        json.dump({"command": command, "runs": results, "summary": rows}, f, indent=1, default=str)
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one setting: their configurations together (each a data set, M, theta and
+    seed), summarised over seeds."""
+    results = [config for run in runs for config in run["results"]["configs"]]
+    return markdown(summarise(results), results)
 
 
 if __name__ == "__main__":

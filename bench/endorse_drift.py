@@ -20,14 +20,12 @@ of every feature, no votes) keeps the statistics at their premise.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE, DEFAULT_VOTED_TREES
 from fgbdt_chain.node.protocol.verify import limit
@@ -51,7 +49,6 @@ PARTS = {
     ),
 }
 """Per part: (data, M, theta, trees, algorithm, voted trees); ``votes`` lets every tree vote, the paper's FV-tree."""
-OUT = {"votes": "bench/results/endorse_drift.json", "switch": "bench/results/endorse_drift_switch.json"}
 BLOCK = 25
 
 
@@ -111,34 +108,38 @@ def drift(
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=tuple(PARTS), default="votes")
+    ap.add_argument("--out", help="results file (default bench/results/endorse_drift.json, bench.record)")
     args = ap.parse_args()
-    command = "python -m bench.endorse_drift" + ("" if args.part == "votes" else f" --part {args.part}")
+    record = Run("endorse_drift", parameters_of(args), args.out)
     results = {
         f"{n} M={m} theta={t} {algo}" + (f", votes for {v} trees" if v < ALL and algo == "fvtree" else ""): drift(
             n, m, t, trees, algo, v
         )
         for n, m, t, trees, algo, v in PARTS[args.part]
     }
-    out = Path(OUT[args.part])
-    out.write_text(json.dumps({"command": command, "results": results}, indent=1))
-    lines = [f"Command: `{command}` (seed 0, 500-tree defaults cut at the tree counts shown)", ""]
-    for key, blocks in results.items():
+    record.save({"blocks": results})
+    print(tables([{"parameters": record.parameters, "results": {"blocks": results}}]))
+    return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """The last recorded run of a part: a table per federation, a line per block of trees."""
+    lines = ["Seed 0, 500-tree defaults cut at the tree counts shown.", ""]
+    for key, blocks in runs[-1]["results"]["blocks"].items():
         lines += [
             f"**{key}**",
             "",
             "| trees | scale g | scale h | z stretch g | z flip g | z stretch h | worst / limit "
             "| residual rare / common |",
+            "|---|---|---|---|---|---|---|---|",
         ]
-        lines.append("|---|---|---|---|---|---|---|---|")
         for b in blocks:
             lines.append(
                 f"| {b['trees']} | {b['scale_g']:.3f} | {b['scale_h']:.3f} | {b['z_g']:.2f} | {b['z_flip']:.2f} "
                 f"| {b['z_h']:.2f} | {b['worst_over_limit']:.2f} | {b['fit_rare_over_common']:.3f} |"
             )
         lines.append("")
-    out.with_suffix(".md").write_text("\n".join(lines))
-    print("\n".join(lines), file=sys.stdout)
-    return 0
+    return "\n".join(lines).rstrip()
 
 
 if __name__ == "__main__":

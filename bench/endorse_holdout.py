@@ -15,14 +15,13 @@ or h, a negative flip projection) over the limit.
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
+import argparse
 from typing import Any
 
 import numpy as np
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE
 from fgbdt_chain.node.kernels.histogram import BinnedRows
@@ -148,25 +147,32 @@ def holdout(name: str, theta: float, trees: int, seed: int = 0) -> dict[str, Any
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="results file (default bench/results/endorse_holdout.json, bench.record)")
+    args = ap.parse_args()
+    record = Run("endorse_holdout", parameters_of(args), args.out)
     results = {f"{n} M={PARTIES} theta={t}": holdout(n, t, trees) for n, t, trees in CONFIGS}
-    out = Path("bench/results/endorse_holdout.json")
-    out.write_text(json.dumps({"command": "python -m bench.endorse_holdout", "results": results}, indent=1))
+    record.save({"configs": results})
+    print(tables([{"parameters": record.parameters, "results": {"configs": results}}]))
+    return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """The last recorded run: a table per federation, a line per block of trees, in-sample beside held out."""
     z = limit(DEFAULT_REFUSAL_RATE)
     lines = [
-        "Command: `python -m bench.endorse_holdout` (seed 0; 20% of each party's rows held out of training; the "
-        f"limit at the default false-refusal rate is {z:.2f})",
+        "Seed 0; 20% of each party's rows held out of training; the limit at the default false-refusal rate is "
+        f"{z:.2f}.",
         "",
     ]
     head = " | ".join(f"{c} in" for c in COLUMNS) + " | " + " | ".join(f"{c} held" for c in COLUMNS)
-    for key, res in results.items():
+    for key, res in runs[-1]["results"]["configs"].items():
         lines += [f"**{key}**", "", f"| trees | {head} | worst / limit in | worst / limit held |", "|---" * 11 + "|"]
         for b in res["blocks"]:
             cells = [f"{v:.2f}" for v in b["in_sample"] + b["held_out"]]
             lines.append(f"| {b['trees']} | " + " | ".join(cells) + f" | {b['worst_in']:.2f} | {b['worst_held']:.2f} |")
         lines.append("")
-    out.with_suffix(".md").write_text("\n".join(lines))
-    print("\n".join(lines), file=sys.stdout)
-    return 0
+    return "\n".join(lines).rstrip()
 
 
 if __name__ == "__main__":

@@ -12,14 +12,14 @@ partition's bins (M = 4, theta 0.8, the paper's settings; 3 seeds).
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
+import argparse
+from typing import Any
 
 import lightgbm as lgb
 import numpy as np
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.baselines import centralized as baselines
@@ -54,26 +54,32 @@ def errors(name: str, seed: int, params: TrainParams) -> dict[str, float]:
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="results file (default bench/results/feature_subset.json, bench.record)")
+    args = ap.parse_args()
+    record = Run("feature_subset", parameters_of(args), args.out)
     params = TrainParams(trees=PAPER_TREES, depth=PAPER_DEPTH, voted_trees=ALL_TREES_VOTED)
     results = {name: [errors(name, s, params) for s in SEEDS] for name in DATASETS}
-    out = Path("bench/results/feature_subset.json")
-    out.write_text(json.dumps({"command": "python -m bench.feature_subset", "results": results}, indent=1))
+    record.save({"errors": results})
+    print(tables([{"parameters": record.parameters, "results": {"errors": results}}]))
+    return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """The last recorded run: test error per data set and features per node, mean ± SE over the seeds."""
     lines = [
-        "Command: `python -m bench.feature_subset` (LightGBM on the federation's bins, M = 4, theta 0.8, 500 trees of "
-        "depth 8, 3 seeds; test error, mean ± SE)",
+        "LightGBM on the federation's bins, M = 4, theta 0.8, 500 trees of depth 8, 3 seeds; test error, mean ± SE.",
         "",
         "| data | all features | " + " | ".join(f"{k} random features per node" for k in SUBSETS) + " |",
         "|---|---|" + "---|" * len(SUBSETS),
     ]
-    for name, runs in results.items():
+    for name, seeds in runs[-1]["results"]["errors"].items():
         cells = []
         for key in ("all", *map(str, SUBSETS)):
-            values = [r[key] for r in runs if key in r]
+            values = [r[key] for r in seeds if key in r]
             cells.append("{:.4f} ± {:.4f}".format(*mean_se(values)) if values else "-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines), file=sys.stdout)
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -17,17 +17,17 @@ point in the tables, mean with a min-max band in the plots.
 
     python -m bench.figures --seeds 0-2                 # all three figures, about 80 minutes on 2 cores
     python -m bench.figures --part figure6 --seeds 0-2 --jobs 1
-    python -m bench.figures --part figure6 --from-json bench/results/figure6.json   # tables and plot again
     python -m bench.figures --part figure7 --seeds 0-2 --jobs 2
     python -m bench.figures --part figure8 --seeds 0-2 --jobs 2
 
-Plots (PNG, in ``docs/``) need the ``plots`` extra (matplotlib).
+Results go to ``bench/results/figures.json`` (``bench.record``), one run per figure; ``python -m bench.report`` draws
+the plots (PNG, in ``docs/img/benchmarks/``, with the ``plots`` extra: matplotlib) and the tables on the benchmarks
+page.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from bench.plots import pyplot, save_figure
+from bench.record import Run, parameters_of
 from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.baselines import centralized as baselines
@@ -159,11 +161,11 @@ def sweep_point(task: tuple[str, str, int, float, int, int]) -> dict[str, Any]:
     }
 
 
-def render_sweep(part: str, rows: list[dict[str, Any]], command: str, out: Path, plot: Path) -> str:
-    """Markdown tables (mean ± SE over seeds at each value of the knob) and the PNG plot of figure 7 or 8."""
+def render_sweep(part: str, rows: list[dict[str, Any]]) -> str:
+    """Markdown tables of figure 7 or 8: mean ± SE over seeds at each value of the knob."""
     knob, _ = SWEEPS[part]
     fixed = "M = 2" if knob == "theta" else f"theta {THETA}"
-    lines = [f"Command: `{command}` (results: `{out}`, plot: `{plot}`)", ""]
+    lines = []
     names = [n for n in DATASETS if any(r["dataset"] == n for r in rows)]
     for name in names:
         same = [r for r in rows if r["dataset"] == name]
@@ -190,14 +192,11 @@ def render_sweep(part: str, rows: list[dict[str, Any]], command: str, out: Path,
             cells.append(f"{sum(refused)} of {len(refused)}" if refused else "not recorded")
             lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
         lines.append("")
-    _plot_sweep(part, rows, names, plot)
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip()
 
 
 def _plot_sweep(part: str, rows: list[dict[str, Any]], names: list[str], path: Path) -> None:
-    plt = _pyplot()
-    if plt is None:
-        return
+    plt = pyplot()
     knob, _ = SWEEPS[part]
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.8), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
@@ -212,28 +211,12 @@ def _plot_sweep(part: str, rows: list[dict[str, Any]], names: list[str], path: P
         fixed = "M = 2" if knob == "theta" else f"theta {THETA}"
         ax.set_title(f"{name} ({fixed}, {len({r['seed'] for r in same})} seeds)", fontsize=10)
     axes[0][-1].legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
-def _pyplot() -> Any:
-    """matplotlib's pyplot on the file backend, or None (with a note) when the ``plots`` extra is missing."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install 'fgbdt-chain[plots]'): no plot", file=sys.stderr)
-        return None
-    return plt
-
-
-def render(rows: list[dict[str, Any]], command: str, out: Path, plot: Path) -> str:
-    """Markdown tables (mean ± SE over seeds at selected checkpoints) and the PNG plot."""
-    lines = [f"Command: `{command}` (results: `{out}`, plot: `{plot}`)", ""]
+def render(rows: list[dict[str, Any]]) -> str:
+    """Markdown tables of figure 6: mean ± SE over seeds at selected checkpoints."""
+    lines = []
     names = [n for n in DATASETS if any(r["dataset"] == n for r in rows)]
     for name in names:
         same = [r for r in rows if r["dataset"] == name]
@@ -254,14 +237,11 @@ def render(rows: list[dict[str, Any]], command: str, out: Path, plot: Path) -> s
                 cells.append(f"{mean:.4f} ± {se:.4f}")
             lines.append(f"| {checkpoints[i]} | " + " | ".join(cells) + " |")
         lines.append("")
-    _plot(rows, names, plot)
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip()
 
 
 def _plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> None:
-    plt = _pyplot()
-    if plt is None:
-        return
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.8), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
         same = [r for r in rows if r["dataset"] == name]
@@ -276,41 +256,46 @@ def _plot(rows: list[dict[str, Any]], names: list[str], path: Path) -> None:
         ax.set_title(f"{name} (M = {PARTIES}, theta {THETA}, {len(same)} seeds)", fontsize=10)
     axes[0][-1].legend(fontsize=8, loc="center right")  # the gap between the federation and the parties alone
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 PARTS = ("figure6", *SWEEPS)
 
 
-def make(part: str, args: argparse.Namespace, argv: Sequence[str]) -> str:
-    """One figure: run (or reload) its points, write its results, table and plot; returns the table. ``argv``: the
-    command's other arguments, recorded with the results."""
-    out = Path(f"bench/results/{part}.json")
-    plot = Path(f"docs/{part}.png")
-    if args.from_json:
-        saved = json.loads(Path(args.from_json).read_text())
-        command, rows = saved["command"], saved["rows"]
+def plot(part: str, rows: list[dict[str, Any]], path: Path) -> None:
+    """One figure's PNG from its rows."""
+    names = [n for n in DATASETS if any(r["dataset"] == n for r in rows)]
+    if part in SWEEPS:
+        _plot_sweep(part, rows, names, path)
     else:
-        command = " ".join(["python -m bench.figures --part", part, *argv])
-        names, seeds = args.datasets.split(","), seeds_of(args.seeds)
-        if part in SWEEPS:
-            values = SWEEPS[part][1]
-            tasks: list[Any] = [(part, n, s, v, args.trees, args.depth) for n in names for s in seeds for v in values]
-            job: Any = sweep_point
-        else:
-            tasks, job = [(n, s, args.trees, args.depth) for n in names for s in seeds], convergence
-        if args.jobs > 1:
-            with ProcessPoolExecutor(args.jobs) as pool:
-                rows = list(pool.map(job, tasks))
-        else:
-            rows = [job(t) for t in tasks]
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"command": command, "rows": rows}, indent=1))
-    text = render_sweep(part, rows, command, out, plot) if part in SWEEPS else render(rows, command, out, plot)
-    out.with_suffix(".md").write_text(text + "\n")
-    return text
+        _plot(rows, names, path)
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one figure: their rows together (each a data set, seed and point)."""
+    part = runs[0]["parameters"]["part"]
+    rows = [row for run in runs for row in run["results"]["rows"]]
+    return render_sweep(part, rows) if part in SWEEPS else render(rows)
+
+
+def make(part: str, args: argparse.Namespace, argv: Sequence[str]) -> str:
+    """One figure: run its points and record them; returns its tables. ``argv``: the command's arguments."""
+    parameters = {"part": part, **parameters_of(args, drop=("part",))}
+    record = Run("figures", parameters, argv=list(argv))
+    names, seeds = args.datasets.split(","), seeds_of(args.seeds)
+    if part in SWEEPS:
+        values = SWEEPS[part][1]
+        tasks: list[Any] = [(part, n, s, v, args.trees, args.depth) for n in names for s in seeds for v in values]
+        job: Any = sweep_point
+    else:
+        tasks, job = [(n, s, args.trees, args.depth) for n in names for s in seeds], convergence
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(job, tasks))
+    else:
+        rows = [job(t) for t in tasks]
+    record.save({"rows": rows})
+    return tables([{"parameters": record.parameters, "results": {"rows": rows}}])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -321,14 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--trees", type=int, default=500)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--from-json", help="render one part's tables and plot again from its results file")
     args = ap.parse_args(argv)
-    if args.from_json and args.part == "all":
-        ap.error("--from-json renders one part: give --part")
     given = list(sys.argv[1:] if argv is None else argv)
     others = [a for i, a in enumerate(given) if a != "--part" and (i == 0 or given[i - 1] != "--part")]
     for part in PARTS if args.part == "all" else (args.part,):
-        print(make(part, args, others))
+        print(make(part, args, ["--part", part, *others]))
     return 0
 
 

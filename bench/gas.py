@@ -1,7 +1,7 @@
 """Gas of FGBDT-Chain on anvil: per level and per tree, and the largest federation exact Shapley fits in a block.
 
-Run:  .venv/bin/python bench/gas.py            (starts its own anvil from node_modules; ~1-2 min on 2 cores)
-      .venv/bin/python bench/gas.py --parties 2,4 --depth 4 --bins 16 --rpc http://127.0.0.1:8545
+Run:  python -m bench.gas            (starts its own anvil from node_modules; ~1-2 min on 2 cores)
+      python -m bench.gas --parties 2,4 --depth 4 --bins 16 --rpc http://127.0.0.1:8545
 
 For each M, one tree of the given depth is trained on synthetic rows (``ledger.wrappers.federation.RowSource``:
 histograms that
@@ -17,12 +17,11 @@ import argparse
 import random
 import sys
 from collections import defaultdict
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.devnet.anvil import start_anvil
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.spec.edges import encode_edges
@@ -103,36 +102,20 @@ def main() -> int:
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--max-m", type=int, default=16)
     ap.add_argument("--rpc", default=None, help="use this node instead of starting anvil")
+    ap.add_argument("--out", help="results file (default bench/results/gas.json, bench.record)")
     args = ap.parse_args()
+    record = Run("gas", parameters_of(args, drop=("rpc",)), args.out)
     node = None if args.rpc else start_anvil()
     try:
         client = ChainClient.connect(args.rpc or node.url)  # type: ignore[union-attr]
         owner = client.new_account(10**22)
         task = TaskContract.deploy(client, owner)
         math = MathContract.deploy(client, owner)
-        print(f"# command: {' '.join(['.venv/bin/python', *sys.argv])}")
-        setting = f"depth {args.depth}, {args.bins} bins (nbins {args.bins + 1}), {ROWS_PER_PARTY} rows per party"
-        print(f"# {setting}; gas per level (votes and hists include the closing of their steps)")
-        hdr = (
-            f"{'M':>3} {'lvl':>3} {'nodes':>5} {'votes':>10} {'hists':>11} {'hist max':>10} "
-            f"{'resolve':>12} {'resolve max':>11} {'level total':>12}"
-        )
-        print(hdr)
-        per_tree = {}
+        levels = {}
         for m in [int(x) for x in args.parties.split(",")]:
-            rows = train_tree(client, task, m, args.depth, args.bins, seed=m)
-            for lvl, r in enumerate(rows):
-                print(
-                    f"{m:>3} {lvl:>3} {r['nodes']:>5} {r['votes']:>10,} {r['hists']:>11,} "
-                    f"{r['hist_max']:>10,} {r['resolve']:>12,} {r['resolve_max']:>11,} {r['total']:>12,}"
-                )
-            per_tree[m] = sum(r["total"] for r in rows)
-        print("\n# gas per tree")
-        for m, g in per_tree.items():
-            print(f"M={m:>2}: {g:>14,} gas  ({g / BLOCK_GAS:.1f} blocks of 30M)")
-        print("\n# exact Shapley: splitShapley alone (eth_estimateGas of the pure call) and one resolveNode")
-        print(f"{'M':>3} {'splitShapley':>13} {'resolveNode':>12} {'fits 30M':>8}")
-        largest = 0
+            levels[str(m)] = train_tree(client, task, m, args.depth, args.bins, seed=m)
+            print(f"M={m}: {sum(r['total'] for r in levels[str(m)]):,} gas per tree", file=sys.stderr, flush=True)
+        shapley = []
         for m in range(2, args.max_m + 1):
             rng = random.Random(m)
             sides = [[rng.randint(-5 * ONE, 5 * ONE) for _ in range(m)] for _ in range(4)]
@@ -143,16 +126,68 @@ def main() -> int:
             res = node_resolve_gas(client, task, m, args.bins)
             # the widest level's nodes carry a 7-hash proof per party: 7 keccaks + 224 calldata bytes each
             res_widest = res + m * WIDEST_PROOF * (224 // WIDEST_PROOF * 16 + 36 + 6)
-            fits = res_widest <= BLOCK_GAS
-            print(f"{m:>3} {shap:>13,} {res_widest:>12,} {'yes' if fits else 'no':>8}")
-            if not fits:
+            shapley.append({"parties": m, "split_shapley": shap, "resolve_widest": res_widest})
+            print(f"M={m}: splitShapley {shap:,}, resolveNode {res_widest:,}", file=sys.stderr, flush=True)
+            if res_widest > BLOCK_GAS:
                 break  # cost grows as M * 2^M: no larger M fits either
-            largest = m
-        print(f"\n# largest M whose exact Shapley resolution of one widest-level node fits a 30M block: {largest}")
     finally:
         if node is not None:
             node.stop()
+    fits = [row["parties"] for row in shapley if row["resolve_widest"] <= BLOCK_GAS]
+    results = {
+        "rows_per_party": ROWS_PER_PARTY,
+        "block_gas": BLOCK_GAS,
+        "levels": levels,
+        "per_tree": {m: sum(r["total"] for r in rows) for m, rows in levels.items()},
+        "shapley": shapley,
+        "largest_parties_in_a_block": max(fits, default=0),
+    }
+    record.save(results)
+    print(tables([{"parameters": record.parameters, "results": results}]))
     return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of a recorded run (gas is deterministic: the last run says it all)."""
+    p, r = runs[-1]["parameters"], runs[-1]["results"]
+    lines = [
+        f"Gas per tree (depth {p['depth']}, {p['bins']} bins, {r['rows_per_party']} rows per party; one block holds "
+        f"{r['block_gas'] / 1e6:.0f}M gas):",
+        "",
+        "| M | gas per tree | blocks of 30M | largest level's gas |",
+        "|---|---|---|---|",
+    ]
+    for m, total in r["per_tree"].items():
+        widest = max(level["total"] for level in r["levels"][m])
+        lines.append(f"| {m} | {total:,} | {total / r['block_gas']:.1f} | {widest:,} |")
+    m, rows = next(iter(r["levels"].items()))
+    lines += [
+        "",
+        f"Per level at M = {m} (votes and histograms include the closing of their steps):",
+        "",
+        "| level | open nodes | votes | histograms | largest histogram tx | resolve | largest resolve tx | total |",
+        "|---|---|---|---|---|---|---|---|",
+        *(
+            f"| {lvl} | {x['nodes']} | {x['votes']:,} | {x['hists']:,} | {x['hist_max']:,} | {x['resolve']:,} "
+            f"| {x['resolve_max']:,} | {x['total']:,} |"
+            for lvl, x in enumerate(rows)
+        ),
+        "",
+        "Exact Shapley: `splitShapley` alone (eth_estimateGas of the pure call) and one `resolveNode` of the widest "
+        "level (7-hash proofs):",
+        "",
+        "| M | splitShapley | resolveNode | fits a 30M block |",
+        "|---|---|---|---|",
+        *(
+            f"| {x['parties']} | {x['split_shapley']:,} | {x['resolve_widest']:,} "
+            f"| {'yes' if x['resolve_widest'] <= r['block_gas'] else 'no'} |"
+            for x in r["shapley"]
+        ),
+        "",
+        f"Largest M whose exact Shapley resolution of one widest-level node fits a 30M block: "
+        f"**{r['largest_parties_in_a_block']}**.",
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

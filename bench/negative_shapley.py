@@ -57,10 +57,13 @@ def _leaving_share(totals: list[int], frozen: int, party: int) -> float:
     return ref.reward_shares(stopped, [True] * len(totals))[party]
 
 
-def markdown(runs: list[dict[str, Any]], command: str) -> str:
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded sweeps of one setting: their grid points together."""
+    return markdown([point for run in runs for point in run["results"]["runs"]])
+
+
+def markdown(runs: list[dict[str, Any]]) -> str:
     lines = [
-        f"command: `{command}`",
-        "",
         "Per party (mean ± SE over seeds): contribution per tree in the voted and in the drawn trees, the share of "
         "drawn trees whose contribution is negative, its share of the reward at the end, and the share it would have "
         "had under the old payout by leaving after the voted trees (the others' totals as trained with it).",
@@ -91,11 +94,11 @@ def markdown(runs: list[dict[str, Any]], command: str) -> str:
 
 
 def main() -> int:
-    ap = honest_sweep.parser(__doc__, "bench/results/negative_shapley.json")
+    ap = honest_sweep.parser(__doc__, "negative_shapley")
     args = ap.parse_args()
     if args.trees <= DEFAULT_VOTED_TREES:
         ap.error(f"--trees must exceed the {DEFAULT_VOTED_TREES} voted trees, so that some trees draw")
-    return honest_sweep.run("bench.negative_shapley", args, measure, markdown)
+    return honest_sweep.run("negative_shapley", args, measure, markdown)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
 
     python -m bench.privacy --part figure9 --seeds 0-9 --jobs 2
     python -m bench.privacy --part curve --seeds 0-9 --jobs 2
-    python -m bench.privacy --part figure9 --from-json bench/results/privacy_figure9.json   # tables and plot again
     python -m bench.privacy --paired NEW.json OLD.json   # what a change gained, per epsilon, paired by seed
     python -m bench.privacy --part figure9-randomsplit --seeds 0-9 --jobs 1   # the same with random-split trees
     python -m bench.privacy --part curve-randomsplit --seeds 0-9 --jobs 1
@@ -40,7 +39,9 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
     python -m bench.privacy --part everywhere-all --seeds 0-9 --jobs 2   # ... with trees over all features
     python -m bench.privacy --part everywhere-skew --seeds 0-9 --jobs 2   # ... with feature skew 0.5
 
-Plots (PNG, in ``docs/``) need the ``plots`` extra (matplotlib).
+Results go to ``bench/results/privacy.json`` (``bench.record``), one run per part; ``python -m bench.report`` draws
+the plots (PNG, in ``docs/img/benchmarks/``, with the ``plots`` extra: matplotlib) and the tables on the benchmarks
+page.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from bench.plots import pyplot, save_figure
+from bench.record import Run, parameters_of, read
 from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.baselines import centralized as baselines
@@ -178,14 +181,14 @@ def label(eps: str) -> str:
 def table(part: str, rows: list[dict[str, Any]]) -> str:
     metric = PARTS[part]["metric"]
     eps_keys = [repr(e) for e in PARTS[part]["epsilons"]]
-    out = []
+    out: list[str] = []
     for name, bins in ((n, b) for n in PARTS[part]["datasets"] for b in PARTS[part]["bins"]):
         group = [r for r in rows if r["dataset"] == name and r.get("bins", 16) == bins]
         if not group:
             continue
         algo = ALGO_LABELS[PARTS[part].get("algo", "fvtree")]
         shape = f"{algo}, {group[0]['trees']} trees of depth {PARTS[part].get('depth', DEPTH)}, {bins} bins"
-        out.append(f"\n**{name}** ({shape}, {len(group)} seeds; {metric})\n")
+        out.append(f"{chr(10) if out else ''}**{name}** ({shape}, {len(group)} seeds; {metric})\n")
         out.append(
             "| epsilon | min | mean ± SE | max | accounted epsilon (max) | lambda | features per tree "
             "| colluders held | epsilon if all others pool (max) |"
@@ -220,11 +223,7 @@ def table(part: str, rows: list[dict[str, Any]]) -> str:
 
 def plot(part: str, rows: list[dict[str, Any]], path: Path) -> None:
     """The figure: the metric against epsilon (inf drawn at the right end), min-max band, mean line, references."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     metric = PARTS[part]["metric"]
     names = [n for n in PARTS[part]["datasets"] if any(r["dataset"] == n for r in rows)]
     all_bins = PARTS[part]["bins"]
@@ -263,24 +262,20 @@ def plot(part: str, rows: list[dict[str, Any]], path: Path) -> None:
         )
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
 
 
-def report(part: str, doc: dict[str, Any], out: Path) -> str:
-    png = Path("docs") / f"privacy_{part}.png"
-    plot(part, doc["rows"], png)
-    text = f"Command: `{doc['command']}` (results: `{out}`, plot: `{png}`)\n" + table(part, doc["rows"])
-    out.with_suffix(".md").write_text(text + "\n")
-    return text
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one part: their rows together (each a data set, bin count and seed)."""
+    return table(runs[0]["parameters"]["part"], [row for run in runs for row in run["results"]["rows"]])
 
 
 def paired(new: Path, old: Path) -> str:
     """Differences ``new - old`` per data set and epsilon, paired by seed (same partition, split and data), from
-    two runs' JSON: what one design change gained."""
-    docs = {"new": json.loads(new.read_text()), "old": json.loads(old.read_text())}
-    rows = {k: {(r["dataset"], r["seed"]): r for r in doc["rows"]} for k, doc in docs.items()}
-    part = docs["new"]["command"].split("--part ")[1].split()[0]
+    the newest runs of two results files (``--out`` of two runs of one part): what one design change gained."""
+    docs = {"new": read(new)["runs"][-1], "old": read(old)["runs"][-1]}
+    rows = {k: {(r["dataset"], r["seed"]): r for r in doc["results"]["rows"]} for k, doc in docs.items()}
+    part = docs["new"]["parameters"]["part"]
     metric = PARTS[part]["metric"]
     out = [f"`{new}` - `{old}` ({metric}, paired by seed)", "", "| data | epsilon | new | old | new - old | seeds |"]
     out.append("|---|---|---|---|---|---|")
@@ -305,17 +300,13 @@ def main() -> int:
     ap.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,1,2")
     ap.add_argument("--datasets", help="a subset of the part's data sets, comma separated")
     ap.add_argument("--jobs", type=int, default=1, help="(data set, seed) pairs run in parallel processes")
-    ap.add_argument("--out", help="JSON path (default bench/results/privacy_<part>.json)")
-    ap.add_argument("--from-json", help="only redo the tables and the plot of an earlier run's JSON")
+    ap.add_argument("--out", help="results file (default bench/results/privacy.json, bench.record)")
     ap.add_argument("--paired", nargs=2, metavar=("NEW", "OLD"), help="only print NEW - OLD paired by seed (JSONs)")
     args = ap.parse_args()
     if args.paired:
         print(paired(Path(args.paired[0]), Path(args.paired[1])))
         return 0
-    out = Path(args.out or f"bench/results/privacy_{args.part}.json")
-    if args.from_json:
-        print(report(args.part, json.loads(Path(args.from_json).read_text()), Path(args.from_json)))
-        return 0
+    record = Run("privacy", parameters_of(args, drop=("paired",)), args.out)
     chosen = PARTS[args.part]["datasets"]
     names = args.datasets.split(",") if args.datasets else list(chosen)
     unknown = [n for n in names if n not in chosen]
@@ -324,8 +315,6 @@ def main() -> int:
     tasks = [
         (args.part, n, chosen[n], b, s) for n in names for b in PARTS[args.part]["bins"] for s in seeds_of(args.seeds)
     ]
-    command = " ".join(["python -m bench.privacy", *sys.argv[1:]])
-    out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for row in pool.map(one_task, tasks):
@@ -333,8 +322,9 @@ def main() -> int:
             metric = PARTS[args.part]["metric"]
             brief = {e: round(v[metric], 4) for e, v in row["runs"].items()}
             print(json.dumps({"dataset": row["dataset"], "seed": row["seed"], metric: brief}), file=sys.stderr)
-            out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
-    print(report(args.part, {"command": command, "rows": rows}, out))
+            record.save({"rows": rows}, complete=False)  # a stopped run keeps what it measured
+    record.save({"rows": rows})
+    print(table(args.part, rows))
     return 0
 
 

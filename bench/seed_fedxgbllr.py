@@ -6,7 +6,7 @@ The paper splits the training rows equally among the clients after a random shuf
 per client), depth 8, learning rate 0.1; the CNN as the paper (64 channels, Adam 1e-3, betas (0.5, 0.999), B = 64,
 R = 10) except the local epochs, which ``--epochs`` lowers from the paper's 100 to fit the machine's time budget.
 
-    nice -n 10 .venv/bin/python -m bench.seed_fedxgbllr --seeds 3 --epochs 2
+    nice -n 10 python -m bench.seed_fedxgbllr --seeds 3 --epochs 2
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench import datasets
+from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.baselines import centralized as baselines
@@ -29,7 +29,6 @@ from fgbdt_chain.node.sim import experiment
 from fgbdt_chain.node.sim.fvtree import TrainParams
 
 PAPER = {2: 85.1, 5: 85.1, 10: 84.7}
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def one_run(clients: int, seed: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -67,46 +66,44 @@ def one_run(clients: int, seed: int, args: argparse.Namespace) -> dict[str, Any]
     }
 
 
-def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    """Save the runs so far and their summary (json and md), so a stopped benchmark keeps what it measured."""
+def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per client count: accuracy and AUC, mean and standard error over seeds, beside the paper's accuracy."""
     summary = []
-    lines = [
-        "# FedXGBllr on a9a (seed_fedxgbllr)",
-        "",
-        f"Command: `nice -n 10 .venv/bin/python -m bench.seed_fedxgbllr --seeds {args.seeds} "
-        f"--epochs {args.epochs} --rounds {args.rounds} --trees {args.trees} "
-        f"--clients {' '.join(map(str, args.clients))} --out {args.out}`",
-        "",
-        f"Partition: equal iid split (prepare, theta = 0.5); {args.trees} trees in total, depth 8, lr 0.1; "
-        f"CNN R = {args.rounds}, E = {args.epochs} (paper: 100), B = 64, Adam 1e-3. Accuracy % mean ± SE.",
-        "",
-        "| clients | seeds | FedXGBllr acc | paper | LightGBM (all rows) acc | FedXGBllr AUC | bytes/party/tree |",
-        "|---|---|---|---|---|---|---|",
-    ]
     for k in sorted({r["clients"] for r in runs}):
         rs = [r for r in runs if r["clients"] == k]
-        fa, fs = mean_se([r["fedxgbllr_acc"] for r in rs])
-        la, ls = mean_se([r["lightgbm_acc"] for r in rs])
-        au, aus = mean_se([r["fedxgbllr_auc"] for r in rs])
-        comm = float(np.mean([np.mean(r["comm_bytes_per_party_per_tree"]) for r in rs]))
         summary.append(
             {
                 "clients": k,
                 "seeds": len(rs),
-                "fedxgbllr_acc": [fa, fs],
-                "lightgbm_acc": [la, ls],
-                "fedxgbllr_auc": [au, aus],
+                "fedxgbllr_acc": mean_se([r["fedxgbllr_acc"] for r in rs]),
+                "lightgbm_acc": mean_se([r["lightgbm_acc"] for r in rs]),
+                "fedxgbllr_auc": mean_se([r["fedxgbllr_auc"] for r in rs]),
                 "paper_acc": PAPER.get(k),
-                "comm_bytes_per_party_per_tree": comm,
+                "comm_bytes_per_party_per_tree": float(
+                    np.mean([np.mean(r["comm_bytes_per_party_per_tree"]) for r in rs])
+                ),
             }
         )
+    return summary
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one setting: their seeds together."""
+    p = runs[0]["parameters"]
+    lines = [
+        f"Partition: equal iid split (prepare, theta = 0.5); {p['trees']} trees in total, depth 8, lr 0.1; "
+        f"CNN R = {p['rounds']}, E = {p['epochs']} (paper: 100), B = 64, Adam 1e-3. Accuracy % mean ± SE.",
+        "",
+        "| clients | seeds | FedXGBllr acc | paper | LightGBM (all rows) acc | FedXGBllr AUC | bytes/party/tree |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in summarise([r for run in runs for r in run["results"]["rows"]]):
+        (fa, fs), (la, ls), (au, aus) = row["fedxgbllr_acc"], row["lightgbm_acc"], row["fedxgbllr_auc"]
         lines.append(
-            f"| {k} | {len(rs)} | {fa:.2f} ± {fs:.2f} | {PAPER.get(k)} | {la:.2f} ± {ls:.2f} | "
-            f"{au:.4f} ± {aus:.4f} | {comm:.0f} |"
+            f"| {row['clients']} | {row['seeds']} | {fa:.2f} ± {fs:.2f} | {row['paper_acc']} | {la:.2f} ± {ls:.2f} | "
+            f"{au:.4f} ± {aus:.4f} | {row['comm_bytes_per_party_per_tree']:.0f} |"
         )
-    out = RESULTS / args.out
-    out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "summary": summary, "runs": runs}, indent=1))
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -116,8 +113,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--trees", type=int, default=500)
     parser.add_argument("--clients", type=int, nargs="+", default=[2, 5, 10])
-    parser.add_argument("--out", default="seed_fedxgbllr", help="results name in bench/results (json and md)")
+    parser.add_argument("--out", help="results file (default bench/results/seed_fedxgbllr.json, bench.record)")
     args = parser.parse_args()
+    record = Run("seed_fedxgbllr", parameters_of(args), args.out)
     runs: list[dict[str, Any]] = []
     for seed in range(args.seeds):
         for k in args.clients:
@@ -126,7 +124,9 @@ def main() -> None:
                 json.dumps({x: runs[-1][x] for x in ("clients", "seed", "fedxgbllr_acc", "lightgbm_acc", "seconds")}),
                 flush=True,
             )
-            write(runs, args)
+            record.save({"rows": runs, "summary": summarise(runs)}, complete=False)
+    record.save({"rows": runs, "summary": summarise(runs)})
+    print(tables([{"parameters": record.parameters, "results": {"rows": runs}}]))
 
 
 if __name__ == "__main__":

@@ -28,12 +28,12 @@ import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.baselines.fedxgbllr import train_fedxgbllr
@@ -147,10 +147,10 @@ def one_task(task: tuple[str, str, int, int]) -> dict[str, Any]:
     return row
 
 
-def render(part: str, rows: list[dict[str, Any]], command: str, out: Path) -> str:
+def render(part: str, rows: list[dict[str, Any]]) -> str:
     """One table per data set and party count: mean ± SE over seeds, the published number beside it."""
     spec = PARTS[part]
-    lines = [f"Command: `{command}` (results: `{out}`)", ""]
+    lines: list[str] = []
     for name in spec["datasets"]:
         for parties in spec["parties"]:
             group = [r for r in rows if r["dataset"] == name and r["parties"] == parties]
@@ -182,35 +182,33 @@ def render(part: str, rows: list[dict[str, Any]], command: str, out: Path) -> st
     return "\n".join(lines)
 
 
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one part: their rows together (each a data set, party count and seed)."""
+    return render(runs[0]["parameters"]["part"], [row for run in runs for row in run["results"]["rows"]])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=sorted(PARTS), required=True)
     ap.add_argument("--seeds", default="0-2")
     ap.add_argument("--datasets", help="a subset of the part's data sets, comma-separated")
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--from-json", help="render the tables again from a results file")
+    ap.add_argument("--out", help="results file (default bench/results/seeds.json, bench.record)")
     args = ap.parse_args(argv)
-    out = Path(f"bench/results/seeds_{args.part}.json")
-    if args.from_json:
-        saved = json.loads(Path(args.from_json).read_text())
-        command, rows = saved["command"], saved["rows"]
+    record = Run("seeds", parameters_of(args), args.out, argv=argv)
+    names = args.datasets.split(",") if args.datasets else PARTS[args.part]["datasets"]
+    tasks = [(args.part, n, m, s) for n in names for m in PARTS[args.part]["parties"] for s in seeds_of(args.seeds)]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(one_task, tasks))
     else:
-        command = "python -m bench.seeds " + " ".join(sys.argv[1:] if argv is None else argv)
-        names = args.datasets.split(",") if args.datasets else PARTS[args.part]["datasets"]
-        tasks = [(args.part, n, m, s) for n in names for m in PARTS[args.part]["parties"] for s in seeds_of(args.seeds)]
-        if args.jobs > 1:
-            with ProcessPoolExecutor(args.jobs) as pool:
-                rows = list(pool.map(one_task, tasks))
-        else:
-            rows = []
-            for t in tasks:
-                rows.append(one_task(t))
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"command": command, "rows": rows}, indent=1))
-    text = render(args.part, rows, command, out)
-    out.with_suffix(".md").write_text(text + "\n")
-    print(text)
+        rows = []
+        for t in tasks:
+            rows.append(one_task(t))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            record.save({"rows": rows}, complete=False)  # a stopped run keeps what it measured
+    record.save({"rows": rows})
+    print(render(args.part, rows))
     return 0
 
 

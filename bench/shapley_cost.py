@@ -17,15 +17,12 @@ one step per coalition, the per-party accumulators one step per party and coalit
 overhead no longer matters, gives the constants that ``node.protocol.shapley_cost.SHAPLEY_COST`` uses for its warning
 (the compiled kernel's fit).
 
-    python -m bench.shapley_cost [--max-parties 16] [--out bench/results/shapley_cost.md]
+    python -m bench.shapley_cost [--max-parties 16]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels import limbs
@@ -141,10 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--min-seconds", type=float, default=0.3, help="time spent per kernel and M (at least 3 calls)")
     ap.add_argument("--fit-from", type=int, default=6, help="smallest M in the fit")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="bench/results/shapley_cost.md")
+    ap.add_argument("--out", help="results file (default bench/results/shapley_cost.json, bench.record)")
     args = ap.parse_args(argv)
+    record = Run("shapley_cost", parameters_of(args), args.out, argv=None if argv is None else list(argv))
     ms = list(range(2, args.max_parties + 1))
-    load = os.getloadavg()[0]
     rows: dict[str, dict[int, dict[str, float]]] = {}
     for m in ms:  # the compiled kernel's numbers are the Python path's
         sums, lam = split_sums(m, args.seed + m), ref.to_fixed(0.1)
@@ -160,15 +158,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         name: fit([m for m in ms if m >= args.fit_from], [r[m]["per_split_s"] for m in ms if m >= args.fit_from])
         for name, r in rows.items()
     }
-    command = "python -m bench.shapley_cost " + " ".join(argv if argv is not None else sys.argv[1:])
+    results = {
+        "fit": {k: {"a": a, "b": b} for k, (a, b) in fits.items()},
+        "fit_from": args.fit_from,
+        "simulate_check": checks,
+        "timings": {k: {str(m): v for m, v in r.items()} for k, r in rows.items()},
+    }
+    record.save(results)
+    print(tables([{"parameters": record.parameters, "results": results}]))
+    return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of a recorded run (the last: timings of one process, whose best-of-repeats is its own estimate)."""
+    r = runs[-1]["results"]
+    timings, fits = r["timings"], {k: (v["a"], v["b"]) for k, v in r["fit"].items()}
+    ms = sorted(int(m) for m in timings["compiled"])
     lines = [
-        f"# command: {command.strip()}",
-        "",
-        f"Python {platform.python_version()} on {platform.machine()}, one core; load average {load:.2f} at the start "
-        "(nothing else running).",
-        "",
-        "Seconds per split of exact split Shapley (best of repeats after a warm-up call), the fitted model "
-        f"t(M) = a 2^M + b M 2^M (fit over M >= {args.fit_from}) and the model's value.",
+        "Seconds per split of exact split Shapley on one core (best of repeats after a warm-up call), the fitted model "
+        f"t(M) = a 2^M + b M 2^M (fit over M >= {r.get('fit_from', 6)}) and the model's value.",
         "",
         "| M | coalitions | compiled: s/split | compiled: model | fast: s/split | fast: model | "
         "fast: first call (plan) | reference: s/split | reference: model |",
@@ -178,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fa, fb = fits["split_shapley_fast"]
     ra, rb = fits["split_shapley"]
     for m in ms:
-        comp, fast, slow = rows["compiled"][m], rows["split_shapley_fast"][m], rows["split_shapley"][m]
+        comp, fast, slow = (timings[k][str(m)] for k in ("compiled", "split_shapley_fast", "split_shapley"))
         lines.append(
             f"| {m} | {2**m} | {comp['per_split_s']:.3g} | {model_seconds(ca, cb, m):.3g} | "
             f"{fast['per_split_s']:.3g} | {model_seconds(fa, fb, m):.3g} | "
@@ -186,12 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     lines += [
         "",
-        f"compiled (`node.kernels.shapley_kernel`, what `fgbdt simulate` runs for the splits within its bounds): "
+        f"- compiled (`node.kernels.shapley_kernel`, what `fgbdt simulate` runs for the splits within its bounds): "
         f"a = {ca:.3g} s, b = {cb:.3g} s",
-        f"split_shapley_fast (the Python path): a = {fa:.3g} s, b = {fb:.3g} s",
-        f"split_shapley (the reference): a = {ra:.3g} s, b = {rb:.3g} s",
-        f"constants in node/protocol/shapley_cost.py SHAPLEY_COST: a = {SHAPLEY_COST[0]:.3g} s, "
-        f"b = {SHAPLEY_COST[1]:.3g} s",
+        f"- split_shapley_fast (the Python path): a = {fa:.3g} s, b = {fb:.3g} s",
+        f"- split_shapley (the reference): a = {ra:.3g} s, b = {rb:.3g} s",
+        f"- the constants `fgbdt simulate` warns with (`node.protocol.shapley_cost.SHAPLEY_COST`): "
+        f"a = {SHAPLEY_COST[0]:.3g} s, b = {SHAPLEY_COST[1]:.3g} s",
         "",
         "A tree of depth d has at most 2^d - 1 splits, so simulate's Shapley time is at most "
         "trees (2^d - 1) t(M): at M = 16, 500 trees of depth 8 is "
@@ -202,22 +210,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         "| M | splits | contract phase s | estimate s |",
         "|---|---|---|---|",
-        *(f"| {c['parties']} | {c['splits']} | {c['contract_s']:.2f} | {c['estimate_s']:.2f} |" for c in checks),
+        *(
+            f"| {c['parties']} | {c['splits']} | {c['contract_s']:.2f} | {c['estimate_s']:.2f} |"
+            for c in r["simulate_check"]
+        ),
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-        with open(args.out.removesuffix(".md") + ".json", "w") as f:
-            payload: dict[str, Any] = {
-                "command": command.strip(),
-                "fit": {k: {"a": a, "b": b} for k, (a, b) in fits.items()},
-                "simulate_check": checks,
-                "results": {k: {str(m): v for m, v in r.items()} for k, r in rows.items()},
-            }
-            json.dump(payload, f, indent=1)
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

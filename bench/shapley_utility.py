@@ -124,10 +124,13 @@ def measure(name: str, parties: int, theta: float, seed: int, trees: int, depth:
     return out
 
 
-def markdown(runs: list[dict[str, Any]], command: str) -> str:
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded sweeps of one setting: their grid points together."""
+    return markdown([point for run in runs for point in run["results"]["runs"]])
+
+
+def markdown(runs: list[dict[str, Any]]) -> str:
     lines = [
-        f"command: `{command}`",
-        "",
         "Per party (mean ± SE over seeds): its rows; its share of the model-quality Shapley values (LightGBM on each "
         "coalition's pooled rows, test log-loss saved against 0.5: the reference); its share of the positive split "
         "Shapley totals and the share of split nodes where its value is negative, under equation 7 and under the "
@@ -151,9 +154,9 @@ def markdown(runs: list[dict[str, Any]], command: str) -> str:
 
 
 def main() -> int:
-    ap = honest_sweep.parser(__doc__, "bench/results/shapley_utility.json")
+    ap = honest_sweep.parser(__doc__, "shapley_utility")
     args = ap.parse_args()
-    return honest_sweep.run("bench.shapley_utility", args, measure, markdown)
+    return honest_sweep.run("shapley_utility", args, measure, markdown)
 
 
 if __name__ == "__main__":

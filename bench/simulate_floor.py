@@ -6,14 +6,13 @@ Python (the contract side's records, the verifiers' decisions, the hand-overs). 
 can at best divide by that many, the Python cannot, so ``kernels / threads + rest`` is what the design allows and
 ``kernels / threads`` what a fully compiled level would.
 
-    python -m bench.simulate_floor --out bench/results/simulate_floor.json
+    python -m bench.simulate_floor   # bench/results/simulate_floor.json (bench.record)
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import pstats
 import sys
 import time
@@ -22,6 +21,7 @@ from typing import Any
 from numba.core.registry import CPUDispatcher
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.kernels import histogram, party_kernels, resolve_kernel, shapley_kernel
 from fgbdt_chain.node.model import objective
@@ -50,8 +50,9 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--parties", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out")
+    ap.add_argument("--out", help="results file (default bench/results/simulate_floor.json, bench.record)")
     args = ap.parse_args()
+    record = Run("simulate_floor", parameters_of(args), args.out)
     train, test = load(args.data, args.seed)
     params = TrainParams(trees=args.trees, depth=args.depth, bins=16, voted_trees=ALL_TREES_VOTED)
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=0.8, seed=args.seed))
@@ -70,22 +71,28 @@ def main() -> int:
     own = {key[2]: value[2] for key, value in stats.items() if key in kernels and value[2] > 0}
     total = sum(own.values())
     report = {
-        "data": args.data,
-        "trees": args.trees,
-        "depth": args.depth,
-        "parties": args.parties,
         "one_thread_seconds": one_thread,
         "kernel_seconds": total,
         "rest_seconds": one_thread - total,
         "kernels": dict(sorted(own.items(), key=lambda kv: -kv[1])),
     }
-    print(f"one thread {one_thread:.2f} s: kernels {total:.2f} s, the rest {one_thread - total:.2f} s")
-    for name, seconds in report["kernels"].items():
-        print(f"  {name:28s} {seconds:.3f} s")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=1)
+    record.save(report)
+    print(tables([{"parameters": record.parameters, "results": report}]))
     return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """The last recorded run: the one-thread train time, its kernels' share, and each kernel's own time."""
+    r = runs[-1]["results"]
+    lines = [
+        f"One thread {r['one_thread_seconds']:.2f} s: kernels {r['kernel_seconds']:.2f} s, the rest "
+        f"{r['rest_seconds']:.2f} s.",
+        "",
+        "| kernel | own seconds |",
+        "|---|---|",
+        *(f"| {name} | {seconds:.3f} |" for name, seconds in r["kernels"].items()),
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.node.protocol.shapley_cost import slow_shapley_message
@@ -85,11 +86,13 @@ def main() -> int:
     ap.add_argument("--runs", default="fvtree,lightgbm-1,lightgbm-2")
     ap.add_argument("--repeat", type=int, default=1, help="times to run the list, interleaved (default 1)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
-    ap.add_argument("--out", default="bench/results/speed.json")
+    ap.add_argument("--out", help="results file (default bench/results/speed.json, bench.record)")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args)))
         return 0
+    # --repeat only says how many times: runs of one setting on one code pool their repetitions (bench.record)
+    run_record = Run("speed", parameters_of(args, drop=("one", "repeat")), args.out)
     slow = slow_shapley_message(args.parties, args.trees, args.depth)
     if slow and any(not r.startswith("lightgbm") for r in args.runs.split(",")):
         # what ``simulate`` and ``train`` say before such a run (16 parties at 200 trees of depth 6 ran for over
@@ -105,43 +108,50 @@ def main() -> int:
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             results.append({**json.loads(out.strip().splitlines()[-1]), "repeat": rep})
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
-    summary = summarise(results, names)
-    with open(args.out, "w") as f:
-        json.dump(
-            {"command": "python -m bench.speed " + " ".join(sys.argv[1:]), "results": results, "summary": summary},
-            f,
-            indent=1,
-        )
-    print(
-        f"| run | train s (mean +- se over {args.repeat}) | ratio to LightGBM, 1 thread | to LightGBM, 2 threads "
-        "| peak RSS MiB | test error |"
-    )
-    print("|---|---|---|---|---|---|")
+    run_record.save({"measurements": results, "summary": summarise(results, names)})
+    print(tables([{"parameters": run_record.parameters, "results": {"measurements": results}}]))
+    return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown of recorded runs of one setting: every repetition of every run pooled (each run's repetitions are
+    paired within the run), then where the FV-tree's time goes in its last repetition."""
+    pooled = [{**m, "repeat": (i, m["repeat"])} for i, run in enumerate(runs) for m in run["results"]["measurements"]]
+    names = list(dict.fromkeys(m["run"] for m in pooled))
+    summary = summarise(pooled, names)
+    reps = len({m["repeat"] for m in pooled})
+    lines = [
+        f"| run | train s (mean ± SE over {reps}) | ratio to LightGBM, 1 thread | to LightGBM, 2 threads "
+        "| peak RSS MiB | test error |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, row in summary.items():
         ratios = [
-            f"{row[key][0]:.2f}x +- {row[key][1]:.2f}" if key in row else "-"
+            f"{row[key][0]:.2f}x ± {row[key][1]:.2f}" if key in row else "-"
             for key in ("ratio_to_lightgbm-1", "ratio_to_lightgbm-2")
         ]
-        print(
-            f"| {name} | {row['train_seconds'][0]:.2f} +- {row['train_seconds'][1]:.2f} | {ratios[0]} | {ratios[1]} "
+        lines.append(
+            f"| {name} | {row['train_seconds'][0]:.2f} ± {row['train_seconds'][1]:.2f} | {ratios[0]} | {ratios[1]} "
             f"| {row['peak_rss_mb']:.0f} | {row['test_error']:.4f} |"
         )
-    for r in results:
-        if r["phases"] and r["repeat"] == args.repeat - 1:
-            print(
-                f"\nwhere {r['run']}'s {r['train_seconds']:.2f} s go (PSD and weights before training: "
-                f"{r['prep_seconds']:.2f} s):"
-            )
-            for phase, sec in sorted(r["phases"].items(), key=lambda kv: -kv[1]):
-                print(f"- {phase}: {sec:.2f} s ({100 * sec / r['train_seconds']:.0f}%)")
-    return 0
+    last = [m for m in pooled if m["phases"]][-1:]
+    for m in last:
+        lines += [
+            "",
+            f"Where {m['run']}'s {m['train_seconds']:.2f} s go in its last repetition (PSD and weights before "
+            f"training: {m['prep_seconds']:.2f} s):",
+            "",
+        ]
+        for phase, sec in sorted(m["phases"].items(), key=lambda kv: -kv[1]):
+            lines.append(f"- {phase}: {sec:.2f} s ({100 * sec / m['train_seconds']:.0f}%)")
+    return "\n".join(lines)
 
 
 def summarise(results: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:
     """Per run: train seconds as (mean, standard error) over the repetitions, the ratio to each LightGBM run paired
     within a repetition (the machine's speed drifts between repetitions more than within one), the largest peak
     memory and the test error (which must not vary: the runs are deterministic)."""
-    by = {(r["run"], r["repeat"]): r for r in results}
+    by = {(r["run"], r["repeat"]): r for r in results}  # a repeat is any key: tables() pools runs as (run, repeat)
     repeats = sorted({r["repeat"] for r in results})
     out: dict[str, dict[str, Any]] = {}
     for name in names:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
 from bench.datasets import load
+from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_VOTED_TREES
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
@@ -54,8 +53,9 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--parties", type=int, default=4)
     ap.add_argument("--theta", type=float, default=0.8)
-    ap.add_argument("--out", default="bench/results/voted_trees.json")
+    ap.add_argument("--out", help="results file (default bench/results/voted_trees.json, bench.record)")
     args = ap.parse_args()
+    record = Run("voted_trees", parameters_of(args), args.out)
     seeds = [int(s) for s in args.seeds.split(",")]
     rows: list[dict[str, Any]] = []
     for name in args.datasets.split(","):
@@ -68,19 +68,25 @@ def main() -> int:
                 cells[label] = {"mean": statistics.mean(values), "se": se, "values": values}
             rows.append({"dataset": name, "trees": trees, "depth": depth, "results": cells})
             print(name, trees, depth, {k: round(v["mean"], 4) for k, v in cells.items()}, flush=True)
-    command = "python -m bench.voted_trees " + " ".join(sys.argv[1:])
-    out = Path(args.out)
-    out.write_text(json.dumps({"command": command, "settings": vars(args), "rows": rows}, indent=1))
-    head = "| data | trees, depth | " + " | ".join(label for label, *_ in VARIANTS) + " |"
-    what = f"M = {args.parties}, theta {args.theta}; test error, AUC for credit; mean ± SE"
-    lines = [f"Command: `{command}` ({what})", ""]
-    lines += [head, "|" + "---|" * (2 + len(VARIANTS))]
-    for r in rows:
+            record.save({"rows": rows}, complete=False)  # a stopped run keeps what it measured
+    record.save({"rows": rows})
+    print(tables([{"parameters": record.parameters, "results": {"rows": rows}}]))
+    return 0
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """The last recorded run: a line per data set and task length, every variant's mean ± SE over the seeds."""
+    p = runs[-1]["parameters"]
+    lines = [
+        f"M = {p['parties']}, theta {p['theta']}; test error, AUC for credit; mean ± SE.",
+        "",
+        "| data | trees, depth | " + " | ".join(label for label, *_ in VARIANTS) + " |",
+        "|" + "---|" * (2 + len(VARIANTS)),
+    ]
+    for r in runs[-1]["results"]["rows"]:
         cells = " | ".join(f"{c['mean']:.4f} ± {c['se']:.4f}" for c in r["results"].values())
         lines.append(f"| {r['dataset']} | {r['trees']}, {r['depth']} | {cells} |")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.accuracy import load_rows, markdown, summarize
+from bench.accuracy import markdown, summarize
 
 
 def row(seed: int, central: float, fv: float, standalone: list[float], theta: float = 0.5) -> dict[str, Any]:
@@ -65,11 +63,3 @@ def test_markdown_has_summary_only_with_several_seeds() -> None:
     assert "| +0.00 ± 1.00 pt | 1/2 | 1/2 |" in several
     assert "Per seed" in several
     assert "| toy | 2 | 0.5 | 1 | 0.3000 | 0.2900 |" in several
-
-
-def test_rows_of_a_single_seed_run_take_its_seed(tmp_path: Path) -> None:
-    path = tmp_path / "old.json"
-    old = row(0, 0.30, 0.31, [0.32, 0.40])
-    del old["seed"]
-    path.write_text(json.dumps({"params": {"seed": 7}, "rows": [old]}))
-    assert load_rows(path)[0]["seed"] == 7

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.record import runs_of
 from fgbdt_chain.deploy.cli import main
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS
@@ -288,8 +289,7 @@ def test_shapley_cost_estimate_follows_the_fitted_model() -> None:
     assert all(1.9 < later / earlier < 2.3 for earlier, later in itertools.pairwise(per_split))  # ~2^M
     assert shapley_seconds(4, 500, 8) < SLOW_SHAPLEY_SECONDS < shapley_seconds(16, 500, 8)
     # the constants are the benchmark's fit (bench/shapley_cost.py), within the noise of a rerun
-    results = Path(__file__).resolve().parents[2] / "bench" / "results" / "shapley_cost.json"
-    fitted = json.loads(results.read_text())["fit"]["compiled"]  # node.shapley_kernel, what simulate runs
+    fitted = runs_of("shapley_cost")[-1]["results"]["fit"]["compiled"]  # node.shapley_kernel, what simulate runs
     assert fitted["a"] == pytest.approx(a, rel=0.25) and fitted["b"] == pytest.approx(b, rel=0.25, abs=1e-9)
 
 
