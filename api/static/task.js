@@ -190,9 +190,11 @@ export function taskPage(main, id) {
 
   onSignerChange(() => { renderMembers(); renderActions(); });
   (async () => {
+    // the contributions need nothing of the detail (the slowest read of a long task: every event and receipt)
+    const contrib = loadContrib();
     const d = await loadDetail();
     if (!d) return;
-    await Promise.all([loadContrib(), loadTimeline(null)]);
+    await Promise.all([contrib, loadTimeline(null)]);
     if (d.status === "completed") {
       state.modelShown = true;
       await loadModel();
