@@ -9,19 +9,15 @@ request computes the same calldata as the API, and an API task's config equals t
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
+from fgbdt_chain.ledger.spec import modes
 from fgbdt_chain.ledger.spec.edges import EdgesFormatError, decode_edges
-from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, ONE, from_fixed, to_fixed
-from fgbdt_chain.ledger.spec.task_params import (
-    DEFAULT_DELTA,
-    DEFAULT_OVERLAP_THRESHOLD,
-    DEFAULT_REFUSAL_RATE,
-    DEFAULT_VOTED_TREES,
-    label_range,
-)
+from fgbdt_chain.ledger.spec.fixed_point import ONE, from_fixed, to_fixed
+from fgbdt_chain.ledger.spec.parameters import parameter
+from fgbdt_chain.ledger.spec.task_params import label_range
 
 __all__ = ["ONE", "from_fixed", "to_fixed"]
 
@@ -87,65 +83,54 @@ class FeatureSchema(BaseModel):
         return self
 
 
-class TaskParameters(BaseModel):
-    """GBDT, quorum, party-limit and deadline parameters (``FGBDTChain.Config``); real values as numbers."""
+def _table(name: str, **given: Any) -> Any:
+    """The request field of task parameter ``name``: the table's default, range and meaning
+    (``ledger.spec.parameters``); a real is finite and within ``MAX_REAL`` where the table leaves it unbounded (one
+    ``Field`` for both: pydantic keeps only the last of two lower bounds on a field); ``given`` adds to them."""
+    p = parameter(name)
+    bounds: dict[str, Any] = p.bounds()
+    if p.kind is float:
+        bounds = {"ge": -MAX_REAL, "le": MAX_REAL, "allow_inf_nan": False, **bounds}
+        if "gt" in bounds:
+            del bounds["ge"]
+        if "lt" in bounds:
+            del bounds["le"]
+    return Field(**{"default": p.default, "description": p.help, **bounds, **given})
 
-    trees: int = Field(default=1, ge=1, le=65_535)
-    depth: int = Field(default=3, ge=1, le=8, description="Split levels (LightGBM's max_depth).")
-    bins: int = Field(default=16, ge=1, le=1024)
-    hessian: Literal["hessian", "count"] = Field(default="hessian", description="`count` = the paper's formulas.")
-    tie_break: Literal["hashed", "index"] = Field(
-        default="hashed",
-        description="Top-2 vote ties: `hashed` = a per-node pseudo-random feature order, `index` = lower index first.",
-    )
-    voted_trees: int = Field(
-        default=DEFAULT_VOTED_TREES,
-        ge=0,
-        le=ALL_TREES_VOTED,
-        description="Trees whose two candidate features per node are the top-2 of the parties' votes (the paper's "
-        "FV-tree); later trees draw them from a public seed as each level opens (no vote round, no voting "
-        f"contribution). 0: every tree draws; {ALL_TREES_VOTED}: every tree votes.",
-    )
-    quorum_num: int = Field(default=2, ge=0, le=65_535)
-    quorum_den: int = Field(default=3, ge=1, le=65_535)
-    min_parties: int = Field(default=2, ge=1, le=16)
-    max_parties: int = Field(default=16, ge=1, le=16)
-    join_blocks: int = Field(default=1000, ge=0, le=2**32)
-    step_blocks: int = Field(default=50, ge=1, le=2**32)
-    lam: Real = Field(default=1.0, ge=0, description="L2 regularisation lambda.")
-    learning_rate: Real = Field(default=0.1, gt=0)
-    min_rows: int = Field(default=1, ge=1, le=2**62)
-    alpha: float = Field(default=0.5, gt=0, le=1, allow_inf_nan=False, description="Weight of the voting term.")
-    objective: Literal["binary", "regression"] = Field(default="binary", description="The loss the parties boost.")
-    endorse: Literal["statistical", "overlap"] = Field(
-        default="statistical",
-        description="How verifiers decide: a test with a stated false-refusal rate, or the paper's equation 11.",
-    )
-    refusal_rate: float = Field(
-        default=DEFAULT_REFUSAL_RATE,
-        gt=0,
-        lt=1,
-        allow_inf_nan=False,
-        description="Verifiers' false-refusal probability per check.",
-    )
-    overlap_threshold: Real = Field(
-        default=DEFAULT_OVERLAP_THRESHOLD, ge=0, description="With `endorse = overlap`: sign below it."
-    )
-    epsilon: float | None = Field(
+
+class TaskParameters(BaseModel):
+    """GBDT, quorum, party-limit and deadline parameters (``FGBDTChain.Config``); real values as numbers. Defaults,
+    ranges and meanings are ``ledger.spec.parameters``'s, so a task created with none trains what ``fgbdt simulate``
+    trains with none."""
+
+    trees: int = _table("trees")
+    depth: int = _table("depth")
+    bins: int = _table("bins")
+    hessian: modes.HessianModeName = _table("hessian")
+    tie_break: modes.TieRuleName = _table("tie_break")
+    voted_trees: int = _table("voted_trees")
+    quorum_num: int = _table("quorum_num")
+    quorum_den: int = _table("quorum_den")
+    min_parties: int = _table("min_parties")
+    max_parties: int = _table("max_parties")
+    join_blocks: int = _table("join_blocks")
+    step_blocks: int = _table("step_blocks")
+    lam: float = _table("lam")
+    learning_rate: float = _table("learning_rate")
+    min_rows: int = _table("min_rows")
+    alpha: float = _table("alpha")
+    objective: modes.ObjectiveName = _table("objective")
+    endorse: modes.EndorseRuleName = _table("endorse")
+    refusal_rate: float = _table("refusal_rate")
+    overlap_threshold: float = _table("overlap_threshold")
+    epsilon: float | None = _table(
+        "epsilon",
         default=None,
-        gt=0,
-        allow_inf_nan=False,
-        description="Every party's differential-privacy budget for all it releases (sketch, PSD, votes, histograms); "
-        "null: no privacy noise. A private task trains the binary objective.",
+        description=f"{parameter('epsilon').help} JSON has no inf: null is the default, no privacy noise.",
     )
-    delta: float = Field(default=DEFAULT_DELTA, gt=0, lt=1, allow_inf_nan=False, description="With `epsilon`.")
-    label_min: Real | None = Field(
-        default=None,
-        description="The label's smallest value in the data schema: every party's PSD splits the label over "
-        "[label_min, label_max], and the labels are divided by the power of two above it before training. Required for "
-        "regression; a binary task's labels are 0 and 1 (leave both null, or give 0 and 1).",
-    )
-    label_max: Real | None = Field(default=None, description="The label's largest value (see `label_min`).")
+    delta: float = _table("delta")
+    label_min: float | None = _table("label_min")
+    label_max: float | None = _table("label_max")
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskParameters:
@@ -313,8 +298,8 @@ class ParametersOut(BaseModel):
     trees: int
     depth: int
     bins: int
-    hessian: Literal["hessian", "count"]
-    tie_break: Literal["hashed", "index"]
+    hessian: modes.HessianModeName
+    tie_break: modes.TieRuleName
     voted_trees: int
     quorum_num: int
     quorum_den: int
@@ -326,8 +311,8 @@ class ParametersOut(BaseModel):
     learning_rate: float
     min_rows: int
     alpha: float
-    objective: Literal["binary", "regression"]
-    endorse: Literal["statistical", "overlap"]
+    objective: modes.ObjectiveName
+    endorse: modes.EndorseRuleName
     refusal_rate: float
     overlap_threshold: float
     epsilon: float | None = Field(description="The privacy budget per party; null: no privacy noise.")
@@ -372,7 +357,7 @@ class PredictResponse(BaseModel):
     rows: int
     features: int
     trees: int
-    objective: Literal["binary", "regression"]
+    objective: modes.ObjectiveName
     predictions: list[float] = Field(description="Per row: P(class 1) for a binary task, the predicted value else.")
     probabilities: list[float] | None = Field(description="P(class 1) per row (binary tasks; null otherwise).")
     labels: list[int] | None = Field(description="The predicted class per row (binary tasks; null otherwise).")

@@ -20,9 +20,9 @@ from typing import Any
 from bench.datasets import load
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run, standalone_errors
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 FEDERATED = ("fvtree", "pvtree", "allfeatures")
 # The accuracy bar: FV-tree at most this much (absolute test error) worse than centralized LightGBM with the same bins.

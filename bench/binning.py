@@ -28,11 +28,11 @@ from bench.datasets import load
 from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.model.trees import bin_matrix
 from fgbdt_chain.node.privacy.binning import exact_edges
 from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 METHODS = ("dp", "exact", "dp-equal-width")
 """The FV-tree rows: the default private edges, the pooled quantiles they are measured against, the old sketch."""

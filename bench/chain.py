@@ -39,12 +39,13 @@ from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
 from fgbdt_chain.ledger.devnet.anvil import start_anvil
 from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.modes import ON_CHAIN_ALGORITHMS
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_VOTED_TREES
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
 from fgbdt_chain.node.kernels.parallel import default_threads
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import ON_CHAIN, TrainParams
 from fgbdt_chain.node.sim.warmup import warm_up
 
 USAGE_FIELDS = ("tx_count", "blocks", "gas_used", "calldata_bytes", "max_tx_bytes", "max_tx_gas")
@@ -60,7 +61,7 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=6)
     ap.add_argument("--bins", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--algo", choices=ON_CHAIN, default="fvtree", help="fvtree (votes, then drawn) or drawn")
+    ap.add_argument("--algo", choices=ON_CHAIN_ALGORITHMS, default="fvtree", help="fvtree (votes, then drawn) or drawn")
     ap.add_argument("--voted-trees", type=int, default=DEFAULT_VOTED_TREES, help="fvtree: trees that vote")
     ap.add_argument(
         "--min-rows",

@@ -15,9 +15,9 @@ import numpy as np
 from bench.datasets import load
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, endorsement_quorum
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.protocol.messages import SIGNATURE, WORD, level_traffic
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def paper_formula(depth: int, parties: int, nbins: int) -> float:

@@ -1,5 +1,6 @@
-"""The default shape of a task (``node.sim.fvtree.DEFAULT_TREES`` x ``DEFAULT_DEPTH``) against the paper's 500 x 8, next
-to LightGBM exactly as a user would run it (``lightgbm-defaults``: 100 rounds of 31 leaves, nothing matched).
+"""The default shape of a task (``ledger.spec.parameters.DEFAULT_TREES`` x ``DEFAULT_DEPTH``) against the paper's
+500 x 8, next to LightGBM exactly as a user would run it (``lightgbm-defaults``: 100 rounds of 31 leaves, nothing
+matched).
 
 Every row of a data set and seed shares the partition (M = 4, theta 0.8), the private bins and the test set; only
 the trees and depth differ. The question it answers: which shape a user gets without flags, measured on every data
@@ -21,8 +22,9 @@ from bench.datasets import load
 from bench.datasets import objective as dataset_objective
 from bench.record import Run, parameters_of
 from bench.stats import mean_se
+from fgbdt_chain.ledger.spec.parameters import DEFAULT_DEPTH, DEFAULT_TREES, PAPER_DEPTH, PAPER_TREES
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import DEFAULT_DEPTH, DEFAULT_TREES, PAPER_DEPTH, PAPER_TREES, TrainParams
 
 DATASETS = ("a9a", "higgs", "susy", "credit", "stress", "heavy", "abalone", "cpusmall", "claims")
 """Every data set here, each trained with its own loss (``bench.datasets.objective``)."""

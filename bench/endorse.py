@@ -50,11 +50,12 @@ from bench.datasets import load
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, Totals
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.protocol.endorsement import quorum
 from fgbdt_chain.node.protocol.verify import Claims, Measurement, judge, limit
 from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, federation, make_model, prepare
-from fgbdt_chain.node.sim.fvtree import LevelView, TrainParams, TrainResult
+from fgbdt_chain.node.sim.fvtree import LevelView, TrainResult
 
 OBSERVED = ("gradients", "gradients-hessians", "counts", "sign-flip")
 """Attacks whose verdicts follow from the honest run's statistics (stretches of whole rows)."""

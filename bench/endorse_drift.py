@@ -27,10 +27,12 @@ import numpy as np
 from bench.datasets import load
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.parameters import PAPER_DEPTH
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE, DEFAULT_VOTED_TREES
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.protocol.verify import limit
 from fgbdt_chain.node.sim.experiment import PrepConfig, federation, prepare
-from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, LevelView, TrainParams
+from fgbdt_chain.node.sim.fvtree import LevelView
 
 ALL = ref.ALL_TREES_VOTED
 PARTS = {

@@ -22,8 +22,10 @@ import numpy as np
 
 from bench.datasets import load
 from bench.record import Run, parameters_of
+from fgbdt_chain.ledger.spec.parameters import PAPER_DEPTH
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.kernels.histogram import BinnedRows
 from fgbdt_chain.node.model.trees import tree_values
 from fgbdt_chain.node.privacy.psd import build_psd, psd_budget, psd_rng
@@ -31,7 +33,7 @@ from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.endorsement import estimators_for
 from fgbdt_chain.node.protocol.verify import VerifierLevel, limit, measure
 from fgbdt_chain.node.sim.experiment import PrepConfig, federation, partition, prepare
-from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, LevelView, TrainParams
+from fgbdt_chain.node.sim.fvtree import LevelView
 
 CONFIGS = (("higgs", 0.8, 150), ("higgs", 0.5, 150), ("a9a", 0.8, 200))
 PARTIES, HOLDOUT, BLOCK = 2, 0.2, 25

@@ -21,10 +21,11 @@ import numpy as np
 from bench.datasets import load
 from bench.record import Run, parameters_of
 from bench.stats import mean_se
+from fgbdt_chain.ledger.spec.parameters import PAPER_DEPTH, PAPER_TREES
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare
-from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 
 DATASETS = ("a9a", "higgs", "susy", "credit")
 SUBSETS = (8, 4, 2)

@@ -42,10 +42,10 @@ from bench.plots import pyplot, save_figure
 from bench.record import Run, parameters_of
 from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.model.metrics import error_rate
 from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 DATASETS = ("a9a", "higgs", "susy")
 PARTIES, THETA = 4, 0.8

@@ -11,8 +11,8 @@ from typing import Any
 from bench.datasets import load
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_VOTED_TREES
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, prepare
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 Measure = Callable[[str, int, float, int, int, int], dict[str, Any]]
 """(data set, parties, theta, seed, trees, depth) -> one run's record."""

@@ -11,8 +11,9 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
   disjoint rows), HIGGS and SUSY 50 trees; epsilon in {0.5, 1, 2, 4, 8, inf}; 10 seeds, test error min/mean/max.
   The paper drops the PSD to keep the budget strict; here the PSD is inside the budget (its share of epsilon). As
   the paper, the non-private references use default settings: LightGBM with its own binning at the paper's
-  settings (500 trees of depth 8, ``node.sim.fvtree.PAPER_TREES``, ``node.baselines.centralized.train_own_bins``) on
-  all rows, and the parties alone (standalone, same parameters, on their own rows).
+  settings (500 trees of depth 8, ``ledger.spec.parameters.PAPER_TREES``,
+  ``node.baselines.centralized.train_own_bins``) on all rows, and the parties alone (standalone, same parameters, on
+  their own rows).
 * **curve**: AUC against epsilon on the UCI credit card data and on the heavy-tailed synthetic credit set
   (``bench.stress.heavy_data``), M = 4, theta 0.8, 50 trees of depth 3, 10 seeds, LightGBM (own bins, same trees and
   depth, no privacy) beside it; with the default 16 bins and with 4: the noise per bin does not depend on the bins,
@@ -61,10 +62,11 @@ from bench.datasets import load
 from bench.plots import pyplot, save_figure
 from bench.record import Run, parameters_of, read
 from bench.stats import mean_se, seeds_of
+from fgbdt_chain.ledger.spec.parameters import PAPER_DEPTH, PAPER_TREES
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run, standalone_errors
-from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
 PARTS: dict[str, dict[str, Any]] = {

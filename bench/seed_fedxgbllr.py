@@ -22,11 +22,11 @@ from bench import datasets
 from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.baselines.fedxgbllr import train_fedxgbllr
 from fgbdt_chain.node.baselines.seed_systems import SeedInputs
 from fgbdt_chain.node.sim import experiment
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 PAPER = {2: 85.1, 5: 85.1, 10: 84.7}
 

@@ -35,11 +35,12 @@ import numpy as np
 from bench.datasets import load
 from bench.record import Run, parameters_of
 from bench.stats import mean_se, seeds_of
+from fgbdt_chain.ledger.spec.parameters import PAPER_DEPTH, PAPER_TREES
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines.fedxgbllr import train_fedxgbllr
 from fgbdt_chain.node.baselines.simfl import train_simfl
 from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run, seed_inputs, standalone_errors
-from fgbdt_chain.node.sim.fvtree import PAPER_DEPTH, PAPER_TREES, TrainParams
 
 PARTS: dict[str, dict[str, Any]] = {
     "simfl": {

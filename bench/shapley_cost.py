@@ -32,12 +32,12 @@ import numpy as np
 
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels import limbs
 from fgbdt_chain.node.kernels.shapley_kernel import level_phis
 from fgbdt_chain.node.protocol.shapley_cost import SHAPLEY_COST, shapley_seconds
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 Kernel = Callable[[Sequence[int], Sequence[int], Sequence[int], Sequence[int], int], tuple[int, list[int]]]
 

@@ -23,12 +23,12 @@ from numba.core.registry import CPUDispatcher
 from bench.datasets import load
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.kernels import histogram, party_kernels, resolve_kernel, shapley_kernel
 from fgbdt_chain.node.model import objective
 from fgbdt_chain.node.protocol import resolve, verify
 from fgbdt_chain.node.sim import fvtree
 from fgbdt_chain.node.sim.experiment import PrepConfig, federation, prepare
-from fgbdt_chain.node.sim.fvtree import TrainParams
 from fgbdt_chain.node.sim.warmup import warm_up
 
 

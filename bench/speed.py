@@ -23,9 +23,9 @@ from bench.datasets import load
 from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.protocol.shapley_cost import slow_shapley_message
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 from fgbdt_chain.node.sim.warmup import warm_up
 
 

@@ -21,8 +21,8 @@ from bench.datasets import load
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.spec.task_params import DEFAULT_VOTED_TREES
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 SETTINGS = ((20, 5), (50, 6), (500, 8))
 VARIANTS = (

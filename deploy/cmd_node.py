@@ -14,6 +14,7 @@ from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.deploy.deployment import add_chain_arguments, chain_target, read_key
 from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.parameters import parameter
 from fgbdt_chain.ledger.spec.task_params import TaskParameters
 from fgbdt_chain.ledger.wrappers.contracts import TaskContract
 from fgbdt_chain.node.data.loaders import DataFormatError, load_dataset
@@ -28,7 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--data", required=True, help="this party's rows (libsvm or CSV, label first, or .npz with X and y)")
     p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT of the endorsement endpoint")
     add_chain_arguments(p)
-    p.add_argument("--delta", type=float, default=1.0)
+    p.add_argument("--delta", type=float, default=parameter("refit_delta").default, help=parameter("refit_delta").help)
     p.add_argument("--psd-depth", type=int, default=8)
     p.add_argument("--psd-max-rows", type=int, default=500)
     p.add_argument("--psd-epsilon", type=float, default=1.0)

@@ -17,12 +17,8 @@ from rich.table import Table
 from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.ledger.spec import reference as ref
-from fgbdt_chain.ledger.spec.task_params import (
-    DEFAULT_DELTA,
-    DEFAULT_OVERLAP_THRESHOLD,
-    DEFAULT_REFUSAL_RATE,
-    DEFAULT_VOTED_TREES,
-)
+from fgbdt_chain.ledger.spec.parameters import parameter
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
 from fgbdt_chain.node.data.loaders import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.model.trees import slot_widths
@@ -41,8 +37,30 @@ from fgbdt_chain.node.sim.experiment import (
     run,
 )
 from fgbdt_chain.node.sim.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
-from fgbdt_chain.node.sim.fvtree import HESSIAN_MODES, TIE_BREAKS, TrainParams
 from fgbdt_chain.node.sim.random_split import TREE_FEATURES, splittable
+
+TRAIN_TREES, TRAIN_DEPTH = 20, 5
+"""``fgbdt train``'s and the demo's shape when none is given: on chain every level is a round of transactions, so
+tasks that finish in minutes, smaller than the table's default (``ledger.spec.parameters``), which ``simulate``
+trains."""
+
+_DESTS = {"lam": "lam", "learning_rate": "lr", "refit_delta": "delta", "delta": "dp_delta"}
+"""The ``args`` attribute of the parameters whose option is not named after them (``--lambda``, ``--lr``, ``--delta``,
+``--dp-delta``)."""
+
+
+def table_option(parser: argparse.ArgumentParser, name: str, **given: Any) -> None:
+    """Add parameter ``name``'s option (``Parameter.cli``) with the table's type, choices, default and help
+    (``ledger.spec.parameters``); ``given`` overrides any of them."""
+    p = parameter(name)
+    assert p.cli is not None, f"{name} has no command-line option"
+    help_text = p.help if p.choices else f"{p.help} Range {p.range_text()}."
+    kwargs: dict[str, Any] = {"dest": _DESTS.get(name, name), "default": p.default, "help": help_text}
+    if p.choices:
+        kwargs["choices"] = p.choices
+    else:
+        kwargs["type"] = p.kind
+    parser.add_argument(p.cli, **{**kwargs, **given})
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,58 +71,34 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test", help="test file; default: a seeded 75/25 split of --data")
     parser.add_argument("--label-column", help="CSV label column (index or header name; default: first)")
     parser.add_argument("--drop-columns", default="", help="comma-separated CSV columns to ignore (e.g. an ID)")
-    parser.add_argument("--task", choices=("auto", "binary", "regression"), default="auto")
+    parser.add_argument("--task", choices=("auto", *ref.OBJECTIVES), default="auto")
     parser.add_argument("--parties", type=int, default=4, help="number of parties M")
     parser.add_argument("--theta", type=float, default=0.8, help="skew ratio theta (0.5 = balanced)")
     # None: the command's and algorithm's own (simulate: shape_defaults; train: its set_defaults)
-    parser.add_argument(
-        "--trees",
-        type=int,
+    table_option(
+        parser,
+        "trees",
         default=None,
-        help=f"trees (simulate: {TrainParams.trees}, with --algo randomsplit {RANDOM_SPLIT_TREES}; train: 20)",
+        help=f"{parameter('trees').help} Range {parameter('trees').range_text()}. Default: {TrainParams.trees} "
+        f"(simulate with --algo randomsplit: {RANDOM_SPLIT_TREES}; train: {TRAIN_TREES}).",
     )
-    parser.add_argument(
-        "--depth",
-        type=int,
+    table_option(
+        parser,
+        "depth",
         default=None,
-        help=f"split levels per tree, LightGBM's max_depth (simulate: {TrainParams.depth}, with --algo randomsplit "
-        f"{RANDOM_SPLIT_DEPTH}; train: 5)",
+        help=f"{parameter('depth').help} Range {parameter('depth').range_text()}. Default: {TrainParams.depth} "
+        f"(simulate with --algo randomsplit: {RANDOM_SPLIT_DEPTH}; train: {TRAIN_DEPTH}).",
     )
-    parser.add_argument("--bins", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
-    parser.add_argument("--lambda", dest="lam", type=float, default=0.1, help="L2 regularisation lambda")
-    parser.add_argument("--min-rows", type=int, default=20, help="minimum rows per leaf")
-    parser.add_argument("--delta", type=float, default=1.0, help="distribution fitting degree delta (eq. 3)")
-    parser.add_argument("--alpha", type=float, default=1.0, help="weight of the voting contribution, in (0, 1]")
-    parser.add_argument("--hessian", choices=tuple(HESSIAN_MODES), default="hessian")
-    parser.add_argument(
-        "--tie-break",
-        choices=tuple(TIE_BREAKS),
-        default="hashed",
-        help="top-2 ties: a per-node pseudo-random feature order, or the lower feature index "
-        "(docs/design-decisions.md)",
-    )
-    parser.add_argument(
-        "--voted-trees",
-        type=int,
-        default=DEFAULT_VOTED_TREES,
-        help="trees whose candidates the parties vote for; later trees draw them from a public seed, which keeps an "
-        f"honest party's sums where its verifiers expect them (docs/how-it-works.md; {ref.ALL_TREES_VOTED}: the paper)",
-    )
+    for name in ("bins", "learning_rate", "lam", "min_rows", "refit_delta", "alpha", "hessian", "tie_break"):
+        table_option(parser, name)
+    table_option(parser, "voted_trees")
     parser.add_argument("--binning", choices=BINNING_METHODS, default="dp", help="how the common bin edges are made")
-    parser.add_argument(
-        "--epsilon",
-        type=float,
-        default=math.inf,
-        help="each party's differential-privacy budget for all it releases: bin sketch, PSD, votes and histograms "
-        "(split and accounted in node/privacy/accountant.py; inf, the default: exact votes and histograms)",
+    table_option(
+        parser,
+        "epsilon",
+        help=f"{parameter('epsilon').help} Split and accounted in node/privacy/accountant.py.",
     )
-    parser.add_argument(
-        "--dp-delta",
-        type=float,
-        default=DEFAULT_DELTA,
-        help=f"with --epsilon: the budget's delta (default {DEFAULT_DELTA})",
-    )
+    table_option(parser, "delta")
     parser.add_argument("--binning-epsilon", type=float, default=1.0, help="the bin sketch's epsilon without --epsilon")
     parser.add_argument("--psd-depth", type=int, default=8)
     parser.add_argument("--psd-max-rows", type=int, default=500)
@@ -118,18 +112,8 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         help="every PSD splits the label at its root (default: on; see docs/how-it-works.md)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--refusal-rate",
-        type=float,
-        default=DEFAULT_REFUSAL_RATE,
-        help="the verifiers' false-refusal probability per check (statistical endorsement; see docs/how-it-works.md)",
-    )
-    parser.add_argument(
-        "--overlap-threshold",
-        type=float,
-        default=DEFAULT_OVERLAP_THRESHOLD,
-        help="with --endorse overlap: verifiers sign below it",
-    )
+    table_option(parser, "refusal_rate")
+    table_option(parser, "overlap_threshold")
     add_attack_arguments(parser)
 
 
@@ -171,9 +155,8 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--endorse",
         choices=("none", *ref.ENDORSE_RULES),
-        default="statistical",
-        help="model the verifiers as the chain does (statistical: the default; overlap: the paper's equation 11) "
-        "or accept every histogram (none)",
+        default=parameter("endorse").default,
+        help=f"{parameter('endorse').help} none: accept every histogram (no verifiers modelled).",
     )
     parser.add_argument(
         "--baselines",

@@ -18,50 +18,45 @@ from rich.table import Table
 
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.deploy.cmd_simulate import (
+    TRAIN_DEPTH,
+    TRAIN_TREES,
     add_training_arguments,
     attack_of,
     load_data,
     note_private_releases,
     objective_of,
     prep_config,
+    table_option,
     training_params,
 )
 from fgbdt_chain.deploy.deployment import ChainTarget, add_chain_arguments, chain_target, read_key
 from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
-from fgbdt_chain.deploy.requester import ChainSetup, run_task
+from fgbdt_chain.deploy.requester import ETHER, ChainSetup, run_task
 from fgbdt_chain.ledger.rpc.client import ChainClient
-from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.modes import ON_CHAIN_ALGORITHMS
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.sim.experiment import prepare
-from fgbdt_chain.node.sim.fvtree import ON_CHAIN, TrainParams
-
-TRAIN_TREES = 20
-TRAIN_DEPTH = 5
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("train", help="train on chain: requester plus one node process per party", description=__doc__)
     add_training_arguments(p)
-    # on chain every level is a round of transactions: defaults that finish in minutes (the demo's), smaller than
-    # simulate's (node.fvtree.DEFAULT_TREES x DEFAULT_DEPTH)
+    # on chain every level is a round of transactions: a shape that finishes in minutes (the demo's), smaller than
+    # simulate's (ledger.spec.parameters.DEFAULT_TREES x DEFAULT_DEPTH); every other default is the table's
     p.set_defaults(trees=TRAIN_TREES, depth=TRAIN_DEPTH)
     add_chain_arguments(p)
     p.add_argument(
         "--algo",
-        choices=ON_CHAIN,
+        choices=ON_CHAIN_ALGORITHMS,
         default="fvtree",
         help="fvtree: the parties vote for each node's candidates in the first --voted-trees trees, the contract draws "
         "them from a public seed afterwards; drawn: every tree draws. simulate --algo X trains the same model",
     )
     p.add_argument("--key", help="requester's private key file (default: a fresh key funded by the devnet)")
     p.add_argument("--reward", type=float, default=1.0, help="reward deposited with the task, in ETH")
-    p.add_argument(
-        "--endorse",
-        choices=tuple(ref.ENDORSE_RULES),
-        default="statistical",
-        help="how verifiers decide: the statistical test (default) or the paper's equation 11 (overlap)",
-    )
-    p.add_argument("--step-blocks", type=int, default=120, help="blocks before a step's deadline")
+    table_option(p, "endorse")
+    table_option(p, "step_blocks")
     p.add_argument("--tick", type=float, default=0.25, help="seconds between blocks of the devnet's block clock")
     p.add_argument("--workdir", help="where shards, keys and party logs go (default: a temporary folder)")
     p.add_argument("--json", dest="json_out", help="write the report as JSON here")
@@ -110,14 +105,14 @@ def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: Par
         raise UserError(f"the chain at {target.rpc_url} does not answer (start one with `fgbdt devnet up`)") from exc
     requester = read_key(args.key, "requester key") if args.key else Account.create()
     if not args.key:
-        client.fund(requester.address, int((args.reward + 10) * 10**18))
+        client.fund(requester.address, int((args.reward + 10) * ETHER))
     setup = ChainSetup(
         rpc=target.rpc_url,
         contract=target.contract,
         requester=requester,
         workdir=workdir,
         algo=args.algo,
-        reward_wei=int(args.reward * 10**18),
+        reward_wei=int(args.reward * ETHER),
         step_blocks=args.step_blocks,
         tick_seconds=args.tick,
         block_time=_block_time(target),
@@ -204,6 +199,6 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
             f"{c['total']:.3f}",
             f"{c['share']:.3f}",
             str(rej),
-            f"{int(c['owed_wei']) / 1e18:.6f}",
+            f"{int(c['owed_wei']) / ETHER:.6f}",
         )
     console.print(table)

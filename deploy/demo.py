@@ -30,17 +30,18 @@ from fgbdt_chain.api.app import settings_app
 from fgbdt_chain.api.client import auth_for, create_task_body
 from fgbdt_chain.api.service import request_parameters
 from fgbdt_chain.deploy.cli import UserError
+from fgbdt_chain.deploy.cmd_simulate import TRAIN_DEPTH, TRAIN_TREES
 from fgbdt_chain.deploy.cmd_train import on_chain_progress
-from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester
+from fgbdt_chain.deploy.requester import ETHER, BlockClock, ChainSetup, Requester
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.task_params import TaskParameters
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.wrappers.contracts import TaskContract
 from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
 from fgbdt_chain.node.data.loaders import load_train_test
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -49,8 +50,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="devnet + API + 4 party nodes on a9a, end to end", description=__doc__)
     p.add_argument("--parties", type=int, default=4)
     p.add_argument("--theta", type=float, default=0.8)
-    p.add_argument("--trees", type=int, default=20)
-    p.add_argument("--depth", type=int, default=5)
+    p.add_argument("--trees", type=int, default=TRAIN_TREES, help="trees (fgbdt train's shape)")
+    p.add_argument("--depth", type=int, default=TRAIN_DEPTH, help="split levels per tree (fgbdt train's shape)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-port", type=int, default=0, help="port of the API (default: a free one)")
     p.add_argument("--chain", choices=("auto", "anvil", "embedded"), default="auto")
@@ -135,13 +136,13 @@ def task_request(low: Any, high: Any, task: TaskParameters) -> dict[str, Any]:
 def demo(args: argparse.Namespace) -> int:
     console = Console()
     started = time.monotonic()
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=16, learning_rate=0.1, lam=0.1)
+    params = TrainParams(trees=args.trees, depth=args.depth)  # every other parameter the table's default
     config = PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed)
     train, test = load_train_test(DATA / "a9a.gz", DATA / "a9a.t.gz", seed=args.seed)
     prep = prepare(train, test, params, config)
     console.print(
         f"data: a9a, {train.n_rows} training rows over {args.parties} parties (theta {args.theta}), "
-        f"{test.n_rows} test rows; {args.trees} trees of depth {args.depth}, 16 bins"
+        f"{test.n_rows} test rows; {args.trees} trees of depth {args.depth}, {params.bins} bins"
     )
     work = Path(tempfile.mkdtemp(prefix="fgbdt-demo-"))
     with devnet(args.chain, console) as rpc:
@@ -167,7 +168,6 @@ def demo(args: argparse.Namespace) -> int:
                 params.task(
                     min_parties=args.parties,
                     max_parties=args.parties,
-                    join_blocks=100_000,
                     step_blocks=setup.step_blocks,
                     endorse=setup.endorse,
                     refusal_rate=setup.refusal_rate,
@@ -178,7 +178,7 @@ def demo(args: argparse.Namespace) -> int:
             )
             created = _ok(http.post("/v1/tasks", json=create_task_body(forwarder, task, requester, body)))
             tid = int(created["task_id"])
-            task.fund(requester, tid, 10**18)
+            task.fund(requester, tid, ETHER)
             console.print(f"task {tid} created through the API by requester {requester.address}; 1 ETH deposited")
             req = Requester(prep, setup)  # starts the process the parties are forked from: stopped in the finally
             req.task_id = tid
@@ -252,7 +252,7 @@ def _results(http: httpx.Client, tid: int, prep: Any, console: Console) -> None:
             p["party"][:10] + "...",
             f"{ref.from_fixed(int(p['total'])):.3f}",
             f"{p['share']:.3f}",
-            f"{int(p['reward_assigned_wei']) / 1e18:.6f}",
+            f"{int(p['reward_assigned_wei']) / ETHER:.6f}",
         )
     console.print(ct)
     audit = _ok(http.get(f"/v1/tasks/{tid}/audit"))

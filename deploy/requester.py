@@ -33,7 +33,8 @@ from fgbdt_chain.ledger.rpc.heads import NewHeads
 from fgbdt_chain.ledger.rpc.usage import ChainUsage
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.edges import encode_edges
-from fgbdt_chain.ledger.spec.task_params import DEFAULT_OVERLAP_THRESHOLD, DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.spec.parameters import default
+from fgbdt_chain.ledger.spec.train_params import task_voted_trees
 from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import Sent, Status, TaskConfig, TaskContract
 from fgbdt_chain.node.attacks.histograms import Attack
@@ -42,7 +43,6 @@ from fgbdt_chain.node.kernels.frozen_heap import frozen_heap
 from fgbdt_chain.node.privacy.binning import edges_from_sketch, snap_integer_edges
 from fgbdt_chain.node.privacy.publish import decode_join
 from fgbdt_chain.node.sim.experiment import Prepared, evaluate
-from fgbdt_chain.node.sim.fvtree import task_voted_trees
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -52,6 +52,9 @@ END_EVENTS = ("TaskCompleted", "TaskCancelled")
 
 JOIN_POLL_SECONDS = 0.01
 """How often the requester looks for the parties' joins: every party's start waits for the last approval."""
+
+ETHER = 10**18
+"""Wei in one ether, the unit rewards are given in (not the protocol's fixed point, ``ledger.spec.fixed_point``)."""
 
 FOLLOW_POLL_SECONDS = 0.2
 """How often the follower reads the task's state for its progress reports (and where no subscription is up, for
@@ -68,15 +71,15 @@ class ChainSetup:
     workdir: Path
     algo: str = "fvtree"
     """What the parties run: ``fvtree`` (votes for ``voted_trees`` trees, then drawn candidates) or ``drawn``."""
-    reward_wei: int = 10**18
-    step_blocks: int = 120
+    reward_wei: int = ETHER
+    step_blocks: int = default("step_blocks")
     tick_seconds: float = 0.25
     block_time: float | None = None
     """The chain's block interval when it mines on a clock (``fgbdt devnet up --block-time``); None: a block per
     transaction."""
-    endorse: ref.EndorseRuleName = "statistical"
-    refusal_rate: float = DEFAULT_REFUSAL_RATE
-    overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
+    endorse: ref.EndorseRuleName = default("endorse")  # noqa: RUF009 (a str)
+    refusal_rate: float = default("refusal_rate")
+    overlap_threshold: float = default("overlap_threshold")
     greedy: int | None = None
     attack: Attack | None = None
     party_fund_wei: int = 10**20
@@ -111,16 +114,16 @@ def write_shard(path: Path, data: Dataset) -> None:
 
 
 def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
-    """The task parameters as the contract takes them (fixed point where real)."""
+    """The task parameters as the contract takes them (fixed point where real): the simulator's, the join window
+    ``ledger.spec.parameters``'s."""
     m = prep.config.parties
     params = dataclasses.replace(prep.params, voted_trees=task_voted_trees(setup.algo, prep.params))
     return params.task(
         endorse=setup.endorse,
-        quorum_num=2,
-        quorum_den=3,
+        quorum_num=prep.config.quorum_num,
+        quorum_den=prep.config.quorum_den,
         min_parties=m,
         max_parties=m,
-        join_blocks=100_000,
         step_blocks=setup.step_blocks,
         refusal_rate=setup.refusal_rate,
         overlap_threshold=setup.overlap_threshold,

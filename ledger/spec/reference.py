@@ -25,51 +25,41 @@ from dataclasses import dataclass
 from functools import cache
 from math import factorial, isqrt
 from operator import mul
-from typing import Literal
 
-ONE: int = 10**18
-"""Fixed-point 1.0 (18 decimals)."""
+from fgbdt_chain.ledger.spec.fixed_point import ONE as ONE
+from fgbdt_chain.ledger.spec.fixed_point import from_fixed as from_fixed
+from fgbdt_chain.ledger.spec.fixed_point import tdiv as tdiv
+from fgbdt_chain.ledger.spec.fixed_point import to_fixed as to_fixed
+from fgbdt_chain.ledger.spec.modes import ENDORSE_OVERLAP as ENDORSE_OVERLAP
+from fgbdt_chain.ledger.spec.modes import ENDORSE_RULE_NAMES as ENDORSE_RULE_NAMES
+from fgbdt_chain.ledger.spec.modes import ENDORSE_RULES as ENDORSE_RULES
+from fgbdt_chain.ledger.spec.modes import ENDORSE_STATISTICAL as ENDORSE_STATISTICAL
+from fgbdt_chain.ledger.spec.modes import HESSIAN_COUNT as HESSIAN_COUNT
+from fgbdt_chain.ledger.spec.modes import HESSIAN_MODE_NAMES as HESSIAN_MODE_NAMES
+from fgbdt_chain.ledger.spec.modes import HESSIAN_MODES as HESSIAN_MODES
+from fgbdt_chain.ledger.spec.modes import HESSIAN_SECOND_ORDER as HESSIAN_SECOND_ORDER
+from fgbdt_chain.ledger.spec.modes import OBJECTIVE_BINARY as OBJECTIVE_BINARY
+from fgbdt_chain.ledger.spec.modes import OBJECTIVE_NAMES as OBJECTIVE_NAMES
+from fgbdt_chain.ledger.spec.modes import OBJECTIVE_SQUARED as OBJECTIVE_SQUARED
+from fgbdt_chain.ledger.spec.modes import OBJECTIVES as OBJECTIVES
+from fgbdt_chain.ledger.spec.modes import TIE_HASHED as TIE_HASHED
+from fgbdt_chain.ledger.spec.modes import TIE_LOWER_INDEX as TIE_LOWER_INDEX
+from fgbdt_chain.ledger.spec.modes import TIE_RULE_NAMES as TIE_RULE_NAMES
+from fgbdt_chain.ledger.spec.modes import TIE_RULES as TIE_RULES
+from fgbdt_chain.ledger.spec.modes import EndorseRuleName as EndorseRuleName
+from fgbdt_chain.ledger.spec.modes import HessianModeName as HessianModeName
+from fgbdt_chain.ledger.spec.modes import ObjectiveName as ObjectiveName
+from fgbdt_chain.ledger.spec.modes import TieRuleName as TieRuleName
+from fgbdt_chain.ledger.spec.parameters import ALL_TREES_VOTED as ALL_TREES_VOTED
+from fgbdt_chain.ledger.spec.parameters import MAX_PARTIES as MAX_PARTIES
+from fgbdt_chain.ledger.spec.parameters import endorsement_quorum as endorsement_quorum
+
+# fixed point (``ledger.spec.fixed_point``), the mode names and codes (``ledger.spec.modes``) and the task's limits
+# and quorum rule (``ledger.spec.parameters``) are defined once there and named here too, as the contracts use them
 
 ABSTAIN: int = -1
 """A vote for no feature: the party has no valid local split at that node."""
 
-MAX_PARTIES: int = 16
-"""Most parties a task can approve (the contract's ``MAX_PARTIES``; a test reads it from the deployed contract).
-
-Exact split Shapley costs ``M * 2^M`` per split, on chain and here alike, so the simulator and the command line
-refuse larger federations before doing any work."""
-
-HESSIAN_SECOND_ORDER: int = 0
-HESSIAN_COUNT: int = 1
-# what plays the hessian in gains and leaves (``Config.hessianMode``), by the names every interface uses
-HessianModeName = Literal["hessian", "count"]
-HESSIAN_MODES: dict[HessianModeName, int] = {"hessian": HESSIAN_SECOND_ORDER, "count": HESSIAN_COUNT}
-HESSIAN_MODE_NAMES: dict[int, HessianModeName] = {code: name for name, code in HESSIAN_MODES.items()}
-# top-2 tie rules (``Config.tieBreak``): NOTES 6's lower index, or a per-node pseudo-random order (``tie_key``)
-TIE_LOWER_INDEX: int = 0
-TIE_HASHED: int = 1
-# the rules by the names the command line, the API and the reports use
-TieRuleName = Literal["hashed", "index"]
-TIE_RULES: dict[TieRuleName, int] = {"hashed": TIE_HASHED, "index": TIE_LOWER_INDEX}
-TIE_RULE_NAMES: dict[int, TieRuleName] = {code: name for name, code in TIE_RULES.items()}
-# how each node's two candidates are chosen (``Config.votedTrees``): the trees before it by the parties' votes (the
-# paper's FV-tree), later trees drawn from a public seed when each level opens, the top-2 of empty ballots under the
-# hashed tie key (no vote round, no voting contribution; ``node.sim.fvtree`` explains why)
-ALL_TREES_VOTED: int = 2**16 - 1
-"""The largest ``votedTrees`` (uint16): every tree of any task votes, the paper's FV-tree."""
-# loss functions (``Config.objective``): the exact bounds of per-bin sums (``ledger.spec.histogram_rules``)
-OBJECTIVE_BINARY: int = 0
-OBJECTIVE_SQUARED: int = 1
-ObjectiveName = Literal["binary", "regression"]
-OBJECTIVES: dict[ObjectiveName, int] = {"binary": OBJECTIVE_BINARY, "regression": OBJECTIVE_SQUARED}
-OBJECTIVE_NAMES: dict[int, ObjectiveName] = {code: name for name, code in OBJECTIVES.items()}
-# how verifiers decide to endorse (``Config.endorseRule``): the calibrated statistical test of ``node.protocol.verify``
-# with a stated false-refusal rate (default), or the paper's equation 11 against a fixed overlap threshold
-ENDORSE_STATISTICAL: int = 0
-ENDORSE_OVERLAP: int = 1
-EndorseRuleName = Literal["statistical", "overlap"]
-ENDORSE_RULES: dict[EndorseRuleName, int] = {"statistical": ENDORSE_STATISTICAL, "overlap": ENDORSE_OVERLAP}
-ENDORSE_RULE_NAMES: dict[int, EndorseRuleName] = {code: name for name, code in ENDORSE_RULES.items()}
 _MASK64 = (1 << 64) - 1
 
 INT256_MIN: int = -(2**255)
@@ -92,24 +82,6 @@ def check_all_int256(values: Iterable[int]) -> None:
     for x in values:
         if x < INT256_MIN or x > INT256_MAX:
             raise FixedPointOverflow(f"value {x} does not fit int256")
-
-
-def tdiv(a: int, b: int) -> int:
-    """Integer division truncating toward zero, exactly as Solidity's ``a / b`` on signed integers."""
-    if b == 0:
-        raise ZeroDivisionError("division by zero (the contract would panic)")
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def to_fixed(x: float) -> int:
-    """Quantise a real value to fixed point (round half to even, as ``round``); done once, by the party."""
-    return round(x * ONE)
-
-
-def from_fixed(q: int) -> float:
-    """Real value of a fixed-point integer (for reports and the model; never fed back into contract math)."""
-    return q / ONE
 
 
 def side_score(g: int, h: int, lam: int) -> int:
@@ -424,14 +396,6 @@ def split_shapley_fast(
         utility[mask] = (gl * gl // dl if dl > 0 else 0) + (gr * gr // dr if dr > 0 else 0)
     phi = [tdiv(check_int256(sum(map(mul, c, utility))), total) for c in coef]
     return utility[size - 1], phi
-
-
-def endorsement_quorum(parties: int, num: int = 2, den: int = 3) -> int:
-    """Signatures of other parties a histogram submission needs: ``ceil(num * (M - 1) / den)`` of the M approved
-    parties (NOTES 9: two thirds), as the contract's ``_checkEndorsements`` computes it."""
-    if den <= 0 or not 0 <= num <= den:
-        raise ValueError(f"the quorum {num}/{den} must be a fraction in [0, 1]")
-    return -(-num * (parties - 1) // den)
 
 
 def voting_contribution(vote: int, split_feature: int, gain: int) -> int:

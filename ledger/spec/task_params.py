@@ -3,45 +3,58 @@
 Why one module: the command line, the REST API, the requester, the party nodes and the audit all turn named,
 real-valued parameters into the contract's integers (fixed point, mode codes) or back. Done in several places, they
 drifted (the API truncated reals the CLI rounded, so "chain equals simulate" failed for API-created tasks). Here
-every field is converted once: reals by ``reference.to_fixed`` / ``from_fixed``, modes by the name tables of
-``ledger.spec.reference``.
+every field is converted once, by its entry in ``ledger.spec.parameters`` (the one table of every parameter's range,
+default and ``Config`` field): reals in fixed point, modes by the name tables of ``ledger.spec.modes``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import astuple, dataclass
+from typing import Any
 
-from fgbdt_chain.ledger.spec import reference as ref
-from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, MAX_PARTIES, ONE, Params
+from fgbdt_chain.ledger.spec import modes
+from fgbdt_chain.ledger.spec.fixed_point import ONE, from_fixed, to_fixed
+from fgbdt_chain.ledger.spec.parameters import DEFAULT_DELTA as DEFAULT_DELTA
+from fgbdt_chain.ledger.spec.parameters import DEFAULT_OVERLAP_THRESHOLD as DEFAULT_OVERLAP_THRESHOLD
+from fgbdt_chain.ledger.spec.parameters import DEFAULT_REFUSAL_RATE as DEFAULT_REFUSAL_RATE
+from fgbdt_chain.ledger.spec.parameters import DEFAULT_VOTED_TREES as DEFAULT_VOTED_TREES
+from fgbdt_chain.ledger.spec.parameters import PARAMETERS, default, parameter
+from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, Params
+
+
+def _encoded(name: str) -> int:
+    """The ``Config`` field of ``name``'s default."""
+    return parameter(name).encode(default(name))
 
 
 @dataclass(frozen=True)
 class TaskConfig:
-    """``FGBDTChain.Config``, field for field and in order (real values in fixed point)."""
+    """``FGBDTChain.Config``, field for field and in order (real values in fixed point); the defaults are
+    ``TaskParameters()``'s, encoded (``ledger.spec.parameters``)."""
 
-    trees: int = 1
-    depth: int = 3
-    bins: int = 16
-    hessian_mode: int = 0
-    tie_break: int = 1
-    voted_trees: int = ALL_TREES_VOTED
-    objective: int = 0
-    endorse_rule: int = 0
-    quorum_num: int = 2
-    quorum_den: int = 3
-    min_parties: int = 2
-    max_parties: int = MAX_PARTIES
-    join_blocks: int = 1000
-    step_blocks: int = 50
-    lam: int = ONE
-    learning_rate: int = ONE // 10
-    min_rows: int = 1
-    alpha: int = ONE // 2
-    refusal_rate: int = ONE // 10**9
-    overlap_threshold: int = ONE // 2
+    trees: int = _encoded("trees")
+    depth: int = _encoded("depth")
+    bins: int = _encoded("bins")
+    hessian_mode: int = _encoded("hessian")
+    tie_break: int = _encoded("tie_break")
+    voted_trees: int = _encoded("voted_trees")
+    objective: int = _encoded("objective")
+    endorse_rule: int = _encoded("endorse")
+    quorum_num: int = _encoded("quorum_num")
+    quorum_den: int = _encoded("quorum_den")
+    min_parties: int = _encoded("min_parties")
+    max_parties: int = _encoded("max_parties")
+    join_blocks: int = _encoded("join_blocks")
+    step_blocks: int = _encoded("step_blocks")
+    lam: int = _encoded("lam")
+    learning_rate: int = _encoded("learning_rate")
+    min_rows: int = _encoded("min_rows")
+    alpha: int = _encoded("alpha")
+    refusal_rate: int = _encoded("refusal_rate")
+    overlap_threshold: int = _encoded("overlap_threshold")
     epsilon: int = 0
-    """Every party's differential-privacy budget (fixed point); 0: no privacy noise."""
+    """Every party's differential-privacy budget (fixed point); 0: no privacy noise (the default epsilon, inf)."""
     delta: int = 0
     label_min: int = 0
     """The label's range in the task's schema (fixed point): every party's PSD splits the label over it. A binary
@@ -55,28 +68,6 @@ class TaskConfig:
     def params(self) -> Params:
         """The integer parameters the contract resolves nodes with, as ``reference.resolve_node`` takes them."""
         return Params(self.lam, self.learning_rate, self.min_rows, self.alpha, self.hessian_mode)
-
-
-DEFAULT_REFUSAL_RATE = 1e-9
-"""The verifiers' default false-refusal probability per check (``node.protocol.verify``). A task of 500 trees x 8
-parties makes 4,000 root submissions, each checked by 7 verifiers: at most 2.8e-5 expected honest refusals of one check,
-and a submission is refused only when more than a third of its verifiers refuse it."""
-DEFAULT_VOTED_TREES = 50
-"""Trees whose candidates the parties vote for; later trees draw them from a public seed (``Config.votedTrees``).
-
-Why a switch: votes learn fast (20 trees of depth 5 on a9a: 0.157 test error voted, 0.228 drawn) but each one pulls
-the model towards the voter's own rows, so an honest party's gradient sums drift away from what its verifiers expect
-as voted trees accumulate, until long tasks refuse honest parties (HIGGS, M = 2: over the test's limit near tree 80,
-``bench.endorse_drift``). Drawn trees add no pull, so the drift stops where the votes stop. Why 50: over 50 trees,
-votes on every tree passed every configuration of the endorsement figures (7 datasets, M = 2, 4, 8, theta 0.5 and
-0.8, 5 seeds: no honest submission refused, and no stretch paid on the classification sets), while drawn trees let
-a small stretch pay there (README, "Endorsement"); so a task of up to 50 trees runs the paper's protocol unchanged,
-and a longer one keeps the statistics where 50 voted trees left them (HIGGS: 0.66 of the limit at most, over 500
-trees no honest refusal). ``ref.ALL_TREES_VOTED`` is the paper."""
-DEFAULT_DELTA = 1e-5
-"""A private task's default delta: below one over the rows of any party this system is meant for, the usual rule."""
-DEFAULT_OVERLAP_THRESHOLD = 0.3
-"""With the paper's rule (``endorse = overlap``): verifiers sign a level whose equation-11 overlap is below it."""
 
 
 def label_range(objective: str, label_min: float | None, label_max: float | None) -> tuple[float, float]:
@@ -118,38 +109,39 @@ def label_scale(label_min: float, label_max: float) -> float:
 
 @dataclass(frozen=True)
 class TaskParameters:
-    """Every field of a task's ``Config`` by name; reals as floats, modes by name."""
+    """Every field of a task's ``Config`` by name; reals as floats, modes by name. Defaults, ranges and meanings:
+    ``ledger.spec.parameters``."""
 
-    trees: int = 1
-    depth: int = 3
-    bins: int = 16
-    hessian: ref.HessianModeName = "hessian"
-    tie_break: ref.TieRuleName = "hashed"
-    voted_trees: int = DEFAULT_VOTED_TREES
+    trees: int = default("trees")
+    depth: int = default("depth")
+    bins: int = default("bins")
+    hessian: modes.HessianModeName = default("hessian")  # noqa: RUF009 (a str)
+    tie_break: modes.TieRuleName = default("tie_break")  # noqa: RUF009 (a str)
+    voted_trees: int = default("voted_trees")
     """Trees whose candidates are voted; later trees draw them from a public seed (no vote round)."""
-    objective: ref.ObjectiveName = "binary"
-    endorse: ref.EndorseRuleName = "statistical"
-    quorum_num: int = 2
-    quorum_den: int = 3
-    min_parties: int = 2
-    max_parties: int = ref.MAX_PARTIES
-    join_blocks: int = 1000
-    step_blocks: int = 50
-    lam: float = 1.0
-    learning_rate: float = 0.1
-    min_rows: int = 1
-    alpha: float = 0.5
-    refusal_rate: float = DEFAULT_REFUSAL_RATE
-    overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
-    epsilon: float = math.inf
+    objective: modes.ObjectiveName = default("objective")  # noqa: RUF009 (a str)
+    endorse: modes.EndorseRuleName = default("endorse")  # noqa: RUF009 (a str)
+    quorum_num: int = default("quorum_num")
+    quorum_den: int = default("quorum_den")
+    min_parties: int = default("min_parties")
+    max_parties: int = default("max_parties")
+    join_blocks: int = default("join_blocks")
+    step_blocks: int = default("step_blocks")
+    lam: float = default("lam")
+    learning_rate: float = default("learning_rate")
+    min_rows: int = default("min_rows")
+    alpha: float = default("alpha")
+    refusal_rate: float = default("refusal_rate")
+    overlap_threshold: float = default("overlap_threshold")
+    epsilon: float = default("epsilon")
     """Every party's differential-privacy budget for all it releases (``node.privacy.accountant``); inf: no privacy
     noise."""
-    delta: float = DEFAULT_DELTA
-    label_min: float | None = None
+    delta: float = default("delta")
+    label_min: float | None = default("label_min")
     """The label's smallest value in the task's schema, as the features' ranges are given (``createTask``): every
     party's PSD splits the label over [label_min, label_max], so all of them must use the same range. A binary
     task's is [0, 1] (None means that); a regression task must state it."""
-    label_max: float | None = None
+    label_max: float | None = default("label_max")
 
     def label_range(self) -> tuple[float, float]:
         """``[label_min, label_max]`` by the module's ``label_range``."""
@@ -161,33 +153,19 @@ class TaskParameters:
         return label_scale(*self.label_range())
 
     def config(self) -> TaskConfig:
-        """The contract's ``Config`` (integers, fixed point where real)."""
+        """The contract's ``Config`` (integers, fixed point where real), each field by its parameter's encoding;
+        the privacy budget is 0 without privacy, and the label range a binary task's [0, 1] when implied."""
+        fields: dict[str, Any] = {
+            p.config: p.encode(getattr(self, p.name)) for p in PARAMETERS if p.config and p.name not in _DERIVED
+        }
         label_min, label_max = self.label_range()
         return TaskConfig(
-            trees=self.trees,
-            depth=self.depth,
-            bins=self.bins,
-            hessian_mode=ref.HESSIAN_MODES[self.hessian],
-            tie_break=ref.TIE_RULES[self.tie_break],
-            voted_trees=min(self.voted_trees, ref.ALL_TREES_VOTED),
-            objective=ref.OBJECTIVES[self.objective],
-            endorse_rule=ref.ENDORSE_RULES[self.endorse],
-            quorum_num=self.quorum_num,
-            quorum_den=self.quorum_den,
-            min_parties=self.min_parties,
-            max_parties=self.max_parties,
-            join_blocks=self.join_blocks,
-            step_blocks=self.step_blocks,
-            lam=ref.to_fixed(self.lam),
-            learning_rate=ref.to_fixed(self.learning_rate),
-            min_rows=self.min_rows,
-            alpha=ref.to_fixed(self.alpha),
-            refusal_rate=ref.to_fixed(self.refusal_rate),
-            overlap_threshold=ref.to_fixed(self.overlap_threshold),
-            epsilon=ref.to_fixed(self.epsilon) if self.private else 0,
-            delta=ref.to_fixed(self.delta) if self.private else 0,
-            label_min=ref.to_fixed(label_min),
-            label_max=ref.to_fixed(label_max),
+            **fields,
+            voted_trees=min(self.voted_trees, ALL_TREES_VOTED),
+            epsilon=to_fixed(self.epsilon) if self.private else 0,
+            delta=to_fixed(self.delta) if self.private else 0,
+            label_min=to_fixed(label_min),
+            label_max=to_fixed(label_max),
         )
 
     @property
@@ -197,32 +175,23 @@ class TaskParameters:
 
     @classmethod
     def of(cls, cfg: TaskConfig) -> TaskParameters:
-        """The named parameters of a contract ``Config``."""
-        binary = cfg.objective == ref.OBJECTIVES["binary"]
+        """The named parameters of a contract ``Config`` (the inverse of :meth:`config`)."""
+        values: dict[str, Any] = {
+            p.name: p.decode(getattr(cfg, p.config)) for p in PARAMETERS if p.config and p.name not in _DERIVED
+        }
+        private = cfg.epsilon > 0
+        binary = cfg.objective == modes.OBJECTIVE_BINARY
         return cls(
-            trees=cfg.trees,
-            depth=cfg.depth,
-            bins=cfg.bins,
-            hessian=ref.HESSIAN_MODE_NAMES[cfg.hessian_mode],
-            tie_break=ref.TIE_RULE_NAMES[cfg.tie_break],
+            **values,
             voted_trees=cfg.voted_trees,
-            objective=ref.OBJECTIVE_NAMES[cfg.objective],
-            endorse=ref.ENDORSE_RULE_NAMES[cfg.endorse_rule],
-            quorum_num=cfg.quorum_num,
-            quorum_den=cfg.quorum_den,
-            min_parties=cfg.min_parties,
-            max_parties=cfg.max_parties,
-            join_blocks=cfg.join_blocks,
-            step_blocks=cfg.step_blocks,
-            lam=ref.from_fixed(cfg.lam),
-            learning_rate=ref.from_fixed(cfg.learning_rate),
-            min_rows=cfg.min_rows,
-            alpha=ref.from_fixed(cfg.alpha),
-            refusal_rate=ref.from_fixed(cfg.refusal_rate),
-            overlap_threshold=ref.from_fixed(cfg.overlap_threshold),
-            epsilon=ref.from_fixed(cfg.epsilon) if cfg.epsilon > 0 else math.inf,
-            delta=ref.from_fixed(cfg.delta) if cfg.epsilon > 0 else DEFAULT_DELTA,
+            epsilon=from_fixed(cfg.epsilon) if private else math.inf,
+            delta=from_fixed(cfg.delta) if private else DEFAULT_DELTA,
             # a binary task's range is implied (None), as it was given
-            label_min=None if binary else ref.from_fixed(cfg.label_min),
-            label_max=None if binary else ref.from_fixed(cfg.label_max),
+            label_min=None if binary else from_fixed(cfg.label_min),
+            label_max=None if binary else from_fixed(cfg.label_max),
         )
+
+
+_DERIVED = ("voted_trees", "epsilon", "delta", "label_min", "label_max")
+"""The parameters whose ``Config`` field is not their value's plain encoding: ``votedTrees`` at most
+``ALL_TREES_VOTED``, a privacy budget of 0 without privacy, a binary task's implied label range."""

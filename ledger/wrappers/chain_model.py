@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from fgbdt_chain.ledger.spec.edges import decode_edges, histogram_slots
 from fgbdt_chain.ledger.spec.encoding import block_histograms
+from fgbdt_chain.ledger.spec.fixed_point import from_fixed
 from fgbdt_chain.ledger.spec.histogram_rules import candidate_totals
 from fgbdt_chain.ledger.spec.task_params import TaskParameters
 from fgbdt_chain.ledger.wrappers.contracts import HISTOGRAM_EVENTS, TaskContract, submitted_words
@@ -69,8 +70,8 @@ def model_from_chain(
             "trees": cfg.trees,
             "depth": cfg.depth,
             "bins": cfg.bins,
-            "learning_rate": cfg.learning_rate / 10**18,
-            "lam": cfg.lam / 10**18,
+            "learning_rate": from_fixed(cfg.learning_rate),
+            "lam": from_fixed(cfg.lam),
             "min_rows": cfg.min_rows,
             "hessian_mode": cfg.hessian_mode,
             "tie_break": cfg.tie_break,

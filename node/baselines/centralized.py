@@ -30,7 +30,7 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 
-from fgbdt_chain.node.sim.fvtree import TrainParams
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 
 
 def _matched(params: TrainParams, threads: int, seed: int) -> dict[str, Any]:

@@ -30,11 +30,11 @@ from __future__ import annotations
 import numpy as np
 
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines.seed_systems import SeedInputs, SeedResult
 from fgbdt_chain.node.model.objective import gradients
 from fgbdt_chain.node.model.trees import Node, Tree, bin_matrix, tree_values
 from fgbdt_chain.node.privacy.secure_agg import SecureSum, fraction_bits, to_fixed
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 BISECTION_ROUNDS = 48
 """Bisection rounds per quantile search: the range shrinks by 2^48, below a double's resolution of most ranges."""

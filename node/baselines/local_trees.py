@@ -19,9 +19,9 @@ import lightgbm as lgb
 import numpy as np
 
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.model.trees import Node, Tree
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def party_dataset(slots: np.ndarray, params: TrainParams) -> lgb.Dataset:

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.model.trees import Tree
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 SEED_ALGORITHMS = ("simfl", "tfl", "federboost", "fedxgbllr")
 """The seed systems' ``--algo`` names, in the order of the papers' comparison tables."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from fgbdt_chain.ledger.spec.fixed_point import ONE_FLOAT
 from fgbdt_chain.node.kernels.vote_histograms import level_gains, quantise_votes
 
 TAIL_COST = 6
@@ -293,12 +294,12 @@ def candidates_into(  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True, inline="always")
 def value_limbs(v: float) -> tuple[bool, np.int64, np.int64]:  # pragma: no cover - compiled
-    """Limbs of ``rint(v * ONE)``, the value ``ledger.spec.reference.to_fixed`` gives, and whether it is finite and
+    """Limbs of ``rint(v * ONE)``, the value ``ledger.spec.fixed_point.to_fixed`` gives, and whether it is finite and
     below ``2**80`` in magnitude (else the limbs are 0).
 
     ``rint`` of the scaled float is an integral float q; ``floor(q / 2**32)`` and ``q - hi * 2**32`` are exact (a
     power-of-two scaling, and a difference that is an integer below 2**32), so ``hi * 2**32 + lo == q`` exactly."""
-    q = np.rint(v * 1e18)
+    q = np.rint(v * ONE_FLOAT)
     if not abs(q) < 1.2089258196146292e24:  # 2**80; also False for NaN
         return False, np.int64(0), np.int64(0)
     qh = np.floor(q * 2.3283064365386963e-10)  # 2**-32

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from fgbdt_chain.ledger.spec.fixed_point import ONE_FLOAT
 from fgbdt_chain.node.kernels import wide_int as wi
 from fgbdt_chain.node.kernels.level_search import _contender_mask, _level_sums
 from fgbdt_chain.node.kernels.shapley_kernel import _from_limbs, _side, level_shapley
@@ -162,7 +163,7 @@ def resolve_arrays(  # pragma: no cover - compiled
     node its split's gain or its leaf value, at the last level each split's two children's leaf values, and the
     sums (K + 2S or K, plus 3M, DIGITS)."""
     run, tot, cand_all, left_all = _level_sums(g_hi, g_lo, h_hi, h_lo, n, min_rows)
-    keep = np.flatnonzero(_contender_mask(tot, cand_all, left_all, features.shape[0], lam_float, count_mode, 1e18))
+    keep = np.flatnonzero(_contender_mask(tot, cand_all, left_all, features.shape[0], lam_float, count_mode, ONE_FLOAT))
     cand = cand_all[keep]
     left = left_all[:, keep]
     m, k, b = run.shape[1], features.shape[0], run.shape[4]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-OBJECTIVES = ("binary", "regression")
+from fgbdt_chain.ledger.spec.modes import OBJECTIVES
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

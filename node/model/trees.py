@@ -2,9 +2,10 @@
 
 The engine grows trees on bin *slots* (``docs/how-it-works.md``, "Trees and levels"), so the model keeps exactly what
 the contract recorded: per internal node a (feature, threshold slot) pair and per leaf a fixed-point value
-(``ONE = 10**18``, already times the learning rate). Keeping the integers, rather than floats, means a saved model
-can be checked against the chain bit for bit; floats only appear at prediction time, each leaf converted once as
-``value_fixed / 10**18`` (Python's correctly rounded int division), so every consumer gets the same doubles.
+(``ledger.spec.fixed_point``, already times the learning rate). Keeping the integers, rather than floats, means a
+saved model can be checked against the chain bit for bit; floats only appear at prediction time, each leaf converted
+once by ``fixed_point.from_fixed`` (Python's correctly rounded int division), so every consumer gets the same
+doubles.
 
 Raw values are mapped to slots by :func:`bin_matrix`, the single implementation of binning shared with the engine:
 slot 0 is missing (NaN), slot ``k + 1`` holds ``edges[k - 1] < x <= edges[k]``. A split at slot ``t`` sends slots
@@ -30,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from fgbdt_chain.ledger.spec.fixed_point import from_fixed
+from fgbdt_chain.ledger.spec.modes import OBJECTIVES as OBJECTIVE_CODES
+from fgbdt_chain.ledger.spec.parameters import MAX_DEPTH as MAX_DEPTH
 from fgbdt_chain.node.data.inputs import dense_features
-
-ONE: int = 10**18
-"""Fixed-point 1.0, as in ``ledger/spec/reference.py``."""
 
 FORMAT_TAG = "fgbdt-model/1"
 """Tag of the JSON model format; bump it when the layout changes incompatibly."""
@@ -43,14 +44,14 @@ SCALED_FORMAT_TAG = "fgbdt-model/2"
 the new tag instead. A model of scale 1 (every binary model) is written as ``fgbdt-model/1``, as before."""
 FORMAT_TAGS = (FORMAT_TAG, SCALED_FORMAT_TAG)
 
-OBJECTIVES = ("binary", "regression")
+OBJECTIVES = tuple(OBJECTIVE_CODES)
+"""The losses a model predicts under (``ledger.spec.modes``)."""
 
 IMPORTANCE_TYPES = ("split", "gain")
 """What ``Model.feature_importance`` measures, LightGBM's two kinds."""
 
-MAX_DEPTH = 20
-"""Deepest tree accepted. Heap ids grow as 2^depth and prediction uses dense per-tree arrays of that size, so a
-bound keeps a corrupt file from asking for gigabytes; real tasks use single-digit depths."""
+# the deepest tree accepted is a task's (``ledger.spec.parameters.MAX_DEPTH``): heap ids grow as 2^depth and
+# prediction uses dense per-tree arrays of that size, so the bound also keeps a corrupt file from asking for gigabytes
 
 EdgesLike = Sequence[Sequence[float] | np.ndarray]
 """Cut points as the engine holds them (numpy arrays) or as JSON gives them (lists); the model stores lists."""
@@ -66,11 +67,6 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 class ModelFormatError(ValueError):
     """A model file or object that does not describe a valid model; the message names what is wrong."""
-
-
-def from_fixed(q: int) -> float:
-    """The float of a fixed-point value, as every consumer of the model must compute it (int true division)."""
-    return q / ONE
 
 
 # --------------------------------------------------------------------------------------------------------- binning

@@ -41,7 +41,9 @@ from fgbdt_chain.ledger.spec.encoding import (
     sign_endorsement,
 )
 from fgbdt_chain.ledger.spec.histogram_rules import HistogramRuleError, Sides, bounds_of, candidate_totals, check_node
+from fgbdt_chain.ledger.spec.parameters import default
 from fgbdt_chain.ledger.spec.task_params import TaskParameters
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.spec.tree_carry import Carry, CarryError, ScoreBounds, applies, leaf_sums
 from fgbdt_chain.ledger.spec.tx_size import BLOCK_GAS_LIMIT, histogram_parts, resolution_batches
 from fgbdt_chain.ledger.wrappers.chain_model import ModelNotReady, task_edges
@@ -72,7 +74,7 @@ from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule, choose, decide, estimators_for, quorum, reads_claims
 from fgbdt_chain.node.protocol.resolve import level_splits, tree_end
 from fgbdt_chain.node.protocol.verify import Claims, PartyEstimator, Verdict
-from fgbdt_chain.node.sim.fvtree import LocalParty, TrainParams, open_positions, route
+from fgbdt_chain.node.sim.fvtree import LocalParty, open_positions, route
 from fgbdt_chain.node.sim.warmup import warm_up
 
 CHAIN_DOWN: tuple[type[BaseException], ...] = (OSError, TimeoutError)
@@ -91,7 +93,7 @@ class ChainLag(RuntimeError):
 class NodeSettings:
     """A party's own choices, not on chain: privacy budgets, the refit degree and how it polls."""
 
-    delta: float = 1.0
+    delta: float = default("refit_delta")
     psd_depth: int = 8
     psd_max_rows: int = 500
     psd_epsilon: float = 1.0

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from fgbdt_chain.ledger.spec.reference import ONE
+from fgbdt_chain.ledger.spec.fixed_point import ONE
 from fgbdt_chain.node.kernels import limbs
 from fgbdt_chain.node.kernels.histogram import FixedSums, votes_from_gains
 

@@ -71,9 +71,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fgbdt_chain.ledger.spec.reference import from_fixed, to_fixed
+from fgbdt_chain.ledger.spec.fixed_point import from_fixed, to_fixed
+from fgbdt_chain.ledger.spec.modes import BINNING_METHODS as BINNING_METHODS
 
-BINNING_METHODS = ("dp", "dp-equal-width", "exact", "uniform")
 DEFAULT_RESOLUTION = 64
 """``K``: the buckets a party spends on one feature's grid (the payload bound)."""
 FALSE_SELECTION_RATE = 0.05

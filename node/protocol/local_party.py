@@ -29,7 +29,7 @@ from fgbdt_chain.node.privacy.accountant import (
 )
 
 if TYPE_CHECKING:
-    from fgbdt_chain.node.sim.fvtree import TrainParams
+    from fgbdt_chain.ledger.spec.train_params import TrainParams
 
 
 def join_limbs(hi: np.ndarray, lo: np.ndarray) -> list[Any]:

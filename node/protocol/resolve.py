@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.fixed_point import ONE_FLOAT
 from fgbdt_chain.node.kernels import limbs, resolve_kernel, shapley_kernel
 from fgbdt_chain.node.kernels.histogram import FixedSums
 from fgbdt_chain.node.kernels.level_search import _contender_mask, _level_sums
@@ -241,7 +242,7 @@ def _contenders(
     gain plus its bound is below another's minus that one's bound has a smaller exact gain, so it is neither the
     first largest nor tied with it. What is left, and every threshold whose bound does not hold, goes to the exact
     search in the same order, so the chosen split is the exact search's own."""
-    mask = _contender_mask(tot, cand, left, num_nodes, float(lam), hessian_mode == ref.HESSIAN_COUNT, float(ref.ONE))
+    mask = _contender_mask(tot, cand, left, num_nodes, float(lam), hessian_mode == ref.HESSIAN_COUNT, ONE_FLOAT)
     return np.flatnonzero(mask)
 
 

@@ -75,6 +75,7 @@ from numba import njit, prange
 from numba.typed import List
 
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.fixed_point import ONE_FLOAT
 from fgbdt_chain.node.kernels import limbs
 from fgbdt_chain.node.kernels.histogram import BinnedRows
 from fgbdt_chain.node.kernels.party_kernels import blocks_of, compile_both, run_on_cores
@@ -85,7 +86,6 @@ over them (Bonferroni), so a check refuses an honest party with probability at m
 
 
 _LIMB = 2.0**32
-_ONE = float(ref.ONE)
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ def _limbs_to_float(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     out = hi.astype(np.float64)
     out *= _LIMB
     out += lo
-    out /= _ONE
+    out /= ONE_FLOAT
     return out
 
 

@@ -25,7 +25,9 @@ from typing import Any, Literal
 import numpy as np
 
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.parameters import parameter
 from fgbdt_chain.ledger.spec.reference import MAX_PARTIES
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.inputs import column_names, dense_features, labels, names_for
 from fgbdt_chain.node.data.loaders import Dataset, check_labels
 from fgbdt_chain.node.model.trees import Model
@@ -33,7 +35,7 @@ from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_private_obj
 from fgbdt_chain.node.privacy.binning import BINNING_METHODS
 from fgbdt_chain.node.protocol.shapley_cost import SlowShapleyWarning, slow_shapley_message
 from fgbdt_chain.node.sim.experiment import PrepConfig, default_algorithm, default_shape, prepare, run
-from fgbdt_chain.node.sim.fvtree import ALGORITHMS, HESSIAN_MODES, TIE_BREAKS, TrainParams
+from fgbdt_chain.node.sim.fvtree import ALGORITHMS
 from fgbdt_chain.node.sim.random_split import TREE_FEATURES
 
 __all__ = ["MAX_PARTIES", "MIN_PARTIES", "PARAMS", "Param", "Settings", "parse_params", "train"]
@@ -58,6 +60,12 @@ class Param:
     help: str = ""
 
 
+def _described(name: str) -> str:
+    """The table's help of parameter ``name`` with its range (``ledger.spec.parameters``)."""
+    p = parameter(name)
+    return p.help if p.choices else f"{p.help} Range {p.range_text()}."
+
+
 PARAMS: tuple[Param, ...] = (
     Param(
         "objective",
@@ -65,9 +73,8 @@ PARAMS: tuple[Param, ...] = (
         "objective",
         str,
         ("objective_type", "app", "application", "loss"),
-        tuple(ref.OBJECTIVES),
-        "binary (logistic, labels 0/1) or regression (squared error); LightGBM's regression_l2/l2/mse/"
-        "mean_squared_error mean regression",
+        parameter("objective").choices,
+        f"{_described('objective')} LightGBM's regression_l2/l2/mse/mean_squared_error mean regression.",
     ),
     Param(
         "num_iterations",
@@ -87,24 +94,27 @@ PARAMS: tuple[Param, ...] = (
             "max_iter",
             "trees",
         ),
-        help="boosting rounds (trees)",
+        help=_described("trees"),
     ),
-    Param("max_depth", "train", "depth", int, ("depth",), help="split levels per tree, 1..16"),
-    Param("learning_rate", "train", "learning_rate", float, ("shrinkage_rate", "eta")),
-    Param("lambda_l2", "train", "lam", float, ("reg_lambda", "lambda", "lam"), help="L2 regularisation"),
-    Param("max_bin", "train", "bins", int, ("max_bins", "bins"), help="value bins per feature (plus a missing slot)"),
+    Param("max_depth", "train", "depth", int, ("depth",), help=_described("depth")),
+    Param(
+        "learning_rate", "train", "learning_rate", float, ("shrinkage_rate", "eta"), help=_described("learning_rate")
+    ),
+    Param("lambda_l2", "train", "lam", float, ("reg_lambda", "lambda", "lam"), help=_described("lam")),
+    Param("max_bin", "train", "bins", int, ("max_bins", "bins"), help=_described("bins")),
     Param(
         "min_data_in_leaf",
         "train",
         "min_rows",
         int,
         ("min_data_per_leaf", "min_data", "min_child_samples", "min_samples_leaf", "min_rows"),
+        help=_described("min_rows"),
     ),
-    Param("delta", "train", "delta", float, help="distribution fitting degree of the refit weights (equation 3)"),
-    Param("alpha", "train", "alpha", float, help="weight of the voting contribution, in (0, 1] (not LightGBM's)"),
-    Param("hessian", "train", "hessian", str, choices=tuple(HESSIAN_MODES)),
-    Param("tie_break", "train", "tie_break", str, choices=tuple(TIE_BREAKS)),
-    Param("voted_trees", "train", "voted_trees", int, help="trees whose candidates are voted; later trees draw them"),
+    Param("delta", "train", "delta", float, help=_described("refit_delta")),
+    Param("alpha", "train", "alpha", float, help=f"{_described('alpha')} Not LightGBM's alpha."),
+    Param("hessian", "train", "hessian", str, choices=parameter("hessian").choices, help=_described("hessian")),
+    Param("tie_break", "train", "tie_break", str, choices=parameter("tie_break").choices, help=_described("tie_break")),
+    Param("voted_trees", "train", "voted_trees", int, help=_described("voted_trees")),
     Param("seed", "prep", "seed", int, ("random_seed", "random_state"), help="bin sketches, PSD noise, estimators"),
     Param("binning", "prep", "binning", str, choices=BINNING_METHODS),
     Param("binning_epsilon", "prep", "binning_epsilon", float),
@@ -113,18 +123,25 @@ PARAMS: tuple[Param, ...] = (
     Param("psd_max_rows", "prep", "psd_max_rows", int),
     Param("psd_epsilon", "prep", "psd_epsilon", float, help="PSD privacy budget (inf: no noise)"),
     Param("psd_label_first", "prep", "psd_label_first", bool),
-    Param("endorse", "prep", "endorse", str, choices=("none", *ref.ENDORSE_RULES)),
-    Param("refusal_rate", "prep", "refusal_rate", float),
-    Param("overlap_threshold", "prep", "overlap_threshold", float),
+    Param(
+        "endorse",
+        "prep",
+        "endorse",
+        str,
+        choices=("none", *parameter("endorse").choices),
+        help=f"{_described('endorse')} none: every histogram accepted (no verifiers modelled).",
+    ),
+    Param("refusal_rate", "prep", "refusal_rate", float, help=_described("refusal_rate")),
+    Param("overlap_threshold", "prep", "overlap_threshold", float, help=_described("overlap_threshold")),
     Param(
         "epsilon",
         "prep",
         "epsilon",
         float,
         ("dp_epsilon",),
-        help="each party's differential-privacy budget for all it releases (inf: none; node.privacy)",
+        help=_described("epsilon"),
     ),
-    Param("dp_delta", "prep", "dp_delta", float, help="with epsilon: the budget's delta"),
+    Param("dp_delta", "prep", "dp_delta", float, help=_described("delta")),
     Param(
         "dp_colluders",
         "prep",

@@ -16,12 +16,9 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.ledger.spec import reference as ref
-from fgbdt_chain.ledger.spec.task_params import (
-    DEFAULT_DELTA,
-    DEFAULT_OVERLAP_THRESHOLD,
-    DEFAULT_REFUSAL_RATE,
-    label_scale,
-)
+from fgbdt_chain.ledger.spec.parameters import default
+from fgbdt_chain.ledger.spec.task_params import label_scale
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS, SeedInputs, train_seed
@@ -42,7 +39,7 @@ from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule, estimators_for
 from fgbdt_chain.node.protocol.verify import PartyEstimator
 from fgbdt_chain.node.sim.fvtree import ALGORITHMS as FEDERATED
-from fgbdt_chain.node.sim.fvtree import Federation, LevelView, TrainParams, TrainResult, params_dict
+from fgbdt_chain.node.sim.fvtree import Federation, LevelView, TrainResult, params_dict
 from fgbdt_chain.node.sim.random_split import DEFAULT_DEPTH as RANDOM_SPLIT_DEPTH
 from fgbdt_chain.node.sim.random_split import DEFAULT_TREES as RANDOM_SPLIT_TREES
 from fgbdt_chain.node.sim.random_split import train_random_split
@@ -110,17 +107,21 @@ class PrepConfig:
     psd_label_first: bool = True
     psd_label_levels: int | None = None
     """Levels of every PSD that split the label; None: ``node.privacy.psd.label_levels_for`` the task."""
-    endorse: str = "statistical"
+    endorse: str = default("endorse")
     """How verifiers decide, as on chain: ``statistical`` (the default), ``overlap`` (the paper's equation 11) or
     ``none`` (every histogram accepted as sent, at neutral credit: the model of an all-honest federation)."""
-    refusal_rate: float = DEFAULT_REFUSAL_RATE
-    overlap_threshold: float = DEFAULT_OVERLAP_THRESHOLD
-    epsilon: float = math.inf
+    refusal_rate: float = default("refusal_rate")
+    overlap_threshold: float = default("overlap_threshold")
+    quorum_num: int = default("quorum_num")
+    quorum_den: int = default("quorum_den")
+    """The endorsement quorum, ``quorum_num / quorum_den`` of the other parties (the task's ``quorumNum``,
+    ``quorumDen``)."""
+    epsilon: float = default("epsilon")
     """Every party's differential-privacy budget for all it releases (``node.privacy.accountant``): it then sets the
     sketch's
     and the PSD's epsilon (``binning_epsilon`` and ``psd_epsilon`` are for ``inf`` only); inf: votes and histograms
     exact."""
-    dp_delta: float = DEFAULT_DELTA
+    dp_delta: float = default("delta")
     """With a finite ``epsilon``: the budget's delta."""
     tree_features: str = "auto"
     """``randomsplit`` only: how many features a tree splits on (``node.sim.random_split.TREE_FEATURES``)."""
@@ -446,6 +447,7 @@ def federation(
         noise_seed=prep.config.noise_seed,
         widths=slot_widths(prep.edges),
         threads=threads,
+        quorum_fraction=(prep.config.quorum_num, prep.config.quorum_den),
     )
     fed.level_observer = observer
     return fed

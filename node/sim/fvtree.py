@@ -11,7 +11,7 @@ produces from the same messages.
 Algorithms:
 ``fvtree``      votes on refitted histograms (gradients weighted by the PSD distribution weights w*) for the first
                 ``TrainParams.voted_trees`` trees, then draws the candidates as ``drawn`` does (below; the default
-                switch is ``ledger.spec.task_params.DEFAULT_VOTED_TREES``, all trees vote from ``ref.ALL_TREES_VOTED``);
+                switch is ``ledger.spec.parameters.DEFAULT_VOTED_TREES``, all trees vote from ``ref.ALL_TREES_VOTED``);
 ``pvtree``      votes on the raw local histograms (PV-tree, no refit), with the same switch;
 ``allfeatures`` no voting: the candidates are the two best features of the aggregated float histograms of all
                 features, so its difference to ``fvtree`` is the cost of voting.
@@ -27,10 +27,8 @@ Algorithms:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import math
 import time
-from collections.abc import Callable, Sequence, Sized
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -38,9 +36,9 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.ledger.spec import reference as ref
-from fgbdt_chain.ledger.spec.edges import histogram_slots
 from fgbdt_chain.ledger.spec.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
-from fgbdt_chain.ledger.spec.task_params import DEFAULT_VOTED_TREES, TaskParameters
+from fgbdt_chain.ledger.spec.parameters import default
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.spec.tree_carry import Carry, CarryError, applies, next_score_bound
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.kernels import party_kernels
@@ -60,151 +58,19 @@ from fgbdt_chain.node.protocol.verify import Claims, Measurement, PartyEstimator
 T = TypeVar("T")
 
 ALGORITHMS = ("fvtree", "pvtree", "allfeatures", "drawn")
+"""What the simulator trains; ``ledger.spec.modes.ON_CHAIN_ALGORITHMS`` are those a task on chain runs (``pvtree``
+and ``allfeatures`` are ``simulate``'s comparisons: which histograms a party votes on, or pooled float histograms,
+no contract can check)."""
 VOTING = ("fvtree", "pvtree")
 """The algorithms whose parties vote for the candidates of the first ``voted_trees`` trees (a vote round on chain,
 voting contributions)."""
-ON_CHAIN = ("fvtree", "drawn")
-"""The algorithms a task on chain runs (``pvtree`` and ``allfeatures`` are ``simulate``'s comparisons: which histograms
-a party votes on, or pooled float histograms, no contract can check)."""
 
+
+QUORUM: tuple[int, int] = (default("quorum_num"), default("quorum_den"))
+"""The task's endorsement quorum (``quorumNum``, ``quorumDen``) unless told: ``ledger.spec.parameters``'s."""
 
 _UNREAD = Claims(np.zeros(0), np.zeros(0), np.zeros(0))
 """Stands for claims no verifier reads at a level (below a tree's root under the statistical rule)."""
-
-
-def task_voted_trees(algo: str, params: TrainParams) -> int:
-    """The task's ``votedTrees`` for ``algo`` on chain: ``drawn`` votes on no tree."""
-    if algo not in ON_CHAIN:
-        raise ValueError(f"{algo} does not run on chain; choose one of {', '.join(ON_CHAIN)}")
-    return 0 if algo == "drawn" else min(params.voted_trees, ref.ALL_TREES_VOTED)
-
-
-HESSIAN_MODES = ref.HESSIAN_MODES
-# top-2 tie rules: "hashed" (default) orders equally voted features pseudo-randomly per node; "index" gives a tie to
-# the lower feature index, which on single-feature ballots systematically favours low-index features
-TIE_BREAKS = ref.TIE_RULES
-
-
-PAPER_TREES, PAPER_DEPTH = 500, 8
-"""The paper's settings (section 6): what the paper's figures and the project's reproductions of them train."""
-
-DEFAULT_TREES, DEFAULT_DEPTH = 100, 6
-"""What a task trains when nobody says: LightGBM's default capacity (100 rounds at learning rate 0.1; depth 6 gives
-at most 64 leaves where LightGBM grows 31 best-first), not the paper's 500 trees of depth 8. Why: measured on every
-data set here, the paper's shape overfits wherever the rows are noisy: FV-tree at 500 x 8 ends 0.014-0.026 AUC below
-LightGBM with its own defaults on HIGGS, SUSY, UCI credit, the stress set and the heavy-tailed credit-shaped set,
-and at 100 x 6 within 0.0074 of it on all six classification sets (``bench.default_shape``, 3 seeds; README,
-"Default shape")."""
-
-
-@dataclass(frozen=True)
-class TrainParams:
-    """GBDT and protocol parameters (:data:`DEFAULT_TREES` x :data:`DEFAULT_DEPTH` by default). Gains and leaf values
-    use the hessian sums, as LightGBM does (``hessian="count"``: the row counts, as the paper's formulas); ``depth``
-    counts split levels, as LightGBM's ``max_depth``."""
-
-    trees: int = DEFAULT_TREES
-    depth: int = DEFAULT_DEPTH
-    bins: int = 16
-    learning_rate: float = 0.1
-    lam: float = 0.1
-    min_rows: int = 20
-    delta: float = 1.0
-    alpha: float = 1.0
-    hessian: ref.HessianModeName = "hessian"
-    objective: ref.ObjectiveName = "binary"
-    tie_break: ref.TieRuleName = "hashed"
-    voted_trees: int = DEFAULT_VOTED_TREES
-    """Trees whose candidates are voted (``fvtree``, ``pvtree``); later trees draw them (``DEFAULT_VOTED_TREES``)."""
-    label_scale: float = 1.0
-    """The power of two every party divides its labels by before training (``ledger.spec.task_params.label_scale`` of
-    the task's label range; ``prepare`` and ``of_task`` set it): the trees' leaves are in labels / label_scale, and the
-    model multiplies its raw score back."""
-
-    def __post_init__(self) -> None:
-        checks = [
-            (self.trees >= 1, "trees must be at least 1"),
-            (1 <= self.depth <= 16, "depth must be in [1, 16]"),
-            (2 <= self.bins <= 254, "bins must be in [2, 254]"),
-            (self.learning_rate > 0, "learning rate must be positive"),
-            (self.lam >= 0, "lambda must be non-negative"),
-            (self.min_rows >= 1, "min rows per leaf must be at least 1"),
-            (self.delta > 0, "delta must be positive"),
-            (0 < self.alpha <= 1, "alpha must be in (0, 1]"),
-            (self.hessian in HESSIAN_MODES, f"hessian must be one of {', '.join(HESSIAN_MODES)}"),
-            (self.objective in ref.OBJECTIVES, f"objective must be one of {', '.join(ref.OBJECTIVES)}"),
-            (self.tie_break in TIE_BREAKS, f"tie_break must be one of {', '.join(TIE_BREAKS)}"),
-            (0 <= self.voted_trees <= ref.ALL_TREES_VOTED, f"voted_trees must be in [0, {ref.ALL_TREES_VOTED}]"),
-            (
-                self.label_scale > 0 and math.frexp(self.label_scale)[0] == 0.5,
-                f"label_scale must be a positive power of two, got {self.label_scale}",
-            ),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
-
-    @property
-    def nbins(self) -> int:
-        """Histogram slots per feature: the value bins plus the missing-value slot 0."""
-        return self.bins + 1
-
-    def fitted(self, edges: Sequence[Sized]) -> TrainParams:
-        """These parameters with histograms as wide as the common ``edges`` need
-        (``ledger.spec.edges.histogram_slots``):
-        what training on chain and in simulation uses once the edges are fixed. The requested ``bins`` still bound
-        the edges (their sketches and the model's format); only the histogram width changes, and with it no split,
-        gain or Shapley value, since the slots dropped hold no row on any data."""
-        slots = histogram_slots(edges)
-        if slots > self.nbins:
-            raise ValueError(f"edges with {slots - 2} cut points on a feature do not fit {self.bins} bins")
-        return dataclasses.replace(self, bins=slots - 1)
-
-    @classmethod
-    def of_task(cls, task: TaskParameters, delta: float = 1.0) -> TrainParams:
-        """The GBDT parameters of an on-chain task (``delta``, the refit degree, is each party's own choice)."""
-        return cls(
-            trees=task.trees,
-            depth=task.depth,
-            bins=task.bins,
-            learning_rate=task.learning_rate,
-            lam=task.lam,
-            min_rows=task.min_rows,
-            delta=delta,
-            alpha=task.alpha,
-            hessian=task.hessian,
-            objective=task.objective,
-            tie_break=task.tie_break,
-            voted_trees=task.voted_trees,
-            label_scale=task.label_scale,
-        )
-
-    def task(self, **protocol: Any) -> TaskParameters:
-        """These GBDT parameters as a task's, with the protocol's own (quorum, parties, deadlines, endorsement)."""
-        return TaskParameters(
-            trees=self.trees,
-            depth=self.depth,
-            bins=self.bins,
-            hessian=self.hessian,
-            tie_break=self.tie_break,
-            voted_trees=self.voted_trees,
-            objective=self.objective,
-            lam=self.lam,
-            learning_rate=self.learning_rate,
-            min_rows=self.min_rows,
-            alpha=self.alpha,
-            **protocol,
-        )
-
-    def contract_params(self) -> ref.Params:
-        """The integer parameters the contract computes with."""
-        return ref.Params(
-            lam=ref.to_fixed(self.lam),
-            learning_rate=ref.to_fixed(self.learning_rate),
-            min_rows=self.min_rows,
-            alpha=ref.to_fixed(self.alpha),
-            hessian_mode=HESSIAN_MODES[self.hessian],
-        )
 
 
 @dataclass
@@ -294,7 +160,7 @@ class Federation:
     With ``endorsement`` (the verifiers' rule) and ``estimators`` (``estimators[j][m]``: verifier j's view of party
     m) every level plays the chain's endorsement round: each taking part party's histograms must keep the exact
     rules the contract checks (``ledger.spec.histogram_rules``) and win the quorum of signatures
-    (``node.protocol.endorsement``);
+    (``node.protocol.endorsement``; ``quorum_fraction`` is the task's ``quorumNum`` / ``quorumDen``);
     a party that fails either takes no further part, as on chain, and a tree's root endorsements fix each party's
     credit for the tree. Without them every party's histograms are accepted as sent, at neutral credit.
     """
@@ -315,6 +181,7 @@ class Federation:
         noise_seed: int | None = None,
         widths: np.ndarray | None = None,
         threads: int | None = None,
+        quorum_fraction: tuple[int, int] = QUORUM,
     ) -> None:
         if algo not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -352,7 +219,7 @@ class Federation:
         # all-features aggregates every party's rows in one search: a baseline, never run on chain
         self.pooled = BinnedRows(np.vstack(party_slots), params.nbins) if algo == "allfeatures" else None
         self.cparams = params.contract_params()
-        self.quorum = quorum(self.m)
+        self.quorum = quorum(self.m, *quorum_fraction)
         self.endorsement = endorsement
         self.estimators = estimators
         self.active = [True] * self.m
@@ -630,7 +497,7 @@ class Federation:
                 cands = top2_level(votes, self.n_features, ref.TIE_HASHED, t, open_nodes)
             else:
                 votes = self._votes(t, level, rows)
-                cands = top2_level(votes, self.n_features, TIE_BREAKS[p.tie_break], t, open_nodes)
+                cands = top2_level(votes, self.n_features, ref.TIE_RULES[p.tie_break], t, open_nodes)
             node_votes = votes.T.tolist()
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             cand_arr = np.asarray(cands, dtype=np.int64)

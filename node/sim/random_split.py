@@ -34,11 +34,11 @@ from typing import Literal
 import numpy as np
 
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.model.objective import gradients
 from fgbdt_chain.node.model.trees import Node, Tree
 from fgbdt_chain.node.privacy.accountant import LEAVES, LeafPlan, noise_rng
 from fgbdt_chain.node.privacy.secure_agg import SecureSum, fraction_bits, to_fixed
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 DEFAULT_TREES, DEFAULT_DEPTH = 200, 4
 """``simulate --algo randomsplit``'s trees and depth when the user sets none: Maddock et al.'s depth 4, and enough

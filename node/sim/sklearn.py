@@ -42,8 +42,9 @@ _SPLIT_PARAMS = ("parties", "theta", "feature_skew", "importance_type")
 class _FGBDTModel(BaseEstimator):
     """What both estimators share: the parameters, the split into parties, the model and its importances.
 
-    Parameters left at None take ``fgbdt simulate``'s defaults (``TrainParams``/``PrepConfig``), except
-    ``random_state``: None is the project's seed 0, so that a federation is reproducible by default.
+    Parameters left at None take ``fgbdt simulate``'s defaults, the task parameters' from ``ledger.spec.parameters``
+    (through ``TrainParams`` and ``PrepConfig``), except ``random_state``: None is the project's seed 0, so that a
+    federation is reproducible by default.
     """
 
     _objective: str = "binary"

@@ -24,10 +24,10 @@ from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.reference import ONE, to_fixed
 from fgbdt_chain.ledger.spec.task_params import TaskParameters
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
 from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 pytestmark = pytest.mark.chain
 

@@ -14,6 +14,7 @@ from fgbdt_chain.ledger.devnet.anvil import start_anvil
 from fgbdt_chain.ledger.rpc.client import ChainClient, _lean_receipt
 from fgbdt_chain.ledger.rpc.errors import ContractRevert, ErrorDecoder
 from fgbdt_chain.ledger.spec.encoding import endorsement_digest
+from fgbdt_chain.ledger.spec.parameters import MAX_DEPTH
 from fgbdt_chain.ledger.spec.reference import MAX_PARTIES, ONE
 from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
 
@@ -140,7 +141,8 @@ def test_endorsement_digest_matches_off_chain_encoding(chain: ChainClient, task_
     assert bytes(chain.call(harness, "digest", 3, 1, 3, party, root, [ONE, ONE, ONE])) != want
     assert bytes(chain.call(harness, "digest", 3, 1, 2, party, root, [ONE, ONE, ONE - 1])) != want
     assert task_contract.limits() == (16, 8)
-    assert task_contract.limits()[0] == MAX_PARTIES  # the Python mirror the CLI and simulator refuse with
+    # the parameter table's limits, which the command line, the APIs and the simulator refuse with
+    assert task_contract.limits() == (MAX_PARTIES, MAX_DEPTH)
 
 
 def test_error_decoder_handles_panic_error_and_unknown(artifacts: dict) -> None:

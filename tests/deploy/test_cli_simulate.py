@@ -13,10 +13,11 @@ import pytest
 from bench.record import runs_of
 from fgbdt_chain.deploy.cli import main
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.protocol.shapley_cost import SHAPLEY_COST, SLOW_SHAPLEY_SECONDS, shapley_seconds
-from fgbdt_chain.node.sim.fvtree import Federation, TrainParams
+from fgbdt_chain.node.sim.fvtree import Federation
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_
 from fgbdt_chain.ledger.audit.replay import audit_events, read_task
 from fgbdt_chain.ledger.devnet.anvil import Anvil, start_anvil
 from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
 from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
@@ -27,7 +28,6 @@ from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import load_train_test
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 pytestmark = [pytest.mark.chain, pytest.mark.slow]
 

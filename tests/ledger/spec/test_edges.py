@@ -11,12 +11,12 @@ import pytest
 
 from fgbdt_chain.deploy.requester import Requester
 from fgbdt_chain.ledger.spec.edges import SLOTS_OFFSET, EdgesFormatError, decode_edges, encode_edges, histogram_slots
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.privacy.binning import local_sketch, sketch_rng
 from fgbdt_chain.node.privacy.psd import build_psd
 from fgbdt_chain.node.privacy.publish import PayloadError, decode_join, encode_join
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_round_trip_is_exact() -> None:

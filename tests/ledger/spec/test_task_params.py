@@ -12,8 +12,8 @@ from fgbdt_chain.api.service import config_of, parameters_of, request_parameters
 from fgbdt_chain.deploy.demo import task_request
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.task_params import TaskParameters, label_scale
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.privacy.accountant import plan
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_the_api_and_the_command_line_give_identical_configs() -> None:

@@ -11,13 +11,14 @@ import pytest
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.histogram_rules import candidate_totals
 from fgbdt_chain.ledger.spec.reference import ONE, Totals
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.spec.tree_carry import Carry, CarryError, leaf_sums, next_score_bound
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels.histogram import FixedRows
 from fgbdt_chain.node.model.objective import gradients
 from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, federation, prepare
-from fgbdt_chain.node.sim.fvtree import Federation, LevelView, TrainParams, messages_of
+from fgbdt_chain.node.sim.fvtree import Federation, LevelView, messages_of
 
 
 def _exact(values: np.ndarray) -> list[int]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import lightgbm as lgb
 import numpy as np
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_lightgbm_defaults_is_lightgbm_as_a_user_runs_it() -> None:

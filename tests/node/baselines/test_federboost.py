@@ -9,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.baselines.federboost import quantile_edges, train_federboost
 from fgbdt_chain.node.baselines.seed_systems import SeedInputs
@@ -22,7 +23,6 @@ from fgbdt_chain.node.privacy.secure_agg import (
     pairwise_seeds,
     to_fixed,
 )
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_sums_are_exact_and_negative_values_survive() -> None:

@@ -7,11 +7,11 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.baselines.fedxgbllr import TreeCNN, client_update, fed_avg, train_fedxgbllr
 from fgbdt_chain.node.baselines.seed_systems import SeedInputs
 from fgbdt_chain.node.model.metrics import auc
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 @pytest.mark.parametrize("objective", ["binary", "regression"])

@@ -8,6 +8,7 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines import centralized as baselines
 from fgbdt_chain.node.baselines.local_trees import fit_tree, party_dataset
 from fgbdt_chain.node.baselines.simfl import (
@@ -21,7 +22,6 @@ from fgbdt_chain.node.baselines.simfl import (
     weighted_gradients,
 )
 from fgbdt_chain.node.model.trees import tree_values
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_most_similar_is_the_row_sharing_the_most_hash_values() -> None:

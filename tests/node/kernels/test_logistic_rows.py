@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.kernels.histogram import BinnedRows
 from fgbdt_chain.node.kernels.party_kernels import FIXED_FIELDS, PartyKernels
-from fgbdt_chain.node.sim.fvtree import Federation, LocalParty, TrainParams
+from fgbdt_chain.node.sim.fvtree import Federation, LocalParty
 
 
 def _parties(rng: np.random.Generator, sizes: list[int], weights: bool) -> list[LocalParty]:

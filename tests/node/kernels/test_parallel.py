@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels import party_kernels
@@ -19,7 +20,7 @@ from fgbdt_chain.node.kernels.parallel import PartyThreads, balanced_blocks
 from fgbdt_chain.node.protocol import verify
 from fgbdt_chain.node.sim import fvtree
 from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, federation, prepare
-from fgbdt_chain.node.sim.fvtree import TrainParams, TrainResult
+from fgbdt_chain.node.sim.fvtree import TrainResult
 
 
 def test_blocks_balance_the_rows_and_keep_party_order() -> None:

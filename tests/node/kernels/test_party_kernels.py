@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.kernels import party_kernels
 from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, RowGroups, votes_from_gains
 from fgbdt_chain.node.kernels.party_kernels import PartyKernels
-from fgbdt_chain.node.sim.fvtree import Federation, TrainParams
+from fgbdt_chain.node.sim.fvtree import Federation
 
 
 def _parties(seed: int, sizes: list[int], features: int = 6, nbins: int = 5) -> list[BinnedRows]:

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.deploy.cli import main as cli_main
+from fgbdt_chain.ledger.spec.fixed_point import ONE
 from fgbdt_chain.node.model.trees import (
     FORMAT_TAG,
-    ONE,
     Model,
     ModelFormatError,
     Node,

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.model.trees import slot_widths
 from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, federation, prepare
-from fgbdt_chain.node.sim.fvtree import Federation, TrainParams, TrainResult
+from fgbdt_chain.node.sim.fvtree import Federation, TrainResult
 
 
 def _few_levels(seed: int, rows: int = 2400) -> tuple[Dataset, Dataset]:

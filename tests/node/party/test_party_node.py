@@ -16,6 +16,7 @@ from web3.exceptions import Web3RPCError
 from fgbdt_chain.ledger.rpc.errors import ContractRevert
 from fgbdt_chain.ledger.spec.encoding import merkle_root, node_hash
 from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms, Totals
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.spec.tx_size import resolution_batches
 from fgbdt_chain.ledger.wrappers.contracts import Phase, Status, TaskState
 from fgbdt_chain.node.party.party_node import (
@@ -31,7 +32,6 @@ from fgbdt_chain.node.party.party_node import (
     resolution_share,
     splits_open,
 )
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 
 def test_splits_open_the_level_exactly() -> None:

@@ -12,6 +12,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.histogram_rules import BOUNDS_NONE, check_level
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels.histogram import FixedSums
@@ -26,7 +27,7 @@ from fgbdt_chain.node.privacy.accountant import (
     secret_noise_seed,
 )
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import LocalParty, TrainParams, messages_of
+from fgbdt_chain.node.sim.fvtree import LocalParty, messages_of
 
 
 @pytest.mark.parametrize(("epsilon", "trees", "depth"), [(0.5, 20, 3), (1.0, 50, 6), (8.0, 500, 8)])

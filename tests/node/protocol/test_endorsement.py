@@ -7,12 +7,12 @@ import pytest
 
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.protocol.endorsement import choose
 from fgbdt_chain.node.protocol.verify import Verdict
 from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 PARAMS = TrainParams(trees=6, depth=3, bins=8, min_rows=5)
 

@@ -8,19 +8,14 @@ import numpy as np
 import pytest
 
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.modes import TIE_RULES
 from fgbdt_chain.ledger.spec.reference import endorsement_quorum
+from fgbdt_chain.ledger.spec.train_params import TrainParams, task_voted_trees
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.protocol.local_party import open_positions, route
 from fgbdt_chain.node.protocol.messages import level_traffic
 from fgbdt_chain.node.sim import fvtree
-from fgbdt_chain.node.sim.fvtree import (
-    TIE_BREAKS,
-    Federation,
-    LevelView,
-    TrainParams,
-    TrainResult,
-    task_voted_trees,
-)
+from fgbdt_chain.node.sim.fvtree import Federation, LevelView, TrainResult
 
 
 def _federation_data(n: int = 1600, parties: int = 3, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -59,7 +54,7 @@ def test_recorded_levels_follow_the_protocol() -> None:
         assert rec.nodes == sorted(rec.nodes) and all(2**rec.level <= n < 2 ** (rec.level + 1) for n in rec.nodes)
         for j, res in enumerate(rec.results):
             votes = [rec.votes[i][j] for i in range(fed.m)]
-            rule = TIE_BREAKS[fed.params.tie_break]
+            rule = TIE_RULES[fed.params.tie_break]
             assert tuple(rec.candidates[j]) == ref.top2(votes, fed.n_features, rule, rec.tree, rec.nodes[j])
             if res.split is not None:
                 assert abs(sum(res.phi) - res.split.gain) <= fed.m  # efficiency

@@ -28,11 +28,11 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 import fgbdt_chain
 from fgbdt_chain import FGBDTClassifier, FGBDTRegressor, Model, train
 from fgbdt_chain.ledger.spec.reference import MAX_PARTIES
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.protocol.shapley_cost import SlowShapleyWarning
 from fgbdt_chain.node.sim.engine import PARAMS, parse_params
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 SMALL = {"num_trees": 6, "max_depth": 3, "min_data_in_leaf": 5, "learning_rate": 0.3}
@@ -203,7 +203,7 @@ def test_params_aliases_map_to_one_field() -> None:
         ({"psd_label_first": 1}, "'psd_label_first' must be bool"),
         ({"hessian": "second"}, "'hessian': unknown value 'second'; use one of hessian, count"),
         ({"objective": "multiclass"}, "unknown objective 'multiclass'"),
-        ({"max_depth": 0}, r"depth must be in \[1, 16\] \(given: max_depth=0\)"),
+        ({"max_depth": 0}, r"depth must be in \[1, 8\], got 0 \(given: max_depth=0\)"),
     ],
 )
 def test_bad_params_are_named(params: dict[str, Any], message: str) -> None:

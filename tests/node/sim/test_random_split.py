@@ -10,12 +10,12 @@ import pytest
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.model.metrics import auc
 from fgbdt_chain.node.model.trees import bin_matrix, slot_widths
 from fgbdt_chain.node.privacy.accountant import LEAF_GRADIENT_SHARE, ROW_BOUNDS, SPLIT, default_colluders, leaf_plan
 from fgbdt_chain.node.sim.experiment import PrepConfig, make_model, prepare, run
-from fgbdt_chain.node.sim.fvtree import TrainParams
 from fgbdt_chain.node.sim.random_split import (
     bin_tree,
     draw_splits,
