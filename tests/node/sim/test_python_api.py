@@ -1,7 +1,8 @@
 """The Python API: ``fgbdt_chain.train``, ``Model`` and the scikit-learn estimators.
 
 ``train`` must give the model and contributions ``fgbdt simulate``'s ``run`` gives on the same parties and seed, bit
-for bit; the estimators must pass scikit-learn's own checks; and the README's example must run as printed.
+for bit; and the estimators must pass scikit-learn's own checks. (The README's and the quickstart's examples run in
+``tests/docs/test_quickstarts.py``.)
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import subprocess
 import sys
 import warnings
@@ -34,7 +34,6 @@ from fgbdt_chain.node.protocol.shapley_cost import SlowShapleyWarning
 from fgbdt_chain.node.sim.engine import PARAMS, parse_params
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
 
-README = Path(__file__).resolve().parents[3] / "README.md"
 SMALL = {"num_trees": 6, "max_depth": 3, "min_data_in_leaf": 5, "learning_rate": 0.3}
 
 
@@ -50,34 +49,6 @@ def make_data(n: int = 900, features: int = 5, seed: int = 0, task: str = "binar
 
 def split(X: np.ndarray, y: np.ndarray, k: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(X[idx], y[idx]) for idx in np.array_split(np.arange(len(y)), k)]
-
-
-# ---------------------------------------------------------------------------------------------- README's example
-
-
-def readme_python_blocks() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("\n## Python API\n")
-    end = text.index("\n## ", start + 1)
-    blocks = re.findall(r"```python\n(.*?)```", text[start:end], flags=re.S)
-    assert blocks, "the Python API section of README.md has no python code block"
-    return blocks
-
-
-def test_readme_example_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    namespace: dict[str, Any] = {"__name__": "readme_example"}
-    for block in readme_python_blocks():
-        exec(compile(block, str(README), "exec"), namespace)
-    out = capsys.readouterr().out
-    model, test = namespace["model"], namespace["test"]
-    assert len(model.contributions) == 3 and sum(c["share"] for c in model.contributions) == pytest.approx(1.0)
-    assert re.search(r"test error 0\.1[0-9]{2}", out), out  # a9a: about 0.15, far below the 0.24 of "always 0"
-    saved = Model.load(tmp_path / "a9a.model.json")
-    np.testing.assert_array_equal(saved.predict(test.X), model.predict(test.X))
-    assert re.search(r"\[\s*(0\.[89]\d*\s*){3}\]", out), out  # three cross-validated AUCs above 0.8
 
 
 # ------------------------------------------------------------------------------------- train equals simulate's run
