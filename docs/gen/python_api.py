@@ -44,12 +44,12 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, dict[str, object]], ...]], ...]
     (
         "Simulator: algorithms and parties",
         "An algorithm is a name in `ALGORITHMS` that `Federation` knows how to train; `LocalParty` is one party's "
-        "side of a level (histograms, votes); `TrainParams` holds what a run trains with. See the "
-        "[development guide](../development.md#adding-an-algorithm).",
+        "side of a level (histograms, votes), the same in the simulator and the party node; `TrainParams` holds "
+        "what a run trains with. See the [development guide](../development.md#adding-an-algorithm).",
         (
             ("fgbdt_chain.node.sim.fvtree.ALGORITHMS", {}),
-            ("fgbdt_chain.node.sim.fvtree.TrainParams", {}),
-            ("fgbdt_chain.node.sim.fvtree.LocalParty", {}),
+            ("fgbdt_chain.ledger.spec.train_params.TrainParams", {}),
+            ("fgbdt_chain.node.protocol.local_party.LocalParty", {}),
             ("fgbdt_chain.node.sim.fvtree.Federation", {}),
         ),
     ),
@@ -70,8 +70,11 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, dict[str, object]], ...]], ...]
     ),
     (
         "Task parameters",
-        "The one mapping between named task parameters and the contract's `Config`.",
+        "Every parameter's type, range, default and meaning is one `Parameter` of `ledger.spec.parameters` (the "
+        "[task parameters](parameters.md) page lists them); `TaskParameters` names a task's parameters and maps "
+        "them to the contract's `Config`.",
         (
+            ("fgbdt_chain.ledger.spec.parameters.Parameter", {}),
             ("fgbdt_chain.ledger.spec.task_params.TaskParameters", {}),
             ("fgbdt_chain.ledger.spec.task_params.TaskConfig", {}),
         ),
@@ -80,10 +83,9 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, dict[str, object]], ...]], ...]
         "Audit",
         "Anyone can replay a task from the chain and recompute it with the Python reference.",
         (
-            (
-                "fgbdt_chain.ledger.audit.replay",
-                {"members": ["audit_chain", "audit_events", "read_task", "AuditReport", "Mismatch"]},
-            ),
+            ("fgbdt_chain.ledger.audit.replay", {"members": ["audit_chain", "audit_events"]}),
+            ("fgbdt_chain.ledger.audit.report.AuditReport", {}),
+            ("fgbdt_chain.ledger.audit.report.Mismatch", {}),
         ),
     ),
     (
