@@ -2,7 +2,7 @@
 them all at once.
 
 Why: every party submits its histograms at every level, and, while the level resolves, votes on the next one
-(``PartyNode._vote_ahead``). Sent as its own transaction, each was a block of its own on a chain that mines a block
+(``node.party.votes_ahead``). Sent as its own transaction, each was a block of its own on a chain that mines a block
 per transaction, and a transaction for every party to sign, send and wait for: eight of the nine transactions of a
 level with four parties, on a run bound by CPU. Relayed, a party signs an EIP-712 ``ForwardRequest`` for
 its ``submitHistograms`` or ``submitVotes`` and hands it over its open WebSocket to the level's relayer, the party
@@ -13,7 +13,7 @@ the same events, the same checks, the same ballots taken when the level opens, t
 
 What a relayer cannot do: change a call (the party signed its calldata), or send one twice (the forwarder's nonce).
 What it can: withhold one, or send it late. A ballot not taken when the level opens is cast in the level's round,
-as when a party's own transaction came too late (``PartyNode._vote``); a submission not on chain a while after it
+as when a party's own transaction came too late (``LevelWork.vote``); a submission not on chain a while after it
 was handed over is sent as the party's own transaction (``relay_patience_seconds``). A request carries a deadline, so
 a withheld one cannot land long after the party moved on, and one that lands late fails alone (the step moved on,
 or the party's own transaction came first).
@@ -87,7 +87,7 @@ def _names_its_level(relayed: RelayedRequest, task_id: int) -> bool:
 
 def relayer_index(level: int, parties: int) -> int:
     """The index of the party that relays a level's submissions and ballots: the one that resolves its first nodes
-    (``PartyNode._resolve`` gives run ``i`` of the open nodes to party ``(i + level) mod M``), so the ballots land
+    (``Resolver.resolve`` gives run ``i`` of the open nodes to party ``(i + level) mod M``), so the ballots land
     before the resolution that opens the next level, in its nonce order."""
     return level % parties
 

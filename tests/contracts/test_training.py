@@ -28,7 +28,7 @@ from fgbdt_chain.ledger.toolchain.compile import Artifact
 from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.wrappers.federation import run_level
-from fgbdt_chain.node.party.party_node import candidates_block
+from fgbdt_chain.node.party.following import candidates_block
 
 pytestmark = pytest.mark.chain
 
@@ -346,7 +346,7 @@ def test_the_audit_of_a_task_in_training_reads_the_current_trees_records(anvil_c
 
 @pytest.mark.parametrize("voted_trees", [1, 0])
 def test_the_candidates_are_fixed_in_the_block_the_state_names(anvil_client: ChainClient, voted_trees: int) -> None:
-    """``party_node.candidates_block``: in the histogram step, the candidates' events are in the block of the step's
+    """``following.candidates_block``: in the histogram step, the candidates' events are in the block of the step's
     deadline minus ``stepBlocks``, whether the last vote fixed them (a voted tree) or the level's opening (drawn)."""
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
     cfg = TaskConfig(trees=1, depth=2, bins=3, voted_trees=voted_trees, min_parties=3, max_parties=3, step_blocks=9)

@@ -1,10 +1,9 @@
-"""Pure parts of the party node: the check that a level's opening splits are all known before rows are routed, and
-the reading of a resolution revert that means the node's events lag its state."""
+"""The party node's parts, each over fakes of the chain: the check that a level's opening splits are all known before
+rows are routed, the reading of a resolution revert that means the node's events lag its state, the tree records,
+the restart check, the votes sent ahead and the relay's hand-overs."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -19,19 +18,27 @@ from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms, Totals
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.spec.tx_size import resolution_batches
 from fgbdt_chain.ledger.wrappers.contracts import Phase, Status, TaskState
-from fgbdt_chain.node.party.party_node import (
-    LIGHT_EVENTS,
-    RESCAN_BLOCKS,
-    ChainLag,
-    LevelContext,
-    NodeError,
-    NodeSettings,
-    PartyNode,
-    TreeLog,
-    _fewer_histograms_than_chain,
-    resolution_share,
-    splits_open,
-)
+from fgbdt_chain.node.party.following import ChainLag, splits_open
+from fgbdt_chain.node.party.joining import TaskTerms
+from fgbdt_chain.node.party.level_state import LevelContext
+from fgbdt_chain.node.party.party_node import PartyNode
+from fgbdt_chain.node.party.resolution import fewer_histograms_than_chain, resolution_share
+from fgbdt_chain.node.party.session import NodeError, NodeSettings, PartySession
+from fgbdt_chain.node.party.tree_log import LIGHT_EVENTS, RESCAN_BLOCKS, TreeLog
+
+ANY: Any = None
+"""A placeholder for what a test's part never reads."""
+
+
+def _node(**fields: Any) -> PartyNode:
+    """A party node whose parts are real, over a session that holds ``fields`` (fakes of the chain, this party's
+    rows) and placeholders for the rest."""
+    session = PartySession(
+        ANY, 1, SimpleNamespace(address="0x0"), ANY, NodeSettings(), lambda message: None, *[ANY] * 4
+    )
+    for name, value in fields.items():
+        setattr(session, name, value)
+    return PartyNode.assembled(session, TaskTerms(ANY, ANY, ANY, (0.0, 1.0), ANY, ANY, ANY))
 
 
 def test_splits_open_the_level_exactly() -> None:
@@ -47,11 +54,11 @@ def test_splits_open_the_level_exactly() -> None:
 
 def test_a_resolution_short_of_submitters_reads_as_lag_not_failure() -> None:
     # the chain counts three submitters (3 x 18 words), the party read only two parties' events
-    assert _fewer_histograms_than_chain(ContractRevert("LengthMismatch", (54, 36), function="resolveNodes"))
+    assert fewer_histograms_than_chain(ContractRevert("LengthMismatch", (54, 36), function="resolveNodes"))
     # more histograms than the chain counts, or any other revert, is a real failure
-    assert not _fewer_histograms_than_chain(ContractRevert("LengthMismatch", (36, 54)))
-    assert not _fewer_histograms_than_chain(ContractRevert("NodeNotOpen", (1, 1)))
-    assert not _fewer_histograms_than_chain(ContractRevert("LengthMismatch", ()))
+    assert not fewer_histograms_than_chain(ContractRevert("LengthMismatch", (36, 54)))
+    assert not fewer_histograms_than_chain(ContractRevert("NodeNotOpen", (1, 1)))
+    assert not fewer_histograms_than_chain(ContractRevert("LengthMismatch", ()))
 
 
 def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -> None:
@@ -70,26 +77,24 @@ def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -
         def refresh(self, since: int | None = None) -> None:
             self.reread.append(since)
 
-    node = object.__new__(PartyNode)
-    node.party = SimpleNamespace(rows=SimpleNamespace(slots=np.array([[1], [2], [3]])), score=np.zeros(3), n_rows=3)
-    node.params = TrainParams(trees=2, depth=1, bins=4)
-    node.trees = Trees()  # type: ignore[assignment]
-    node.lock = threading.RLock()
-    node.settings = NodeSettings(chain_outage_seconds=0.05)
-    node.applied_trees = 0
-    node._leaf_lag_since = {}
+    party = SimpleNamespace(rows=SimpleNamespace(slots=np.array([[1], [2], [3]])), score=np.zeros(3), n_rows=3)
+    node = _node(
+        party=party, params=TrainParams(trees=2, depth=1, bins=4), settings=NodeSettings(chain_outage_seconds=0.05)
+    )
+    trees = node.chain.trees = Trees()  # type: ignore[assignment]
     # where tree 0 started: the re-read goes back to there, not to block 0
-    node._level_starts = {(0, 0): (3, 0), (0, 1): (4, 0)}
+    trees.level_starts = {(0, 0): (3, 0), (0, 1): (4, 0)}
+    levels = node.levels
     with pytest.raises(ChainLag, match="not served yet"):
-        node._apply_completed_trees(1)
-    assert node.applied_trees == 0 and not node.party.score.any()
-    assert node.trees.reread == [None, 3]
+        levels.apply_completed_trees(1)
+    assert levels.applied_trees == 0 and not party.score.any()
+    assert trees.reread == [None, 3]
     time.sleep(0.1)
     with pytest.raises(NodeError, match="have no leaf value"):
-        node._apply_completed_trees(1)
-    node.trees.leaves[0][3] = -ONE  # served at last
-    node._apply_completed_trees(1)
-    assert node.applied_trees == 1 and node.party.score.tolist() == [1.0, -1.0, -1.0]
+        levels.apply_completed_trees(1)
+    trees.leaves[0][3] = -ONE  # served at last
+    levels.apply_completed_trees(1)
+    assert levels.applied_trees == 1 and party.score.tolist() == [1.0, -1.0, -1.0]
 
 
 def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> None:
@@ -101,28 +106,25 @@ def test_a_level_start_not_served_yet_bounds_reads_by_the_last_known_start() -> 
         asked.append((start, latest))
         return []
 
-    node = object.__new__(PartyNode)
-    node.task = SimpleNamespace(client=SimpleNamespace(block_number=40, logs=logs), contract=None)
-    node.task_id = 1
-    node.lock = threading.RLock()
-    node.trees = SimpleNamespace(level_starts={}, next_block=0)  # type: ignore[assignment]
-    node._level_starts = {(2, 0): (10, 0), (2, 1): (14, 0), (3, 0): (30, 0)}
-    node._level_scan = 38
-    node._heads = None  # not subscribed: the node is asked for its latest block
-    assert node._level_block(2, 1) == 14 and asked == []  # known: no query
-    assert node._level_block(2, 2) == 14  # not served yet: tree 2's level 1 started before it
-    assert asked == [(38 - RESCAN_BLOCKS, 40)] and node._level_scan == 41  # the scan went over the new blocks only
-    assert node._level_block(3, 1) == 30
-    assert node._level_block(1, 4) == 0  # nothing known before it: from the start
+    chain = _node(task=SimpleNamespace(client=SimpleNamespace(block_number=40, logs=logs), contract=None)).chain
+    starts = {(2, 0): (10, 0), (2, 1): (14, 0), (3, 0): (30, 0)}
+    chain.trees = SimpleNamespace(level_starts=starts, next_block=0)  # type: ignore[assignment]
+    chain.level_scan = 38
+    chain.heads = None  # not subscribed: the node is asked for its latest block
+    assert chain.level_block(2, 1) == 14 and asked == []  # known: no query
+    assert chain.level_block(2, 2) == 14  # not served yet: tree 2's level 1 started before it
+    assert asked == [(38 - RESCAN_BLOCKS, 40)] and chain.level_scan == 41  # the scan went over the new blocks only
+    assert chain.level_block(3, 1) == 30
+    assert chain.level_block(1, 4) == 0  # nothing known before it: from the start
     # subscribed: read up to the node's latest without asking its number; counted up to the announced block only,
     # so blocks past the announcement (served, not yet announced) are read again next time
-    node._heads = SimpleNamespace(live=True, latest=45)
+    chain.heads = SimpleNamespace(live=True, latest=45)  # type: ignore[assignment]
     asked.clear()
-    assert node._level_block(3, 2) == 30
-    assert asked == [(41 - RESCAN_BLOCKS, "latest")] and node._level_scan == 46
-    node._heads = SimpleNamespace(live=True, latest=44)  # an older announcement never moves the scan back
-    node._level_block(3, 3)
-    assert asked[-1] == (46 - RESCAN_BLOCKS, "latest") and node._level_scan == 46
+    assert chain.level_block(3, 2) == 30
+    assert asked == [(41 - RESCAN_BLOCKS, "latest")] and chain.level_scan == 46
+    chain.heads = SimpleNamespace(live=True, latest=44)  # type: ignore[assignment]  # an older one: the scan stays
+    chain.level_block(3, 3)
+    assert asked[-1] == (46 - RESCAN_BLOCKS, "latest") and chain.level_scan == 46
 
 
 @pytest.mark.parametrize("parties", [2, 3, 4, 7])
@@ -159,12 +161,8 @@ def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:
 
 
 def test_a_carry_uses_the_endorsed_histograms_only_where_the_chain_has_their_roots() -> None:
-    """``_endorsed_levels``: a finished tree's levels as this party endorsed them when every level's endorsed root is
-    the root the party submitted (read once per tree), else None (the events are read instead)."""
-    node = PartyNode.__new__(PartyNode)
-    node.params = TrainParams(depth=2)
-    node.task_id = 1
-    node._level_block = lambda tree, level: 0  # type: ignore[method-assign]
+    """``Endorser.endorsed_levels``: a finished tree's levels as this party endorsed them when every level's endorsed
+    root is the root the party submitted (read once per tree), else None (the events are read instead)."""
     reads: list[int] = []
     root_hist, left, right = (NodeHistograms((0, 1), ((k, 0), (k, 0)), ((0, 0),) * 2, ((1, 0),) * 2) for k in range(3))
     r0, r1 = merkle_root([node_hash(root_hist)]), merkle_root([node_hash(left), node_hash(right)])
@@ -174,31 +172,30 @@ def test_a_carry_uses_the_endorsed_histograms_only_where_the_chain_has_their_roo
         reads.append(start)
         return dict(chain_roots)
 
-    node.task = SimpleNamespace(submitted_roots=submitted_roots)  # type: ignore[assignment]
-    node._roots = {}
-    node._endorsed = {(0, 0): {"0xP": [root_hist]}, (0, 1): {"0xP": [left, right]}}
-    node._endorsed_roots = {(0, 0): {"0xP": r0}, (0, 1): {"0xP": r1}}  # as endorse() signed them
+    node = _node(params=TrainParams(depth=2), task=SimpleNamespace(submitted_roots=submitted_roots))
+    node.chain.level_block = lambda tree, level: 0  # type: ignore[method-assign]
+    endorser = node.endorser
+    endorser.endorsed = {(0, 0): {"0xP": [root_hist]}, (0, 1): {"0xP": [left, right]}}
+    endorser.endorsed_roots = {(0, 0): {"0xP": r0}, (0, 1): {"0xP": r1}}  # as endorse() signed them
     splits, leaves = {1: (0, 1)}, {2: ONE, 3: -ONE}
     late = chain_roots.pop(("0xP", 0, 1))  # level 1's submission not served yet: the events are read instead
-    assert node._endorsed_levels("0xP", 0, splits, leaves) is None and len(reads) == 1
+    assert endorser.endorsed_levels("0xP", 0, splits, leaves) is None and len(reads) == 1
     chain_roots[("0xP", 0, 1)] = late  # served now: read again, once
-    assert node._endorsed_levels("0xP", 0, splits, leaves) == [{1: root_hist}, {2: left, 3: right}]
-    assert node._endorsed_levels("0xP", 0, splits, leaves) is not None and len(reads) == 2
+    assert endorser.endorsed_levels("0xP", 0, splits, leaves) == [{1: root_hist}, {2: left, 3: right}]
+    assert endorser.endorsed_levels("0xP", 0, splits, leaves) is not None and len(reads) == 2
     chain_roots[("0xP", 0, 1)] = b"other"  # the party submitted what others endorsed, not this copy
-    node._roots = {}
-    assert node._endorsed_levels("0xP", 0, splits, leaves) is None
-    assert node._endorsed_levels("0xQ", 0, splits, leaves) is None  # nothing endorsed of it
+    endorser._roots = {}
+    assert endorser.endorsed_levels("0xP", 0, splits, leaves) is None
+    assert endorser.endorsed_levels("0xQ", 0, splits, leaves) is None  # nothing endorsed of it
     with pytest.raises(ChainLag, match="splits are not served yet"):
         chain_roots[("0xP", 0, 1)] = r1
-        node._endorsed_levels("0xP", 0, splits, {2: ONE})  # node 3's leaf not served
+        endorser.endorsed_levels("0xP", 0, splits, {2: ONE})  # node 3's leaf not served
 
 
 def test_candidates_come_from_the_named_block_or_the_records_when_its_logs_lag() -> None:
     """``candidates``: the ``CandidatesFixed`` events of the block ``candidates_block`` names; where the node's log
     index is behind the state that named it (anvil: "block height is N but requested was N + 1"), the node records,
     which the state already holds."""
-    node = PartyNode.__new__(PartyNode)
-    node.task_id, node.seconds, node.lock, node._candidates = 1, {}, threading.Lock(), {}
     asked: list[tuple[Any, ...]] = []
 
     def logs(contract: object, names: list[str], task_id: int, start: int, end: int | str = "latest") -> list[Any]:
@@ -211,8 +208,8 @@ def test_candidates_come_from_the_named_block_or_the_records_when_its_logs_lag()
         assert fn == "getNode"
         return [(1, 5, 6, 0, 0, 3, 0, 0, 0, 0) for _ in calls]
 
-    node.task = SimpleNamespace(contract=None, client=SimpleNamespace(logs=logs, call_many=call_many))  # type: ignore[assignment]
-    node.trees = SimpleNamespace(candidates={}, refresh=lambda: False)  # type: ignore[assignment]  # nothing new to read
+    node = _node(task=SimpleNamespace(contract=None, client=SimpleNamespace(logs=logs, call_many=call_many)))
+    node.chain.trees = SimpleNamespace(candidates={}, refresh=lambda: False)  # type: ignore[assignment]  # none new
 
     def ctx(block: int) -> LevelContext:
         empty = np.zeros(0)
@@ -220,7 +217,7 @@ def test_candidates_come_from_the_named_block_or_the_records_when_its_logs_lag()
 
     assert node.candidates(ctx(7)) == [(2, 9), (3, 9)] and asked == [(7, 7)]  # the one block, its events
     assert node.candidates(ctx(8)) == [(5, 6), (5, 6)]  # not served yet: the records
-    assert node._candidates[3] == {2: (5, 6), 3: (5, 6)}
+    assert node.chain.candidates_by_tree[3] == {2: (5, 6), 3: (5, 6)}
 
 
 def fresh(logs: Any) -> Any:
@@ -258,11 +255,9 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
     client.fresh_logs = fresh(logs)
     task = SimpleNamespace(contract=None, client=client)
     announced = [10]
-    node = PartyNode.__new__(PartyNode)
-    node.task, node.task_id, node.seconds, node.lock, node._candidates = task, 1, {}, threading.RLock(), {}
-    node._heads = None
-    node.trees = TreeLog(task, 1, lambda: announced[0])  # type: ignore[arg-type]
-    node._level_scan = 0
+    node = _node(task=task)
+    chain = node.chain
+    chain.trees = TreeLog(task, 1, lambda: announced[0])  # type: ignore[arg-type]
     served += [
         ev("NodeSplit", 10, tree=4, node=1, feature=2, threshold=5, sides=[1, 2, 3, 4, 5, 6]),
         ev("LevelStarted", 10, tree=4, level=1),
@@ -275,15 +270,15 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
     empty = np.zeros(0)
     ctx = LevelContext(4, 1, [2, 3], empty.astype(np.int64), empty, empty, empty, fixed_block=10)
     assert node.candidates(ctx) == [(2, 7), (0, 2)] and len(asked) == 1  # no query of its own
-    assert node._level_block(4, 1) == 10 and len(asked) == 1
+    assert chain.level_block(4, 1) == 10 and len(asked) == 1
     # not closed yet, and no block announced since the read: its own query (the state may be ahead of the heads)
-    assert node._closed_submitters(ctx) is None and asked[-1] == (["HistogramsClosed"], 10, "latest")
+    assert chain.closed_submitters(ctx) is None and asked[-1] == (["HistogramsClosed"], 10, "latest")
     assert node.trees.refresh() is False and len(asked) == 2
     served.append(ev("HistogramsClosed", 11, tree=4, level=1, submitterMask=0b1011))
     announced[0] = 11
-    assert node._closed_submitters(ctx) == 0b1011 and len(asked) == 3  # one read, shared with the tree records
+    assert chain.closed_submitters(ctx) == 0b1011 and len(asked) == 3  # one read, shared with the tree records
     assert asked[-1][0] == list(LIGHT_EVENTS)
-    assert node._closed_submitters(ctx) == 0b1011 and len(asked) == 3
+    assert chain.closed_submitters(ctx) == 0b1011 and len(asked) == 3
     # the logs the reads take again are decoded once, and only those of the blocks read again are remembered
     kept = [b for b in (3, 10, 10, 10, 10, 11) if b >= 11 - RESCAN_BLOCKS]  # the blocks read again
     assert sorted(node.trees._decoded.values()) == kept
@@ -297,12 +292,12 @@ def test_one_read_of_the_light_events_serves_the_splits_candidates_level_start_a
     served.append(ev("HistogramsClosed", 25, tree=4, level=2, submitterMask=0b0111))
     ctx2 = LevelContext(4, 2, [4, 5], empty.astype(np.int64), empty, empty, empty)
     announced[0] = 41
-    assert node._closed_submitters(ctx2) == 0b0111
+    assert chain.closed_submitters(ctx2) == 0b0111
     assert asked[-2][0] == list(LIGHT_EVENTS) and asked[-1] == (["HistogramsClosed"], 20, "latest")
     # a level start the reads did not bring: looked for past what they read (block 42 - RESCAN_BLOCKS), not from block 0
-    assert node._level_block(9, 0) == 20 and asked[-1] == (["LevelStarted"], 42 - RESCAN_BLOCKS, 0)
+    assert chain.level_block(9, 0) == 20 and asked[-1] == (["LevelStarted"], 42 - RESCAN_BLOCKS, 0)
     node.trees.forget_recent()  # after an outage: read again from the start
-    assert node.trees.closed == {} and node._level_starts == {} and node.trees.next_block == 0
+    assert node.trees.closed == {} and node.trees.level_starts == {} and node.trees.next_block == 0
     assert node.trees._decoded == {}
 
 
@@ -354,27 +349,22 @@ def test_after_an_outage_a_party_asks_the_chain_what_it_sent_again() -> None:
         asked.append((names[0], start))
         return []  # the vote is gone
 
-    node = object.__new__(PartyNode)
-    node.task = SimpleNamespace(client=SimpleNamespace(block_number=12, logs=logs, forget_nonces=lambda: None))
-    node.task.contract = None
-    node.task_id, node.address = 1, "0x" + "ab" * 20
-    node.lock = threading.RLock()
-    node._heads = None
-    node.seconds = {}
-    node._seen = {("VotesSubmitted", 4, 2)}
-    node._ahead = {(4, 2)}
-    node._fresh_from = (4, 0)
-    node.trees = TreeLog(node.task, 1)
+    task = SimpleNamespace(client=SimpleNamespace(block_number=12, logs=logs, forget_nonces=lambda: None))
+    task.contract = None
+    node = _node(task=task, address="0x" + "ab" * 20)
+    sent = node.sent
+    sent.seen = {("VotesSubmitted", 4, 2)}
+    node.ahead.ahead = {(4, 2)}
+    sent.fresh_from = (4, 0)
     node.trees.next_block = 98
-    node._level_starts = {(4, 0): (90, 0), (4, 2): (97, 0)}
-    node._level_scan = 98
-    node.relay = None
-    assert node._has(["VotesSubmitted"], 4, 2) and asked == []  # remembered: no read
-    node._forget_recent_chain()
-    assert node._level_starts == {}
-    assert node._level_scan == 0 and node.trees.next_block == 0
-    assert node._ahead == set()  # a vote sent ahead may be gone too: it may send it again
-    assert not node._has(["VotesSubmitted"], 4, 2)  # read again, and not there: it votes again
+    node.trees.level_starts = {(4, 0): (90, 0), (4, 2): (97, 0)}
+    node.chain.level_scan = 98
+    assert sent.has(["VotesSubmitted"], 4, 2) and asked == []  # remembered: no read
+    node.forget_recent_chain()
+    assert node.trees.level_starts == {}
+    assert node.chain.level_scan == 0 and node.trees.next_block == 0
+    assert node.ahead.ahead == set()  # a vote sent ahead may be gone too: it may send it again
+    assert not sent.has(["VotesSubmitted"], 4, 2)  # read again, and not there: it votes again
     assert ("VotesSubmitted", 0) in asked  # from a level start the node still has, not block 97
 
 
@@ -383,40 +373,29 @@ def test_a_party_seeds_its_training_noise_from_its_key_unless_an_experiment_give
     node restarted mid-level (or before its join was mined) draws what it drew before; with one, the experiment's seed
     (the simulator's streams)."""
 
-    def node(key: bytes, task_id: int, seed: int | None) -> PartyNode:
-        n = object.__new__(PartyNode)
-        n.account = SimpleNamespace(key=key)
-        n.task = SimpleNamespace(address="0x" + "12" * 20, client=SimpleNamespace(chain_id=31337))
-        n.task_id = task_id
-        n.settings = NodeSettings(seed=seed)
-        return n
+    def node(key: bytes, task_id: int, seed: int | None) -> Any:
+        task = SimpleNamespace(address="0x" + "12" * 20, client=SimpleNamespace(chain_id=31337))
+        return _node(
+            account=SimpleNamespace(key=key), task=task, task_id=task_id, settings=NodeSettings(seed=seed)
+        ).joiner
 
     key = bytes(range(32))
-    assert node(key, 3, None)._noise_seed() == node(key, 3, None)._noise_seed()  # a restart: the same stream
+    assert node(key, 3, None).noise_seed() == node(key, 3, None).noise_seed()  # a restart: the same stream
     # the join's sketch and PSD noise too: a node restarted before its join was mined sends the same payload
     first, again, other = (
-        [rng.random(3).tolist() for rng in n._rngs()]
+        [rng.random(3).tolist() for rng in n.rngs()]
         for n in (node(key, 3, None), node(key, 3, None), node(bytes(range(1, 33)), 3, None))
     )
     assert first == again and first != other and first[0] != first[1]
-    assert node(key, 3, None)._noise_seed() != node(key, 4, None)._noise_seed()
-    assert node(key, 3, None)._noise_seed() != node(bytes(range(1, 33)), 3, None)._noise_seed()
-    assert node(key, 3, 11)._noise_seed() == 11
+    assert node(key, 3, None).noise_seed() != node(key, 4, None).noise_seed()
+    assert node(key, 3, None).noise_seed() != node(bytes(range(1, 33)), 3, None).noise_seed()
+    assert node(key, 3, 11).noise_seed() == 11
 
 
 def _ahead_node() -> Any:
     """A party node with only what the votes sent ahead read: three parties, itself the second."""
-    node = object.__new__(PartyNode)
-    node.parties = ["0xA", "0xB", "0xC"]
-    node.address = "0xB"
-    node._seen = set()
-    node._endorsed = {}
-    node._routed = None
-    node._early_roots = set()
-    node._relayed = set()
-    node._handed = {}
-    node.trees = SimpleNamespace(splits={}, level_starts={}, voting_closed={}, next_block=0)
-    node.lock = threading.RLock()
+    node = _node(parties=["0xA", "0xB", "0xC"], address="0xB")
+    node.chain.trees = SimpleNamespace(splits={}, level_starts={}, voting_closed={}, next_block=0)
     return node
 
 
@@ -427,31 +406,33 @@ def test_votes_go_ahead_only_from_the_submissions_the_chain_accepted() -> None:
     node = _ahead_node()
     ctx = LevelContext(0, 1, [2, 3], np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
     mine, a, c = ["mine"], ["a"], ["c"]
-    assert node._held_submissions(ctx, 0b111) is None  # endorsed nobody: nothing held
-    node._endorsed[(0, 1)] = {"0xC": c, "0xA": a}
+    held = node.resolver.held_submissions
+    assert held(ctx, 0b111) is None  # endorsed nobody: nothing held
+    node.endorser.endorsed[(0, 1)] = {"0xC": c, "0xA": a}
     ctx.histograms = mine
-    assert node._held_submissions(ctx, 0b101) == [a, c]  # its own not submitted: the two it endorsed
-    node._seen.add(("HistogramsSubmitted", 0, 1))
-    assert node._held_submissions(ctx, 0b111) == [a, mine, c]
-    assert node._held_submissions(ctx, 0b011) is None  # the chain took one fewer than this party holds
-    node._endorsed[(0, 1)] = {"0xA": a}
-    assert node._held_submissions(ctx, 0b110) is None  # as many as held, but 0xC instead of 0xA
-    assert node._held_submissions(ctx, 0b011) == [a, mine]
+    assert held(ctx, 0b101) == [a, c]  # its own not submitted: the two it endorsed
+    node.sent.seen.add(("HistogramsSubmitted", 0, 1))
+    assert held(ctx, 0b111) == [a, mine, c]
+    assert held(ctx, 0b011) is None  # the chain took one fewer than this party holds
+    node.endorser.endorsed[(0, 1)] = {"0xA": a}
+    assert held(ctx, 0b110) is None  # as many as held, but 0xC instead of 0xA
+    assert held(ctx, 0b011) == [a, mine]
     ctx.from_events = True  # a resolution from the endorsed copies failed: they are not trusted
-    assert node._held_submissions(ctx, 0b011) is None
+    assert held(ctx, 0b011) is None
 
 
 def test_rows_routed_ahead_serve_the_level_only_where_the_chain_split_alike() -> None:
     node = _ahead_node()
     ids = np.array([4, 5, 6, 7])
-    node._routed = (0, 2, (4, 5, 6, 7), {2: (1, 3), 3: (0, 2)}, ids)
-    assert node._routed_ahead(0, 2, [4, 5, 6, 7]) is None  # the chain's splits not known yet
+    levels = node.levels
+    levels.routed = (0, 2, (4, 5, 6, 7), {2: (1, 3), 3: (0, 2)}, ids)
+    assert levels.routed_ahead(0, 2, [4, 5, 6, 7]) is None  # the chain's splits not known yet
     node.trees.splits[0] = {1: (2, 2), 2: (1, 3), 3: (0, 2)}
-    assert node._routed_ahead(0, 2, [4, 5, 6, 7]) is ids
-    assert node._routed_ahead(0, 2, [4, 5]) is None  # another level
-    assert node._routed_ahead(1, 2, [4, 5, 6, 7]) is None  # another tree
+    assert levels.routed_ahead(0, 2, [4, 5, 6, 7]) is ids
+    assert levels.routed_ahead(0, 2, [4, 5]) is None  # another level
+    assert levels.routed_ahead(1, 2, [4, 5, 6, 7]) is None  # another tree
     node.trees.splits[0] = {1: (2, 2), 2: (1, 4), 3: (0, 2)}  # node 2 split at another threshold
-    assert node._routed_ahead(0, 2, [4, 5, 6, 7]) is None
+    assert levels.routed_ahead(0, 2, [4, 5, 6, 7]) is None
 
 
 @pytest.mark.parametrize(
@@ -475,23 +456,18 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_the_votes_it_sent_a
     """Votes sent ahead belong to the step after the resolving one (the next level, or, the tree ending there, the
     next tree's root): a party that starts following the task there (a restart, an outage) may have sent them
     already, so those steps are not ones it followed from its start and its vote record is read from the chain, from
-    where the votes sent ahead are (a review found it skipped the histograms of a level that opened with them)."""
+    where the votes sent ahead are (otherwise it would skip the histograms of a level that opened with them)."""
     node = _ahead_node()
-    node._fresh_from = None
-    node.params = SimpleNamespace(depth=depth)
+    node.session.params = SimpleNamespace(depth=depth)
     resolving = TaskState("0x0", Status.TRAINING, Phase.RESOLVING, 4, level, 0b1, 0, 120, 0)
-    node.task = SimpleNamespace(state=lambda task_id: resolving)
-    node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
-    node.log = lambda message: None
-    node.relay = None
+    node.session.task = SimpleNamespace(state=lambda task_id: resolving)
 
     def lagging(*args: object) -> None:
         raise ChainLag("not served yet")  # ends the look right after the state is read
 
     node.context = lagging
-    node._again = False
     assert node.step() is False
-    assert node._fresh_from == fresh_from
+    assert node.sent.fresh_from == fresh_from and node.chain.again
     asked: list[tuple[str, int]] = []
 
     def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
@@ -499,13 +475,11 @@ def test_a_party_that_first_looks_at_a_resolving_level_reads_the_votes_it_sent_a
         event = SimpleNamespace(args={"tree": voted[0], "level": voted[1], "party": node.address})
         return [event]  # its votes sent ahead, before the level started
 
-    node.task = SimpleNamespace(client=SimpleNamespace(logs=logs), contract=None)
-    node.lock = threading.RLock()
-    node.trees = SimpleNamespace(level_starts={}, next_block=0)  # type: ignore[assignment]
-    node._level_starts = {key: (block, 0) for key, block in blocks.items()}
-    node._level_scan = 100
-    node._announced_latest = lambda: -1
-    assert node._has(["VotesSubmitted"], *voted)
+    node.session.task = SimpleNamespace(client=SimpleNamespace(logs=logs), contract=None)
+    starts = {key: (block, 0) for key, block in blocks.items()}
+    node.chain.trees = SimpleNamespace(level_starts=starts, next_block=0)
+    node.chain.level_scan = 100
+    assert node.sent.has(["VotesSubmitted"], *voted)
     assert asked == [("VotesSubmitted", start)]
 
 
@@ -522,10 +496,10 @@ def test_a_root_ballot_sent_where_a_tree_stopped_short_counts_only_if_the_chain_
     start, reads which from the chain: its ballot is after the start of tree 4's last level exactly when that level
     was level 1. Otherwise it votes in the root's round (a missed vote would leave it out of the task)."""
     node = _ahead_node()
-    node._fresh_from = (0, 1)  # followed from the start
-    node._early_roots = {5}
-    node.params = SimpleNamespace(depth=3)
-    node.task_id = 1
+    sent = node.sent
+    sent.fresh_from = (0, 1)  # followed from the start
+    sent.early_roots = {5}
+    node.session.params = SimpleNamespace(depth=3)
     asked: list[int] = []
 
     def logs(contract: object, names: list[str], task_id: int, start: int, latest: int | str = "latest") -> list:
@@ -535,84 +509,80 @@ def test_a_root_ballot_sent_where_a_tree_stopped_short_counts_only_if_the_chain_
         ballot = SimpleNamespace(block_number=92, log_index=1, args={"tree": 5, "level": 0, "party": node.address})
         return [e for e in [ballot] if e.block_number >= start]
 
-    node.task = SimpleNamespace(client=SimpleNamespace(logs=logs, block_number=100), contract=None)
-    node.timed = lambda category: contextlib.nullcontext()
-    node._level_scan = 100
-    node.trees = SimpleNamespace(level_starts={}, next_block=0)  # type: ignore[assignment]
-    node._level_starts = {key: (block, 0) for key, block in blocks.items()}
-    node._announced_latest = lambda: -1
-    assert node._has(["VotesSubmitted"], 5, 0) is counted
+    node.session.task = SimpleNamespace(client=SimpleNamespace(logs=logs, block_number=100), contract=None)
+    node.chain.level_scan = 100
+    starts = {key: (block, 0) for key, block in blocks.items()}
+    node.chain.trees = SimpleNamespace(level_starts=starts, next_block=0)
+    assert sent.has(["VotesSubmitted"], 5, 0) is counted
     assert asked == [blocks.get((4, 2), 90)]  # from tree 4's last level's start
     if counted:
         # the next level started in the ballot's block, after it (a network that mines at intervals): not counted
-        node._seen.clear()
-        node._level_starts[(4, 2)] = (92, 3)
-        assert node._has(["VotesSubmitted"], 5, 0) is False
-    node._early_roots, looked = set(), len(asked)
-    assert node._has(["VotesSubmitted"], 6, 0) is False and len(asked) == looked  # followed from its start: not read
+        sent.seen.clear()
+        starts[(4, 2)] = (92, 3)
+        assert sent.has(["VotesSubmitted"], 5, 0) is False
+    sent.early_roots, looked = set(), len(asked)
+    assert sent.has(["VotesSubmitted"], 6, 0) is False and len(asked) == looked  # followed from its start: not read
 
 
 def test_a_party_that_owes_a_level_nothing_more_waits_for_the_next_to_open() -> None:
-    """Quiet (``PartyNode._owes_nothing_more``): its histograms handed to the relayer, its ballot too where the next
+    """Quiet (``Relayer.owes_nothing_more``): its histograms handed to the relayer, its ballot too where the next
     level votes, and no resolution share; never the relayer itself."""
-    node = object.__new__(PartyNode)
-    node.parties = ["0xA", "0xB", "0xC", "0xD"]
-    node.index = 2
-    node.relay = SimpleNamespace(relayer=lambda level: level % 4)
-    node.params = SimpleNamespace(depth=4, nbins=17)
-    node.settings = NodeSettings()
-    node.cfg = SimpleNamespace(trees=5, voted_trees=5)
-    node._handed = {(3, 1): 0.0}
-    node._relayed = {(3, 2)}
+    node = _node(
+        parties=["0xA", "0xB", "0xC", "0xD"],
+        index=2,
+        relay=SimpleNamespace(relayer=lambda level: level % 4),
+        params=SimpleNamespace(depth=4, nbins=17),
+        cfg=SimpleNamespace(trees=5, voted_trees=5),
+    )
+    owes_nothing_more, sent = node.relayer.owes_nothing_more, node.sent
+    sent.handed = {(3, 1): 0.0}
+    sent.relayed = {(3, 2)}
     narrow = SimpleNamespace(tree=3, level=1, open_nodes=[2, 3])  # two nodes: one resolution, the relayer's
-    assert node._owes_nothing_more(narrow)
-    node._relayed = set()
-    assert not node._owes_nothing_more(narrow)  # its ballot is still to send
-    node.cfg = SimpleNamespace(trees=5, voted_trees=3)  # tree 3 draws: no ballot
-    assert node._owes_nothing_more(narrow)
-    assert not node._owes_nothing_more(SimpleNamespace(tree=3, level=2, open_nodes=[4, 5]))  # it relays level 2
-    node._handed = {(3, 0): 0.0}
+    assert owes_nothing_more(narrow)
+    sent.relayed = set()
+    assert not owes_nothing_more(narrow)  # its ballot is still to send
+    node.session.cfg = SimpleNamespace(trees=5, voted_trees=3)  # tree 3 draws: no ballot
+    assert owes_nothing_more(narrow)
+    assert not owes_nothing_more(SimpleNamespace(tree=3, level=2, open_nodes=[4, 5]))  # it relays level 2
+    sent.handed = {(3, 0): 0.0}
     wide = SimpleNamespace(tree=3, level=0, open_nodes=list(range(1, 60)))  # runs to every party
-    node._handed[(3, 0)] = 0.0
     assert resolution_share(59, 4, 17, node.settings.resolve_batch) < 59
-    assert not node._owes_nothing_more(wide)
-    node._handed = {}
-    assert not node._owes_nothing_more(narrow)  # nothing handed
+    assert not owes_nothing_more(wide)
+    sent.handed = {}
+    assert not owes_nothing_more(narrow)  # nothing handed
 
 
 def test_the_parties_taking_part_are_those_the_step_before_accepted() -> None:
-    node = object.__new__(PartyNode)
-    node.parties = ["0xA", "0xB", "0xC"]
-    node.lock = threading.RLock()
-    node.trees = SimpleNamespace(closed={(4, 1): 0b111, (4, 2): 0b101})
-    assert node._taking_part(4, 3) == {"0xA", "0xC"}
-    assert node._taking_part(4, 2) == {"0xA", "0xB", "0xC"}
-    assert node._taking_part(0, 0) == {"0xA", "0xB", "0xC"}
+    chain = _node(parties=["0xA", "0xB", "0xC"]).chain
+    chain.trees = SimpleNamespace(closed={(4, 1): 0b111, (4, 2): 0b101})
+    assert chain.taking_part(4, 3) == {"0xA", "0xC"}
+    assert chain.taking_part(4, 2) == {"0xA", "0xB", "0xC"}
+    assert chain.taking_part(0, 0) == {"0xA", "0xB", "0xC"}
 
 
 def test_the_relayer_folds_its_resolution_only_when_it_can_size_it_and_holds_the_submissions() -> None:
-    """``_folded_resolution``: never before this party resolved a node itself (``_node_gas``), nor from other
-    submissions than the batch sends, nor for a share wider than one call; otherwise run 0 of the level, signed
-    with the next nonce, granting twice the costliest node seen per node."""
-    node = object.__new__(PartyNode)
-    node.parties = ["0xA", "0xB", "0xC", "0xD"]
-    node.address, node.task_id = "0xB", 5
-    node.params = SimpleNamespace(nbins=3, depth=4)
-    node.settings = NodeSettings()
+    """``Relayer.folded_resolution``: never before this party resolved a node itself (``Resolver.node_gas``), nor
+    from other submissions than the batch sends, nor for a share wider than one call; otherwise run 0 of the level,
+    signed with the next nonce, granting twice the costliest node seen per node."""
     made: list[tuple] = []
-    node.relay = SimpleNamespace(
+    relay = SimpleNamespace(
         request=lambda kind, tree, level, fn, args, gas: made.append((kind, fn, args[1], gas)) or SimpleNamespace(),
         keep_own=lambda: made.append(("nonce",)),
     )
+    node = _node(
+        parties=["0xA", "0xB", "0xC", "0xD"], address="0xB", task_id=5, params=SimpleNamespace(nbins=3, depth=4)
+    )
+    node.session.relay = relay
     hist = NodeHistograms((0, 1), ((1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2)), ((3, 3, 3), (3, 3, 3)))
     held = {p: [hist, hist] for p in ("0xA", "0xB", "0xC")}
-    node._held_by_party = lambda ctx: held
+    node.resolver.held_by_party = lambda ctx: held  # type: ignore[method-assign]
     ctx = SimpleNamespace(tree=2, level=1, open_nodes=[2, 3])
-    node._node_gas = 0
-    assert node._folded_resolution(ctx, {"0xA", "0xB", "0xC"}) is None and made == []
-    node._node_gas = 400_000
-    assert node._folded_resolution(ctx, {"0xA", "0xB"}) is None and made == []  # another set of submissions
-    assert node._folded_resolution(ctx, {"0xA", "0xB", "0xC"}) is not None
+    folded = node.relayer.folded_resolution
+    assert node.resolver.node_gas == 0
+    assert folded(ctx, {"0xA", "0xB", "0xC"}) is None and made == []
+    node.resolver.node_gas = 400_000
+    assert folded(ctx, {"0xA", "0xB"}) is None and made == []  # another set of submissions
+    assert folded(ctx, {"0xA", "0xB", "0xC"}) is not None
     assert made == [("resolution", "resolveNodes", [2, 3], 2 * 400_000 * 2 + 200_000), ("nonce",)]
 
 
@@ -623,47 +593,45 @@ def test_histograms_handed_over_and_not_landed_are_submitted_as_the_partys_own()
 
     assert NodeSettings().relay_patience_seconds > RELAY_TTL_SECONDS + 1  # the deadline's seconds round down
     hist = NodeHistograms((0, 1), ((1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2)), ((3, 3, 3), (3, 3, 3)))
-    node = object.__new__(PartyNode)
-    node.parties, node.address, node.task_id = ["0xA", "0xB", "0xC"], "0xB", 5
-    node.account = SimpleNamespace(address="0xB")
-    node.cfg = SimpleNamespace(quorum_num=2, quorum_den=3)
-    node.params = SimpleNamespace(nbins=3)
-    node.seconds, node.log = {}, lambda text: None
-    node._seen, node._own_submission = set(), set()
-    node.relay = SimpleNamespace()
-    node.my_histograms = lambda ctx: [hist]
-    node._collect_endorsements = lambda ctx, hists, need, deadline: (["e1", "e2"], [])
     handed: list[int] = []
     sent: list[int] = []
-    node._hand_over_histograms = lambda ctx, hists, endorsements: handed.append(ctx.level) or True
-    node.task = SimpleNamespace(
-        submit_histograms=lambda *args: sent.append(args[3]) or SimpleNamespace(gas_used=1),
+    node = _node(
+        parties=["0xA", "0xB", "0xC"],
+        address="0xB",
+        task_id=5,
+        account=SimpleNamespace(address="0xB"),
+        cfg=SimpleNamespace(quorum_num=2, quorum_den=3),
+        params=SimpleNamespace(nbins=3),
+        relay=SimpleNamespace(),
+        task=SimpleNamespace(submit_histograms=lambda *args: sent.append(args[3]) or SimpleNamespace(gas_used=1)),
+    )
+    node.levels.my_histograms = lambda ctx: [hist]  # type: ignore[method-assign]
+    node.asker.collect = lambda ctx, hists, need, deadline: (["e1", "e2"], [])  # type: ignore[method-assign]
+    node.relayer.hand_over_histograms = (  # type: ignore[method-assign]
+        lambda ctx, hists, endorsements: handed.append(ctx.level) or True
     )
     ctx = SimpleNamespace(tree=3, level=0, open_nodes=[1])
-    node._send_histograms(ctx, deadline=100)
+    node.work.send_histograms(ctx, deadline=100)
     assert (handed, sent) == ([0], [])  # handed to the relayer
-    node._own_submission.add((3, 0))
-    node._send_histograms(ctx, deadline=100)
-    assert (handed, sent) == ([0], [0]) and ("HistogramsSubmitted", 3, 0) in node._seen
+    node.sent.own_submission.add((3, 0))
+    node.work.send_histograms(ctx, deadline=100)
+    assert (handed, sent) == ([0], [0]) and ("HistogramsSubmitted", 3, 0) in node.sent.seen
 
 
 def test_each_look_at_the_chain_tells_the_relay_inbox_the_tasks_tree() -> None:
     """``step`` notes the task's tree in the relay inbox (``RelayInbox.note_tree``): a relayer whose levels a tree
     ended before still takes the next tree's requests."""
     node = _ahead_node()
-    node._fresh_from = (0, 0)
-    node.params = SimpleNamespace(depth=4)
+    node.sent.fresh_from = (0, 0)
+    node.session.params = SimpleNamespace(depth=4)
     state = TaskState("0x0", Status.TRAINING, Phase.HISTOGRAMS, 7, 2, 0b1, 0, 120, 0)
-    node.task = SimpleNamespace(state=lambda task_id: state)
-    node.task_id, node.seconds, node._announced = 1, {}, lambda: -1
-    node.log = lambda message: None
+    node.session.task = SimpleNamespace(state=lambda task_id: state)
     noted: list[int] = []
-    node.relay = SimpleNamespace(inbox=SimpleNamespace(note_tree=noted.append))
+    node.session.relay = SimpleNamespace(inbox=SimpleNamespace(note_tree=noted.append))
 
     def lagging(*args: object) -> None:
         raise ChainLag("not served yet")  # ends the look right after the state is read
 
     node.context = lagging
-    node._again = False
     assert node.step() is False
     assert noted == [7]
