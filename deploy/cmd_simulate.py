@@ -19,24 +19,30 @@ from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.parameters import parameter
 from fgbdt_chain.ledger.spec.train_params import TrainParams
-from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS, TREE_MODELS, refusal
+from fgbdt_chain.node.baselines.seed_systems import refusal
 from fgbdt_chain.node.data.loaders import DataFormatError, DataWarning, load_train_test
 from fgbdt_chain.node.model.trees import slot_widths
 from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_colluders, check_private_objective, plan
 from fgbdt_chain.node.privacy.binning import BINNING_METHODS
 from fgbdt_chain.node.protocol.shapley_cost import shapley_seconds, slow_shapley_message
-from fgbdt_chain.node.sim.experiment import (
+from fgbdt_chain.node.sim.algorithms import (
     ALGORITHMS,
-    BASELINES,
-    RANDOM_SPLIT_DEPTH,
-    RANDOM_SPLIT_TREES,
+    PROTOCOL,
+    REGISTRY,
+    SUMMARY_BASELINES,
+    algorithm,
+    budget_refusal,
+)
+from fgbdt_chain.node.sim.experiment import (
     PrepConfig,
     default_algorithm,
     default_shape,
     prepare,
+    privacy_of,
     run,
 )
-from fgbdt_chain.node.sim.fvtree import ALGORITHMS as FEDERATED_ALGORITHMS
+from fgbdt_chain.node.sim.random_split import DEFAULT_DEPTH as RANDOM_SPLIT_DEPTH
+from fgbdt_chain.node.sim.random_split import DEFAULT_TREES as RANDOM_SPLIT_TREES
 from fgbdt_chain.node.sim.random_split import TREE_FEATURES, splittable
 
 TRAIN_TREES, TRAIN_DEPTH = 20, 5
@@ -128,7 +134,8 @@ def register(sub: Any) -> None:
         "--algo",
         choices=ALGORITHMS,
         default=None,
-        help="what to train (default: fvtree; with --epsilon, randomsplit, the private model: see docs/privacy.md)",
+        help="what to train (default: fvtree; with --epsilon, randomsplit, the private model: see docs/privacy.md): "
+        + "; ".join(f"{a.name} ({a.summary})" for a in REGISTRY.values()),
     )
     parser.add_argument(
         "--tree-features",
@@ -213,7 +220,7 @@ def check_party_count(parties: int, algo: str = "fvtree") -> None:
     so the standalone and centralized LightGBM baselines take any M."""
     if parties < 1:
         raise UserError(f"--parties must be at least 1, got {parties}")
-    if algo in FEDERATED_ALGORITHMS and parties > ref.MAX_PARTIES:
+    if algorithm(algo).contributions and parties > ref.MAX_PARTIES:
         raise UserError(
             f"--parties {parties}: a federated task accepts at most {ref.MAX_PARTIES} parties (the contract's "
             f"MAX_PARTIES: exact split Shapley costs M * 2^M per split); use --parties {ref.MAX_PARTIES} or fewer "
@@ -226,7 +233,7 @@ def warn_if_slow(args: argparse.Namespace, algo: str = "fvtree") -> float:
 
     Printed before data is even read, so that a user can stop and pick a smaller run. Returns the estimate (0 for
     the LightGBM baselines, which compute no Shapley values)."""
-    if algo not in FEDERATED_ALGORITHMS:
+    if not algorithm(algo).contributions:
         return 0.0
     message = slow_shapley_message(args.parties, args.trees, args.depth)
     if message:
@@ -321,7 +328,7 @@ def note_private_releases(args: argparse.Namespace, command: str = "simulate") -
     """One stderr line before a private FV-tree task: how often each party releases its histograms and the noise
     that costs per bin, so that a user sees why the model may be poor before waiting for it (on chain, where the
     random splits do not run, before minutes of transactions)."""
-    if args.algo not in FEDERATED_ALGORITHMS or not math.isfinite(args.epsilon) or args.epsilon <= 0:
+    if algorithm(args.algo).privacy != PROTOCOL or not math.isfinite(args.epsilon) or args.epsilon <= 0:
         return
     try:
         p = plan(args.epsilon, args.dp_delta, args.trees, args.depth)
@@ -347,8 +354,10 @@ def simulate(args: argparse.Namespace) -> int:
     # before any work: M > MAX_PARTIES would enumerate 2^M coalitions per split (M = 200 grew to 23 GB)
     check_party_count(args.parties, args.algo)
     warn_if_slow(args, args.algo)
-    if args.algo in SEED_ALGORITHMS and args.epsilon != math.inf:
-        raise UserError(f"{args.algo} has no differential privacy for what it shares; leave --epsilon at inf")
+    spec = algorithm(args.algo)
+    refused = budget_refusal(args.algo, args.epsilon)
+    if refused:
+        raise UserError(f"{refused}; leave --epsilon at inf")
     if args.tree_features != "auto" and args.algo != "randomsplit":
         raise UserError(f"--tree-features is for --algo randomsplit; {args.algo} chooses its splits' features")
     if args.dp_colluders is not None:
@@ -361,8 +370,8 @@ def simulate(args: argparse.Namespace) -> int:
             check_colluders(args.parties, args.dp_colluders)
         except ValueError as exc:
             raise UserError(f"--dp-{exc}") from exc
-    if args.algo == "lightgbm-defaults" and (given_shape["trees"] or given_shape["depth"]):
-        raise UserError("--algo lightgbm-defaults trains LightGBM's own 100 rounds of 31 leaves; drop --trees/--depth")
+    if spec.own_shape and (given_shape["trees"] or given_shape["depth"]):
+        raise UserError(f"--algo {args.algo} trains {spec.own_shape}; drop --trees/--depth")
     train, test = load_data(args)
     params = training_params(args, objective_of(train.y, args.task))
     try:
@@ -376,17 +385,13 @@ def simulate(args: argparse.Namespace) -> int:
     try:
         prep = prepare(train, test, params, prep_config(args))
         # the budget calibrated for the mechanisms this algorithm runs, before any training: a refusal names why
-        if args.algo == "randomsplit":
-            prep.config.leaf_privacy(prep.params)
+        privacy_of(args.algo, prep.config, prep.params)
+        if spec.draws_edges:
             splittable(slot_widths(prep.edges))  # a data set without an edge gives random splits nothing to draw
-        elif args.algo in FEDERATED_ALGORITHMS:
-            prep.config.privacy(prep.params)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    if args.model_out and args.algo in BASELINES:
-        raise UserError(f"--model needs a federated algorithm; {args.algo} trains LightGBM boosters")
-    if args.model_out and args.algo in SEED_ALGORITHMS and args.algo not in TREE_MODELS:
-        raise UserError(f"--model needs trees on the task's bins; {args.algo} does not build them")
+    if args.model_out and spec.no_model:
+        raise UserError(spec.no_model)
     reports = []
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -410,9 +415,8 @@ def simulate(args: argparse.Namespace) -> int:
         bar.update(task, completed=params.trees)
     reports.append(report)
     if args.baselines:
-        # all rows on the federation's bins (what federating costs), then LightGBM binning the raw values itself
-        # (what the private bins cost): both always in the summary and the JSON, so neither cost hides
-        for algo in ("centralized", "lightgbm", "lightgbm-defaults"):
+        # every cost in the summary and the JSON, so that none hides (node.sim.algorithms.SUMMARY_BASELINES)
+        for algo in SUMMARY_BASELINES:
             if algo == args.algo:
                 continue
             baseline, _, _ = run(prep, algo, threads=args.threads)
@@ -429,15 +433,6 @@ def simulate(args: argparse.Namespace) -> int:
     if args.model_out and model is not None:
         model.save(args.model_out)
     return 0
-
-
-MODEL_LABELS = {
-    "centralized": "centralized (task's bins)",
-    "lightgbm": "lightgbm (own bins)",
-    "lightgbm-defaults": "lightgbm (its defaults)",
-}
-"""How the summary names the baselines: the same-bins LightGBM, the matched one on its own bins, and the one with
-all its defaults."""
 
 
 def privacy_line(privacy: dict[str, Any] | None, parties: int) -> str | None:
@@ -474,7 +469,7 @@ def print_summary(console: Console, report: dict[str, Any], reports: list[dict[s
     for r in reports:
         comm = r.get("comm_bytes_per_party_per_tree")
         table.add_row(
-            MODEL_LABELS.get(r["algo"], r["algo"]),
+            REGISTRY[r["algo"]].summary_label or r["algo"],
             f"{r[metric]:.4f}",
             f"{r['test_auc']:.4f}" if "test_auc" in r else "-",
             f"{r['train_seconds']:.2f}",

@@ -61,6 +61,7 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, dict[str, object]], ...]], ...]
             ("fgbdt_chain.node.sim.experiment.PrepConfig", {}),
             ("fgbdt_chain.node.sim.experiment.prepare", {}),
             ("fgbdt_chain.node.sim.experiment.run", {}),
+            ("fgbdt_chain.node.sim.algorithms", {"members": ["Algorithm", "Job", "Trained", "register", "algorithm"]}),
         ),
     ),
     (

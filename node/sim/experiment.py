@@ -20,8 +20,7 @@ from fgbdt_chain.ledger.spec.parameters import default
 from fgbdt_chain.ledger.spec.task_params import label_scale
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.attacks.histograms import Attack
-from fgbdt_chain.node.baselines import centralized as baselines
-from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS, SeedInputs, train_seed
+from fgbdt_chain.node.baselines.seed_systems import SeedInputs
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.data.partition import feature_skewed, skewed_partition
 from fgbdt_chain.node.model.metrics import auc, error_rate, rmse
@@ -38,26 +37,8 @@ from fgbdt_chain.node.privacy.psd import build_psd, label_levels_for, psd_budget
 from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule, estimators_for
 from fgbdt_chain.node.protocol.verify import PartyEstimator
-from fgbdt_chain.node.sim.fvtree import ALGORITHMS as FEDERATED
+from fgbdt_chain.node.sim.algorithms import LEAVES, PROTOCOL, Job, algorithm, budget_refusal
 from fgbdt_chain.node.sim.fvtree import Federation, LevelView, TrainResult, params_dict
-from fgbdt_chain.node.sim.random_split import DEFAULT_DEPTH as RANDOM_SPLIT_DEPTH
-from fgbdt_chain.node.sim.random_split import DEFAULT_TREES as RANDOM_SPLIT_TREES
-from fgbdt_chain.node.sim.random_split import train_random_split
-
-ALGORITHMS = (
-    *FEDERATED,
-    "randomsplit",
-    *SEED_ALGORITHMS,
-    "standalone",
-    "centralized",
-    "lightgbm",
-    "lightgbm-defaults",
-)
-BASELINES = ("standalone", "centralized", "lightgbm", "lightgbm-defaults")
-"""The LightGBM baselines (``node.baselines.centralized``): a party alone and all rows on the federation's bins, all
-rows with
-LightGBM's own binning of the raw values (``lightgbm``), so the cost of the private bins stays visible, and LightGBM
-with all its defaults (``lightgbm-defaults``), what a user would train instead."""
 
 
 def default_algorithm(epsilon: float) -> str:
@@ -72,20 +53,20 @@ def default_algorithm(epsilon: float) -> str:
 
 def privacy_of(algo: str, config: PrepConfig, params: TrainParams) -> PrivacyPlan | LeafPlan:
     """What an algorithm's releases spend of the budget: random splits their leaf plan, the federated algorithms
-    FV-tree's plan, and the baselines nothing (LightGBM on pooled rows adds no noise: their rows say no privacy)."""
-    if algo == "randomsplit":
+    FV-tree's plan, and the baselines nothing (LightGBM on pooled rows adds no noise: their rows say no privacy).
+    Calling it before training calibrates the budget for the mechanisms the algorithm runs: a refusal says why."""
+    spends = algorithm(algo).privacy
+    if spends == LEAVES:
         return config.leaf_privacy(params)
-    if algo in FEDERATED:
+    if spends == PROTOCOL:
         return config.privacy(params)
     return NO_PRIVACY
 
 
 def default_shape(algo: str) -> tuple[int, int]:
-    """The trees and depth of an algorithm's task when the user sets none: random-split trees their own
-    (``node.sim.random_split.DEFAULT_TREES``), every other algorithm ``TrainParams``'s."""
-    if algo == "randomsplit":
-        return RANDOM_SPLIT_TREES, RANDOM_SPLIT_DEPTH
-    return TrainParams.trees, TrainParams.depth
+    """The trees and depth of an algorithm's task when the user sets none: its registered shape (random-split trees:
+    ``node.sim.random_split.DEFAULT_TREES``), else ``TrainParams``'s."""
+    return algorithm(algo).shape or (TrainParams.trees, TrainParams.depth)
 
 
 @dataclass(frozen=True)
@@ -354,6 +335,8 @@ def evaluate(params: TrainParams, y: np.ndarray, pred: np.ndarray) -> dict[str, 
 
 def standalone_errors(prep: Prepared, threads: int = 1) -> list[dict[str, float]]:
     """LightGBM on each party's rows alone, evaluated on the common test set."""
+    from fgbdt_chain.node.baselines import centralized as baselines  # LightGBM: loaded by the runs that train it
+
     out = []
     for slots, y in zip(prep.party_slots(), prep.party_y(), strict=True):
         booster = baselines.train_lightgbm(slots, y, prep.params, threads=threads, seed=prep.config.seed)
@@ -432,13 +415,13 @@ def federation(
     (with every verifier's view of every party) and the attacks; ready to ``train`` (in parts, if wanted). The
     parties' work runs on ``threads`` threads (default: every core; ``node.kernels.parallel``)."""
     rule = prep.config.endorsement(prep.params)
-    weights = prep.weights() if algo == "fvtree" or rule is not None else None
+    weights = prep.weights() if publishes_psds(algo, rule) else None
     fed = Federation(
         prep.party_slots(),
         prep.party_y(),
         prep.params.fitted(prep.edges),
         algo=algo,
-        party_weights=weights if algo == "fvtree" else None,
+        party_weights=weights if algorithm(algo).psd_weights else None,
         keep_levels=keep_levels,
         endorsement=rule,
         estimators=prep.estimators() if rule is not None else None,
@@ -451,6 +434,12 @@ def federation(
     )
     fed.level_observer = observer
     return fed
+
+
+def publishes_psds(algo: str, rule: EndorsementRule | None) -> bool:
+    """Whether the parties of a federated run publish their PSDs: FV-tree weights its rows by them, and verifiers
+    (``rule``) weight what they expect of every party by them."""
+    return algorithm(algo).psd_weights or rule is not None
 
 
 def endorsement_report(result: TrainResult, attacks: dict[int, Attack] | None) -> dict[str, Any]:
@@ -479,10 +468,13 @@ def run(
 ) -> tuple[dict[str, Any], Model | None, TrainResult | None]:
     """Train ``algo`` on the prepared federation; returns the JSON report, the model and the protocol record.
 
-    ``attacks`` makes parties greedy (``node.attacks.histograms``); ``observer`` sees every level (``LevelView``)."""
-    if algo not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
+    ``attacks`` makes parties greedy (``node.attacks.histograms``); ``observer`` sees every level (``LevelView``).
+    What ``algo`` trains and adds to the report is its trainer's (``node.sim.algorithms``)."""
+    spec = algorithm(algo)
     p, c = prep.params, prep.config
+    refused = budget_refusal(algo, c.epsilon)
+    if refused:
+        raise ValueError(f"{refused}; run it with epsilon inf")
     privacy = privacy_of(algo, c, p)
     report: dict[str, Any] = {
         "algo": algo,
@@ -512,81 +504,21 @@ def run(
         "test_rows": prep.test.n_rows,
         "features": prep.train.n_features,
     }
-    model: Model | None = None
-    result: TrainResult | None = None
-    standalone = standalone_errors(prep, threads) if (with_standalone or algo == "standalone") else None
-    start = time.perf_counter()
-    if algo == "centralized":
-        booster = baselines.train_lightgbm(prep.train_slots, prep.train.y, p, threads=threads, seed=c.seed)
-        train_seconds = time.perf_counter() - start
-        report.update(evaluate(p, prep.test.y, baselines.predict_lightgbm(booster, prep.test_slots, p)))
-    elif algo in baselines.RAW_BASELINES:
-        own = algo == "lightgbm-defaults"
-        lp = baselines.RAW_BASELINES[algo](p, threads=threads, seed=c.seed)
-        booster = baselines.raw_booster(prep.train.X, prep.train.y, lp, None if own else p.trees)
-        train_seconds = time.perf_counter() - start
-        report.update(evaluate(p, prep.test.y, np.asarray(booster.predict(prep.test.X), dtype=np.float64)))
-        report["lightgbm_params"] = lp
-        if own:  # what it trained, not the task's shape: its own rounds, leaf-wise trees with no depth limit
-            report["trees"], report["depth"] = booster.num_trees(), None
-    elif algo == "randomsplit":
-        assert isinstance(privacy, LeafPlan)  # privacy_of: random splits spend a leaf plan, already in the report
-        lam = p.lam if prep.lam_given is None else prep.lam_given
-        start = time.perf_counter()
-        rs = train_random_split(
-            prep.party_slots(),
-            prep.party_y(),
-            dataclasses.replace(p, lam=lam),
-            slot_widths(prep.edges),
-            privacy,
-            c.seed,
-            c.tree_features,
-            noise_seed=c.noise_seed,
-            progress=progress,
-        )
-        train_seconds = time.perf_counter() - start
-        model = make_model(prep, rs.trees, algo)
-        if prep.test.n_rows:
-            report.update(evaluate(p, prep.test.y, model.predict(prep.test.X)))
-        report["params"]["lam"] = rs.lam
-        report["params"]["tree_features"] = rs.tree_features
-        report["comm_bytes_per_party_per_tree"] = [rs.comm_bytes_per_party_per_tree] * c.parties
-    elif algo in SEED_ALGORITHMS:
-        if c.epsilon != math.inf:
-            raise ValueError(f"{algo} has no differential privacy for what it shares; run it with epsilon inf")
-        inputs = seed_inputs(prep, threads)
-        start = time.perf_counter()
-        seed_run = train_seed(algo, inputs)
-        train_seconds = time.perf_counter() - start
-        if prep.test.n_rows:
-            report.update(evaluate(p, prep.test.y, seed_run.test_pred))
-        if seed_run.trees is not None:
-            model = make_model(prep, seed_run.trees, algo)
-        report["comm_bytes_per_party_per_tree"] = [float(b) for b in seed_run.comm_bytes_per_party_per_tree]
-        report["comm_formula"] = seed_run.comm_formula
-        report["details"] = seed_run.details
-    elif algo == "standalone":
-        assert standalone is not None
-        train_seconds = 0.0
-        for key in standalone[0]:
-            report[key] = float(np.mean([s[key] for s in standalone]))
-    else:
-        fed = federation(prep, algo, keep_levels=keep_levels, attacks=attacks, observer=observer)
-        start = time.perf_counter()
-        result = fed.train(progress)
-        train_seconds = time.perf_counter() - start
-        model = make_model(prep, result, algo)
-        if prep.test.n_rows:  # the Python API's train may have no test rows
-            report.update(evaluate(p, prep.test.y, model.predict(prep.test.X)))
-        report["contributions"] = contributions_report(result)
-        report["endorsement"] = endorsement_report(result, attacks)
-        setup = list(prep.sketch_bytes or [0] * c.parties)
-        if prep.psd_bytes is not None and (algo == "fvtree" or fed.endorsement is not None):  # PSDs published
-            setup = [s + b for s, b in zip(setup, prep.psd_bytes, strict=True)]
-        report["comm_bytes_per_party"] = [int(x) for x in result.comm_bytes]
-        report["comm_bytes_per_party_per_tree"] = [float(x) for x in result.comm_bytes_per_tree]
-        report["setup_bytes_per_party"] = setup
-    report["train_seconds"] = train_seconds
+    job = Job(
+        prep,
+        algo,
+        report,
+        privacy,
+        standalone_errors(prep, threads) if with_standalone else None,
+        progress,
+        threads,
+        keep_levels,
+        attacks,
+        observer,
+    )
+    trained = spec.train(job)
+    standalone = job.standalone
+    report["train_seconds"] = trained.seconds
     report["prep_seconds"] = prep.prep_seconds
     report["per_party"] = [
         {
@@ -597,4 +529,4 @@ def run(
         }
         for i, idx in enumerate(prep.parts)
     ]
-    return report, model, result
+    return report, trained.model, trained.result

@@ -13,7 +13,8 @@ import pytest
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS, TREE_MODELS, train_seed
 from fgbdt_chain.node.data.loaders import Dataset
-from fgbdt_chain.node.sim.experiment import ALGORITHMS, PrepConfig, evaluate, prepare, run, seed_inputs
+from fgbdt_chain.node.sim.algorithms import ALGORITHMS
+from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run, seed_inputs
 
 
 def _data(task: str, rows: int = 2_400, seed: int = 5) -> tuple[Dataset, Dataset]:
