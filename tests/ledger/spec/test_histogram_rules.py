@@ -12,7 +12,7 @@ from fgbdt_chain.ledger.spec.histogram_rules import ROW_SLACK, HistogramRuleErro
 from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
 from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, RowGroups
 from fgbdt_chain.node.model.objective import gradients
-from fgbdt_chain.node.sim.fvtree import messages_of
+from fgbdt_chain.node.protocol.local_party import messages_of
 
 
 def _honest_levels(

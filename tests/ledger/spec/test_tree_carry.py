@@ -17,8 +17,9 @@ from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels.histogram import FixedRows
 from fgbdt_chain.node.model.objective import gradients
+from fgbdt_chain.node.protocol.local_party import messages_of
 from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, federation, prepare
-from fgbdt_chain.node.sim.fvtree import Federation, LevelView, messages_of
+from fgbdt_chain.node.sim.fvtree import Federation, LevelView
 
 
 def _exact(values: np.ndarray) -> list[int]:

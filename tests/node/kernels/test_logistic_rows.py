@@ -11,7 +11,8 @@ import pytest
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.kernels.histogram import BinnedRows
 from fgbdt_chain.node.kernels.party_kernels import FIXED_FIELDS, PartyKernels
-from fgbdt_chain.node.sim.fvtree import Federation, LocalParty
+from fgbdt_chain.node.protocol.local_party import LocalParty
+from fgbdt_chain.node.sim.fvtree import Federation
 
 
 def _parties(rng: np.random.Generator, sizes: list[int], weights: bool) -> list[LocalParty]:

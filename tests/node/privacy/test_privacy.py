@@ -26,8 +26,8 @@ from fgbdt_chain.node.privacy.accountant import (
     plan,
     secret_noise_seed,
 )
+from fgbdt_chain.node.protocol.local_party import LocalParty, messages_of
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
-from fgbdt_chain.node.sim.fvtree import LocalParty, messages_of
 
 
 @pytest.mark.parametrize(("epsilon", "trees", "depth"), [(0.5, 20, 3), (1.0, 50, 6), (8.0, 500, 8)])

@@ -12,6 +12,7 @@ from fgbdt_chain.ledger.spec.reference import ONE
 from fgbdt_chain.node.kernels import limbs
 from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
 from fgbdt_chain.node.kernels.limbs import LIMB
+from fgbdt_chain.node.protocol.local_party import messages_of
 from fgbdt_chain.node.protocol.resolve import (
     FixedLevel,
     _contenders,
@@ -24,7 +25,6 @@ from fgbdt_chain.node.protocol.resolve import (
     tree_end,
 )
 from fgbdt_chain.node.protocol.resolved_level import Inherited, ResolvedLevel
-from fgbdt_chain.node.sim.fvtree import messages_of
 
 
 def _fixed(g: np.ndarray, h: np.ndarray, n: np.ndarray) -> FixedSums:
