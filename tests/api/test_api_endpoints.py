@@ -28,6 +28,7 @@ from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
 from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
+from fgbdt_chain.node.sim.experiment import PrepConfig
 
 pytestmark = pytest.mark.chain
 
@@ -436,9 +437,7 @@ def test_the_same_parameters_give_the_same_config_on_chain_through_the_api_and_t
     setup = ChainSetup(
         rpc="", contract=task.address, requester=chain.new_account(10**21), workdir=Path("."), refusal_rate=3e-7
     )
-    prep = SimpleNamespace(
-        params=params, config=SimpleNamespace(parties=3, epsilon=math.inf, dp_delta=1e-5), label_range=(0.0, 1.0)
-    )
+    prep = SimpleNamespace(params=params, config=PrepConfig(parties=3), label_range=(0.0, 1.0))
     cli = task_config(prep, setup)  # type: ignore[arg-type]  # the fields task_config reads
     tid_cli, _ = task.create_task(setup.requester, cli, [0, 0], [ONE, ONE])
     parameters = request_parameters(TaskParameters.of(cli)).model_dump()
