@@ -274,6 +274,27 @@ def test_the_quorum_is_one_rule() -> None:
         quorum_fraction=(1, 1),
     )
     assert fed.quorum == 3
+    inline = re.compile(r"quorum_?[Dd]en\W*\s*-\s*1|\(\s*2\s*\*\s*\(\w+\s*-\s*1\)")  # a ceiling written out again
+    written = [
+        str(path.relative_to(ROOT))
+        for folder in ("node", "ledger", "api", "deploy")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if inline.search(path.read_text())
+    ]
+    assert written == []
+
+
+def test_nothing_reads_the_parameters_through_the_simulator() -> None:
+    """``TrainParams`` and the default shape live in the specification; the party node, the baselines, the command
+    line and the benchmarks import them from there, not from ``node.sim.fvtree``."""
+    moved = ("TrainParams", "task_voted_trees", "DEFAULT_TREES", "DEFAULT_DEPTH", "PAPER_TREES", "PAPER_DEPTH")
+    importers = []
+    for folder in ("node", "ledger", "api", "deploy", "bench", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "fgbdt_chain.node.sim.fvtree":
+                    importers += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names if a.name in moved]
+    assert importers == []
 
 
 def test_the_docs_table_lists_every_parameter_with_its_default() -> None:
