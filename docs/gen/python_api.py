@@ -42,8 +42,8 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, dict[str, object]], ...]], ...]
         ),
     ),
     (
-        "Simulator: algorithms and parties",
-        "An algorithm is a name in `ALGORITHMS` that `Federation` knows how to train; `LocalParty` is one party's "
+        "Simulator: the protocol and its parties",
+        "A variant of the protocol is a name in `ALGORITHMS` that `Federation` trains; `LocalParty` is one party's "
         "side of a level (histograms, votes), the same in the simulator and the party node; `TrainParams` holds "
         "what a run trains with. See the [development guide](../development.md#adding-an-algorithm).",
         (
@@ -51,6 +51,17 @@ SECTIONS: tuple[tuple[str, str, tuple[tuple[str, dict[str, object]], ...]], ...]
             ("fgbdt_chain.ledger.spec.train_params.TrainParams", {}),
             ("fgbdt_chain.node.protocol.local_party.LocalParty", {}),
             ("fgbdt_chain.node.sim.fvtree.Federation", {}),
+        ),
+    ),
+    (
+        "Algorithms",
+        "Every algorithm the simulator trains is registered here, with its trainer and what it needs and reports; "
+        "`fgbdt simulate --algo` and `node.sim.experiment.run` read the registry.",
+        (
+            ("fgbdt_chain.node.sim.algorithms.Algorithm", {}),
+            ("fgbdt_chain.node.sim.algorithms.register", {}),
+            ("fgbdt_chain.node.sim.algorithms.Job", {}),
+            ("fgbdt_chain.node.sim.algorithms.Trained", {}),
         ),
     ),
     (
