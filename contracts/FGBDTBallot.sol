@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {popcount} from "./FGBDTBits.sol";
+
 /// @title FGBDTBallotLib
 /// @notice A party's ballot of a level: one vote per open node in increasing id, packed 2 bytes each (feature + 1,
 ///         0 abstains), as `FGBDTMathLib.levelTop2` reads ballots; and a ballot sent ahead, while the level before
@@ -15,6 +17,8 @@ library FGBDTBallotLib {
     }
 
     /// @notice A vote is neither -1 (abstain) nor a feature index.
+    /// @param index The vote's position.
+    /// @param vote The vote.
     error InvalidVote(uint256 index, int256 vote);
 
     /// @notice Store `votes` (a feature index or -1 each) as a packed ballot.
@@ -49,9 +53,7 @@ library FGBDTBallotLib {
         returns (bool taken)
     {
         bytes memory sent = ahead.packed;
-        uint256 parents;
-        for (uint256 b = previous; b != 0; b >>= 1) parents += b & 1;
-        if (sent.length != (previous == 0 ? 2 : 4 * parents)) return false;
+        if (sent.length != (previous == 0 ? 2 : 4 * popcount(previous))) return false;
         ballot.packed = aheadBallot(sent, previous, mask, level);
         return true;
     }
@@ -68,9 +70,7 @@ library FGBDTBallotLib {
     {
         if (level == 0) return ahead;
         uint256 parents = 1 << (level - 1);
-        uint256 k;
-        for (uint256 b = 0; b < 2 * parents; ++b) if ((mask >> b) & 1 == 1) ++k;
-        ballot = new bytes(2 * k);
+        ballot = new bytes(2 * popcount(mask));
         uint256 i;
         uint256 o;
         for (uint256 b = 0; b < parents; ++b) {

@@ -2,13 +2,20 @@
 pragma solidity ^0.8.24;
 
 import {ERC2771Context} from "@openzeppelin/contracts/metatx/ERC2771Context.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
+import {popcount} from "./FGBDTBits.sol";
 import {FGBDTBallotLib} from "./FGBDTBallot.sol";
-import {Member, Membership, FGBDTPayoutLib} from "./FGBDTMember.sol";
-import {FGBDTMathLib} from "./FGBDTMath.sol";
 import {FGBDTCommitLib} from "./FGBDTCommit.sol";
 import {FGBDTConfigLib} from "./FGBDTConfig.sol";
 import {FGBDTEndorseLib} from "./FGBDTEndorse.sol";
+import {IFGBDTEvents} from "./FGBDTEvents.sol";
+import {FGBDTMathLib} from "./FGBDTMath.sol";
+import {Member, Membership} from "./FGBDTMember.sol";
+import {FGBDTPayoutLib} from "./FGBDTPayout.sol";
+import {FGBDTResolveLib} from "./FGBDTResolve.sol";
 import {FGBDTRulesLib} from "./FGBDTRules.sol";
+import {Status, Phase, Task, Node, nodeOf, openNode, drawn} from "./FGBDTTask.sol";
 
 /// @title FGBDTChain
 /// @notice Federated gradient-boosted trees with on-chain fairness. A requester opens a task with a reward, approves
@@ -23,90 +30,20 @@ import {FGBDTRulesLib} from "./FGBDTRules.sol";
 ///      2i and 2i+1); level l holds nodes 2^l .. 2^(l+1)-1, tracked as a bitmask (depth is at most 8).
 ///      Callers are identified by `_msgSender()` (ERC-2771): a direct transaction's sender, or the signer of a
 ///      request relayed by the trusted forwarder (OpenZeppelin's `ERC2771Forwarder`, used by the REST API).
-contract FGBDTChain is ERC2771Context {
-    // ------------------------------------------------------------------ types
-
-    /// @notice Lifecycle of a task.
-    enum Status {
-        None,
-        Open,
-        Training,
-        Completed,
-        Cancelled
-    }
-
-    /// @notice Step of the current tree level.
-    enum Phase {
-        Voting,
-        Histograms,
-        Resolving
-    }
-
-    /// @notice Mutable state of a task.
-    struct Task {
-        address requester;
-        Status status;
-        Phase phase;
-        uint16 numFeatures;
-        uint16 tree;
-        uint8 level;
-        uint32 step;
-        uint16 voteCount;
-        uint16 histCount;
-        uint16 histMask;
-        uint16 declineCount;
-        uint16 activeCount;
-        uint16 slots;
-        uint64 joinDeadline;
-        uint64 stepDeadline;
-        uint256 openMask;
-        uint256 nextMask;
-        uint256 resolvedMask;
-        uint256 reward;
-        bytes32 schemaHash;
-        bytes32 binEdgesHash;
-        FGBDTConfigLib.Config cfg;
-        address[] parties;
-    }
-
-    /// @notice One node of a tree: candidates, totals (from its parent's split) and result.
-    /// @dev kind: 0 unknown, 1 open, 2 split, 3 leaf. `value` is the gain of a split node or the value of a leaf.
-    ///      `tree` is the tree the record belongs to: records are kept for the current and the previous tree only
-    ///      (slots by tree parity, every field written when the node opens), so the state does not grow with the
-    ///      model; earlier trees are in the events (`CandidatesFixed`, `NodeSplit`, `LeafSet`).
-    struct Node {
-        uint8 kind;
-        uint16 cand0;
-        uint16 cand1;
-        uint16 feature;
-        uint16 threshold;
-        uint16 tree;
-        int256 g;
-        int256 h;
-        int256 n;
-        int256 value;
-    }
-
-    /// @dev Everything one node resolution needs, kept in memory to stay clear of stack limits.
-    struct Resolution {
-        uint256 taskId;
-        uint256 node;
-        uint256 nbins;
-        uint256 width;
-        uint256 rank;
-        address[] subs;
-        int256[] aggG;
-        int256[] aggH;
-        int256[] aggN;
-    }
-
+///      Endorsements are EIP-712 typed data under this contract's domain (OpenZeppelin's `EIP712`, published by
+///      `eip712Domain()`, ERC-5267), recovered by OpenZeppelin's `ECDSA` (`FGBDTEndorseLib`).
+///      One concern per file: the records (`FGBDTTask.sol`, `FGBDTMember.sol`), the events and errors
+///      (`IFGBDTEvents`), and the linked libraries this contract calls by DELEGATECALL, which keep it under EIP-170's
+///      24,576 bytes: a node's resolution (`FGBDTResolveLib`), the payouts (`FGBDTPayoutLib`), the ballots
+///      (`FGBDTBallotLib`), the histogram rules (`FGBDTRulesLib`), the commitments (`FGBDTCommitLib`), the
+///      endorsements (`FGBDTEndorseLib`), the config check (`FGBDTConfigLib`) and the math (`FGBDTMathLib`).
+contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     // ------------------------------------------------------------------ constants
 
     /// @notice Upper bound on approved parties (exact Shapley cost is M * 2^M).
     uint256 public constant MAX_PARTIES = FGBDTConfigLib.MAX_PARTIES;
     /// @notice Upper bound on tree depth (a level's open nodes fit one 256-bit mask).
     uint256 public constant MAX_DEPTH = FGBDTConfigLib.MAX_DEPTH;
-    int256 private constant ONE = 1e18;
     /// @dev The bin edges' magic and format version (`ledger/spec/edges.py`): "FGBE", 2.
     bytes5 private constant EDGES_V2 = 0x4647424502;
 
@@ -126,127 +63,17 @@ contract FGBDTChain is ERC2771Context {
     mapping(uint256 => mapping(address => mapping(uint256 => bytes32))) private _committed;
     /// @notice Wei each address can withdraw from each task.
     mapping(uint256 => mapping(address => uint256)) public owed;
-    uint256 private _lock = 1;
-
-    // ------------------------------------------------------------------ errors
-
-    error UnknownTask(uint256 taskId);
-    error NotRequester(uint256 taskId, address caller);
-    error WrongStatus(uint256 taskId, Status actual);
-    error WrongPhase(uint256 taskId, Phase actual);
-    error JoinWindowClosed(uint256 taskId, uint64 deadline);
-    error AlreadyJoined(uint256 taskId, address party);
-    error NotPending(uint256 taskId, address party);
-    error PartyLimitReached(uint256 taskId, uint256 maxParties);
-    error NotEnoughParties(uint256 taskId, uint256 approved, uint256 required);
-    error NotMember(uint256 taskId, address caller);
-    error NotApproved(uint256 taskId, address caller);
-    error WrongStep(uint256 taskId, uint256 tree, uint256 level);
-    error AlreadyVoted(uint256 taskId, address party);
-    error DidNotVote(uint256 taskId, address party);
-    error AlreadySubmitted(uint256 taskId, address party);
-    error LengthMismatch(uint256 expected, uint256 actual);
-    // raised by FGBDTBallotLib.store (same selector): declared here so that the contract's ABI decodes it
-    error InvalidVote(uint256 index, int256 vote);
-    error StepDeadlinePassed(uint256 taskId, uint64 deadline);
-    error StepStillOpen(uint256 taskId, uint64 deadline);
-    error EndorserNotMember(address signer);
-    error SelfEndorsement(address signer);
-    error DuplicateEndorsement(address signer);
-    error InsufficientEndorsements(uint256 valid, uint256 required);
-    error NodeNotOpen(uint256 taskId, uint256 node);
-    error NothingToWithdraw(uint256 taskId, address account);
-    error TransferFailed(address to, uint256 amount);
-    error Reentrancy();
-    error BinEdgesMismatch(uint256 taskId, bytes32 expected, bytes32 got);
-    error Excluded(uint256 taskId, address party);
-
-    // ------------------------------------------------------------------ events
-
-    event TaskCreated(
-        uint256 indexed taskId,
-        address indexed requester,
-        uint256 reward,
-        FGBDTConfigLib.Config cfg,
-        int256[] featureMin,
-        int256[] featureMax,
-        bytes32 binEdgesHash
-    );
-    event JoinRequested(uint256 indexed taskId, address indexed party, bytes32 psdHash, bytes psd, string endpoint);
-    event PartyApproved(uint256 indexed taskId, address indexed party, uint256 index);
-    event PartyRefused(uint256 indexed taskId, address indexed party);
-    event TaskFunded(uint256 indexed taskId, address indexed funder, uint256 amount, uint256 reward);
-    event TaskCancelled(uint256 indexed taskId, uint256 refund);
-    event TrainingStarted(uint256 indexed taskId, address[] parties);
-    event BinEdgesFixed(uint256 indexed taskId, bytes32 binEdgesHash, bytes binEdges);
-    event LevelStarted(uint256 indexed taskId, uint256 tree, uint256 level, uint256 openMask, uint64 deadline);
-    event VotesSubmitted(uint256 indexed taskId, uint256 tree, uint256 level, address indexed party, int256[] votes);
-    event CandidatesFixed(uint256 indexed taskId, uint256 tree, uint256 node, uint256 first, uint256 second);
-    event VotingClosed(uint256 indexed taskId, uint256 tree, uint256 level, uint256 voters, uint64 deadline);
-    event HistogramsSubmitted(
-        uint256 indexed taskId,
-        uint256 tree,
-        uint256 level,
-        address indexed party,
-        bytes32 root,
-        uint256 endorsements,
-        uint256[3] credit,
-        int256[] data
-    );
-    event HistogramsCommitted(
-        uint256 indexed taskId,
-        uint256 tree,
-        uint256 level,
-        address indexed party,
-        uint256 first,
-        int256[] data
-    );
-    event HistogramsDeclined(uint256 indexed taskId, uint256 tree, uint256 level, address indexed party);
-    /// @dev `submitterMask`: bit p set when `parties[p]`'s histograms are in, so that a party can tell exactly
-    ///      which submissions the level resolves (`submitters` of them).
-    event HistogramsClosed(
-        uint256 indexed taskId, uint256 tree, uint256 level, uint256 submitters, uint256 submitterMask
-    );
-    event NodeSplit(
-        uint256 indexed taskId,
-        uint256 tree,
-        uint256 node,
-        uint256 feature,
-        uint256 threshold,
-        int256 gain,
-        int256[6] sides
-    );
-    event LeafSet(uint256 indexed taskId, uint256 tree, uint256 node, int256 value);
-    event ContributionsAdded(
-        uint256 indexed taskId,
-        uint256 tree,
-        uint256 node,
-        address[] parties,
-        int256[] phi,
-        int256[] kappa,
-        int256[] contribution
-    );
-    event TaskCompleted(uint256 indexed taskId, int256 positiveTotal);
-    event RewardAssigned(uint256 indexed taskId, address indexed account, uint256 amount);
-    /// @notice A party that left the task before its last step (refused, declined or silent once) is not paid: its
-    ///         pro-rata amount goes back to the requester, so that getting oneself refused never pays.
-    event RewardForfeited(uint256 indexed taskId, address indexed party, uint256 amount);
-    event Withdrawn(uint256 indexed taskId, address indexed account, uint256 amount);
-
-    // ------------------------------------------------------------------ modifiers
-
-    modifier nonReentrant() {
-        if (_lock != 1) revert Reentrancy();
-        _lock = 2;
-        _;
-        _lock = 1;
-    }
 
     // ------------------------------------------------------------------ construction
 
+    /// @notice Deploy the task contract: it trusts `trustedForwarder`'s relayed requests, and its EIP-712 domain
+    ///         (name `FGBDTChain`, version `1`, this chain and address) signs the endorsements.
     /// @param trustedForwarder The ERC-2771 forwarder whose relayed requests act for their signer (the API relays
     ///        requests signed by the caller's key through it; direct transactions keep working as before).
-    constructor(address trustedForwarder) ERC2771Context(trustedForwarder) {}
+    constructor(address trustedForwarder)
+        ERC2771Context(trustedForwarder)
+        EIP712(FGBDTEndorseLib.DOMAIN_NAME, FGBDTEndorseLib.DOMAIN_VERSION)
+    {}
 
     // ------------------------------------------------------------------ task lifecycle
 
@@ -399,12 +226,12 @@ contract FGBDTChain is ERC2771Context {
         Task storage t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
         Member storage m = _approved(taskId);
-        uint256 k = _popcount(t.openMask);
+        uint256 k = popcount(t.openMask);
         bool root = level == 0 && tree == uint256(t.tree) + 1;
         bool ahead = t.phase == Phase.Resolving && (root || (tree == t.tree && level == uint256(t.level) + 1));
         if (ahead) {
             // the level must vote: within the depth and the trees, in a tree that does not draw its candidates
-            if (root ? tree >= t.cfg.votedTrees || tree >= t.cfg.trees : level >= t.cfg.depth || _drawn(t)) {
+            if (root ? tree >= t.cfg.votedTrees || tree >= t.cfg.trees : level >= t.cfg.depth || drawn(t)) {
                 revert WrongPhase(taskId, t.phase);
             }
             // taking part in the next step: the resolving step accepted its histograms
@@ -492,9 +319,10 @@ contract FGBDTChain is ERC2771Context {
     ///      from the first node not committed by `commitHistograms` at this step. First the exact rules
     ///      (`FGBDTRulesLib`): every node's candidate totals and bin bounds, then, below a tree's root, every pair of
     ///      siblings' totals against this party's own side sums at their parent. The commitment is
-    ///      `FGBDTCommitLib.root` over every open node's hash. Each endorsement's signature is 65-byte (r, s, v)
-    ///      over the EIP-191 hash of `FGBDTEndorseLib.digest(taskId, tree, level, party, root, credits)`; at a tree's
-    ///      root the smallest credits attested become the party's credit for the tree.
+    ///      `FGBDTCommitLib.root` over every open node's hash. Each endorsement's signature is a 65-byte (r, s, v)
+    ///      EIP-712 signature of the typed `Endorsement` (task, tree, level, party, root, credits) under this
+    ///      contract's domain (`eip712Domain()`; `FGBDTEndorseLib.digest`); at a tree's root the smallest credits
+    ///      attested become the party's credit for the tree.
     /// @param taskId The task.
     /// @param tree Current tree.
     /// @param level Current level.
@@ -541,7 +369,7 @@ contract FGBDTChain is ERC2771Context {
 
     /// @dev Whether every voter (with drawn candidates: every party taking part) submitted or declined.
     function _histogramsComplete(Task storage t) private view returns (bool) {
-        return t.histCount + t.declineCount == (_drawn(t) ? t.activeCount : t.voteCount);
+        return t.histCount + t.declineCount == (drawn(t) ? t.activeCount : t.voteCount);
     }
 
     function _closeHistograms(uint256 taskId, Task storage t) private {
@@ -567,7 +395,7 @@ contract FGBDTChain is ERC2771Context {
         bytes32[] calldata proofs
     ) external {
         Task storage t = _taskInPhase(taskId, Phase.Resolving);
-        _resolveOne(taskId, t, node, g, h, n, proofs);
+        _resolveAt(taskId, t, node, g, h, n, proofs);
         if (t.resolvedMask == t.openMask) _advance(taskId, t);
     }
 
@@ -600,7 +428,7 @@ contract FGBDTChain is ERC2771Context {
         if (h.length != g.length) revert LengthMismatch(g.length, h.length);
         if (n.length != g.length) revert LengthMismatch(g.length, n.length);
         for (uint256 i = 0; i < k; ++i) {
-            _resolveOne(
+            _resolveAt(
                 taskId,
                 t,
                 nodes[i],
@@ -613,9 +441,24 @@ contract FGBDTChain is ERC2771Context {
         if (t.resolvedMask == t.openMask) _advance(taskId, t);
     }
 
+    /// @dev One node's resolution (`FGBDTResolveLib.resolve`) in the task's storage.
+    function _resolveAt(
+        uint256 taskId,
+        Task storage t,
+        uint256 node,
+        int256[] calldata g,
+        int256[] calldata h,
+        int256[] calldata n,
+        bytes32[] calldata proofs
+    ) private {
+        FGBDTResolveLib.resolve(t, _members[taskId], _nodes[taskId], _sides[taskId], taskId, node, g, h, n, proofs);
+    }
+
     // ------------------------------------------------------------------ rewards
 
-    /// @notice Withdraw everything owed to the caller by a task (pull payment, reentrancy-guarded).
+    /// @notice Withdraw everything owed to the caller by a task (pull payment; checks, effects, then the transfer,
+    ///         under OpenZeppelin's storage `ReentrancyGuard`: a re-entering call reverts
+    ///         `ReentrancyGuardReentrantCall`).
     /// @param taskId The task.
     function withdraw(uint256 taskId) external nonReentrant {
         uint256 amount = owed[taskId][_msgSender()];
@@ -695,13 +538,8 @@ contract FGBDTChain is ERC2771Context {
     /// @param node Heap id of the node (root 1, children 2i and 2i + 1).
     /// @return nd The node record.
     function getNode(uint256 taskId, uint256 tree, uint256 node) external view returns (Node memory nd) {
-        Node storage stored = _node(taskId, tree, node);
+        Node storage stored = nodeOf(_nodes[taskId], tree, node);
         if (stored.tree == tree) nd = stored;
-    }
-
-    /// @dev The storage slot of a node of `tree`: shared with tree - 2 (see `Node.tree`).
-    function _node(uint256 taskId, uint256 tree, uint256 node) private view returns (Node storage) {
-        return _nodes[taskId][tree & 1][node];
     }
 
     // ------------------------------------------------------------------ internals
@@ -740,17 +578,10 @@ contract FGBDTChain is ERC2771Context {
         return t.step == 1 || m.histStep == t.step - 1;
     }
 
-    /// @dev Whether the current tree draws its candidates instead of voting: trees from `Config.votedTrees` on.
-    ///      Each vote pulls the model towards the voter's own rows, so an honest party's sums drift away from what
-    ///      its verifiers expect as voted trees accumulate; drawn candidates, fixed by a public seed, add no pull.
-    function _drawn(Task storage t) private view returns (bool) {
-        return t.tree >= t.cfg.votedTrees;
-    }
-
     /// @dev Who may send histograms: a voter of the step, or with drawn candidates (no vote round) every party
     ///      taking part in it.
     function _checkTakesPart(uint256 taskId, Task storage t, Member storage m) private view {
-        if (_drawn(t)) {
+        if (drawn(t)) {
             if (!_active(t, m)) revert Excluded(taskId, _msgSender());
         } else if (m.votedStep != t.step) {
             revert DidNotVote(taskId, _msgSender());
@@ -762,51 +593,6 @@ contract FGBDTChain is ERC2771Context {
         t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
         if (t.phase != phase) revert WrongPhase(taskId, t.phase);
-    }
-
-    /// @dev One node's resolution: marks it resolved first (effects before the long computation; a revert undoes
-    ///      all), checks the replayed histograms against every submitter's commitment, then splits or sets a leaf.
-    function _resolveOne(
-        uint256 taskId,
-        Task storage t,
-        uint256 node,
-        int256[] calldata g,
-        int256[] calldata h,
-        int256[] calldata n,
-        bytes32[] calldata proofs
-    ) private {
-        Resolution memory r;
-        r.taskId = taskId;
-        r.node = node;
-        {
-            uint256 base = 1 << t.level;
-            if (node < base || node >= 2 * base) revert NodeNotOpen(taskId, node);
-            uint256 bit = 1 << (node - base);
-            if (t.openMask & bit == 0 || t.resolvedMask & bit != 0) revert NodeNotOpen(taskId, node);
-            t.resolvedMask |= bit;
-            r.rank = _popcount(t.openMask & (bit - 1));
-        }
-        r.nbins = t.slots;
-        r.width = 2 * r.nbins;
-        r.subs = _submitters(taskId, t);
-        uint256 s = r.subs.length;
-        if (g.length != s * r.width) revert LengthMismatch(s * r.width, g.length);
-        if (h.length != s * r.width) revert LengthMismatch(s * r.width, h.length);
-        if (n.length != s * r.width) revert LengthMismatch(s * r.width, n.length);
-        uint256 proofLen;
-        while ((1 << proofLen) < _popcount(t.openMask)) ++proofLen;
-        if (proofs.length != s * proofLen) revert LengthMismatch(s * proofLen, proofs.length);
-        bytes32[] memory roots = new bytes32[](s);
-        for (uint256 p = 0; p < s; ++p) roots[p] = _members[taskId][r.subs[p]].histRoot;
-        (r.aggG, r.aggH, r.aggN) = FGBDTCommitLib.verifyAndAggregate(taskId, r.subs, roots, r.width, r.rank, g, h, n, proofs);
-        _resolve(t, r, g, h, n);
-    }
-
-    function _popcount(uint256 x) private pure returns (uint256 c) {
-        while (x != 0) {
-            x &= x - 1;
-            ++c;
-        }
     }
 
     /// @dev The task and the caller's membership at a histogram step the caller may still send to (or decline).
@@ -831,7 +617,7 @@ contract FGBDTChain is ERC2771Context {
         returns (bytes32[] memory, uint256 first)
     {
         uint256 block_ = 6 * uint256(t.slots);
-        uint256 k = _popcount(t.openMask);
+        uint256 k = popcount(t.openMask);
         if (m.partStep == t.step) first = m.partNodes;
         uint256 end = first + data.length / block_;
         if (last ? end != k : (end <= first || end > k || (t.level > 0 && end % 2 == 1))) {
@@ -849,6 +635,8 @@ contract FGBDTChain is ERC2771Context {
         return (FGBDTCommitLib.leaves(data, block_), first);
     }
 
+    /// @dev The endorsements' signers (recovered under this contract's EIP-712 domain) are distinct approved
+    ///      parties other than the caller, and a quorum of the others; returns their count and least credits.
     function _checkEndorsements(
         uint256 taskId,
         Task storage t,
@@ -858,7 +646,15 @@ contract FGBDTChain is ERC2771Context {
         FGBDTEndorseLib.Endorsement[] calldata endorsements
     ) private view returns (uint256 valid, uint256[3] memory credit) {
         address[] memory signers;
-        (signers, credit) = FGBDTEndorseLib.signers(taskId, tree, level, _msgSender(), root, endorsements);
+        (signers, credit) = FGBDTEndorseLib.signers(
+            _domainSeparatorV4(),
+            taskId,
+            tree,
+            level,
+            _msgSender(),
+            root,
+            endorsements
+        );
         uint256 seen;
         for (; valid < signers.length; ++valid) {
             address signer = signers[valid];
@@ -915,185 +711,11 @@ contract FGBDTChain is ERC2771Context {
         }
     }
 
-    function _submitters(uint256 taskId, Task storage t) private view returns (address[] memory subs) {
-        uint256 mCount = t.parties.length;
-        subs = new address[](t.histCount);
-        uint256 j;
-        uint32 step = t.step;
-        for (uint256 p = 0; p < mCount; ++p) {
-            address a = t.parties[p];
-            if (_members[taskId][a].histStep == step) subs[j++] = a;
-        }
-    }
-
-    function _resolve(
-        Task storage t,
-        Resolution memory r,
-        int256[] calldata g,
-        int256[] calldata h,
-        int256[] calldata n
-    ) private {
-        FGBDTConfigLib.Config storage c = t.cfg;
-        uint256 tree = t.tree;
-        Node storage nd = _node(r.taskId, tree, r.node);
-        uint256 s = r.subs.length;
-        if (r.node == 1) {
-            int256 gs;
-            int256 hs;
-            int256 ns;
-            for (uint256 b = 0; b < r.nbins; ++b) {
-                gs += r.aggG[b];
-                hs += r.aggH[b];
-                ns += r.aggN[b];
-            }
-            (nd.g, nd.h, nd.n) = (gs, hs, ns);
-        }
-        bool found;
-        FGBDTMathLib.Split memory sp;
-        if (s > 0) (found, sp) = FGBDTMathLib.bestSplit(r.aggG, r.aggH, r.aggN, r.nbins, c.lambda, c.minRows, c.hessianMode);
-        if (!found) {
-            int256 value = FGBDTMathLib.leafValue(
-                nd.g,
-                FGBDTMathLib.hessianOf(nd.h, nd.n, c.hessianMode),
-                c.lambda,
-                c.learningRate
-            );
-            nd.kind = 3;
-            nd.value = value;
-            emit LeafSet(r.taskId, tree, r.node, value);
-            int256[] memory zeros = new int256[](s);
-            emit ContributionsAdded(r.taskId, tree, r.node, r.subs, zeros, zeros, zeros);
-            return;
-        }
-        uint256 feature = sp.rank == 0 ? nd.cand0 : nd.cand1;
-        nd.kind = 2;
-        nd.feature = uint16(feature);
-        nd.threshold = uint16(sp.threshold);
-        nd.value = sp.gain;
-        emit NodeSplit(
-            r.taskId,
-            tree,
-            r.node,
-            feature,
-            sp.threshold,
-            sp.gain,
-            [sp.gLeft, sp.hLeft, sp.nLeft, sp.gRight, sp.hRight, sp.nRight]
-        );
-        _credit(t, r, sp, feature, g, h, n);
-        _children(t, r, sp);
-    }
-
-    function _credit(
-        Task storage t,
-        Resolution memory r,
-        FGBDTMathLib.Split memory sp,
-        uint256 feature,
-        int256[] calldata g,
-        int256[] calldata h,
-        int256[] calldata n
-    ) private {
-        uint256 s = r.subs.length;
-        int256[] memory gl = new int256[](s);
-        int256[] memory hl = new int256[](s);
-        int256[] memory gr = new int256[](s);
-        int256[] memory hr = new int256[](s);
-        bool inner = uint256(t.level) + 1 < t.cfg.depth;
-        for (uint256 p = 0; p < s; ++p) {
-            uint256 off = p * r.width + sp.rank * r.nbins;
-            int256[6] memory acc;
-            for (uint256 b = 0; b < r.nbins; ++b) {
-                uint256 i = b <= sp.threshold ? 0 : 3;
-                acc[i] += g[off + b];
-                acc[i + 1] += h[off + b];
-                acc[i + 2] += n[off + b];
-            }
-            Member storage m = _members[r.taskId][r.subs[p]];
-            if (inner) {
-                _sides[r.taskId][r.node][m.index] = keccak256(
-                    abi.encode(t.step, acc[0], acc[1], acc[2], acc[3], acc[4], acc[5])
-                );
-            }
-            (gl[p], hl[p], gr[p], hr[p]) = _creditedSides(acc, m, t.cfg.hessianMode);
-        }
-        (int256 creditedGain, int256[] memory phi) = FGBDTMathLib.splitShapley(gl, hl, gr, hr, t.cfg.lambda);
-        int256[] memory kappa = new int256[](s);
-        int256[] memory contrib = new int256[](s);
-        int256 alpha = t.cfg.alpha;
-        bool voted = !_drawn(t);
-        for (uint256 p = 0; p < s; ++p) {
-            Member storage m = _members[r.taskId][r.subs[p]];
-            if (voted) {
-                bytes storage ballot = m.votes.packed;
-                uint256 code = (uint256(uint8(ballot[2 * r.rank])) << 8) | uint256(uint8(ballot[2 * r.rank + 1]));
-                if (code == feature + 1) kappa[p] = creditedGain;
-            }
-            contrib[p] = (alpha * kappa[p]) / ONE + phi[p];
-            m.contribution += contrib[p];
-        }
-        emit ContributionsAdded(r.taskId, t.tree, r.node, r.subs, phi, kappa, contrib);
-    }
-
-    /// @dev A party's credited (gL, hL, gR, hR) from its raw sides (reference `credited_sides`).
-    function _creditedSides(
-        int256[6] memory acc,
-        Member storage m,
-        uint8 mode
-    ) private view returns (int256 gL, int256 hL, int256 gR, int256 hR) {
-        int256 cg = int256(uint256(m.creditG));
-        gL = (acc[0] * cg) / ONE;
-        gR = (acc[3] * cg) / ONE;
-        if (mode == 1) {
-            int256 cn = int256(uint256(m.creditN));
-            hL = (acc[2] * ONE * cn) / ONE;
-            hR = (acc[5] * ONE * cn) / ONE;
-        } else {
-            int256 ch = int256(uint256(m.creditH));
-            hL = (acc[1] * ch) / ONE;
-            hR = (acc[4] * ch) / ONE;
-        }
-    }
-
-    function _children(Task storage t, Resolution memory r, FGBDTMathLib.Split memory sp) private {
-        FGBDTConfigLib.Config storage c = t.cfg;
-        uint256 tree = t.tree;
-        Node storage left = _node(r.taskId, tree, 2 * r.node);
-        Node storage right = _node(r.taskId, tree, 2 * r.node + 1);
-        _open(left, tree, sp.gLeft, sp.hLeft, sp.nLeft);
-        _open(right, tree, sp.gRight, sp.hRight, sp.nRight);
-        if (uint256(t.level) + 1 == c.depth) {
-            int256 lv = FGBDTMathLib.leafValue(
-                sp.gLeft,
-                FGBDTMathLib.hessianOf(sp.hLeft, sp.nLeft, c.hessianMode),
-                c.lambda,
-                c.learningRate
-            );
-            int256 rv = FGBDTMathLib.leafValue(
-                sp.gRight,
-                FGBDTMathLib.hessianOf(sp.hRight, sp.nRight, c.hessianMode),
-                c.lambda,
-                c.learningRate
-            );
-            (left.kind, left.value) = (3, lv);
-            (right.kind, right.value) = (3, rv);
-            emit LeafSet(r.taskId, tree, 2 * r.node, lv);
-            emit LeafSet(r.taskId, tree, 2 * r.node + 1, rv);
-        } else {
-            uint256 childBase = 2 << t.level;
-            t.nextMask |= (3 << (2 * r.node - childBase));
-        }
-    }
-
     function _startTree(uint256 taskId, Task storage t, uint256 tree) private {
         t.tree = uint16(tree);
         t.level = 0;
-        _open(_node(taskId, tree, 1), tree, 0, 0, 0);
+        openNode(nodeOf(_nodes[taskId], tree, 1), tree, 0, 0, 0);
         _startLevel(taskId, t, 1);
-    }
-
-    /// @dev A node opens in `tree`: every field written, none left from the tree two before in the same slot.
-    function _open(Node storage nd, uint256 tree, int256 g, int256 h, int256 n) private {
-        (nd.kind, nd.cand0, nd.cand1, nd.feature, nd.threshold, nd.tree) = (1, 0, 0, 0, 0, uint16(tree));
-        (nd.g, nd.h, nd.n, nd.value) = (g, h, n, 0);
     }
 
     function _startLevel(uint256 taskId, Task storage t, uint256 mask) private {
@@ -1112,7 +734,7 @@ contract FGBDTChain is ERC2771Context {
         t.activeCount = uint16(active);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
         emit LevelStarted(taskId, t.tree, t.level, mask, t.stepDeadline);
-        if (_drawn(t)) _fixCandidates(taskId, t, "", FGBDTMathLib.TIE_HASHED);
+        if (drawn(t)) _fixCandidates(taskId, t, "", FGBDTMathLib.TIE_HASHED);
     }
 
     /// @dev The ballots sent ahead for the level that just opened (`submitVotes`), each cut to its open nodes; when
@@ -1142,7 +764,7 @@ contract FGBDTChain is ERC2771Context {
         for (uint256 i = 0; i < fixed_.length; ++i) {
             uint256 x = fixed_[i];
             (uint256 node, uint256 first, uint256 second) = (x >> 32, (x >> 16) & 0xFFFF, x & 0xFFFF);
-            Node storage nd = _node(taskId, tree, node);
+            Node storage nd = nodeOf(_nodes[taskId], tree, node);
             nd.cand0 = uint16(first);
             nd.cand1 = uint16(second);
             emit CandidatesFixed(taskId, tree, node, first, second);
@@ -1164,7 +786,7 @@ contract FGBDTChain is ERC2771Context {
             _complete(taskId, t);
             return;
         }
-        if (!_drawn(t)) _takeAhead(taskId, t, previous);
+        if (!drawn(t)) _takeAhead(taskId, t, previous);
     }
 
     function _complete(uint256 taskId, Task storage t) private {

@@ -9,11 +9,14 @@ pragma solidity ^0.8.24;
 /// @dev Public functions: the library is deployed once and linked, which keeps `FGBDTChain` under EIP-170's 24 KB.
 library FGBDTCommitLib {
     /// @notice A party's replayed histograms do not hash to its commitment.
+    /// @param taskId The task.
+    /// @param party The party whose proof failed.
     error HistogramMismatch(uint256 taskId, address party);
 
     /// @notice The leaf of each node block of `data` (`blockWords` words each), in order.
     /// @param data Node blocks, back to back.
     /// @param blockWords Words per node block (`6 * nbins`).
+    /// @return out keccak256 of each node block.
     function leaves(int256[] calldata data, uint256 blockWords) public pure returns (bytes32[] memory out) {
         out = new bytes32[](data.length / blockWords);
         for (uint256 i = 0; i < out.length; ++i) {
@@ -29,6 +32,8 @@ library FGBDTCommitLib {
     }
 
     /// @notice The Merkle root of `leaves_`, padded with zero leaves to a power of two (one leaf: itself).
+    /// @param leaves_ The node hashes in increasing node id.
+    /// @return The root; parents are `keccak256(left || right)`.
     function root(bytes32[] memory leaves_) public pure returns (bytes32) {
         uint256 size = 1;
         while (size < leaves_.length) size <<= 1;
@@ -52,6 +57,9 @@ library FGBDTCommitLib {
     /// @param h Hessian sums, same layout.
     /// @param n Row counts, same layout.
     /// @param proofs Merkle proofs, party-major, `proofs.length / subs.length` hashes each.
+    /// @return aG The bin-wise gradient sums over the submitters.
+    /// @return aH The bin-wise hessian sums.
+    /// @return aN The bin-wise row counts.
     function verifyAndAggregate(
         uint256 taskId,
         address[] memory subs,

@@ -58,6 +58,7 @@ library FGBDTConfigLib {
     uint8 internal constant ENDORSE_OVERLAP = 1;
 
     /// @notice A task parameter (or the schema) breaks its rule; `field` names it.
+    /// @param field The parameter's name, as a left-aligned string.
     error InvalidConfig(bytes32 field);
 
     /// @notice Reverts with `InvalidConfig` naming the first parameter out of its range.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {popcount} from "./FGBDTBits.sol";
 import {FGBDTBallotLib} from "./FGBDTBallot.sol";
 
 /// @title FGBDTMathLib
@@ -17,10 +18,16 @@ library FGBDTMathLib {
     /// @notice The per-party arrays handed to a Shapley computation do not have the same length.
     error ShapleyLengthMismatch();
     /// @notice More parties than the exact Shapley computation supports.
+    /// @param parties The parties given.
+    /// @param max The most supported.
     error TooManyShapleyParties(uint256 parties, uint256 max);
     /// @notice A histogram array is empty or its length is not a multiple of the slot count.
+    /// @param length The array's length.
+    /// @param nbins The slot count.
     error BadHistogramShape(uint256 length, uint256 nbins);
     /// @notice A vote is neither ABSTAIN nor a feature index.
+    /// @param index The vote's position.
+    /// @param vote The vote.
     error InvalidVote(uint256 index, int256 vote);
     /// @notice No features to rank.
     error NoFeatures();
@@ -69,6 +76,7 @@ library FGBDTMathLib {
     uint8 internal constant TIE_HASHED = 1;
 
     /// @notice A tie rule other than TIE_LOWER_INDEX or TIE_HASHED.
+    /// @param rule The rule given.
     error UnknownTieRule(uint8 rule);
 
     /// @dev The rank of `feature` among equally voted features of node `node` in tree `tree`; lower ranks first
@@ -107,11 +115,18 @@ library FGBDTMathLib {
         return top2FromCounts(counts, rule, tree, node);
     }
 
-    /// @dev Every open node's top-2 at one level from the parties' packed ballots (2 bytes per open node in
-    ///      increasing id, feature + 1, 0 abstains; the ballots one after the other in `ballots`, one flat byte
-    ///      string, which is cheaper to pass than an array of them), as `FGBDTChain.closeVoting` and drawn candidates fix them: no
-    ///      ballots give each node the two lowest tie keys (reference `top2` of empty votes). A public library function,
-    ///      called by DELEGATECALL, so that the task contract stays under EIP-170's size limit.
+    /// @notice Every open node's top-2 at one level from the parties' packed ballots, as the task contract fixes
+    ///         them when voting closes and when a drawn tree's level opens (no ballots: each node's two lowest tie
+    ///         keys, reference `top2` of empty votes).
+    /// @dev Ballots hold 2 bytes per open node in increasing id (feature + 1, 0 abstains), one after the other in
+    ///      one flat byte string, which is cheaper to pass than an array of them. A public library function, called
+    ///      by DELEGATECALL, so that the task contract stays under EIP-170's size limit.
+    /// @param ballots The ballots, back to back.
+    /// @param numFeatures The task's feature count.
+    /// @param rule The tie rule (`TIE_LOWER_INDEX` or `TIE_HASHED`).
+    /// @param tree The tree (the hashed rule's key).
+    /// @param level The level.
+    /// @param mask The level's open nodes (bit b = node 2^level + b).
     /// @return fixed_ Per open node in increasing id, `node << 32 | first << 16 | second` (one packed word keeps the
     ///         caller's decoding small).
     function levelTop2(
@@ -124,8 +139,7 @@ library FGBDTMathLib {
     ) public pure returns (uint256[] memory fixed_) {
         if (numFeatures == 0) revert NoFeatures();
         uint256 base = 1 << level;
-        uint256 k;
-        for (uint256 b = 0; b < base; ++b) if ((mask >> b) & 1 == 1) ++k;
+        uint256 k = popcount(mask);
         fixed_ = new uint256[](k);
         uint256 i;
         for (uint256 b = 0; b < base; ++b) {
@@ -169,7 +183,16 @@ library FGBDTMathLib {
         }
     }
 
-    /// @dev Best split over the candidates (reference `best_split`); `found` is false when the node becomes a leaf.
+    /// @notice Best split over the candidates (reference `best_split`).
+    /// @param g Gradient sums per candidate and slot (`k * nbins + b`).
+    /// @param h Hessian sums, same layout.
+    /// @param n Row counts, same layout.
+    /// @param nbins Slots per candidate.
+    /// @param lam L2 regularisation (fixed point).
+    /// @param minRows Minimum rows on each side.
+    /// @param mode 0: hessian sums; 1: counts times 1e18.
+    /// @return found False when the node becomes a leaf.
+    /// @return best The split (candidate rank, threshold, gain and raw side sums).
     function bestSplit(
         int256[] memory g,
         int256[] memory h,
@@ -214,13 +237,21 @@ library FGBDTMathLib {
         if (found && best.gain <= bestParent) found = false;
     }
 
-    /// @dev Exact split Shapley values (reference `split_shapley`). Coalition sums are built in Gray-code order (one
+    /// @notice Exact split Shapley values (equation 8) of M parties at a fixed split, and the grand coalition's gain.
+    /// @dev Mirrors reference `split_shapley`. Coalition sums are built in Gray-code order (one
     ///      party in or out per step, no per-coalition sum arrays); every phi is accumulated times M! and divided once.
     ///      phi_p = (sum over S containing p of (w[|S|-1] + [S != all] w[|S|]) U(S) - sum over S != all of w[|S|] U(S)) / M!
     ///      which is the reference's sum of w[|B|] (U(B + p) - U(B)) regrouped over exact integers. The M * 2^M core is
     ///      written in assembly for gas, with Solidity's checked-arithmetic semantics: any signed overflow of an
     ///      intermediate panics with code 0x11 (where the reference raises FixedPointOverflow or, for the
     ///      accumulators, where a checked Solidity implementation would revert as well).
+    /// @param gL Per-party gradient sums of the left side (fixed point).
+    /// @param hL Per-party hessian sums (or counts times 1e18) of the left side.
+    /// @param gR Per-party gradient sums of the right side.
+    /// @param hR Per-party hessian sums (or counts times 1e18) of the right side.
+    /// @param lam L2 regularisation.
+    /// @return gain Equation 7 of the summed sides (no 1/2, no parent term).
+    /// @return phi The parties' Shapley values, in input order, truncated toward zero.
     function splitShapley(
         int256[] memory gL,
         int256[] memory hL,
@@ -235,6 +266,8 @@ library FGBDTMathLib {
         if (m > MAX_SHAPLEY_PARTIES) revert TooManyShapleyParties(m, MAX_SHAPLEY_PARTIES);
         uint256 size = 1 << m;
         int256[] memory u = new int256[](size);
+        // each coalition's size, one byte per mask, counted as the Gray code adds and removes one party at a time
+        bytes memory sizes = new bytes(size);
         int256[] memory w = new int256[](m + 1);
         {
             int256[] memory fact = new int256[](m + 1);
@@ -276,14 +309,10 @@ library FGBDTMathLib {
                     r := sdiv(mulc(g, g), d)
                 }
             }
-            function popcount(x) -> c {
-                x := sub(x, and(shr(1, x), 0x55555555))
-                x := add(and(x, 0x33333333), and(shr(2, x), 0x33333333))
-                x := and(add(x, shr(4, x)), 0x0F0F0F0F)
-                c := shr(24, and(mul(x, 0x01010101), 0xFFFFFFFF))
-            }
             let uData := add(u, 0x20)
+            let sizesData := add(sizes, 0x20)
             {
+                let c := 0
                 let a1 := 0
                 let a2 := 0
                 let a3 := 0
@@ -305,18 +334,21 @@ library FGBDTMathLib {
                     let gray := xor(i, shr(1, i))
                     switch and(shr(p, gray), 1)
                     case 1 {
+                        c := add(c, 1)
                         a1 := addc(a1, mload(add(gL, o)))
                         a2 := addc(a2, mload(add(hL, o)))
                         a3 := addc(a3, mload(add(gR, o)))
                         a4 := addc(a4, mload(add(hR, o)))
                     }
                     default {
+                        c := sub(c, 1)
                         a1 := subc(a1, mload(add(gL, o)))
                         a2 := subc(a2, mload(add(hL, o)))
                         a3 := subc(a3, mload(add(gR, o)))
                         a4 := subc(a4, mload(add(hR, o)))
                     }
                     mstore(add(uData, shl(5, gray)), addc(side(a1, a2, lam), side(a3, a4, lam)))
+                    mstore8(add(sizesData, gray), c)
                 }
             }
             let full := sub(size, 1)
@@ -330,7 +362,7 @@ library FGBDTMathLib {
             } {
                 let um := mload(add(uData, shl(5, mask)))
                 if um {
-                    let c := popcount(mask)
+                    let c := byte(0, mload(add(sizesData, mask)))
                     let coef := mload(add(wData, shl(5, sub(c, 1))))
                     if iszero(eq(mask, full)) {
                         let wc := mload(add(wData, shl(5, c)))

@@ -24,18 +24,30 @@ library FGBDTRulesLib {
     uint8 internal constant BOUNDS_NONE = 2;
 
     /// @notice A node's candidate histograms do not hold the same totals.
+    /// @param node The node.
     error CandidateTotalsMismatch(uint256 node);
     /// @notice A bin's row count is negative.
+    /// @param node The node.
+    /// @param slot The bin's slot in the node's two candidate histograms (`k * nbins + b`).
     error CountOutOfRange(uint256 node, uint256 slot);
     /// @notice A bin's gradient sum exceeds what its rows can carry (`|G| <= n` for logistic loss).
+    /// @param node The node.
+    /// @param slot The bin's slot in the node's two candidate histograms (`k * nbins + b`).
     error GradientOutOfRange(uint256 node, uint256 slot);
     /// @notice A bin's hessian sum is outside `[0, n/4]` (logistic loss) or not `n` (squared error).
+    /// @param node The node.
+    /// @param slot The bin's slot in the node's two candidate histograms (`k * nbins + b`).
     error HessianOutOfRange(uint256 node, uint256 slot);
     /// @notice A bin's hessian sum exceeds `|G|(1 - |G|/n)` although `|G| > n/2` (logistic loss).
+    /// @param node The node.
+    /// @param slot The bin's slot in the node's two candidate histograms (`k * nbins + b`).
     error LogisticBound(uint256 node, uint256 slot);
     /// @notice At the first tree a bin's sums are not those of rows at score 0 (`H = n/4`, `n/2 - G` integral).
+    /// @param node The node.
+    /// @param slot The bin's slot in the node's two candidate histograms (`k * nbins + b`).
     error FirstTreeLabels(uint256 node, uint256 slot);
     /// @notice A node's totals differ from the submitting party's own side sums at the parent's split.
+    /// @param node The node.
     error InheritedTotalsMismatch(uint256 node);
 
     /// @notice Checks every node block of a level, in increasing node id (reference `check_node` per node), and
@@ -47,6 +59,7 @@ library FGBDTRulesLib {
     /// @param bounds The per-bin bounds that apply: the objective's (0 binary logistic, 1 squared error), or
     ///        `BOUNDS_NONE` (2) for a differentially private task.
     /// @param firstTree Whether the level belongs to the first tree (every score 0).
+    /// @return totals Each checked node's candidate-0 totals (g, h, n).
     function checkLevel(
         int256[] calldata data,
         uint256 nbins,

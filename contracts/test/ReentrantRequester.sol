@@ -6,7 +6,8 @@ import {FGBDTConfigLib} from "../FGBDTConfig.sol";
 
 /// @title ReentrantRequester
 /// @notice Test-only attacker: opens and cancels a task, then withdraws the refund and tries to withdraw again from
-///         its `receive` hook. The inner call's revert data is recorded so tests can check it is `Reentrancy()`.
+///         its `receive` hook. The inner call's revert data is recorded so tests can check it is
+///         OpenZeppelin's `ReentrancyGuardReentrantCall()`.
 contract ReentrantRequester {
     FGBDTChain public immutable target;
     uint256 public taskId;
@@ -14,6 +15,7 @@ contract ReentrantRequester {
     bytes public innerError;
     bool public reentered;
 
+    /// @param target_ The task contract attacked.
     constructor(FGBDTChain target_) {
         target = target_;
     }

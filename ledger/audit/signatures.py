@@ -10,35 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence, Set
 from typing import Any
 
-from eth_keys import keys
-from eth_utils import keccak
-
 from fgbdt_chain.ledger.audit.record import SubmitCall
 from fgbdt_chain.ledger.audit.report import Mismatch
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.encoding import SECP256K1_HALF_N, endorsement_signer
 
-SECP256K1_HALF_N: int = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
-"""The contract rejects high-s signatures (malleability); the audit applies the same rule."""
+__all__ = ["SECP256K1_HALF_N", "check_endorsements", "least_credit", "recover_endorser"]
 
 
 def recover_endorser(digest: bytes, signature: bytes) -> str | None:
-    """The signer of an EIP-191 signature over ``digest`` under the contract's rules (65 bytes, v in {0, 1, 27, 28},
-    low s, recoverable), or None where ``submitHistograms`` would revert with ``InvalidSignature``."""
-    if len(signature) != 65:
-        return None
-    r = int.from_bytes(signature[:32], "big")
-    s = int.from_bytes(signature[32:64], "big")
-    v = signature[64]
-    if v < 27:
-        v += 27
-    if v not in (27, 28) or s > SECP256K1_HALF_N:
-        return None
-    eth_hash = keccak(b"\x19Ethereum Signed Message:\n32" + digest)
-    try:
-        pub = keys.Signature(vrs=(v - 27, r, s)).recover_public_key_from_msg_hash(eth_hash)
-    except Exception:  # out-of-range r/s or no curve point: ecrecover returns address(0)
-        return None
-    return str(pub.to_checksum_address())
+    """The signer of an EIP-712 signature over the endorsement ``digest`` under the contract's rules (OpenZeppelin's
+    ``ECDSA``: 65 bytes, v 27 or 28, low s, recoverable), or None where ``submitHistograms`` would revert with
+    ``InvalidSignature`` (``ledger.spec.encoding.endorsement_signer``)."""
+    return endorsement_signer(digest, signature)
 
 
 def check_endorsements(

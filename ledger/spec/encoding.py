@@ -4,6 +4,9 @@ Why a module of its own: the contract checks histograms against commitments by h
 layout, the node hash, the Merkle tree and the endorsement digest must be computed identically everywhere. This is the
 single Python definition of them; ``FGBDTChain.sol`` is the Solidity one.
 
+Endorsements are EIP-712 typed data (``Endorsement`` under ``FGBDTChain``'s domain, :data:`ENDORSEMENT_TYPES`), so
+that a wallet shows what it signs; :func:`endorsement_digest` packs the same words by hand.
+
 Layout of one party's histograms of one node (``nbins = bins + 1``): ``g[2*nbins] | h[2*nbins] | n[2*nbins]``, the
 candidate of rank ``k`` at slots ``k*nbins .. (k+1)*nbins - 1``. The node hash is keccak256 of those ``6*nbins``
 int256 words, big-endian two's complement. A party's level commitment is the Merkle root of its node hashes in
@@ -15,17 +18,51 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import ecdsa
 from eth_account import Account
-from eth_account.messages import encode_defunct
-from eth_utils import keccak
+from eth_keys import keys
+from eth_utils import keccak, to_checksum_address
 
 from fgbdt_chain.ledger.spec.hashing import keccak256
 from fgbdt_chain.ledger.spec.reference import NEUTRAL, Credit, NodeHistograms
 from fgbdt_chain.ledger.spec.signing_keys import signing_key
 
-ENDORSEMENT_TAG: bytes = keccak(text="FGBDTChain.Endorsement.v2")
+ENDORSEMENT_DOMAIN_NAME: str = "FGBDTChain"
+"""The task contract's EIP-712 domain name (``FGBDTEndorseLib.DOMAIN_NAME``)."""
+ENDORSEMENT_DOMAIN_VERSION: str = "1"
+"""The task contract's EIP-712 domain version (``FGBDTEndorseLib.DOMAIN_VERSION``)."""
+ENDORSEMENT_TYPES: dict[str, list[dict[str, str]]] = {
+    "EIP712Domain": [
+        {"name": "name", "type": "string"},
+        {"name": "version", "type": "string"},
+        {"name": "chainId", "type": "uint256"},
+        {"name": "verifyingContract", "type": "address"},
+    ],
+    "Endorsement": [
+        {"name": "taskId", "type": "uint256"},
+        {"name": "tree", "type": "uint256"},
+        {"name": "level", "type": "uint256"},
+        {"name": "party", "type": "address"},
+        {"name": "histogramRoot", "type": "bytes32"},
+        {"name": "creditG", "type": "uint256"},
+        {"name": "creditH", "type": "uint256"},
+        {"name": "creditN", "type": "uint256"},
+    ],
+}
+"""The EIP-712 types of an endorsement (``FGBDTEndorseLib.ENDORSEMENT_TYPEHASH``), ``EIP712Domain`` included: the
+chain and the task contract are the domain's, the task's step, the endorsed party, its histogram commitment and the
+attested credits the message's."""
+
+
+def _type_hash(name: str) -> bytes:
+    fields = ",".join(f"{f['type']} {f['name']}" for f in ENDORSEMENT_TYPES[name])
+    return keccak(text=f"{name}({fields})")
+
+
+ENDORSEMENT_TYPEHASH: bytes = _type_hash("Endorsement")
+DOMAIN_TYPEHASH: bytes = _type_hash("EIP712Domain")
 
 
 def node_block(hist: NodeHistograms) -> list[int]:
@@ -93,6 +130,54 @@ def layers_proof(layers: Sequence[Sequence[bytes]], index: int) -> list[bytes]:
     return proof
 
 
+@lru_cache(maxsize=64)
+def endorsement_domain_separator(chain_id: int, contract: str) -> bytes:
+    """The task contract's EIP-712 domain separator (OpenZeppelin's ``EIP712._domainSeparatorV4``)."""
+    if not 0 <= chain_id < 1 << 256:
+        raise ValueError(f"a chain id is a uint256: {chain_id}")
+    return keccak256(
+        DOMAIN_TYPEHASH
+        + keccak(text=ENDORSEMENT_DOMAIN_NAME)
+        + keccak(text=ENDORSEMENT_DOMAIN_VERSION)
+        + chain_id.to_bytes(32, "big")
+        + address_word(contract)
+    )
+
+
+def endorsement_typed_data(
+    chain_id: int,
+    contract: str,
+    task_id: int,
+    tree: int,
+    level: int,
+    party: str,
+    root: bytes,
+    credit: Credit = NEUTRAL,
+) -> dict[str, Any]:
+    """The full EIP-712 payload of an endorsement (``eth_signTypedData_v4``: what a wallet shows and signs); its hash is
+    :func:`endorsement_digest`."""
+    return {
+        "types": ENDORSEMENT_TYPES,
+        "primaryType": "Endorsement",
+        "domain": {
+            "name": ENDORSEMENT_DOMAIN_NAME,
+            "version": ENDORSEMENT_DOMAIN_VERSION,
+            "chainId": chain_id,
+            "verifyingContract": to_checksum_address(contract),
+        },
+        "message": {
+            "taskId": task_id,
+            "tree": tree,
+            "level": level,
+            "party": to_checksum_address(party),
+            "histogramRoot": bytes(root),
+            "creditG": credit.g,
+            "creditH": credit.h,
+            "creditN": credit.n,
+        },
+    }
+
+
 def endorsement_digest(
     chain_id: int,
     contract: str,
@@ -103,26 +188,28 @@ def endorsement_digest(
     root: bytes,
     credit: Credit = NEUTRAL,
 ) -> bytes:
-    """The digest endorsers sign (``FGBDTEndorseLib.digest`` in the contract), before the EIP-191 prefix: it binds the
+    """The EIP-712 digest endorsers sign (``FGBDTEndorseLib.digest`` under the contract's domain): the hash of
+    :func:`endorsement_typed_data`, which binds the chain, the contract, the step, the party, its commitment and the
     credit multipliers the endorser attests, so a party cannot submit a signature with a better credit.
 
-    ``abi.encode`` of static values is one 32-byte word each (numbers big-endian, addresses left-padded), packed here
-    directly: eth-abi's encoder took 57 us of it, and a verifier signs three requests a level. Stricter than eth-abi:
-    the root must be 32 bytes (eth-abi pads a shorter one) and the addresses hex strings."""
+    The struct's static fields are one 32-byte word each (numbers big-endian, addresses left-padded), packed here
+    directly: eth-account's generic typed-data encoder parses the types and checks every field on each call, and a
+    verifier signs three requests a level (checked against it over random values in
+    ``tests/ledger/spec/test_encoding.py``). Stricter than the encoder: the root must be 32 bytes and the addresses
+    hex strings."""
     if len(root) != 32:
         raise ValueError(f"root must be 32 bytes, not {len(root)}")
     numbers = (chain_id, task_id, tree, level, credit.g, credit.h, credit.n)
     if any(not 0 <= v < 1 << 256 for v in numbers):
         raise ValueError(f"a digest's numbers are uint256: {numbers}")
-    return keccak256(
-        ENDORSEMENT_TAG
-        + chain_id.to_bytes(32, "big")
-        + address_word(contract)
+    struct = keccak256(
+        ENDORSEMENT_TYPEHASH
         + b"".join(v.to_bytes(32, "big") for v in (task_id, tree, level))
         + address_word(party)
         + bytes(root)
         + b"".join(v.to_bytes(32, "big") for v in (credit.g, credit.h, credit.n))
     )
+    return keccak256(b"\x19\x01" + endorsement_domain_separator(chain_id, contract.lower()) + struct)
 
 
 def address_word(address: str) -> bytes:
@@ -134,14 +221,15 @@ def address_word(address: str) -> bytes:
 
 
 def sign_endorsement(private_key: bytes | str, digest: bytes) -> bytes:
-    """A 65-byte ``r || s || v`` signature of ``digest`` under the EIP-191 prefix, as ``submitHistograms`` verifies
-    (:func:`sign_hash` of the prefixed digest)."""
-    return sign_hash(private_key, keccak256(b"\x19Ethereum Signed Message:\n32" + digest))
+    """A 65-byte ``r || s || v`` EIP-712 signature of an endorsement's :func:`endorsement_digest`, as
+    ``submitHistograms`` verifies it (:func:`sign_hash` of the digest itself: the same bytes as eth-account's
+    ``sign_typed_data`` of :func:`endorsement_typed_data`)."""
+    return sign_hash(private_key, digest)
 
 
 def sign_hash(private_key: bytes | str, msg_hash: bytes) -> bytes:
     """A 65-byte ``r || s || v`` signature of the 32-byte ``msg_hash`` itself, as ``ecrecover`` (and OpenZeppelin's
-    ``ECDSA.recover``) verifies it: endorsements (EIP-191) and relayed requests (EIP-712) alike.
+    ``ECDSA.recover``) verifies it: endorsements and relayed requests (both EIP-712) alike.
 
     Signed on secp256k1 with an RFC 6979 deterministic nonce and canonical low ``s``; ``v`` is the recovery id (27 or
     28) that makes ``ecrecover`` return the signer. ``eth_keys`` signs (with coincurve, libsecp256k1: 0.17 ms against
@@ -173,8 +261,30 @@ SECP256K1_ORDER: int = ecdsa.SECP256k1.order
 
 
 def recover_signer(digest: bytes, signature: bytes) -> str:
-    """The address ``ecrecover`` would return for an EIP-191 signature of ``digest``."""
-    return str(Account.recover_message(encode_defunct(primitive=digest), signature=signature))
+    """The address ``ecrecover`` would return for an endorsement's signature of ``digest`` (its EIP-712 hash)."""
+    return recover_hash_signer(digest, signature)
+
+
+SECP256K1_HALF_N: int = SECP256K1_ORDER // 2
+"""The largest ``s`` OpenZeppelin's ``ECDSA`` accepts (a high ``s`` is the same signature's malleable twin)."""
+
+
+def endorsement_signer(digest: bytes, signature: bytes) -> str | None:
+    """The signer ``FGBDTEndorseLib.signers`` recovers from a signature of ``digest`` under OpenZeppelin's
+    ``ECDSA.tryRecover`` (65 bytes, ``v`` 27 or 28, ``s`` at most n/2, a recoverable point), or None where
+    ``submitHistograms`` reverts with ``InvalidSignature``."""
+    if len(signature) != 65:
+        return None
+    r = int.from_bytes(signature[:32], "big")
+    s = int.from_bytes(signature[32:64], "big")
+    v = signature[64]
+    if v not in (27, 28) or s > SECP256K1_HALF_N:
+        return None
+    try:
+        pub = keys.Signature(vrs=(v - 27, r, s)).recover_public_key_from_msg_hash(digest)
+    except Exception:  # out-of-range r/s or no curve point: ecrecover returns address(0)
+        return None
+    return str(pub.to_checksum_address())
 
 
 def recover_hash_signer(msg_hash: bytes, signature: bytes) -> str:

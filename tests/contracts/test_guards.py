@@ -12,7 +12,16 @@ from eth_account import Account
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.edges import SLOTS_OFFSET
-from fgbdt_chain.ledger.spec.encoding import endorsement_digest, merkle_root, node_block, node_hash, sign_endorsement
+from fgbdt_chain.ledger.spec.encoding import (
+    ENDORSEMENT_DOMAIN_NAME,
+    ENDORSEMENT_DOMAIN_VERSION,
+    endorsement_digest,
+    endorsement_typed_data,
+    merkle_root,
+    node_block,
+    node_hash,
+    sign_endorsement,
+)
 from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
 from fgbdt_chain.ledger.wrappers.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.wrappers.federation import run_level
@@ -221,6 +230,33 @@ def test_endorsement_guards(chain: ChainClient, fed: Federation) -> None:
     reverts("AlreadySubmitted", t.submit_histograms, p, tid, 0, 0, hists, good[:2])
 
 
+def test_an_endorsement_a_wallet_signs_as_typed_data_is_accepted(chain: ChainClient, fed: Federation) -> None:
+    """The contract publishes its EIP-712 domain (``eip712Domain``, ERC-5267), the one the endorsements are signed
+    under; a signature made as a wallet signs typed data (eth-account's ``sign_typed_data`` of the payload the wallet
+    shows) endorses as it is, and v 0 or 1 in place of 27 or 28 is refused (OpenZeppelin's ``ECDSA``)."""
+    t, tid = fed.task, fed.task_id
+    p, others = fed.parties[0], fed.parties[1:]
+    fields, name, version, chain_id, verifying, _, _ = chain.call(t.contract, "eip712Domain")
+    assert (fields, name, version, chain_id) == (
+        b"\x0f",
+        ENDORSEMENT_DOMAIN_NAME,
+        ENDORSEMENT_DOMAIN_VERSION,
+        chain.chain_id,
+    )
+    assert verifying.lower() == t.address.lower()
+    _vote_all(fed)
+    hists = _hists(fed)
+    root = merkle_root([node_hash(h) for h in hists])
+    payload = endorsement_typed_data(chain.chain_id, t.address, tid, 0, 0, p.address, root)
+    wallet = [Endorsement(bytes(Account.sign_typed_data(q.key, full_message=payload).signature)) for q in others[:2]]
+    assert wallet[0] == t.endorse(others[0], tid, 0, 0, p.address, hists)
+    low_v = Endorsement(wallet[1].signature[:64] + bytes([wallet[1].signature[64] - 27]))
+    e = reverts("InvalidSignature", t.submit_histograms, p, tid, 0, 0, hists, [wallet[0], low_v])
+    assert e.args_ == (1,)
+    res = t.submit_histograms(p, tid, 0, 0, hists, wallet)
+    assert res.event("HistogramsSubmitted").args["endorsements"] == 2
+
+
 def test_resolution_guards(fed: Federation) -> None:
     t, tid = fed.task, fed.task_id
     _vote_all(fed)
@@ -357,7 +393,7 @@ def test_cancel_reclaim_and_reentrancy(chain: ChainClient, task_contract: TaskCo
     assert task_contract.owed(tid, attacker.address) == 10**18
     chain.transact(attacker, "attack", sender=attacker_owner)
     inner = bytes(chain.call(attacker, "innerError"))
-    assert chain.decoder.decode(inner).name == "Reentrancy"
+    assert chain.decoder.decode(inner).name == "ReentrancyGuardReentrantCall"  # OpenZeppelin's storage guard
     assert chain.call(attacker, "reentered") is False
     assert int(chain.call(attacker, "received")) == 10**18
     assert chain.balance(attacker.address) == 10**18

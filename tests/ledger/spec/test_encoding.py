@@ -10,17 +10,22 @@ import subprocess
 import sys
 
 import pytest
-from eth_abi import encode as abi_encode
+from eth_account import Account
+from eth_account.messages import encode_typed_data
 from eth_utils import keccak, to_checksum_address
 
 from fgbdt_chain.ledger.spec.encoding import (
-    ENDORSEMENT_TAG,
+    SECP256K1_ORDER,
     endorsement_digest,
+    endorsement_signer,
+    endorsement_typed_data,
     layers_proof,
     merkle_layers,
     merkle_proof,
     merkle_root,
     node_hash,
+    recover_hash_signer,
+    sign_endorsement,
 )
 from fgbdt_chain.ledger.spec.reference import MAX_CREDIT, Credit, NodeHistograms
 from fgbdt_chain.ledger.wrappers.contracts import resolution_calldata
@@ -100,23 +105,47 @@ def test_keccak_takes_the_fast_backend_unless_the_environment_chose(chosen: str 
     assert inherited == str(chosen)  # nothing set for the processes it starts
 
 
-def test_the_endorsement_digest_is_abi_encode_of_its_words() -> None:
-    """The digest packs its static words directly; ``abi.encode`` (eth-abi here, the contract's library in
-    ``tests/contracts/test_client.py``) gives the same bytes, over random values up to each type's limit."""
+def test_the_endorsement_digest_is_eth_accounts_typed_data_hash() -> None:
+    """The digest packs its static words by hand; eth-account's EIP-712 encoder of the typed data (what a wallet shows
+    and signs) gives the same hash, over random values up to each type's limit, and the same signature; the contract's
+    library gives it too (``tests/contracts/test_client.py``)."""
     rng = random.Random(7)
-    types = ["bytes32", "uint256", "address", "uint256", "uint256", "uint256", "address", "bytes32"] + ["uint256"] * 3
-    for _ in range(100):
+    for i in range(60):
         credit = Credit(*(rng.randrange(MAX_CREDIT + 1) for _ in range(3)))
         chain_id, task_id, tree, level = rng.randrange(1 << 64), rng.randrange(1 << 256), rng.randrange(999), 5
         contract, party = (to_checksum_address(rng.randbytes(20)) for _ in range(2))
+        contract = contract if i % 2 else contract.lower()
         root = rng.randbytes(32)
-        values = [ENDORSEMENT_TAG, chain_id, contract, task_id, tree, level, party, root, credit.g, credit.h, credit.n]
-        assert endorsement_digest(chain_id, contract, task_id, tree, level, party, root, credit) == keccak(
-            abi_encode(types, values)
-        )
+        args = (chain_id, contract, task_id, tree, level, party, root, credit)
+        message = encode_typed_data(full_message=endorsement_typed_data(*args))
+        digest = endorsement_digest(*args)
+        assert digest == keccak(b"\x19" + message.version + message.header + message.body)
+        account = Account.from_key(rng.randbytes(32))
+        signature = sign_endorsement(account.key, digest)
+        assert signature == bytes(Account.sign_message(message, account.key).signature)
+        assert endorsement_signer(digest, signature) == account.address
     with pytest.raises(ValueError, match="32 bytes"):
         endorsement_digest(1, "0x" + "ab" * 20, 1, 0, 0, "0x" + "cd" * 20, b"\x01" * 31)
     with pytest.raises(ValueError, match="not an address"):
         endorsement_digest(1, "0x" + "ab" * 19, 1, 0, 0, "0x" + "cd" * 20, b"\x01" * 32)
     with pytest.raises(ValueError, match="uint256"):
         endorsement_digest(1, "0x" + "ab" * 20, -1, 0, 0, "0x" + "cd" * 20, b"\x01" * 32)
+
+
+def test_the_endorsement_signer_follows_openzeppelins_ecdsa() -> None:
+    """``endorsement_signer`` refuses what ``ECDSA.tryRecover`` refuses: a length other than 65, v other than 27 or
+    28 (0 and 1 included), the high-s twin of a valid signature; a changed field recovers someone else."""
+    account = Account.from_key(b"\x02" * 32)
+    args = (31337, "0x" + "ab" * 20, 4, 1, 2, "0x" + "cd" * 20, b"\x03" * 32)
+    digest = endorsement_digest(*args)
+    signature = sign_endorsement(account.key, digest)
+    assert endorsement_signer(digest, signature) == account.address
+    assert endorsement_signer(digest, signature[:64]) is None
+    assert endorsement_signer(digest, signature + b"\x00") is None
+    assert endorsement_signer(digest, signature[:64] + bytes([signature[64] - 27])) is None
+    s = int.from_bytes(signature[32:64], "big")
+    twin = signature[:32] + (SECP256K1_ORDER - s).to_bytes(32, "big") + bytes([55 - signature[64]])
+    assert recover_hash_signer(digest, twin) == account.address  # ecrecover alone takes the twin
+    assert endorsement_signer(digest, twin) is None
+    other = endorsement_digest(*args[:4], 3, *args[5:])
+    assert endorsement_signer(other, signature) not in (None, account.address)
