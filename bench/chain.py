@@ -83,9 +83,18 @@ def main() -> int:
         help="start the clock before the parties' host loads a node (1.4 s), as a cold start pays it; by default "
         "it starts once the host has loaded, as simulate's starts after its imports and compiled kernels",
     )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="times to measure (simulate, then the task on a fresh chain), for a mean and standard error",
+    )
     ap.add_argument("--out", help="results file (default bench/results/chain.json, bench.record)")
     args = ap.parse_args()
-    record = Run("chain", parameters_of(args), args.out)
+    if args.repeat < 1:
+        ap.error(f"--repeat must be at least 1, got {args.repeat}")
+    # --repeat only says how many times: runs of one setting on one code pool their repetitions (bench.record)
+    record = Run("chain", parameters_of(args, drop=("repeat",)), args.out)
     train, test = load(args.data, args.seed)
     params = TrainParams(
         trees=args.trees,
@@ -97,15 +106,63 @@ def main() -> int:
     )
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed))
     warm_up()
+    if args.budget is not None:
+        if args.repeat != 1:
+            ap.error("--budget measures one partial run: --repeat 1")
+        report, wall, sim_report, workdir = _task(args, prep)
+        return _report_partial(args, record, report, wall, sim_report, workdir)
+    repetitions: list[dict[str, Any]] = []
+    for _ in range(args.repeat):
+        repetitions.append(_repetition(args, prep, params))
+        record.save({"repetitions": repetitions}, complete=False)  # a stopped series keeps what it measured
+    record.save({"repetitions": repetitions})
+    print(tables([{"parameters": record.parameters, "results": {"repetitions": repetitions}}]))
+    last = repetitions[-1]
+    for i, split in enumerate(last["party_time_split"]):
+        print(f"- party {i} in the last repetition: {split}")
+    return 0
+
+
+def _repetition(args: argparse.Namespace, prep: Any, params: TrainParams) -> dict[str, Any]:
+    """One simulate run and one task on chain on the same settings, back to back: the ratio is paired within it."""
+    report, wall, sim_report, workdir, extra = _task(args, prep, full=True)
+    same = Model.from_json_dict(report["model"]).trees == extra["sim_model"].trees
+    metric = "test_error" if params.objective == "binary" else "test_rmse"  # what the reports hold for the loss
+    sim_seconds = sim_report["train_seconds"] + sim_report["prep_seconds"]
+    on_clock, loading, cpu = extra["on_clock"], extra["loading"], extra["cpu"]
+    cores = default_threads()  # the cores this process may run on, as simulate's party threads count them
+    return {
+        "chain_wall_seconds": wall,
+        "simulate_train_seconds": sim_report["train_seconds"],
+        "simulate_prep_seconds": sim_report["prep_seconds"],
+        "ratio": wall / sim_seconds,
+        "party_load_seconds": loading,
+        "load_on_clock": on_clock,
+        "ratio_with_load": (wall + (0.0 if on_clock else loading)) / sim_seconds,
+        **{k: report[k] for k in USAGE_FIELDS},
+        f"{metric}_chain": report[metric],
+        f"{metric}_simulate": sim_report[metric],
+        "metric": metric,
+        "models_identical": same,
+        "party_time_split": [_time_split(p) for p in sorted(workdir.glob("party-*.log"))],
+        "cpu_seconds": cpu,
+        "cores": cores,
+        "cpu_floor_seconds": sum(cpu.values()) / cores,
+    }
+
+
+def _task(args: argparse.Namespace, prep: Any, full: bool = False) -> Any:
+    """simulate on the settings, then the task on a fresh anvil (whole, or for ``--budget`` seconds): the chain's
+    report, its wall time, simulate's report and the parties' folder; with ``full``, also simulate's model, whether
+    the loading was on the clock, its seconds and the CPU each side used."""
     sim_report, sim_model, _ = run(prep, args.algo)
     assert sim_model is not None
-    sim_seconds = sim_report["train_seconds"] + sim_report["prep_seconds"]
     # pruned: a long task's historical states would fill the disk
     anvil = start_anvil(keep_states=256, block_time=args.block_time)
     workdir = Path(tempfile.mkdtemp(prefix="fgbdt-bench-chain-"))
     # the parties' host loads a node while the contract is deployed, as `fgbdt train` has it load while the data is
     # read; the clock starts once it has loaded, as simulate's starts after its imports and compiled kernels. --cold:
-    # it starts on the clock, as every stop before the 40th measured
+    # it starts on the clock, as a cold start pays it
     on_clock = args.cold or not fork_available()  # fresh interpreters load on the clock too
     forks = None if on_clock else PartyForks(workdir / "fork-server.log")
     loading = 0.0
@@ -144,54 +201,16 @@ def main() -> int:
             forks.close()  # closed by the task already, unless it failed before it started
         anvil.stop()
     after = _cpu()
+    if not full:
+        return report, wall, sim_report, workdir
     cpu = {
         "anvil": anvil_cpu,
         # every waited-for child (the party nodes and anvil), without a loading done before the clock
         "parties": after[1] - before[1] - anvil_cpu - loading_cpu,
         "requester": after[0] - before[0],
     }
-    cores = default_threads()  # the cores this process may run on, as simulate's party threads count them
-    if args.budget is not None:
-        return _report_partial(args, record, report, wall, sim_report, workdir)
-    same = Model.from_json_dict(report["model"]).trees == sim_model.trees
-    metric = "test_error" if params.objective == "binary" else "test_rmse"  # what the reports hold for the loss
-    splits = [_time_split(p) for p in sorted(workdir.glob("party-*.log"))]
-    result = {
-        "chain_wall_seconds": wall,
-        "simulate_train_seconds": sim_report["train_seconds"],
-        "simulate_prep_seconds": sim_report["prep_seconds"],
-        "ratio": wall / sim_seconds,
-        "party_load_seconds": loading,
-        "load_on_clock": on_clock,
-        "ratio_with_load": (wall + (0.0 if on_clock else loading)) / sim_seconds,
-        **{k: report[k] for k in USAGE_FIELDS},
-        f"{metric}_chain": report[metric],
-        f"{metric}_simulate": sim_report[metric],
-        "metric": metric,
-        "models_identical": same,
-        "party_time_split": splits,
-        "cpu_seconds": cpu,
-        "cores": cores,
-        "cpu_floor_seconds": sum(cpu.values()) / cores,
-    }
-    record.save(result)
-    print(tables([{"parameters": record.parameters, "results": result}]))
-    for i, split in enumerate(splits):
-        print(f"- party {i}: {split}")
-    if on_clock:
-        print(f"- the parties' host loaded a node in {loading:.2f} s, on the clock")
-    else:
-        print(
-            f"- the parties' host loaded a node in {loading:.2f} s before the clock started (as simulate is timed "
-            f"after its imports and compiled kernels); with it added: {wall + loading:.1f} s, "
-            f"{result['ratio_with_load']:.1f}x"
-        )
-    print(
-        f"- CPU: anvil {cpu['anvil']:.1f} s, the {args.parties} party processes {cpu['parties']:.1f} s, the requester "
-        f"{cpu['requester']:.1f} s; over {cores} cores at least {result['cpu_floor_seconds']:.1f} s of wall time "
-        f"({result['cpu_floor_seconds'] / (sim_report['train_seconds'] + sim_report['prep_seconds']):.0f}x simulate)"
-    )
-    return 0
+    extra = {"sim_model": sim_model, "on_clock": on_clock, "loading": loading, "cpu": cpu}
+    return report, wall, sim_report, workdir, extra
 
 
 def _cpu() -> tuple[float, float]:
@@ -287,8 +306,9 @@ def setting(parameters: dict[str, Any]) -> str:
 
 
 def tables(runs: list[dict[str, Any]]) -> str:
-    """Markdown of recorded runs of one setting: mean ± standard error over the runs where there are several."""
-    full = [r["results"] for r in runs if not r["results"].get("partial")]
+    """Markdown of recorded runs of one setting: their repetitions pooled, mean ± standard error where there are
+    several."""
+    full = [rep for r in runs for rep in r["results"].get("repetitions", [])]
     partial = [r["results"] for r in runs if r["results"].get("partial")]
     lines: list[str] = []
     name = setting(runs[0]["parameters"])
@@ -301,7 +321,7 @@ def tables(runs: list[dict[str, Any]]) -> str:
 
         loaded = [r["chain_wall_seconds"] + (0.0 if r["load_on_clock"] else r["party_load_seconds"]) for r in full]
         lines += [
-            f"| setting | runs | chain wall s | with the parties' loading s | simulate s | ratio | with loading "
+            f"| setting | repetitions | chain wall s | with the parties' loading s | simulate s | ratio | with loading "
             f"| txs | blocks | gas | calldata MB | largest tx KB | largest tx gas | {metric.removeprefix('test_')} "
             "| models identical | CPU floor s |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -313,22 +333,20 @@ def tables(runs: list[dict[str, Any]]) -> str:
             f"| {ms('calldata_bytes', '.1f', 1e-6)} | {max(r['max_tx_bytes'] or 0 for r in full) / 1024:.0f} "
             f"| {max(r['max_tx_gas'] for r in full) / 1e6:.1f}M | {full[-1][f'{metric}_chain']:.4f} "
             f"| {sum(bool(r['models_identical']) for r in full)}/{len(full)} | {ms('cpu_floor_seconds', '.1f')} |",
-            "",
-            "Where each party's time went in the last run:",
-            "",
-            *(f"- party {i}: {split}" for i, split in enumerate(full[-1]["party_time_split"])),
         ]
         last = full[-1]
         cpu = last["cpu_seconds"]
-        lines.append(
-            f"- CPU in the last run: anvil {cpu['anvil']:.1f} s, the party processes {cpu['parties']:.1f} s, the "
+        lines += [
+            "",
+            f"CPU in the last repetition: anvil {cpu['anvil']:.1f} s, the party processes {cpu['parties']:.1f} s, the "
             f"requester {cpu['requester']:.1f} s over {last['cores']} cores; the parties' host "
             + (
                 f"loaded a node in {last['party_load_seconds']:.2f} s on the clock"
                 if last["load_on_clock"]
                 else f"loaded a node in {last['party_load_seconds']:.2f} s before the clock started"
             )
-        )
+            + " (where each party's time went: `party_time_split` in the results).",
+        ]
     for r in partial:
         lines += [
             *([""] if lines else []),

@@ -289,9 +289,12 @@ def test_shapley_cost_estimate_follows_the_fitted_model() -> None:
     per_split = [shapley_seconds(m, 1, 1) for m in range(2, 17)]
     assert all(1.9 < later / earlier < 2.3 for earlier, later in itertools.pairwise(per_split))  # ~2^M
     assert shapley_seconds(4, 500, 8) < SLOW_SHAPLEY_SECONDS < shapley_seconds(16, 500, 8)
-    # the constants are the benchmark's fit (bench/shapley_cost.py), within the noise of a rerun
-    fitted = runs_of("shapley_cost")[-1]["results"]["fit"]["compiled"]  # node.shapley_kernel, what simulate runs
-    assert fitted["a"] == pytest.approx(a, rel=0.25) and fitted["b"] == pytest.approx(b, rel=0.25, abs=1e-9)
+    # the estimate is the benchmark's fit (bench/shapley_cost.py), within the noise of a rerun, over the M it was fitted
+    # on: a rerun splits the time between a and b differently (the per-party term is small), not the time per split
+    run = runs_of("shapley_cost")[-1]
+    fitted = run["results"]["fit"]["compiled"]  # node.shapley_kernel, what simulate runs
+    for m in range(run["parameters"]["fit_from"], run["parameters"]["max_parties"] + 1):
+        assert shapley_seconds(m, 1, 1) == pytest.approx((fitted["a"] + fitted["b"] * m) * 2**m, rel=0.25), m
 
 
 def test_slow_shapley_is_announced_before_the_data_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
