@@ -23,6 +23,10 @@ from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.ledger.devnet.anvil import rpc_ready
 from fgbdt_chain.ledger.toolchain import paths
 
+ETHER = 10**18
+"""Wei in one ether, the unit rewards and funds are given in (not the protocol's fixed point,
+``ledger.spec.fixed_point``)."""
+
 TASK_CONTRACT = "FGBDTChain"
 FORWARDER_CONTRACT = "FGBDTForwarder"
 

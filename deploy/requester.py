@@ -26,6 +26,7 @@ import numpy as np
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
+from fgbdt_chain.deploy.deployment import ETHER as ETHER
 from fgbdt_chain.deploy.deployment import write_key
 from fgbdt_chain.deploy.party_forks import Party, PartyForks, PartyForksError, fork_available, start_party
 from fgbdt_chain.ledger.rpc.client import ChainClient, Event
@@ -52,9 +53,6 @@ END_EVENTS = ("TaskCompleted", "TaskCancelled")
 
 JOIN_POLL_SECONDS = 0.01
 """How often the requester looks for the parties' joins: every party's start waits for the last approval."""
-
-ETHER = 10**18
-"""Wei in one ether, the unit rewards are given in (not the protocol's fixed point, ``ledger.spec.fixed_point``)."""
 
 FOLLOW_POLL_SECONDS = 0.2
 """How often the follower reads the task's state for its progress reports (and where no subscription is up, for
