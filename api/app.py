@@ -13,6 +13,8 @@ The application is assembled here from parts named for what they do (FastAPI's l
   500 and never a stack trace);
 * ``api.docs``: Swagger UI at ``/docs`` and ReDoc at ``/redoc`` with their assets served locally (they work offline);
 * ``api.dashboard``: the browser dashboard at ``/`` (``api/static``), which reads and signs through ``/v1``;
+* ``api.limits``: what one client may ask of the server (body size, open event streams, prediction batch), each
+  refused with a 4xx that names the limit;
 * ``api.service``: the chain access itself, ``api.models``: the request and response models.
 """
 
@@ -23,6 +25,7 @@ from fastapi import FastAPI
 from fgbdt_chain.api.dashboard import install_dashboard
 from fgbdt_chain.api.docs import install_docs
 from fgbdt_chain.api.error_handlers import register_error_handlers
+from fgbdt_chain.api.limits import BodyLimit
 from fgbdt_chain.api.routers import dashboard, events, members, meta, results, tasks
 from fgbdt_chain.api.service import Backend, Settings
 
@@ -44,6 +47,7 @@ def create_app(backend: Backend) -> FastAPI:
     for router in (meta.router, tasks.router, members.router, results.router, events.router, dashboard.router):
         app.include_router(router, prefix=API_PREFIX)
     register_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=backend.settings.limits.max_body_bytes)
     install_docs(app)
     install_dashboard(app)
     return app

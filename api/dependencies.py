@@ -17,11 +17,12 @@ No ``from __future__ import annotations`` in this module: :func:`signed` builds 
 closure variable, which FastAPI could not resolve from a string annotation.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
 
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.service import Backend, CheckedRequest, Settings, SignedCall
@@ -68,17 +69,35 @@ KnownTask = Annotated[TaskRef, Depends(find_task)]
 """The path's task, looked up on chain (404 when unknown)."""
 
 
-def signed(build: Callable[..., SignedCall]) -> Callable[..., CheckedRequest]:
+async def kept_response(
+    backend: Backend, task_id: int, kind: str, media_type: str, read: Callable[[], bytes]
+) -> Response:
+    """The body of a read: a finished task's, checked against the chain less than ``recheck`` seconds ago, straight
+    from memory on the event loop (``api.finished``); else ``read()`` in the threadpool (it looks the task up, 404,
+    and reads it from the chain or from memory after a check).
+
+    Why a route of its own kind: under 200 clients the hop to a thread and back, and the response model's validation
+    and serialisation, were most of a kept read's cost; a kept body is bytes, served as they are."""
+    body = backend.finished.fresh(task_id, kind)
+    if body is None:
+        body = await run_in_threadpool(read)
+    return Response(body, media_type=media_type)
+
+
+def signed(build: Callable[..., SignedCall]) -> Callable[..., Iterator[CheckedRequest]]:
     """A dependency checking the signed request that ``build`` makes of a route's path and body.
 
     ``build`` is itself a dependency (its parameters are the route's path parameters and body, validated first:
     422 before any check); the returned dependency runs :meth:`Backend.check` on its call: 503 without a relayer,
-    401 for the signature, expiry and nonce, 404 for an unknown task, 403 for the on-chain role, 409 when the call
-    would revert. The route then only relays the checked request.
+    401 for the signature and expiry, 409 for a nonce used, ahead or being relayed by another request, 404 for an
+    unknown task, 403 for the on-chain role, 409 when the call would revert. The route then only relays the checked
+    request; the signer's nonce stays held until it has (:meth:`Backend.checked`), so of two requests signed with
+    one nonce and sent at once, one is relayed and the other refused with 409.
     """
 
-    def check(call: Annotated[SignedCall, Depends(build)], backend: BackendDep) -> CheckedRequest:
-        return backend.check(call)
+    def check(call: Annotated[SignedCall, Depends(build)], backend: BackendDep) -> Iterator[CheckedRequest]:
+        with backend.checked(call) as checked:
+            yield checked
 
     check.__doc__ = f"The checked, signed request of {build.__name__}."
     return check

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from fgbdt_chain.api.dependencies import backend_of
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError
+from fgbdt_chain.api.limits import BodyTooLarge
 from fgbdt_chain.ledger.audit.replay import AuditError
 from fgbdt_chain.ledger.rpc.errors import ContractRevert
 from fgbdt_chain.ledger.wrappers.chain_model import ModelNotReady
@@ -35,9 +36,14 @@ def _retry_after(request: Request) -> dict[str, str]:
 
 
 async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-    """The status and message the backend chose; a 503 says when to retry."""
-    headers = _retry_after(request) if exc.status == 503 else None
+    """The status and message the backend chose; a 503 or a 429 (a limit of open streams) says when to retry."""
+    headers = _retry_after(request) if exc.status in (429, 503) else None
     return JSONResponse(error_body(exc.detail, exc.error), status_code=exc.status, headers=headers)
+
+
+async def body_too_large(_: Request, exc: BodyTooLarge) -> JSONResponse:
+    """413: a body sent in chunks passed ``--max-body-bytes`` while it was read (``api.limits.BodyLimit``)."""
+    return JSONResponse(error_body(exc.detail, "BodyTooLarge"), status_code=413)
 
 
 async def contract_revert(_: Request, exc: ContractRevert) -> JSONResponse:
@@ -75,6 +81,7 @@ async def unexpected(request: Request, exc: Exception) -> JSONResponse:
 def register_error_handlers(app: FastAPI) -> None:
     """Install the handlers on ``app`` (Starlette picks the most specific class of a raised exception)."""
     app.exception_handler(ApiError)(api_error)
+    app.exception_handler(BodyTooLarge)(body_too_large)
     app.exception_handler(ContractRevert)(contract_revert)
     for cls in CONNECTION_ERRORS:
         app.exception_handler(cls)(chain_unreachable)

@@ -11,26 +11,36 @@ import dataclasses
 import math
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from eth_typing import HexStr
 from eth_utils import to_checksum_address
 from web3 import Web3
+from web3.exceptions import Web3RPCError
+from web3.types import RPCEndpoint
 
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError, ChainUnavailable
+from fgbdt_chain.api.finished import FinishedTasks
+from fgbdt_chain.api.limits import Limits, StreamGate
 from fgbdt_chain.ledger.rpc.client import ChainClient, Event, TxResult
 from fgbdt_chain.ledger.rpc.errors import ContractRevert
+from fgbdt_chain.ledger.rpc.http_transport import KeepAliveHTTPProvider
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.task_params import TaskParameters
 from fgbdt_chain.ledger.toolchain.compile import Artifact
+from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import Membership, Status, TaskConfig, TaskContract, TaskState, level_nodes
 from fgbdt_chain.ledger.wrappers.forwarder import Forwarder, ForwardRequest, calldata, create_task_args
+from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.privacy.accountant import plan
+
+T = TypeVar("T")
 
 STATUS_NAMES: dict[Status, m.TaskStatusName] = {
     Status.OPEN: "open",
@@ -41,6 +51,7 @@ STATUS_NAMES: dict[Status, m.TaskStatusName] = {
 PHASE_NAMES: tuple[m.PhaseName, ...] = ("voting", "histograms", "resolving")
 MEMBER_NAMES: tuple[m.MembershipName, ...] = ("none", "pending", "approved", "refused")
 
+FINISHED = (Status.COMPLETED, Status.CANCELLED)
 NOT_FOUND_ERRORS = {"UnknownTask"}
 FORBIDDEN_ERRORS = {"NotRequester", "NotMember", "NotApproved", "NothingToWithdraw"}
 
@@ -69,7 +80,9 @@ class CheckedRequest:
 
 @dataclass(frozen=True)
 class Settings:
-    """Where the chain and the contracts are, and the relayer's key (None: a read-only API)."""
+    """Where the chain and the contracts are, and the relayer's key (None: a read-only API); what a client may ask
+    of the server (``limits``); how many finished tasks' reads are kept and how often they are checked against the
+    chain (``api.finished``)."""
 
     rpc_url: str
     contract: str
@@ -77,6 +90,9 @@ class Settings:
     relayer_key: str | None = None
     rpc_timeout: float = 10.0
     retry_after: int = 5
+    limits: Limits = field(default_factory=Limits)
+    finished_tasks: int = 256
+    recheck: float = 0.1
 
 
 class Backend:
@@ -93,6 +109,12 @@ class Backend:
         self.relayer: LocalAccount | None = (
             Account.from_key(settings.relayer_key) if settings.relayer_key is not None else None
         )
+        self.finished = FinishedTasks(
+            lambda: self.client().block_number, self._task_changed, settings.finished_tasks, settings.recheck
+        )
+        self.streams = StreamGate(settings.limits)
+        self._relaying: set[tuple[str, int]] = set()
+        """(signer, forwarder nonce) of the signed requests being checked and relayed now."""
 
     # ------------------------------------------------------------------ connection
 
@@ -100,9 +122,15 @@ class Backend:
         """The chain client, connecting on first use; raises :class:`ChainUnavailable` when the node is down."""
         with self._lock:
             if self._client is None:
-                w3 = Web3(
-                    Web3.HTTPProvider(self.settings.rpc_url, request_kwargs={"timeout": self.settings.rpc_timeout})
+                # libcurl, one kept-alive connection per server thread (ledger.rpc.http_transport): requests'
+                # transport cost about 0.8 ms a call here, and a read makes 4 to 11 calls
+                provider = KeepAliveHTTPProvider(
+                    self.settings.rpc_url,
+                    timeout=self.settings.rpc_timeout,
+                    cache_allowed_requests=True,
+                    cacheable_requests={RPCEndpoint("eth_chainId")},
                 )
+                w3 = Web3(provider)
                 try:
                     client = ChainClient(w3, self._artifacts)
                 except CONNECTION_ERRORS as exc:
@@ -129,13 +157,35 @@ class Backend:
     # ------------------------------------------------------------------ reads
 
     def state(self, task_id: int) -> TaskState:
-        """``getState``, with an unknown task as 404."""
+        """``getState``, with an unknown task as 404; a finished task's from memory (``api.finished``: its state
+        no longer changes, and the head read after it bounds the events its other reads are checked for)."""
+        entry = self.finished.entry(task_id)
+        if entry is not None and "state" in entry.reads:
+            kept: TaskState = entry.reads["state"]
+            return kept
         try:
-            return self.task().state(task_id)
+            st = self.task().state(task_id)
         except ContractRevert as exc:
             if exc.name in NOT_FOUND_ERRORS:
                 raise ApiError(404, f"task {task_id} does not exist", exc.name) from exc
             raise
+        if st.status in FINISHED:
+            self.finished.finished(task_id, self.client().block_number).reads["state"] = st
+        return st
+
+    def kept(self, task_id: int, kind: str, compute: Callable[[], T]) -> T:
+        """The ``kind`` read of the task: from memory while the task is finished and nothing new happened to it
+        (``api.finished``), else ``compute()`` from the chain."""
+        value = self.finished.read(task_id, kind, compute)
+        return compute() if value is None else value
+
+    def _task_changed(self, task_id: int, first: int, last: int) -> bool:
+        task = self.task()
+        return bool(task.client.logs(task.contract, (), task_id, from_block=first, to_block=last))
+
+    def model(self, task_id: int) -> Model:
+        """The model the chain recorded (complete trees); ``ModelNotReady`` before the first."""
+        return self.kept(task_id, "model", lambda: model_from_chain(self.task(), task_id))
 
     def logs(self, task_id: int, names: Sequence[str] = (), from_block: int = 0) -> list[Event]:
         """The task's events."""
@@ -145,6 +195,9 @@ class Backend:
     def summary(self, task_id: int) -> m.TaskSummary:
         """One line of the task list."""
         st = self.state(task_id)
+        return self.kept(task_id, "summary", lambda: self._summary(task_id, st))
+
+    def _summary(self, task_id: int, st: TaskState) -> m.TaskSummary:
         cfg = self.task().config(task_id)
         return m.TaskSummary(
             task_id=task_id,
@@ -165,6 +218,9 @@ class Backend:
 
     def members(self, task_id: int) -> list[m.MemberInfo]:
         """Every party that asked to join, in request order, with its current membership."""
+        return self.kept(task_id, "members", lambda: self._members(task_id))
+
+    def _members(self, task_id: int) -> list[m.MemberInfo]:
         task = self.task()
         out = []
         for ev in self.logs(task_id, ["JoinRequested"]):
@@ -195,7 +251,10 @@ class Backend:
 
     def detail(self, task_id: int, st: TaskState | None = None) -> m.TaskDetail:
         """Everything about one task (``st``: its state if the caller has read it already)."""
-        st = st if st is not None else self.state(task_id)
+        read = st if st is not None else self.state(task_id)
+        return self.kept(task_id, "detail", lambda: self._detail(task_id, read))
+
+    def _detail(self, task_id: int, st: TaskState) -> m.TaskDetail:
         cfg = self.task().config(task_id)
         events = self.logs(task_id)
         created = next(e for e in events if e.name == "TaskCreated")
@@ -246,7 +305,10 @@ class Backend:
 
     def contributions(self, task_id: int, st: TaskState | None = None) -> m.ContributionsResponse:
         """Totals, per tree, shares and rewards of every approved party (``st``: the task's state, if read)."""
-        st = st if st is not None else self.state(task_id)
+        read = st if st is not None else self.state(task_id)
+        return self.kept(task_id, "contributions", lambda: self._contributions(task_id, read))
+
+    def _contributions(self, task_id: int, st: TaskState) -> m.ContributionsResponse:
         task = self.task()
         cfg = task.config(task_id)
         parties = task.parties(task_id)
@@ -295,9 +357,24 @@ class Backend:
 
     # ------------------------------------------------------------------ signed requests
 
+    @contextmanager
+    def checked(self, call: SignedCall) -> Iterator[CheckedRequest]:
+        """:meth:`check` the call and hold its signer's nonce while the caller relays it: a request signed with the
+        same nonce and arriving meanwhile is refused at once (409 ``NonceInUse``) rather than checked against a
+        nonce about to be used, relayed, and refused by the forwarder (a transaction the relayer pays for)."""
+        checked = self.check(call)
+        key = (checked.request.sender, checked.request.nonce)
+        try:
+            yield checked
+        finally:
+            with self._lock:
+                self._relaying.discard(key)
+
     def check(self, call: SignedCall) -> CheckedRequest:
         """Check a signed call before anything is relayed; the order of the checks fixes the status: 503 (no relayer
-        key), 401 (signature, expiry, nonce), 404 (unknown task), 403 (on-chain role), 409 (the call would revert)."""
+        key), 401 (signature, expiry), 409 (the nonce is used, ahead, or another request of the signer with it is
+        being relayed), 404 (unknown task), 403 (on-chain role), 409 (the call would revert). A request that passes
+        holds its (signer, nonce) in ``_relaying``, which :meth:`checked` releases."""
         if self.relayer is None:
             raise ApiError(503, "this API runs without a relayer key: state changes are disabled")
         auth = call.auth
@@ -325,16 +402,47 @@ class Backend:
             raise ApiError(401, "the signature does not match `signer` for this request (wrong key or body)")
         if auth.deadline < time.time():
             raise ApiError(401, f"the request expired at {auth.deadline}")
-        expected = fw.nonce(req.sender)
-        if auth.nonce != expected:
-            raise ApiError(401, f"stale or future nonce {auth.nonce}: the forwarder expects {expected}")
-        if call.task_id is not None:
-            self._check_role(call.task_id, call.function, req.sender)
+        key = (req.sender, req.nonce)
+        with self._lock:
+            if key in self._relaying:
+                raise ApiError(
+                    409,
+                    f"another request of {req.sender} signed with nonce {req.nonce} is being relayed now: one "
+                    "signed request per nonce",
+                    "NonceInUse",
+                )
+            self._relaying.add(key)
         try:
-            fw.simulate(req)
-        except ContractRevert as exc:
-            raise _revert_error(exc) from exc
+            self._check_nonce(fw, req)
+            if call.task_id is not None:
+                self._check_role(call.task_id, call.function, req.sender)
+            try:
+                fw.simulate(req)
+            except ContractRevert as exc:
+                raise _revert_error(exc) from exc
+        except BaseException:
+            with self._lock:
+                self._relaying.discard(key)
+            raise
         return CheckedRequest(req, sig, call.task_id)
+
+    @staticmethod
+    def _check_nonce(fw: Forwarder, req: ForwardRequest) -> None:
+        """409 unless ``req`` carries the nonce the forwarder expects of its signer, saying which it expects."""
+        expected = fw.nonce(req.sender)
+        if req.nonce < expected:
+            raise ApiError(
+                409,
+                f"nonce {req.nonce} of {req.sender} was used by an earlier request: sign again with nonce {expected}",
+                "NonceUsed",
+            )
+        if req.nonce > expected:
+            raise ApiError(
+                409,
+                f"nonce {req.nonce} of {req.sender} is ahead of the forwarder's {expected}: requests of one signer "
+                f"are relayed in nonce order, send the one with nonce {expected} first",
+                "NonceAhead",
+            )
 
     def execute(self, checked: CheckedRequest) -> TxResult:
         """Relay a checked request from the relayer key, which pays the gas (a revert here, e.g. a nonce another
@@ -342,9 +450,26 @@ class Backend:
         if self.relayer is None:  # check() refuses such a request first
             raise ApiError(503, "this API runs without a relayer key: state changes are disabled")
         try:
-            return self.forwarder().execute(self.relayer, checked.request, checked.signature)
+            try:
+                return self.forwarder().execute(self.relayer, checked.request, checked.signature)
+            except Web3RPCError as exc:
+                if "nonce too low" not in str(exc).lower():
+                    raise
+                # the relayer's own transaction nonce moved under this server (its key relays elsewhere too): the
+                # chain client reads it again, and the request, which did not land, is sent once more
+                return self.forwarder().execute(self.relayer, checked.request, checked.signature)
         except ContractRevert as exc:
+            if exc.name == "ERC2771ForwarderInvalidSigner":  # checked a moment ago: only its nonce can have moved
+                raise ApiError(
+                    409,
+                    f"nonce {checked.request.nonce} of {checked.request.sender} was used by another request while "
+                    "this one was relayed",
+                    "NonceUsed",
+                ) from exc
             raise _revert_error(exc) from exc
+        finally:
+            if checked.task_id is not None:
+                self.finished.drop(checked.task_id)  # its reads change with this write
 
     def relay(self, checked: CheckedRequest) -> m.TxResponse:
         """Relay a checked request that acts on a task; the answer names its transaction and the task."""

@@ -4,7 +4,8 @@ Why the flags: the API needs the RPC URL, the contract addresses (from the deplo
 writes) and a relayer key, the account that pays the gas of relayed, user-signed requests. The key comes from a file,
 never from the command line (it would show in ``ps`` and shell history). Without a relayer key (``--relayer-key``, or
 the one ``devnet up`` wrote and recorded in its deployment file) the API is read-only: state-changing requests answer
-503.
+503. The limits flags bound what one client may ask of the server (``api.limits``; their defaults are
+``api.limits.Limits``'s, written out in the help).
 """
 
 from __future__ import annotations
@@ -34,19 +35,33 @@ def register(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    from fgbdt_chain.api.limits import LIMIT_HELP, Limits
+
+    limits = p.add_argument_group("limits", "what one client may ask of the server; past a limit: a 4xx naming it")
+    for name, help_text in LIMIT_HELP.items():
+        default = getattr(Limits(), name)
+        flag = "--" + name.replace("_", "-")
+        limits.add_argument(flag, type=int, default=default, help=f"{help_text} (default {default})")
     p.set_defaults(func=run_serve)
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:
     """The API settings of the command line (checked, with clear errors): the chain as every chain command finds
     it (``deploy.deployment``), and the relayer key from ``--relayer-key`` or the one ``devnet up`` recorded."""
+    from fgbdt_chain.api.limits import LIMIT_HELP, Limits
     from fgbdt_chain.api.service import Settings
 
     target = chain_target(args)
     forwarder = target.deployment.contracts.get(FORWARDER_CONTRACT) if target.deployment else None
     key_file = args.relayer_key or (target.deployment.relayer_key if target.deployment else None)
     key = "0x" + bytes(read_key(key_file, "relayer key").key).hex() if key_file else None
-    return Settings(rpc_url=target.rpc_url, contract=target.contract, forwarder=forwarder, relayer_key=key)
+    try:
+        limits = Limits(**{name: getattr(args, name) for name in LIMIT_HELP})
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    return Settings(
+        rpc_url=target.rpc_url, contract=target.contract, forwarder=forwarder, relayer_key=key, limits=limits
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:

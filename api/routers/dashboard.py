@@ -15,7 +15,7 @@ from typing import Annotated
 
 import numpy as np
 from eth_utils import keccak
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
@@ -25,8 +25,8 @@ from fgbdt_chain.api import models as m
 from fgbdt_chain.api.dependencies import BackendDep, find_task
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError
 from fgbdt_chain.api.params import TaskId
-from fgbdt_chain.api.responses import R409, R503, READ
-from fgbdt_chain.api.routers.events import sse
+from fgbdt_chain.api.responses import R409, R429, R503, READ
+from fgbdt_chain.api.routers.events import event_stream, sse
 from fgbdt_chain.api.service import Backend, create_call_args
 from fgbdt_chain.api.timeline import timeline
 from fgbdt_chain.ledger.spec.edges import encode_edges
@@ -53,21 +53,21 @@ LIST_EVENTS = (
 MAX_TIMELINE_TREES = 50
 
 
-@router.get("/events", responses={200: {"description": "Server-sent events", "content": {"text/event-stream": {}}}})
+@router.get(
+    "/events", responses={200: {"description": "Server-sent events", "content": {"text/event-stream": {}}}, **R429}
+)
 async def all_events(
     backend: BackendDep,
+    request: Request,
     from_block: Annotated[int, Query(ge=0, description="Replay events from this block")] = 0,
     poll: Annotated[float, Query(ge=0.05, le=30, description="Polling interval, seconds")] = 1.0,
     timeout: Annotated[float, Query(gt=0, le=86_400, description="Close the stream after (seconds)")] = 3600,
 ) -> StreamingResponse:
     """Every task's list-changing events (created, joined, approved, funded, started, a level, completed,
     cancelled, withdrawn) as server-sent events named `task`, each with its `task_id`, `event` and `block`; `error`
-    events report chain outages, `timeout` ends the stream."""
-    return StreamingResponse(
-        _stream(backend, from_block, poll, timeout),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    events report chain outages, `timeout` ends the stream. One stream more than the server holds (in all, or of
+    this client) is refused with 429."""
+    return event_stream(backend, request, _stream(backend, from_block, poll, timeout))
 
 
 async def _stream(backend: Backend, from_block: int, poll: float, timeout: float) -> AsyncIterator[str]:
@@ -121,7 +121,8 @@ def bin_edges(
     task_id: TaskId,
     backend: BackendDep,
     integers: Annotated[
-        list[int] | None, Query(description="Features whose values are integers (cuts at half-integers)")
+        list[int] | None,
+        Query(max_length=4096, description="Features whose values are integers (cuts at half-integers)"),
     ] = None,
 ) -> dm.BinEdges:
     """The common bin edges merged from the approved parties' sketches (in party order, on the task's schema and

@@ -7,15 +7,17 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 
 from fgbdt_chain.api.dependencies import BackendDep, find_task
 from fgbdt_chain.api.errors import CONNECTION_ERRORS
 from fgbdt_chain.api.jsonable import jsonable
+from fgbdt_chain.api.limits import client_of, counted_stream
 from fgbdt_chain.api.params import TaskId
-from fgbdt_chain.api.responses import READ
+from fgbdt_chain.api.responses import R429, READ
 from fgbdt_chain.api.service import Backend
 from fgbdt_chain.ledger.wrappers.contracts import Status
 
@@ -36,22 +38,32 @@ EVENT_KINDS: dict[str, str] = {
 
 @router.get(
     "/tasks/{task_id}/events",
-    responses={200: {"description": "Server-sent events", "content": {"text/event-stream": {}}}, **READ},
+    responses={200: {"description": "Server-sent events", "content": {"text/event-stream": {}}}, **READ, **R429},
 )
 async def events(
     task_id: TaskId,
     backend: BackendDep,
+    request: Request,
     from_block: Annotated[int, Query(ge=0, description="Replay events from this block")] = 0,
     poll: Annotated[float, Query(ge=0.05, le=30, description="Polling interval, seconds")] = 1.0,
     timeout: Annotated[float, Query(gt=0, le=86_400, description="Close the stream after (seconds)")] = 3600,
 ) -> StreamingResponse:
     """Progress of a task as server-sent events (`started`, `level`, `voting_closed`, `histograms_closed`,
-    `node`, then `completed` or `cancelled`, which end the stream); `error` events report chain outages."""
+    `node`, then `completed` or `cancelled`, which end the stream); `error` events report chain outages. A server
+    holds a bounded number of streams open, in all and per client: one more is refused with 429."""
     task = await run_in_threadpool(find_task, task_id, backend)  # after the query is validated (api.dependencies)
+    return event_stream(backend, request, stream(backend, task.task_id, from_block, poll, timeout))
+
+
+def event_stream(backend: Backend, request: Request, events: AsyncIterator[str]) -> StreamingResponse:
+    """``events`` as a server-sent event response, counted among the open streams until it ends or its client
+    goes (``api.limits.StreamGate``: 429 past the limits)."""
+    leave = backend.streams.enter(client_of(request))
     return StreamingResponse(
-        stream(backend, task.task_id, from_block, poll, timeout),
+        counted_stream(events, leave),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(leave),  # also when the client went before the stream's end
     )
 
 

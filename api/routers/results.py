@@ -12,17 +12,15 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
 
 from fgbdt_chain.api import models as m
-from fgbdt_chain.api.dependencies import BackendDep, KnownTask, find_task, signed
+from fgbdt_chain.api.dependencies import BackendDep, KnownTask, find_task, kept_response, signed
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError
 from fgbdt_chain.api.jsonable import jsonable
 from fgbdt_chain.api.params import TaskId
-from fgbdt_chain.api.responses import R409, READ, WRITE
-from fgbdt_chain.api.service import CheckedRequest, SignedCall
+from fgbdt_chain.api.responses import R409, R413, READ, WRITE
+from fgbdt_chain.api.service import Backend, CheckedRequest, SignedCall
 from fgbdt_chain.ledger.audit.replay import AuditError, AuditReport, audit_chain
-from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 
 log = logging.getLogger("fgbdt.api")
 
@@ -54,23 +52,53 @@ def withdraw(checked: Annotated[CheckedRequest, Depends(signed(withdraw_call))],
         **R409,
     },
 )
-def model(
+async def model(
     task_id: TaskId, backend: BackendDep, format: Annotated[Literal["json", "lightgbm"], Query()] = "json"
 ) -> Response:
     """The model as recorded on chain (complete trees): project JSON, or LightGBM's text format."""
-    task = find_task(task_id, backend)  # after `format` is validated (see api.dependencies)
-    mdl = model_from_chain(backend.task(), task.task_id)  # ModelNotReady: 409
-    if format == "lightgbm":
-        return PlainTextResponse(mdl.to_lightgbm())
-    return JSONResponse(mdl.to_json_dict())
+    kind = f"model.{format}"
+
+    def render() -> bytes:
+        mdl = backend.model(task_id)
+        if format == "lightgbm":
+            return mdl.to_lightgbm().encode()
+        return json.dumps(mdl.to_json_dict(), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+    def read() -> bytes:
+        find_task(task_id, backend)  # after `format` is validated (see api.dependencies)
+        return backend.kept(task_id, kind, render)  # ModelNotReady: 409
+
+    media = "application/json" if format == "json" else "text/plain; charset=utf-8"
+    return await kept_response(backend, task_id, kind, media, read)
 
 
-@router.post("/tasks/{task_id}/predictions", response_model=m.PredictResponse, responses={**READ, **R409})
+def check_batch(rows: list[list[float | None]], backend: Backend) -> None:
+    """413 for a batch with more rows, or a row with more values, than the server scores in one request."""
+    limits = backend.settings.limits
+    if len(rows) > limits.max_predict_rows:
+        raise ApiError(
+            413,
+            f"{len(rows)} rows: this server scores at most {limits.max_predict_rows} rows a request "
+            "(--max-predict-rows); send them in batches",
+            "TooManyRows",
+        )
+    widest = max(range(len(rows)), key=lambda i: len(rows[i]))
+    if len(rows[widest]) > limits.max_predict_columns:
+        raise ApiError(
+            413,
+            f"row {widest} has {len(rows[widest])} values: this server takes at most {limits.max_predict_columns} "
+            "a row (--max-predict-columns)",
+            "TooManyColumns",
+        )
+
+
+@router.post("/tasks/{task_id}/predictions", response_model=m.PredictResponse, responses={**READ, **R409, **R413})
 def predict(task_id: TaskId, body: m.PredictRequest, backend: BackendDep) -> m.PredictResponse:
     """The chain's model's predictions of the posted rows (P(class 1), or values for a regression task); every row
-    must have the model's width."""
+    must have the model's width, and a batch at most the server's rows and values a row (413)."""
+    check_batch(body.rows, backend)  # before any chain read
     task = find_task(task_id, backend)  # after the body is validated (see api.dependencies)
-    mdl = model_from_chain(backend.task(), task.task_id)
+    mdl = backend.model(task.task_id)
     width = mdl.num_features
     bad = [
         {"loc": ["body", "rows", i], "msg": f"row has {len(r)} values, the model has {width} features", "type": "shape"}
@@ -94,16 +122,24 @@ def predict(task_id: TaskId, body: m.PredictRequest, backend: BackendDep) -> m.P
 
 
 @router.get("/tasks/{task_id}/contributions", response_model=m.ContributionsResponse, responses=READ)
-def contributions(task: KnownTask, backend: BackendDep) -> m.ContributionsResponse:
+async def contributions(task_id: TaskId, backend: BackendDep) -> Response:
     """Every approved party's contribution (total, per tree, share) and reward (assigned, due, withdrawn)."""
-    return backend.contributions(task.task_id, task.state)
+
+    def read() -> bytes:
+        task = find_task(task_id, backend)
+        body = lambda: backend.contributions(task_id, task.state).model_dump_json().encode()  # noqa: E731
+        return backend.kept(task_id, "contributions.json", body)
+
+    return await kept_response(backend, task_id, "contributions.json", "application/json", read)
 
 
 @router.get("/tasks/{task_id}/audit", response_model=m.AuditResponse, responses=READ)
 def audit(task: KnownTask, backend: BackendDep) -> m.AuditResponse:
     """Replay the task's transactions (``ledger.audit.replay``) and report whether the chain's record holds."""
-    try:
-        report = audit_chain(backend.client(), backend.task().address, task.task_id)
+    try:  # a finished task's verdict is kept while nothing new happens to it (api.finished)
+        report = backend.kept(
+            task.task_id, "audit", lambda: audit_chain(backend.client(), backend.task().address, task.task_id)
+        )
     except AuditError:
         raise  # 409: the task cannot be audited in its state
     except CONNECTION_ERRORS:

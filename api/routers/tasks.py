@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 
 from fgbdt_chain.api import models as m
-from fgbdt_chain.api.dependencies import BackendDep, KnownTask, signed
+from fgbdt_chain.api.dependencies import BackendDep, find_task, kept_response, signed
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.responses import R503, READ, WRITE
 from fgbdt_chain.api.service import CheckedRequest, SignedCall, create_call_args
@@ -56,9 +56,16 @@ def list_tasks(
 
 
 @router.get("/tasks/{task_id}", response_model=m.TaskDetail, responses=READ)
-def read_task(task: KnownTask, backend: BackendDep) -> m.TaskDetail:
+async def read_task(task_id: TaskId, backend: BackendDep) -> Response:
     """State, schema, parameters, members, progress in trees and levels, and gas of one task."""
-    return backend.detail(task.task_id, task.state)
+
+    def read() -> bytes:
+        task = find_task(task_id, backend)
+        return backend.kept(
+            task_id, "detail.json", lambda: backend.detail(task_id, task.state).model_dump_json().encode()
+        )
+
+    return await kept_response(backend, task_id, "detail.json", "application/json", read)
 
 
 @router.post("/tasks/{task_id}/start", response_model=m.TxResponse, responses=WRITE)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import uvicorn
 from eth_account.signers.local import LocalAccount
 
+from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.client import auth_for, create_task_body
 from fgbdt_chain.api.service import Backend
 from fgbdt_chain.ledger.rpc.client import ChainClient
@@ -89,3 +94,21 @@ def trained_task(
 def future(seconds: int = 600) -> int:
     """A deadline ``seconds`` from now."""
     return int(time.time()) + seconds
+
+
+@contextmanager
+def served(backend: Backend) -> Iterator[str]:
+    """The API of ``backend`` served by uvicorn on 127.0.0.1 in a thread: what only a real server shows (request
+    bodies as they arrive, streams held open on several connections, a client's address); yields its base URL."""
+    server = uvicorn.Server(uvicorn.Config(create_app(backend), host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

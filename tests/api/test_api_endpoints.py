@@ -167,7 +167,9 @@ def test_cancel_and_withdraw(api: TestClient, chain: ChainClient, task: TaskCont
 # ---------------------------------------------------------------------------- 401: signatures
 
 
-def test_signature_errors_are_401(api: TestClient, chain: ChainClient, signer: Signer, forwarder: Forwarder) -> None:
+def test_signature_errors_are_401_and_nonce_conflicts_409(
+    api: TestClient, chain: ChainClient, signer: Signer, forwarder: Forwarder
+) -> None:
     alice, mallory = chain.new_account(0), chain.new_account(0)
     body = signer.create_body(alice, CREATE)
     # missing
@@ -183,12 +185,13 @@ def test_signature_errors_are_401(api: TestClient, chain: ChainClient, signer: S
     _error(api.post("/v1/tasks", json=tampered), 401)
     # expired
     _error(api.post("/v1/tasks", json=signer.create_body(alice, CREATE, deadline=1_000_000)), 401)
-    # stale and future nonces
-    _error(api.post("/v1/tasks", json=signer.create_body(alice, CREATE, nonce=5)), 401)
+    # a nonce ahead of the forwarder's, and one used already: valid signatures, conflicting with the chain (409)
+    ahead = _error(api.post("/v1/tasks", json=signer.create_body(alice, CREATE, nonce=5)), 409, "NonceAhead")
+    assert "nonce 5" in ahead["detail"] and "0" in ahead["detail"]
     ok = api.post("/v1/tasks", json=body)
     assert ok.status_code == 201
     replay = api.post("/v1/tasks", json=body)
-    assert "nonce" in _error(replay, 401)["detail"]
+    assert "sign again with nonce 1" in _error(replay, 409, "NonceUsed")["detail"]
     assert forwarder.nonce(alice.address) == 1
 
 
@@ -337,7 +340,7 @@ def test_audit_verdict(api: TestClient, chain: ChainClient, signer: Signer, trai
 
 
 def test_audit_that_cannot_run_is_503(
-    api: TestClient, trained: tuple[int, list[Any]], monkeypatch: pytest.MonkeyPatch
+    api: TestClient, backend: Backend, trained: tuple[int, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An audit that fails to run (e.g. a node that cannot return the task's old transactions) is "unavailable
     here", 503, not a 500; its cause stays in the server's log."""
@@ -346,6 +349,7 @@ def test_audit_that_cannot_run_is_503(
         raise RuntimeError("transaction 0xabc not found (secret detail)")
 
     monkeypatch.setattr(results, "audit_chain", no_history)
+    backend.finished.drop(trained[0])  # a finished task's verdict is kept (api.finished): this audit runs again
     r = api.get(f"/v1/tasks/{trained[0]}/audit")
     body = _error(r, 503, "AuditUnavailable")
     assert body["detail"] == "the audit failed to run: RuntimeError" and r.headers["retry-after"] == "5"
