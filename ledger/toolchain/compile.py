@@ -5,7 +5,9 @@ half a minute. ``ledger/artifacts/contracts.json`` holds every contract of ``con
 sources in the package (with the compiler version, the settings and the hash of every source unit, OpenZeppelin's
 included); :func:`load_artifacts` uses it whenever the project's sources on disk hash to what it records, and a test
 compiles afresh and checks that the file equals the result. ``python -m fgbdt_chain.ledger.toolchain.compile --write``
-(``make artifacts``) regenerates it after a contract edit.
+(``make artifacts``) regenerates it after a contract edit. Chains whose EVM predates Cancun get another build of the
+same sources (``EVM_VERSIONS``; ``contracts-shanghai.json``, bytecode only), which ``fgbdt deploy`` picks by probing
+the chain.
 
 Compiling needs either a native ``solc`` of the pinned version on PATH or solc-js from npm, driven through
 ``ledger/solcjs_shim.cjs`` which speaks enough of solc's command line for py-solc-x; edited sources are compiled once
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
 SOLC_VERSION: str = "0.8.37"
 EVM_VERSION: str = "cancun"
 """Cancun rather than the compiler's newer default, so py-evm (the embedded chain) runs the same bytecode."""
+EVM_VERSIONS: tuple[str, ...] = (EVM_VERSION, "shanghai")
+"""The EVM versions the package ships bytecode for, newest first: ``fgbdt deploy`` probes a chain
+(``ledger.rpc.evm_probe``) and deploys the newest it runs. Shanghai for the chains without Cancun's MCOPY (ganache
+7.9, consortium networks on an older fork); the ABI is the same for all."""
 
 SETTINGS: dict[str, Any] = {
     # runs 60, not solc's 200: FGBDTChain must stay under EIP-170's 24,576 bytes, and of the values measured (1, 30,
@@ -172,11 +178,46 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _input(sources: dict[str, str]) -> dict[str, Any]:
+def settings_for(evm_version: str = EVM_VERSION) -> dict[str, Any]:
+    """The compiler settings of one EVM version (``SETTINGS`` with its ``evmVersion``)."""
+    if evm_version not in EVM_VERSIONS:
+        raise ValueError(f"no bytecode is built for EVM {evm_version!r} (known: {', '.join(EVM_VERSIONS)})")
+    return {**SETTINGS, "evmVersion": evm_version}
+
+
+MCOPY_CALL = re.compile(r"\bmcopy\(")
+WORD_COPY = (
+    "function fgbdt_copy(d_, s_, n_) { switch lt(s_, d_) "
+    "case 0 { for { let k_ := 0 } lt(k_, n_) { k_ := add(k_, 1) } "
+    "{ mstore8(add(d_, k_), byte(0, mload(add(s_, k_)))) } } "
+    "default { for { let k_ := n_ } gt(k_, 0) { } "
+    "{ k_ := sub(k_, 1) mstore8(add(d_, k_), byte(0, mload(add(s_, k_)))) } } "
+    "} fgbdt_copy("
+)
+"""A byte-wise memory move (backwards where the source lies below the destination, so that overlapping areas move
+as MCOPY moves them), defined in place of each inline-assembly ``mcopy(`` call."""
+BEFORE_CANCUN = frozenset({"shanghai", "paris", "london", "berlin"})
+
+
+def sources_for(sources: dict[str, str], evm_version: str) -> dict[str, str]:
+    """The sources compiled for ``evm_version``: as they are, except before Cancun, where OpenZeppelin's inline
+    assembly calls to ``mcopy`` (``utils/Bytes.sol``, imported through ``Strings`` by ``EIP712``; solc refuses them for
+    an older EVM) become a Yul function that moves the same bytes one at a time. None of the project's contracts calls
+    those ``Bytes`` functions (``test_artifacts`` checks that no bytecode of such a version holds MCOPY); the project's
+    own sources are never rewritten."""
+    if evm_version not in BEFORE_CANCUN:
+        return sources
+    return {
+        unit: text if unit.startswith("contracts/") else MCOPY_CALL.sub(WORD_COPY, text)
+        for unit, text in sources.items()
+    }
+
+
+def _input(sources: dict[str, str], evm_version: str = EVM_VERSION) -> dict[str, Any]:
     return {
         "language": "Solidity",
-        "sources": {name: {"content": text} for name, text in sources.items()},
-        "settings": SETTINGS,
+        "sources": {name: {"content": text} for name, text in sources_for(sources, evm_version).items()},
+        "settings": settings_for(evm_version),
     }
 
 
@@ -222,10 +263,10 @@ def _artifacts_of(output: dict[str, Any]) -> dict[str, Artifact]:
     return artifacts
 
 
-def compile_all(force: bool = False) -> dict[str, Artifact]:
-    """Compile every contract (or take the user cache's compile of the same input), keyed by contract name; needs a
-    compiler and OpenZeppelin's sources. ``force`` compiles even when cached."""
-    std_input = _input(source_files())
+def compile_all(force: bool = False, evm_version: str = EVM_VERSION) -> dict[str, Artifact]:
+    """Compile every contract for ``evm_version`` (or take the user cache's compile of the same input), keyed by
+    contract name; needs a compiler and OpenZeppelin's sources. ``force`` compiles even when cached."""
+    std_input = _input(source_files(), evm_version)
     key = hashlib.sha256(json.dumps([SOLC_VERSION, std_input], sort_keys=True).encode()).hexdigest()
     cached = cache_dir() / f"{key}.json"
     if cached.exists() and not force:
@@ -239,21 +280,29 @@ def compile_all(force: bool = False) -> dict[str, Artifact]:
     return _artifacts_of(output)
 
 
-def shipped_document(sources: dict[str, str], output: dict[str, Any]) -> dict[str, Any]:
+def artifacts_file(evm_version: str = EVM_VERSION) -> Path:
+    """The shipped file of one EVM version's contracts: ``contracts.json`` for ``EVM_VERSION`` (ABI and bytecode),
+    ``contracts-<version>.json`` for another (bytecode only: the ABI does not depend on the EVM version)."""
+    return ARTIFACTS_FILE if evm_version == EVM_VERSION else ARTIFACTS_FILE.with_name(f"contracts-{evm_version}.json")
+
+
+def shipped_document(sources: dict[str, str], output: dict[str, Any], evm_version: str = EVM_VERSION) -> dict[str, Any]:
     """The shipped file's content: the compiler, settings, the hash of every source unit and the project's
-    contracts (OpenZeppelin's own compile outputs, unused at run time, are left out)."""
+    contracts (OpenZeppelin's own compile outputs, unused at run time, are left out); without the ABI for another
+    version than ``EVM_VERSION``."""
     artifacts = _artifacts_of(output)
     own = {
         name for unit, contracts in output["contracts"].items() if unit.startswith("contracts/") for name in contracts
     }
+    with_abi = evm_version == EVM_VERSION
     return {
         "format": ARTIFACTS_FORMAT,
         "solc_version": SOLC_VERSION,
-        "settings": SETTINGS,
+        "settings": settings_for(evm_version),
         "sources": {unit: _sha256(text) for unit, text in sources.items()},
         "contracts": {
             name: {
-                "abi": a.abi,
+                **({"abi": a.abi} if with_abi else {}),
                 "bytecode": a.bytecode,
                 "deployed_size": a.deployed_size,
                 "libraries": {lib: list(offsets) for lib, offsets in a.libraries.items()},
@@ -264,20 +313,25 @@ def shipped_document(sources: dict[str, str], output: dict[str, Any]) -> dict[st
     }
 
 
-def write_artifacts(path: Path = ARTIFACTS_FILE) -> Path:
-    """Compile afresh and write the shipped artifacts file (``make artifacts``)."""
+def write_artifacts(path: Path | None = None, evm_version: str = EVM_VERSION) -> Path:
+    """Compile afresh and write the shipped artifacts file of ``evm_version`` (``make artifacts`` writes every
+    version's)."""
+    path = path or artifacts_file(evm_version)
     sources = source_files()
-    output = _compile_output(_input(sources))
+    output = _compile_output(_input(sources, evm_version))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(shipped_document(sources, output), indent=1, sort_keys=True) + "\n")
+    document = shipped_document(sources_for(sources, evm_version), output, evm_version)
+    tmp.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
     return path
 
 
-def shipped_artifacts(path: Path = ARTIFACTS_FILE) -> dict[str, Artifact] | None:
-    """The shipped artifacts when they were compiled from the project's sources as they are on disk, else None
-    (an edited contract; or no shipped file)."""
+def shipped_artifacts(path: Path | None = None, evm_version: str = EVM_VERSION) -> dict[str, Artifact] | None:
+    """The shipped artifacts of ``evm_version`` when they were compiled from the project's sources as they are on
+    disk, else None (an edited contract; or no shipped file). Another version's bytecode takes its ABI from the
+    ``EVM_VERSION`` file, which must be current too."""
+    path = path or artifacts_file(evm_version)
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -285,16 +339,22 @@ def shipped_artifacts(path: Path = ARTIFACTS_FILE) -> dict[str, Artifact] | None
     if (
         doc.get("format") != ARTIFACTS_FORMAT
         or doc.get("solc_version") != SOLC_VERSION
-        or doc.get("settings") != SETTINGS
+        or doc.get("settings") != settings_for(evm_version)
     ):
         return None
     recorded = {unit: h for unit, h in doc["sources"].items() if unit.startswith("contracts/")}
     if recorded != {unit: _sha256(text) for unit, text in project_sources().items()}:
         return None
+    abis: dict[str, list[dict[str, Any]]] = {}
+    if evm_version != EVM_VERSION:
+        main = shipped_artifacts()
+        if main is None:
+            return None
+        abis = {name: a.abi for name, a in main.items()}
     return {
         name: Artifact(
             name=name,
-            abi=c["abi"],
+            abi=c["abi"] if "abi" in c else abis.get(name, []),
             bytecode=c["bytecode"],
             deployed_size=c["deployed_size"],
             libraries={lib: tuple(offsets) for lib, offsets in c["libraries"].items()},
@@ -303,13 +363,14 @@ def shipped_artifacts(path: Path = ARTIFACTS_FILE) -> dict[str, Artifact] | None
     }
 
 
-def load_artifacts() -> dict[str, Artifact]:
-    """The contracts to deploy: the shipped artifacts, or a compile of edited sources (module docstring)."""
-    shipped = shipped_artifacts()
+def load_artifacts(evm_version: str = EVM_VERSION) -> dict[str, Artifact]:
+    """The contracts to deploy on a chain of ``evm_version``: the shipped artifacts, or a compile of edited sources
+    (module docstring)."""
+    shipped = shipped_artifacts(evm_version=evm_version)
     if shipped is not None:
         return shipped
     try:
-        return compile_all()
+        return compile_all(evm_version=evm_version)
     except CompileError as exc:
         raise CompileError(
             f"the contracts in {CONTRACTS_DIR} differ from the shipped artifacts and cannot be compiled here: {exc}"
@@ -328,15 +389,22 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m fgbdt_chain.ledger.toolchain.compile [--write | --check]``."""
     ap = argparse.ArgumentParser(description="Compile the contracts; write or check the shipped artifacts file.")
     group = ap.add_mutually_exclusive_group(required=True)
-    group.add_argument("--write", action="store_true", help=f"compile afresh and write {ARTIFACTS_FILE}")
-    group.add_argument("--check", action="store_true", help="exit 1 unless the shipped file matches the sources")
+    group.add_argument(
+        "--write", action="store_true", help=f"compile afresh and write the files in {ARTIFACTS_FILE.parent}"
+    )
+    group.add_argument("--check", action="store_true", help="exit 1 unless the shipped files match the sources")
     args = ap.parse_args(argv)
     if args.write:
-        print(write_artifacts())
+        for evm_version in EVM_VERSIONS:
+            print(write_artifacts(evm_version=evm_version))
         return 0
-    ok = shipped_artifacts() is not None
-    print("shipped artifacts match the sources" if ok else "shipped artifacts are stale: run `make artifacts`")
-    return 0 if ok else 1
+    stale = [v for v in EVM_VERSIONS if shipped_artifacts(evm_version=v) is None]
+    print(
+        f"shipped artifacts are stale ({', '.join(stale)}): run `make artifacts`"
+        if stale
+        else "shipped artifacts match the sources"
+    )
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
