@@ -6,6 +6,12 @@ gas estimate (which executes the call) is made first and its revert data decoded
 known, a failed transaction is replayed as a call for it; (2) concurrent senders (party threads) must not race on
 nonces, so nonces are allocated locally under a per-account lock; (3) every transaction's gas is recorded per
 function for the gas report; (4) events are decoded from receipts against every known ABI.
+
+The same client serves any Ethereum JSON-RPC chain, not only the devnets the project starts: fees come from the chain
+(EIP-1559 where the latest block has a base fee, a legacy gas price otherwise), accounts are funded from a key
+(``funder``) where the node has no unlocked account, a receipt is polled for where the node lacks
+``eth_sendRawTransactionSync`` (found out once per client), a transaction can wait for ``confirmations`` blocks, and a
+refusal names the chain's own reason (:class:`~ledger.rpc.errors.ChainRefused`).
 """
 
 from __future__ import annotations
@@ -27,8 +33,16 @@ from web3.exceptions import ContractLogicError, TransactionIndexingInProgress, T
 from web3.types import RPCEndpoint
 
 from fgbdt_chain.ledger.rpc.abi_codec import EventCoder, FunctionCoder, event_coders, function_coders
-from fgbdt_chain.ledger.rpc.errors import ContractRevert, ErrorDecoder, revert_data_of
+from fgbdt_chain.ledger.rpc.errors import (
+    ChainRefused,
+    ContractRevert,
+    ErrorDecoder,
+    method_missing,
+    reason_of,
+    revert_data_of,
+)
 from fgbdt_chain.ledger.rpc.http_transport import KeepAliveHTTPProvider
+from fgbdt_chain.ledger.rpc.tx_signing import sign_transaction
 from fgbdt_chain.ledger.spec.signing_keys import signing_key
 from fgbdt_chain.ledger.toolchain.compile import Artifact, load_artifacts
 
@@ -36,6 +50,11 @@ DEFAULT_GAS_LIMIT: int = 1_000_000_000
 """Block gas limit of the chains the ledger starts: large enough for the widest level's histogram transaction."""
 REVERTS_BEFORE_ESTIMATING = 4
 """A function goes out on a guessed gas limit only while its reverts number at most a quarter of its successes."""
+MINE_METHODS: tuple[str, ...] = ("anvil_mine", "hardhat_mine", "evm_mine")
+"""How a devnet is asked for blocks (anvil; Hardhat; ganache and the others), tried in this order once per client. A
+network that mines on its own clock serves none of them."""
+ALREADY_KNOWN = ("already known", "known transaction", "already imported", "already in pool", "alreadyknown")
+"""How nodes say that they hold a transaction sent again (after a lost answer): it is in their pool, not refused."""
 
 T = TypeVar("T")
 
@@ -131,7 +150,17 @@ class ChainClient:
         self._event_coders: dict[bytes, EventCoder] = {}
         self._function_coders: dict[str, dict[str, FunctionCoder]] = {}
         self._key_counter = 0
-        self._fees: tuple[float, int, int] | None = None
+        self._fees: tuple[float, int, int | None, int] | None = None
+        """(when read, block gas limit, base fee or None on a chain without EIP-1559, legacy gas price)."""
+        self._priority_fee: int | None = None
+        """The tip per gas the node suggests (``eth_maxPriorityFeePerGas``), asked once."""
+        self._mine_method: str | None = None
+        """Which of ``MINE_METHODS`` the node serves ("" when none; None: not tried yet)."""
+        self.confirmations: int = 1
+        """Blocks that must hold a transaction (its own included) before it counts as done: 1, its receipt, on a
+        devnet or a network with final blocks (QBFT); more where blocks may be reorganised away."""
+        self.funder: LocalAccount | None = None
+        """The key that :meth:`fund` pays from; None: the node's first unlocked account (a devnet's)."""
         self._sync_send: bool | None = None
         """Whether the node offers ``eth_sendRawTransactionSync`` (None: not tried yet)."""
         self._automines: bool | None = None
@@ -172,7 +201,7 @@ class ChainClient:
     # -------------------------------------------------------------- accounts
 
     def new_account(self, fund_wei: int = 10**21, seed: bytes | None = None) -> LocalAccount:
-        """A fresh local key, funded from the node's first unlocked account."""
+        """A fresh local key, funded as :meth:`fund` funds."""
         with self._global:
             self._key_counter += 1
             counter = self._key_counter
@@ -182,12 +211,35 @@ class ChainClient:
             self.fund(acct.address, fund_wei)
         return acct
 
-    def fund(self, address: str, wei: int) -> None:
-        """Send ``wei`` from the node's first dev account (unlocked on anvil and eth-tester)."""
-        funder = self.w3.eth.accounts[0]
-        params: Any = {"from": funder, "to": to_checksum_address(address), "value": wei}
-        tx_hash = self.w3.eth.send_transaction(params)
-        self.w3.eth.wait_for_transaction_receipt(tx_hash)
+    def fund(self, address: str, wei: int, funder: LocalAccount | None = None) -> None:
+        """Send ``wei`` to ``address`` from ``funder`` (else :attr:`funder`), a signed transfer that any chain takes;
+        without a key, from the node's first unlocked account (anvil, Hardhat, ganache and the embedded chain have
+        funded ones; a network has none, and the error says which key to give)."""
+        key = funder or self.funder
+        if key is not None:
+            self._send(key, {"to": to_checksum_address(address), "value": wei, "data": "0x"}, "fund", None)
+            return
+        try:
+            accounts = self.w3.eth.accounts
+        except Exception as exc:
+            raise ChainRefused("funding from an unlocked account", reason_of(exc), self._chain_name()) from exc
+        if not accounts:
+            raise ChainRefused(
+                f"funding {address}",
+                "the node has no unlocked account to pay from: give a funded key (fgbdt train --funder-key FILE)",
+                self._chain_name(),
+            )
+        params: Any = {"from": accounts[0], "to": to_checksum_address(address), "value": wei}
+        try:
+            tx_hash = self.w3.eth.send_transaction(params)
+        except Web3RPCError as exc:
+            raise ChainRefused(f"funding {address} from {accounts[0]}", reason_of(exc), self._chain_name()) from exc
+        self._wait_receipt(tx_hash, timeout=600.0)
+
+    def _chain_name(self) -> str:
+        """The chain as error messages name it: its id and, for an HTTP node, its URL."""
+        uri = getattr(self.w3.provider, "endpoint_uri", None)
+        return f"chain {self.chain_id}" + (f" at {uri}" if uri else "")
 
     def balance(self, address: str) -> int:
         """Balance in wei."""
@@ -201,13 +253,39 @@ class ChainClient:
         return int(self.w3.eth.block_number)
 
     def mine(self, blocks: int = 1) -> None:
-        """Mine ``blocks`` empty blocks (to pass deadlines)."""
+        """Mine ``blocks`` empty blocks (to pass deadlines) with the first of ``MINE_METHODS`` the node serves;
+        :class:`ChainRefused` on a chain that serves none (a network mines on its own clock: :meth:`can_mine`)."""
         provider: Any = self.w3.provider
         tester = getattr(provider, "ethereum_tester", None)
         if tester is not None:
             tester.mine_blocks(blocks)
             return
-        self.w3.provider.make_request("anvil_mine", [hex(blocks)])  # type: ignore[arg-type]
+        methods = MINE_METHODS if self._mine_method is None else (self._mine_method,) if self._mine_method else ()
+        for method in methods:
+            if method == "evm_mine":  # one block per request
+                answers = [provider.make_request(RPCEndpoint(method), []) for _ in range(blocks)]
+                answer = next((a for a in answers if a.get("error") is not None), answers[0] if answers else {})
+            else:
+                answer = provider.make_request(RPCEndpoint(method), [hex(blocks)])
+            error = answer.get("error")
+            if error is None:
+                self._mine_method = method
+                return
+            if not method_missing(error) or self._mine_method:
+                raise ChainRefused(f"{method} ({blocks} blocks)", reason_of(error), self._chain_name(), answer)
+        self._mine_method = ""
+        raise ChainRefused("mining a block", "the node serves no method to mine one on request", self._chain_name())
+
+    def can_mine(self) -> bool:
+        """Whether the node mines a block when asked (a devnet; found out once, by mining one)."""
+        if getattr(self.w3.provider, "ethereum_tester", None) is not None:
+            return True
+        if self._mine_method is None:
+            try:
+                self.mine(1)
+            except ChainRefused:
+                self._mine_method = self._mine_method or ""
+        return bool(self._mine_method)
 
     # -------------------------------------------------------------- contracts
 
@@ -335,7 +413,7 @@ class ChainClient:
             return mined
         data = self.encode_call(contract, function, args)
         tx = self._priced(sender, {"to": contract.address, "data": data, "value": 0}, function, tip=tip)
-        tx_hash = self._send_in_order(sender, tx, function, self.w3.eth.send_raw_transaction)
+        tx_hash = self._send_in_order(sender, tx, function, lambda raw: self._send_raw(raw, function))
 
         def result(timeout: float = 120.0) -> TxResult:
             receipt = self._wait_receipt(tx_hash, timeout=timeout)
@@ -557,11 +635,13 @@ class ChainClient:
                 except TransactionNotFound:
                     raise TimeoutError(f"no answer to {function} from the node, which does not have it") from None
                 return None, tx_hash
-            return (answer, None) if answer is not None else (None, self.w3.eth.send_raw_transaction(raw))
+            return (answer, None) if answer is not None else (None, self._send_raw(raw, function))
 
         receipt, tx_hash = self._send_in_order(sender, tx, function, send)
         if receipt is None:
             receipt = self._wait_receipt(tx_hash, timeout=600.0)
+        if self.confirmations > 1:
+            receipt = self._confirmed(receipt, timeout=600.0)
         if int(receipt["status"]) != 1:
             if not estimate:
                 # Once more with a fresh estimate, which names a real revert. The limit may have been short: a
@@ -574,7 +654,7 @@ class ChainClient:
                 # block more, once its short guesses had made it estimate); the retry's receipt raises the guess.
                 ran_out = 64 * int(receipt["gasUsed"]) >= 63 * int(tx["gas"])
                 self._count(function, reverted=not ran_out, short=ran_out)
-                plain = {k: v for k, v in tx.items() if k not in ("gas", "gasPrice", "nonce", "from", "chainId")}
+                plain = {k: v for k, v in tx.items() if k in ("to", "data", "value")}
                 return self._send(sender, plain, function, contract, estimate=True)
             if int(receipt["gasUsed"]) >= int(tx["gas"]):
                 # the state changed between the estimate and the block (e.g. this call now also closes a level)
@@ -601,7 +681,7 @@ class ChainClient:
         """``tx`` from ``sender`` with its gas limit (``gas`` if given, else ``_gas_guess`` from earlier receipts, else
         an estimate, whose revert raises the function's error) and its gas price, ``tip`` wei above the usual."""
         tx = {**tx, "from": sender.address, "chainId": self.chain_id}
-        gas_limit, base_fee = self._fee_basis()
+        gas_limit, base_fee, gas_price = self._fee_basis()
         if estimate:
             guess = None
         elif gas is not None:
@@ -613,13 +693,42 @@ class ChainClient:
                 estimated = int(self.w3.eth.estimate_gas(tx))  # type: ignore[arg-type]
             except Exception as exc:
                 self._count(function, reverted=True)
-                raise self._revert(exc, function) from exc
+                raise self._refusal(exc, function, sender.address) from exc
             guess = estimated + estimated // 4 + 50_000
         tx["gas"] = min(gas_limit, guess)
-        # Twice the base fee (plus 1 wei) always clears the next block; eth_gasPrice on anvil suggests ~1000x more,
-        # which would drain test accounts on large transactions for nothing.
-        tx["gasPrice"] = 2 * base_fee + 1 + tip
+        if base_fee is None:  # no EIP-1559 on this chain: the price it asks (a QBFT network's may be 0)
+            tx["gasPrice"] = gas_price + tip
+        else:
+            # Twice the base fee always clears the next block (it grows by at most 1/8 a block) and is paid only as
+            # far as the base fee is; the tip is the node's suggestion (eth_maxPriorityFeePerGas), asked once.
+            # ``tip`` wei more orders the transaction before others of its block (``transact_ahead``).
+            priority = self._tip() + tip
+            tx["maxPriorityFeePerGas"] = priority
+            tx["maxFeePerGas"] = 2 * base_fee + priority
         return tx
+
+    def _tip(self) -> int:
+        """The tip per gas the node suggests (its ``eth_maxPriorityFeePerGas``), asked once; 0 from a node that
+        does not suggest one (its transactions then pay the base fee only)."""
+        if self._priority_fee is None:
+            try:
+                answer = self.w3.provider.make_request(RPCEndpoint("eth_maxPriorityFeePerGas"), [])
+                result = answer.get("result")
+                self._priority_fee = _int(result) if result is not None else 0
+            except Exception:  # an in-process provider without the method: no tip
+                self._priority_fee = 0
+        return self._priority_fee
+
+    def _refusal(self, exc: BaseException, function: str, sender: str) -> BaseException:
+        """The exception for a failed estimate or send: the revert naming its custom error where the node returned
+        revert data, else :class:`ChainRefused` with the node's reason (insufficient funds, a fee too low...);
+        transport failures as they are (callers treat an ``OSError`` as the chain being down)."""
+        decoded = self._revert(exc, function)
+        if decoded is not exc or isinstance(exc, OSError | ContractRevert):
+            return decoded
+        if isinstance(exc, Web3RPCError | ValueError):
+            return ChainRefused(f"{function} from {sender}", reason_of(exc), self._chain_name())
+        return exc
 
     def _send_in_order(self, sender: LocalAccount, tx: dict[str, Any], function: str, send: Callable[[bytes], T]) -> T:
         """Sign ``tx`` with the sender's next nonce and ``send`` it, under the sender's lock so that its
@@ -630,16 +739,14 @@ class ChainClient:
                 self._nonces[sender.address] = int(self.w3.eth.get_transaction_count(sender.address, "pending"))
             tx["nonce"] = self._nonces[sender.address]
             # the key object made once (``signing_keys``): ``LocalAccount.sign_transaction`` passes the raw key,
-            # from which eth-account derives the public key again for every transaction
-            key = signing_key(bytes(sender.key))
-            # calldata as bytes: eth-account checks a hex string before decoding it (50 us more for 20 KB, measured)
-            data = tx.get("data")
-            signed = Account.sign_transaction({**tx, "data": bytes.fromhex(_hex(data))} if data else tx, key)
+            # from which eth-account derives the public key again for every transaction; the transaction encoded
+            # by ``tx_signing``, a third of eth-account's time
+            raw, _ = sign_transaction(tx, signing_key(bytes(sender.key)))
             try:
-                out = send(signed.raw_transaction)
+                out = send(raw)
             except Exception as exc:
                 self._nonces.pop(sender.address, None)  # resynchronise from the node next time
-                raise self._revert(exc, function) from exc
+                raise self._refusal(exc, function, sender.address) from exc
             self._nonces[sender.address] += 1
         return out
 
@@ -688,28 +795,51 @@ class ChainClient:
         if error is None:
             self._sync_send = True
             return _lean_receipt(answer["result"])
-        code, message = int(error.get("code", 0)), str(error.get("message", ""))
-        if self._sync_send is None and (code == -32601 or "not found" in message.lower() or "support" in message):
+        message = str(error.get("message", "")).lower()
+        if self._sync_send is None and method_missing(error):
             self._sync_send = False
             return None
-        if "timeout" in message.lower() or "timed out" in message.lower():
+        if "timeout" in message or "timed out" in message:
             return None
-        raise Web3RPCError(str(error), rpc_response=answer)
+        if any(phrase in message for phrase in ALREADY_KNOWN):
+            return None  # sent again after a lost answer: polled for by its hash (``_send_raw`` answers it)
+        raise ChainRefused("the transaction", reason_of(error), self._chain_name(), answer)
 
-    def _fee_basis(self) -> tuple[int, int]:
-        """(block gas limit, base fee) of the latest block, re-read at most once a second: the base fee moves by at
-        most 1/8 per block, far inside the 2x margin of the gas price, and one read per transaction was a fifth of a
-        transaction's round trips."""
+    def _send_raw(self, raw: bytes, function: str) -> HexBytes:
+        """``eth_sendRawTransaction``: the transaction's hash once the node holds it, also where it held it already
+        (an earlier send whose answer was lost) or answers with an error although it mined it (the Hardhat network
+        reports a transaction that failed in its block so, unless configured otherwise: the receipt then tells);
+        a refusal raises :class:`ChainRefused` with the node's reason."""
+        tx_hash = HexBytes(keccak(raw))
+        answer = self.w3.provider.make_request(RPCEndpoint("eth_sendRawTransaction"), ["0x" + bytes(raw).hex()])
+        error = answer.get("error")
+        if error is None:
+            return tx_hash
+        if any(phrase in str(error.get("message", "")).lower() for phrase in ALREADY_KNOWN):
+            return tx_hash
+        held = self.w3.provider.make_request(RPCEndpoint("eth_getTransactionByHash"), ["0x" + bytes(tx_hash).hex()])
+        if held.get("result"):
+            return tx_hash
+        raise ChainRefused(f"sending {function}", reason_of(error), self._chain_name(), answer)
+
+    def _fee_basis(self) -> tuple[int, int | None, int]:
+        """(block gas limit, base fee, legacy gas price) of the latest block, re-read at most once a second: the base
+        fee moves by at most 1/8 per block, far inside the 2x margin of the fee cap, and one read per transaction
+        was a fifth of a transaction's round trips. The base fee is None on a chain without EIP-1559, whose gas
+        price the node is asked for (``eth_gasPrice``) instead; on one with it the legacy price is not read."""
         now = time.monotonic()
         with self._global:
             cached = self._fees
         if cached is not None and now - cached[0] < 1.0:
-            return cached[1], cached[2]
+            return cached[1], cached[2], cached[3]
         latest = self.w3.eth.get_block("latest")
-        limit, fee = int(latest["gasLimit"]), int(latest.get("baseFeePerGas", 0) or 0)
+        base = latest.get("baseFeePerGas")
+        fee = None if base is None else int(base)
+        price = int(self.w3.eth.gas_price) if fee is None else 0
+        limit = int(latest["gasLimit"])
         with self._global:
-            self._fees = (now, limit, fee)
-        return limit, fee
+            self._fees = (now, limit, fee, price)
+        return limit, fee, price
 
     def _wait_receipt(self, tx_hash: Any, timeout: float) -> Any:
         """The receipt, polled from a few milliseconds up to web3's 0.1 s: an automining devnet has it within ~3 ms
@@ -725,6 +855,23 @@ class ChainClient:
                     raise TimeoutError(f"transaction {bytes(tx_hash).hex()} not mined within {timeout:.0f} s") from None
             time.sleep(pause)
             pause = min(0.1, pause * 2)
+
+    def _confirmed(self, receipt: Any, timeout: float) -> Any:
+        """``receipt`` once ``confirmations`` blocks hold it (its own and those after it), read again then: a block
+        reorganised away in between takes the transaction back to the pool, and the receipt polled for again is the
+        one of the block that holds it now."""
+        deadline = time.monotonic() + timeout
+        tx_hash = receipt["transactionHash"]
+        while True:
+            target = int(receipt["blockNumber"]) + self.confirmations - 1
+            while self.block_number < target:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"transaction {bytes(tx_hash).hex()} not confirmed within {timeout:.0f} s")
+                time.sleep(0.25)
+            again = self._wait_receipt(tx_hash, timeout=max(1.0, deadline - time.monotonic()))
+            if int(again["blockNumber"]) == int(receipt["blockNumber"]):
+                return again
+            receipt = again
 
     def _replay_failure(self, tx: dict[str, Any], receipt: Any, function: str) -> BaseException:
         """Re-run a mined, failed transaction as a call to recover the revert reason: on its parent state, and if

@@ -13,6 +13,7 @@ from typing import Any
 
 from eth_abi import decode as abi_decode
 from eth_utils import keccak, to_checksum_address
+from web3.exceptions import Web3RPCError
 
 from fgbdt_chain.ledger.rpc.abi_codec import canonical_type
 
@@ -30,6 +31,65 @@ class ContractRevert(Exception):
         self.function = function
         where = f" in {function}" if function else ""
         super().__init__(f"{name}{args!r}{where}")
+
+
+class ChainRefused(Web3RPCError):
+    """The node refused a request, with its own reason (insufficient funds, a fee too low, a transaction too large,
+    an unknown method...), named together with what was asked and of which chain: a ``Web3RPCError`` like the
+    errors it stands for, so that callers that catch those still do."""
+
+    def __init__(self, what: str, reason: str, chain: str = "", rpc_response: Any = None) -> None:
+        self.what = what
+        self.reason = reason
+        self.chain = chain
+        on = f" on {chain}" if chain else ""
+        super().__init__(f"{what}{on}: the chain refused it: {reason}", rpc_response=rpc_response)
+
+
+MISSING_METHOD_CODES = frozenset({-32601, -32004})
+"""JSON-RPC error codes of a method a node does not serve: the standard "method not found", and the "method not
+supported" Hardhat answers."""
+MISSING_METHOD_PHRASES = (
+    "not found",
+    "does not exist",
+    "not available",
+    "not supported",
+    "unsupported",
+    "unknown method",
+)
+"""How nodes say so in the message where the code says something else (ganache 7 answers -32700, a parse error,
+with "The method ... does not exist/is not available")."""
+
+
+def method_missing(error: Any) -> bool:
+    """Whether a JSON-RPC ``error`` member says that the node does not serve the method asked."""
+    if not isinstance(error, dict):
+        return False
+    try:
+        code = int(error.get("code", 0))
+    except (TypeError, ValueError):
+        code = 0
+    message = str(error.get("message", "")).lower()
+    return code in MISSING_METHOD_CODES or ("method" in message and any(p in message for p in MISSING_METHOD_PHRASES))
+
+
+def reason_of(error: Any) -> str:
+    """The node's reason in a JSON-RPC ``error`` member (or an exception): its message, and its data where that
+    says more (Besu and Hardhat nest the cause there); never the stack trace ganache attaches."""
+    if isinstance(error, BaseException):
+        data = getattr(error, "rpc_response", None)
+        if isinstance(data, dict) and isinstance(data.get("error"), dict):
+            return reason_of(data["error"])
+        return str(error) or type(error).__name__
+    if not isinstance(error, dict):
+        return str(error)
+    message = str(error.get("message", "")).strip() or "no reason given"
+    data = error.get("data")
+    if isinstance(data, dict):
+        data = data.get("message") or data.get("reason")
+    if isinstance(data, str) and data and not data.startswith("0x") and data not in message:
+        message = f"{message} ({data})"
+    return message
 
 
 class ErrorDecoder:

@@ -16,6 +16,10 @@ from the environment (libcurl would send the node's traffic, transactions and al
 timeout that counts silence, not a long answer that keeps arriving (``_Watch``), Python's signal handlers run while
 a request waits (a party told to stop stops), and ``SSL_CERT_FILE`` names the certificates an ``https`` node is
 checked against.
+
+A hosted node or the gateway before a consortium's node may answer "busy" (HTTP 429, 502, 503, 504) for a moment:
+such a request is sent again after a pause that doubles (``RETRY_PAUSES``), and only the last answer raises. Every
+JSON-RPC request may be sent twice: a transaction sent again has the same hash, which the node already holds.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from urllib.parse import urlsplit
 import pycurl
 from web3 import HTTPProvider
 from web3.types import RPCEndpoint
+
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+"""HTTP statuses of a node (or its gateway) that is busy for now, not of a request it refuses."""
+RETRY_PAUSES: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
+"""Seconds before each new attempt after a busy answer: four more attempts within about 4 s."""
 
 
 class KeepAliveHTTPProvider(HTTPProvider):
@@ -72,6 +81,17 @@ class KeepAliveHTTPProvider(HTTPProvider):
             curl.close()
 
     def _make_request(self, method: RPCEndpoint, request_data: bytes) -> bytes:
+        for pause in RETRY_PAUSES:
+            try:
+                return self._request_once(method, request_data)
+            except _Busy:
+                time.sleep(pause)
+        try:
+            return self._request_once(method, request_data)
+        except _Busy as busy:
+            raise ConnectionError(str(busy)) from None
+
+    def _request_once(self, method: RPCEndpoint, request_data: bytes) -> bytes:
         curl = self._curl()
         body = io.BytesIO()
         watch = _Watch(self._timeout)
@@ -101,8 +121,13 @@ class KeepAliveHTTPProvider(HTTPProvider):
                 reason = http.HTTPStatus(status).phrase
             except ValueError:
                 reason = "unknown status"
-            raise ConnectionError(f"{method} to {self.endpoint_uri}: HTTP {status} {reason}: {answer[:200]!r}")
+            message = f"{method} to {self.endpoint_uri}: HTTP {status} {reason}: {answer[:200]!r}"
+            raise _Busy(message) if status in RETRY_STATUSES else ConnectionError(message)
         return answer
+
+
+class _Busy(ConnectionError):
+    """A busy answer (``RETRY_STATUSES``), asked again."""
 
 
 class _Watch:

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +23,12 @@ from fgbdt_chain.ledger.rpc.http_transport import KeepAliveHTTPProvider
 
 class OneRequestPerConnection:
     """A JSON-RPC server that answers ``eth_blockNumber`` with HTTP/1.1 keep-alive headers, then closes the connection
-    without saying so: the next request on that connection finds it gone. ``status`` sets the HTTP status."""
+    without saying so: the next request on that connection finds it gone. ``status`` sets the HTTP status; the first
+    ``busy`` answers are 503 Service Unavailable."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, busy: int = 0) -> None:
         self.status = status
+        self.busy = busy
         self.connections = 0
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
@@ -48,9 +51,10 @@ class OneRequestPerConnection:
                     body += conn.recv(65536)
                 request = json.loads(body)
                 answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": "0x2a"}).encode()
-                reason = "OK" if self.status == 200 else "Bad Gateway"
+                status = 503 if self.connections <= self.busy else self.status
+                reason = {200: "OK", 503: "Service Unavailable"}.get(status, "Bad Gateway")
                 conn.sendall(
-                    f"HTTP/1.1 {self.status} {reason}\r\nContent-Type: application/json\r\n"
+                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
                     f"Content-Length: {len(answer)}\r\nConnection: keep-alive\r\n\r\n".encode()
                     + answer
                 )
@@ -104,6 +108,18 @@ def test_transport_failures_are_os_errors_that_say_what_happened() -> None:
         _ = Web3(KeepAliveHTTPProvider(f"http://127.0.0.1:{free_port()}", timeout=5)).eth.block_number
     with pytest.raises(ValueError, match="not an http"):
         KeepAliveHTTPProvider("ws://127.0.0.1:8545")
+
+
+def test_a_busy_node_is_asked_again_after_a_pause() -> None:
+    """HTTP 503 (and 429, 502, 504) is a node or gateway busy for a moment: the request goes again after pauses
+    that double, and the caller sees the answer that came."""
+    server = OneRequestPerConnection(busy=2)
+    try:
+        started = time.monotonic()
+        assert Web3(KeepAliveHTTPProvider(server.url, timeout=5)).eth.block_number == 42
+        assert server.connections == 3 and time.monotonic() - started >= 0.25 + 0.5
+    finally:
+        server.close()
 
 
 def test_a_node_that_does_not_answer_times_out_and_its_connection_is_dropped() -> None:
