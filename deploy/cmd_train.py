@@ -25,7 +25,7 @@ from fgbdt_chain.deploy.cmd_simulate import (
     load_data,
     note_private_releases,
     objective_of,
-    prep_config,
+    prepare_parties,
     table_option,
     training_params,
 )
@@ -33,10 +33,10 @@ from fgbdt_chain.deploy.deployment import ChainTarget, add_chain_arguments, chai
 from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
 from fgbdt_chain.deploy.requester import ETHER, ChainSetup, run_task
 from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.errors import ChainRefused
 from fgbdt_chain.ledger.spec.modes import ON_CHAIN_ALGORITHMS
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.model.trees import Model
-from fgbdt_chain.node.sim.experiment import prepare
 
 
 def register(sub: Any) -> None:
@@ -53,7 +53,18 @@ def register(sub: Any) -> None:
         help="fvtree: the parties vote for each node's candidates in the first --voted-trees trees, the contract draws "
         "them from a public seed afterwards; drawn: every tree draws. simulate --algo X trains the same model",
     )
-    p.add_argument("--key", help="requester's private key file (default: a fresh key funded by the devnet)")
+    p.add_argument("--key", help="requester's private key file (default: a fresh key, funded as the parties are)")
+    p.add_argument(
+        "--funder-key",
+        help="file holding a funded key that pays the parties' (and a fresh requester's) ether: on a chain without "
+        "unlocked accounts (default: the node's first unlocked account, as a devnet has)",
+    )
+    p.add_argument(
+        "--party-fund",
+        type=float,
+        default=ChainSetup.party_fund_wei / ETHER,
+        help="ether each party is given for its gas (default %(default)g)",
+    )
     p.add_argument("--reward", type=float, default=1.0, help="reward deposited with the task, in ETH")
     table_option(p, "endorse")
     table_option(p, "step_blocks")
@@ -93,9 +104,8 @@ def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: Par
     train_set, test_set = load_data(args)
     params = training_params(args, objective_of(train_set.y))
     note_private_releases(args, "train")
-    config = prep_config(args)
     try:
-        prep = prepare(train_set, test_set, params, config)
+        prep, manipulation = prepare_parties(train_set, test_set, params, args)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     target = chain_target(args)
@@ -103,14 +113,21 @@ def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: Par
         client = ChainClient.connect(target.rpc_url)
     except OSError as exc:
         raise UserError(f"the chain at {target.rpc_url} does not answer (start one with `fgbdt devnet up`)") from exc
+    funder = read_key(args.funder_key, "funder key") if args.funder_key else None
+    client.funder = funder
     requester = read_key(args.key, "requester key") if args.key else Account.create()
     if not args.key:
-        client.fund(requester.address, int((args.reward + 10) * ETHER))
+        try:
+            client.fund(requester.address, int((args.reward + 10) * ETHER))
+        except ChainRefused as exc:
+            raise UserError(f"cannot fund the requester: {exc}") from exc
     setup = ChainSetup(
         rpc=target.rpc_url,
         contract=target.contract,
         requester=requester,
         workdir=workdir,
+        funder=funder,
+        party_fund_wei=int(args.party_fund * ETHER),
         algo=args.algo,
         reward_wei=int(args.reward * ETHER),
         step_blocks=args.step_blocks,
@@ -125,9 +142,11 @@ def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: Par
     with on_chain_progress(console, params, disable=args.quiet) as progress:
         try:
             report = run_task(prep, setup, progress, forks)
-        except RuntimeError as exc:
+        except (RuntimeError, ChainRefused) as exc:
             raise UserError(f"{exc} (party logs in {workdir})") from exc
     model = report.pop("model")
+    if manipulation is not None:
+        report["manipulation"] = manipulation.report(report["contributions"])
     print_report(Console(), report)
     if args.json_out:
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
@@ -202,3 +221,9 @@ def print_report(console: Console, report: dict[str, Any]) -> None:
             f"{int(c['owed_wei']) / ETHER:.6f}",
         )
     console.print(table)
+    manipulated = report.get("manipulation")
+    if manipulated and "holder_share" in manipulated:
+        console.print(
+            f"party {manipulated['holder']} played {manipulated['kind']} x{manipulated['factor']:g} as parties "
+            f"{', '.join(map(str, manipulated['identities']))}: combined share {manipulated['holder_share']:.3f}"
+        )

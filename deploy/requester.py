@@ -81,6 +81,9 @@ class ChainSetup:
     greedy: int | None = None
     attack: Attack | None = None
     party_fund_wei: int = 10**20
+    funder: LocalAccount | None = None
+    """The key that funds the parties (``fgbdt train --funder-key``); None: the node's first unlocked account, as a
+    devnet has."""
     timeout_seconds: float = 3600.0
     node_args: list[str] = field(default_factory=list)
 
@@ -135,7 +138,8 @@ def task_config(prep: Prepared, setup: ChainSetup) -> TaskConfig:
 class BlockClock:
     """Mines an empty block when no block arrived for ``tick`` seconds, so that deadlines pass while everybody
     waits. Only then: anvil's cost per block grows with the chain's length (measured: 7 ms per empty block at
-    block 500, 18 ms at 2,000), and while parties transact their transactions' blocks keep the clock going."""
+    block 500, 18 ms at 2,000), and while parties transact their transactions' blocks keep the clock going. On a
+    chain that mines on its own clock (a network: no method mines on request) it stops at once."""
 
     def __init__(self, client: ChainClient, tick: float) -> None:
         self.client, self.tick = client, tick
@@ -144,6 +148,11 @@ class BlockClock:
 
     def _run(self) -> None:
         last = -1
+        try:
+            if not self.client.can_mine():
+                return
+        except Exception:  # the chain may be restarting: the clock tries as it goes
+            pass
         while not self.stop_event.wait(self.tick):
             try:
                 now = self.client.block_number
@@ -176,6 +185,7 @@ class Requester:
         self.prep, self.setup = prep, setup
         self.progress = progress or (lambda info: None)
         self.client = ChainClient.connect(setup.rpc)
+        self.client.funder = setup.funder
         self.task = TaskContract.at(self.client, setup.contract)
         self.task_id = -1
         self.accounts: list[LocalAccount] = []

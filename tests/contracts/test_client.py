@@ -1,21 +1,32 @@
-"""The ledger client: concurrent senders get distinct nonces, gas is accounted per call, reverts and events decode."""
+"""The ledger client: concurrent senders get distinct nonces, gas is accounted per call, reverts and events decode;
+fees, funding, confirmations and refusals as any chain has them."""
 
 from __future__ import annotations
 
+import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
+from eth_account import Account
 from eth_utils import keccak, to_checksum_address
 from web3 import HTTPProvider
 
-from fgbdt_chain.ledger.devnet.anvil import start_anvil
+from fgbdt_chain.deploy.cli import UserError, build_parser
+from fgbdt_chain.deploy.cmd_deploy import run_deploy
+from fgbdt_chain.ledger.devnet.anvil import Anvil, start_anvil
+from fgbdt_chain.ledger.devnet.nodes import GANACHE_KEY, start_ganache
+from fgbdt_chain.ledger.rpc import evm_probe
 from fgbdt_chain.ledger.rpc.client import ChainClient, _lean_receipt
-from fgbdt_chain.ledger.rpc.errors import ContractRevert, ErrorDecoder
+from fgbdt_chain.ledger.rpc.errors import ChainRefused, ContractRevert, ErrorDecoder
+from fgbdt_chain.ledger.rpc.tx_signing import sign_transaction
 from fgbdt_chain.ledger.spec.encoding import endorsement_digest
 from fgbdt_chain.ledger.spec.parameters import MAX_DEPTH
 from fgbdt_chain.ledger.spec.reference import MAX_PARTIES, ONE
+from fgbdt_chain.ledger.spec.signing_keys import signing_key
 from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
 
 pytestmark = pytest.mark.chain
@@ -271,3 +282,89 @@ def test_fresh_logs_decode_each_log_once_however_often_its_block_is_read(
     second, _ = task.create_task(requester, TaskConfig(), [0], [ONE], reward=1)
     again = task.client.fresh_logs(task.contract, [], None, start, "latest", seen)
     assert [(e.name, e.args["taskId"]) for e in again] == [("TaskCreated", second)]
+
+
+@pytest.mark.parametrize("to", ["0x" + "ab" * 20, None], ids=["call", "create"])
+@pytest.mark.parametrize(
+    "fees",
+    [{"maxFeePerGas": 3 * 10**9 + 7, "maxPriorityFeePerGas": 10**9}, {"gasPrice": 2 * 10**9 + 1}],
+    ids=["eip1559", "legacy"],
+)
+def test_transactions_are_signed_as_eth_account_signs_them(to: str | None, fees: dict[str, int]) -> None:
+    """The client's own encoder (``ledger.rpc.tx_signing``) gives eth-account's bytes and hash, both kinds of
+    transaction, calls and contract creations."""
+    account = Account.from_key(keccak(b"signer"))
+    tx: dict[str, Any] = {"chainId": 31337, "nonce": 7, "gas": 1_234_567, "value": 5, "data": bytes(range(256)) * 9}
+    tx |= fees | ({"to": to_checksum_address(to)} if to else {})
+    raw, tx_hash = sign_transaction(tx, signing_key(bytes(account.key)))
+    expected = Account.sign_transaction(tx, account.key)
+    assert raw == bytes(expected.raw_transaction) and tx_hash == bytes(expected.hash)
+
+
+def test_fees_come_from_the_chain_as_eip1559_fields(anvil_client: ChainClient) -> None:
+    """On a chain with a base fee: a type-2 transaction whose cap is twice the base fee plus the tip the node
+    suggests, which is what it pays above the base fee."""
+    task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**21))
+    requester = anvil_client.new_account(10**20)
+    tid, _ = task.create_task(requester, TaskConfig(), [0], [ONE], reward=1)
+    sent = task.fund(requester, tid, 1)
+    tx = anvil_client.w3.eth.get_transaction(sent.tx_hash)
+    paid = int(anvil_client.w3.eth.get_transaction_receipt(sent.tx_hash)["effectiveGasPrice"])
+    base = int(anvil_client.w3.eth.get_block(sent.block_number)["baseFeePerGas"])
+    tip = int(anvil_client.w3.provider.make_request("eth_maxPriorityFeePerGas", [])["result"], 16)  # type: ignore[arg-type]
+    assert tx["type"] == 2 and tx["maxPriorityFeePerGas"] == tip and paid == base + tip
+    # the cap: twice a base fee read within the last second (the base fee only falls on an idle devnet)
+    assert (tx["maxFeePerGas"] - tip) % 2 == 0 and (tx["maxFeePerGas"] - tip) // 2 >= base
+
+
+def test_refusals_name_the_chains_reason(anvil_client: ChainClient) -> None:
+    """A transaction the node refuses raises ChainRefused with the node's own words and the chain it came from."""
+    penniless = Account.create()
+    with pytest.raises(ChainRefused, match=r"(?i)fund from 0x.*chain 31337 at http.*insufficient funds"):
+        anvil_client.fund(Account.create().address, 10**18, funder=penniless)
+
+
+def test_a_transaction_waits_for_its_confirmations(anvil_node: Anvil) -> None:
+    """With ``confirmations`` N a transaction returns once N blocks hold it (its own and N - 1 after it)."""
+    client = ChainClient.connect(anvil_node.url)
+    sender = client.new_account(10**20)
+    client.confirmations = 3
+    other = ChainClient.connect(anvil_node.url)
+
+    def mine_later() -> None:
+        time.sleep(0.5)
+        other.mine(2)
+
+    started = time.monotonic()
+    threading.Thread(target=mine_later, daemon=True).start()
+    before = client.block_number
+    client.fund(Account.create().address, 1, funder=sender)
+    assert time.monotonic() - started >= 0.5 and client.block_number >= before + 3
+
+
+def test_a_chain_without_base_fee_sync_send_or_push0() -> None:
+    """ganache at Berlin, as an older consortium network: legacy transactions at the node's gas price, the missing
+    ``eth_sendRawTransactionSync`` found out once (ganache answers it with a parse-error code), blocks mined on
+    request with ``evm_mine``, and an EVM that runs neither probe: ``fgbdt deploy`` refuses, naming PUSH0."""
+    node = start_ganache(hardfork="berlin")
+    try:
+        client = ChainClient.connect(node.url)
+        client.funder = Account.from_key(GANACHE_KEY)
+        to = Account.create().address
+        client.fund(to, 10**18)
+        client.fund(to, 10**18)
+        assert client.balance(to) == 2 * 10**18 and client._sync_send is False
+        tx = client.w3.eth.get_transaction(client.w3.eth.get_block("latest")["transactions"][0])
+        assert tx["type"] == 0 and tx["gasPrice"] == client.w3.eth.gas_price
+        before = client.block_number
+        client.mine(2)
+        assert client.block_number == before + 2 and client._mine_method == "evm_mine" and client.can_mine()
+        assert evm_probe.supported_versions(client.w3.provider) == []
+        key = Path(tempfile.mkdtemp()) / "key"
+        key.write_text(GANACHE_KEY)
+        with pytest.raises(UserError, match=r"does not run PUSH0 \(EIP-3855\), from Shanghai on"):
+            run_deploy(
+                build_parser("deploy").parse_args(["deploy", "--rpc", node.url, "--key", str(key), "--out", "x"])
+            )
+    finally:
+        node.stop()
