@@ -155,11 +155,14 @@ class Phase:
     name: str
     deadline: float
     budget: int
+    warmup: float = 0.0
+    """Seconds at the start whose requests count in the statuses but not in the latencies (``--warmup``)."""
     started: float = field(default_factory=time.monotonic)
     ended: float = 0.0
     sent: int = 0
     latency: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     status: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    warm: list[float] = field(default_factory=list)
 
     def more(self) -> bool:
         """Whether a client may send another request (the phase's time and count bounds)."""
@@ -170,6 +173,7 @@ class Phase:
 
     async def timed(self, endpoint: str, send: Awaitable[httpx.Response]) -> httpx.Response | None:
         start = time.perf_counter()
+        warming = time.monotonic() < self.started + self.warmup
         try:
             r = await send
         except httpx.TimeoutException:
@@ -178,13 +182,16 @@ class Phase:
         except httpx.TransportError as exc:
             self.status[endpoint][type(exc).__name__] += 1
             return None
-        self.latency[endpoint].append(time.perf_counter() - start)
+        (self.warm if warming else self.latency[endpoint]).append(time.perf_counter() - start)
         self.status[endpoint][str(r.status_code)] += 1
         return r
 
     def summary(self) -> dict[str, Any]:
         seconds = (self.ended or time.monotonic()) - self.started
         out: dict[str, Any] = {"seconds": round(seconds, 2), "endpoints": {}}
+        if self.warmup:
+            top = round(1000 * max(self.warm), 1) if self.warm else None
+            out["warmup"] = {"seconds": self.warmup, "requests": len(self.warm), "max_ms": top}
         for name in sorted(set(self.latency) | set(self.status)):
             ms = np.array(self.latency[name]) * 1000
             statuses = dict(sorted(self.status[name].items()))
@@ -412,14 +419,14 @@ async def _lines_until(r: httpx.Response, until: float) -> Any:
 
 
 async def read_phase(target: Target, args: argparse.Namespace) -> Phase:
-    phase = Phase("reads", time.monotonic() + args.seconds, args.max_requests)
+    phase = Phase("reads", time.monotonic() + args.seconds, args.max_requests, args.warmup)
     await asyncio.gather(*(reader(target, phase, args.think, i) for i in range(args.clients)))
     phase.ended = time.monotonic()
     return phase
 
 
 async def write_phase(target: Target, args: argparse.Namespace, ledger: Ledger) -> Phase:
-    phase = Phase("writes", time.monotonic() + args.seconds, args.max_requests)
+    phase = Phase("writes", time.monotonic() + args.seconds, args.max_requests, args.warmup)
     readers = [reader(target, phase, args.think, 1000 + i) for i in range(args.clients)]
     writers = [requester(target, phase, ledger, args.parties, 10_000 * i, False) for i in range(args.writers)]
 
@@ -434,7 +441,7 @@ async def write_phase(target: Target, args: argparse.Namespace, ledger: Ledger) 
 
 
 async def stream_phase(target: Target, args: argparse.Namespace, ledger: Ledger, block: int) -> tuple[Phase, Any]:
-    phase = Phase("streams", time.monotonic() + args.seconds, args.max_requests)
+    phase = Phase("streams", time.monotonic() + args.seconds, args.max_requests, args.warmup)
     until = phase.deadline + 3  # a poll or two after the last write: its event reaches every stream
     every = f"{target.base}/v1/events?from_block={block}&poll=1&timeout=600"
     one = f"{target.base}/v1/tasks/{target.open_task}/events?from_block={block}&poll=1&timeout=600"
@@ -541,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--think", type=float, default=0.0, help="mean pause between a reader's requests, seconds")
     ap.add_argument("--seconds", type=float, default=20.0, help="length of each phase (default 20)")
     ap.add_argument("--max-requests", type=int, default=200_000, help="most requests of a phase")
+    ap.add_argument(
+        "--warmup", type=float, default=2.0, help="first seconds of a phase left out of the latencies (default 2)"
+    )
     ap.add_argument("--writers", type=int, default=20, help="concurrent requesters writing (default 20)")
     ap.add_argument("--parties", type=int, default=3, help="accounts joining each writer's task (default 3)")
     ap.add_argument("--conflicts", type=int, default=20, help="pairs of requests with one nonce (default 20)")
