@@ -652,7 +652,9 @@ def tables(runs: list[dict[str, Any]]) -> str:
     p, r = runs[-1]["parameters"], runs[-1]["results"]
     lines = [
         f"{p['clients']} readers (pause {p['think']} s between requests), {p['writers']} writers of {p['parties']} "
-        f"parties each, {p['conflicts']} same-nonce pairs, {p['streams']} event streams; {p['seconds']:g} s a phase.",
+        f"parties each, {p['conflicts']} same-nonce pairs, {p['streams']} event streams; {p['seconds']:g} s a phase, "
+        f"whose first {p.get('warmup', 0):g} s (every client connecting, the first reads of each kind) count in the "
+        "statuses and not in the latencies.",
         "",
         "| phase | endpoint | requests | per s | p50 ms | p95 ms | p99 ms | max ms | statuses |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -666,14 +668,19 @@ def tables(runs: list[dict[str, Any]]) -> str:
             )
     lines += [
         "",
-        "| phase | seconds | cores used: server, anvil, load generator | server CPU ms a request | load average |",
-        "|---|---|---|---|---|",
+        "| phase | seconds | cores used: server, anvil, load generator | server CPU ms a request | load average "
+        "| warm-up requests, slowest ms |",
+        "|---|---|---|---|---|---|",
     ]
     for phase, data in r["phases"].items():
         if "cores_used" in data:
             cores = ", ".join(str(v) for v in data["cores_used"].values())
             load = " to ".join(str(v) for v in data["load_average"])
-            lines.append(f"| {phase} | {data['seconds']} | {cores} | {data['server_cpu_ms_per_request']} | {load} |")
+            warm = data.get("warmup", {})
+            lines.append(
+                f"| {phase} | {data['seconds']} | {cores} | {data['server_cpu_ms_per_request']} | {load} "
+                f"| {warm.get('requests', '-')}, {warm.get('max_ms', '-')} |"
+            )
     c = r["chain"]
     lines += [
         "",
