@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -14,13 +15,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of
+from fgbdt_chain.deploy.attack_args import add_attack_arguments, attack_of, data_attack_of
 from fgbdt_chain.deploy.cli import UserError
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.parameters import parameter
 from fgbdt_chain.ledger.spec.train_params import TrainParams
+from fgbdt_chain.node.attacks.data import DataAttack, apply_to_dataset, manipulation_report
 from fgbdt_chain.node.baselines.seed_systems import refusal
-from fgbdt_chain.node.data.loaders import DataFormatError, DataWarning, load_train_test
+from fgbdt_chain.node.data.loaders import DataFormatError, Dataset, DataWarning, load_train_test
 from fgbdt_chain.node.model.trees import slot_widths
 from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_colluders, check_private_objective, plan
 from fgbdt_chain.node.privacy.binning import BINNING_METHODS
@@ -34,9 +36,11 @@ from fgbdt_chain.node.sim.algorithms import (
     budget_refusal,
 )
 from fgbdt_chain.node.sim.experiment import (
+    Prepared,
     PrepConfig,
     default_algorithm,
     default_shape,
+    partition,
     prepare,
     privacy_of,
     run,
@@ -295,6 +299,38 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Manipulation:
+    """The greedy party's data attack as played: the attack, the holder and the identities it joined as."""
+
+    attack: DataAttack
+    holder: int
+    identities: list[int]
+
+    def report(self, contributions: Any) -> dict[str, Any]:
+        return manipulation_report(self.attack, self.holder, self.identities, contributions)
+
+
+def prepare_parties(
+    train: Dataset, test: Dataset, params: TrainParams, args: argparse.Namespace
+) -> tuple[Prepared, Manipulation | None]:
+    """``prepare`` over the command's partition, with the greedy party's rows manipulated first when the attack is a
+    data attack (``node.attacks.data``): its bin sketch, PSD and histograms then come from the manipulated rows, and
+    on chain its shard holds them. ``split`` adds parties after the last."""
+    config = prep_config(args)
+    data_attack = data_attack_of(args)
+    if data_attack is None:
+        return prepare(train, test, params, config), None
+    try:
+        pooled, parts, identities = apply_to_dataset(train, partition(train, config), args.greedy, data_attack)
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
+    check_party_count(len(parts), getattr(args, "algo", "fvtree"))
+    prep = prepare(pooled, test, params, dataclasses.replace(config, parties=len(parts)), parts=parts)
+    prep.given_parts = False  # theta and the feature skew made the parties; the attack changed only the holder's
+    return prep, Manipulation(data_attack, args.greedy, identities)
+
+
 def objective_of(y: Any, task: str = "auto") -> ref.ObjectiveName:
     """Binary when the loaded labels are {0, 1}, else regression; ``--task regression`` stays regression even on
     0/1 labels (the loader keeps them as numbers then)."""
@@ -383,7 +419,7 @@ def simulate(args: argparse.Namespace) -> int:
     if why:
         raise UserError(why)
     try:
-        prep = prepare(train, test, params, prep_config(args))
+        prep, manipulation = prepare_parties(train, test, params, args)
         # the budget calibrated for the mechanisms this algorithm runs, before any training: a refusal names why
         privacy_of(args.algo, prep.config, prep.params)
         if spec.draws_edges:
@@ -413,6 +449,8 @@ def simulate(args: argparse.Namespace) -> int:
             attacks={args.greedy: attack} if attack is not None else None,
         )
         bar.update(task, completed=params.trees)
+    if manipulation is not None:
+        report["manipulation"] = manipulation.report(report.get("contributions"))
     reports.append(report)
     if args.baselines:
         # every cost in the summary and the JSON, so that none hides (node.sim.algorithms.SUMMARY_BASELINES)
@@ -503,5 +541,11 @@ def print_summary(console: Console, report: dict[str, Any], reports: list[dict[s
                 f"{c['share']:.3f}",
             )
         console.print(ct)
+    manipulated = report.get("manipulation")
+    if manipulated and "holder_share" in manipulated:
+        console.print(
+            f"party {manipulated['holder']} played {manipulated['kind']} x{manipulated['factor']:g} as parties "
+            f"{', '.join(map(str, manipulated['identities']))}: combined share {manipulated['holder_share']:.3f}"
+        )
     for r in report.get("endorsement", {}).get("refusals", []):
         console.print(f"party {r['party']} out from tree {r['tree']} level {r['level']}: {r['reason']}")

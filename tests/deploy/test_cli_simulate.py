@@ -240,10 +240,32 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
     assert json.loads(out.read_text())["endorsement"]["refusals"] == []
 
 
+@pytest.mark.parametrize(("kind", "parties", "holder_rows"), [("duplicate", 3, 2), ("fitted", 3, 2), ("split", 4, 1)])
+def test_simulate_plays_a_data_attack_and_reports_the_holders_combined_share(
+    csv_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, parties: int, holder_rows: int
+) -> None:
+    out, honest = tmp_path / "r.json", tmp_path / "h.json"
+    assert main(_small(csv_file, "--json", str(honest))) == 0
+    assert main(_small(csv_file, "--greedy", "1", "--attack", kind, "--inflate", "2", "--json", str(out))) == 0
+    report, before = json.loads(out.read_text()), json.loads(honest.read_text())
+    assert report["parties"] == parties
+    manipulated = report["manipulation"]
+    assert manipulated["identities"] == ([1, 3] if kind == "split" else [1])
+    shares = {c["party"]: c["share"] for c in report["contributions"]}
+    assert manipulated["holder_share"] == pytest.approx(sum(shares[i] for i in manipulated["identities"]))
+    rows = {pp["party"]: pp["rows"] for pp in report["per_party"]}
+    assert sum(rows[i] for i in manipulated["identities"]) == holder_rows * before["per_party"][1]["rows"]
+    assert rows[0] == before["per_party"][0]["rows"]
+    assert report["endorsement"]["refusals"] == []  # consistent rows: nothing for the histogram rules to catch
+    assert "combined share" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
         (["--greedy", "3"], "--greedy must be a party index in [0, 3)"),
+        (["--greedy", "0", "--attack", "duplicate", "--inflate", "0.5"], "factor must be a number >= 1"),
+        (["--greedy", "0", "--attack", "split", "--attack-from-tree", "1"], "--attack-from-tree is for histogram"),
         (["--greedy", "0", "--inflate", "0"], "positive number"),
         (["--refusal-rate", "1.5"], "--refusal-rate must be in (0, 1)"),
         (["--tree-features", "one"], "--tree-features is for --algo randomsplit"),
@@ -381,15 +403,19 @@ def test_private_random_splits_report_the_coalition_they_hold_against(csv_file: 
     # the summary's line under the table says the same
     from fgbdt_chain.deploy.cmd_simulate import privacy_line
 
-    assert "against any 1 of the 2 other parties pooling their views; if all pool: epsilon" in str(
-        privacy_line(default, 3)
-    )
+    line = str(privacy_line(default, 3))
+    assert "against any 1 of the 2 other parties pooling their views (if all 2 pool: epsilon" in line
+    # the conditions: neighbouring relation, the aggregator, dropout, the schema's source, the noise's source
+    assert "one row of the party added or removed" in line and "(2, " in line
+    assert "against the aggregator epsilon 1" in line and "a party that drops out stops the task" in line
+    assert "ranges and integer flags: requester's rows" in line
     assert "its own noise carries it, against all 2 other parties" in str(privacy_line(alone, 3))
     assert privacy_line({"epsilon": math.inf}, 3) is None
-    assert default["noise"] == "seeded" and "noise seeded by --seed" in str(privacy_line(default, 3))
-    assert main(_small(csv_file, *flags, "--dp-noise", "entropy")) == 0
-    fresh = json.loads(out.read_text())["privacy"]
-    assert fresh["noise"] == "entropy" and "seeded" not in str(privacy_line(fresh, 3))
+    # entropy by default under a budget; seeds only when asked for, and then the line names the experiment
+    assert default["noise"] == "entropy" and "seeded" not in line and "entropy" in line
+    assert main(_small(csv_file, *flags, "--dp-noise", "seeded")) == 0
+    seeded = json.loads(out.read_text())["privacy"]
+    assert seeded["noise"] == "seeded" and "seeded by --seed (experiment)" in str(privacy_line(seeded, 3))
 
 
 def test_a_budget_without_an_algorithm_trains_the_private_model(

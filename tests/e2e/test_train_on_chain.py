@@ -358,3 +358,24 @@ def test_fgbdt_train_runs_a_regression_task(anvil_node: Anvil, e2e_contract: str
     model = Model.load(model_file)
     assert "test_error" not in report and 0 < report["test_rmse"] < float(np.sqrt(np.mean(y**2)))
     assert model.objective == "regression" and model.label_scale == 128.0  # labels from 45 to 105, most above 64
+
+
+@pytest.mark.parametrize(("kind", "parties"), [("duplicate", 3), ("split", 4)])
+def test_fgbdt_train_plays_a_data_attack_as_simulate_does(
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, kind: str, parties: int
+) -> None:
+    """The greedy party's shard holds its manipulated rows (``node.attacks.data``) before its node starts; nothing is
+    refused, and the chain pays the shares the simulator computes for the same manipulation."""
+    flags = ["--data", str(toy_csv), "--parties", "3", "--trees", "3", "--depth", "3", "--bins", "8", "--min-rows", "5"]
+    flags += ["--psd-max-rows", "40", "--quiet", "--greedy", "1", "--attack", kind, "--inflate", "2"]
+    chain = ["--rpc", anvil_node.url, "--contract", e2e_contract, "--workdir", str(tmp_path / "w")]
+    on_chain, simulated = tmp_path / "chain.json", tmp_path / "sim.json"
+    assert cli_main(["train", *flags, *chain, "--step-blocks", "24", "--json", str(on_chain)]) == 0
+    assert cli_main(["simulate", *flags, "--no-baselines", "--json", str(simulated)]) == 0
+    report, sim = json.loads(on_chain.read_text()), json.loads(simulated.read_text())
+    assert report["parties"] == parties and report["rejected_histograms"] == [0] * parties
+    assert report["manipulation"]["identities"] == sim["manipulation"]["identities"]
+    assert [c["share"] for c in report["contributions"]] == [c["share"] for c in sim["contributions"]]
+    assert report["manipulation"]["holder_share"] == sim["manipulation"]["holder_share"]
+    shard_rows = {i: len(np.load(tmp_path / "w" / f"party-{i}.npz")["y"]) for i in range(parties)}
+    assert [shard_rows[i] for i in range(parties)] == [pp["rows"] for pp in sim["per_party"]]
