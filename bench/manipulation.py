@@ -1,0 +1,250 @@
+"""Data manipulation: how much a party gains by changing its rows before it joins, and what honest data earns.
+
+A greedy party (the holder, party 1) duplicates its rows, adds synthetic rows near its own (jittered copies or draws
+from its fitted distribution) or joins as several parties (``node.attacks.data``); its sketch, PSD, histograms and
+carry are then consistent and nothing refuses them. Each grid point trains ``fgbdt_chain.train`` on a random sample
+of the data set's training rows split over M parties (the simulator's partition at theta), honest and with every
+manipulation, and reports the change of the holder's reward share (combined over its identities for ``split``) in
+points, with the change of the test metric. The honest ladder gives the holder fewer rows (half, quarter), noisier
+labels (10, 30, 50% flipped; for a regression label, that share replaced by other rows' labels) or uninformative rows
+(every feature shuffled among its rows), and reports the share each earns.
+
+    python -m bench.manipulation           # all shared data sets, M 4, k 2 3, s 2 3, theta 0.5, 3 seeds (minutes)
+    python -m bench.manipulation --full    # + stress data, M 2 4 8, k 2 3 5, s 2 3 4, theta 0.5 0.8, 5 seeds
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from bench.datasets import DATASETS, load, objective
+from bench.record import Run, parameters_of
+from bench.stats import mean_se, seeds_of
+from fgbdt_chain.node.attacks.data import DataAttack, apply_to_parties, holder_share
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.sim.engine import train
+from fgbdt_chain.node.sim.experiment import PrepConfig, partition
+
+HOLDER = 1
+COPY_KINDS = ("duplicate", "jitter", "fitted")
+"""Manipulations that take the copies factor k; ``split`` takes the identities s."""
+LADDER = ("full", "half", "quarter", "flip10", "flip30", "flip50", "shuffled")
+"""The honest ladder: the holder's own rows as they are, fewer of them, noisier labels, features that say nothing."""
+GOAL_POINTS = 0.5
+"""The most a manipulation may raise the holder's share on average, in points, for the measure to count as robust."""
+FULL = {
+    "datasets": ",".join([*DATASETS, "stress"]),
+    "parties": "2,4,8",
+    "factors": "2,3,5",
+    "splits": "2,3,4",
+    "thetas": "0.5,0.8",
+    "seeds": "0-4",
+}
+_LADDER_TAG = 0x1ADD
+
+
+def ladder_rows(rung: str, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The holder's rows for a rung of the honest ladder (``LADDER``)."""
+    n = len(y)
+    if rung == "full":
+        return X, y
+    if rung in ("half", "quarter"):
+        keep = np.sort(rng.permutation(n)[: n // (2 if rung == "half" else 4)])
+        return X[keep], y[keep]
+    if rung.startswith("flip"):
+        hit = rng.permutation(n)[: round(int(rung[4:]) / 100 * n)]
+        out = y.copy()
+        binary = np.isin(np.unique(y), (0.0, 1.0)).all()
+        out[hit] = 1.0 - y[hit] if binary else y[rng.permutation(hit)]
+        return X, out
+    if rung == "shuffled":
+        return np.column_stack([X[rng.permutation(n), j] for j in range(X.shape[1])]), y
+    raise ValueError(f"unknown ladder rung {rung!r}")
+
+
+def metric(report: dict[str, Any]) -> float:
+    return float(report["test_error"] if "test_error" in report else report["test_rmse"])
+
+
+def measure_point(
+    name: str,
+    parties: int,
+    theta: float,
+    seed: int,
+    args: argparse.Namespace,
+    fit: Callable[[list[tuple[np.ndarray, np.ndarray]], str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Every manipulation and ladder rung at one grid point: the holder's share and the test metric, each against the
+    honest run's."""
+    train_set, test = load(name, seed)
+    rng = np.random.default_rng([seed, 0x5A])
+    keep = np.sort(rng.permutation(train_set.n_rows)[: min(args.rows, train_set.n_rows)])
+    pool = Dataset(train_set.X[keep], train_set.y[keep], train_set.feature_names, name)
+    parts = partition(pool, PrepConfig(parties=parties, theta=theta, seed=seed))
+    pairs = [(pool.X[p], pool.y[p]) for p in parts]
+    valid = (test.X, test.y)
+    point = {"dataset": name, "parties": parties, "theta": theta, "seed": seed}
+
+    def trained(ps: list[tuple[np.ndarray, np.ndarray]], identities: Sequence[int]) -> tuple[float, float]:
+        report = fit([*ps, valid], objective(name))  # the last pair is the test set (fitter)
+        return holder_share(report["contributions"], identities), metric(report)
+
+    honest_share, honest_metric = trained(pairs, [HOLDER])
+    out = []
+    attacks = [(k, int(f)) for k in COPY_KINDS for f in args.factors.split(",")]
+    attacks += [("split", int(s)) for s in args.splits.split(",")]
+    for kind, factor in attacks:
+        if kind == "split" and parties + factor - 1 > args.max_parties:
+            continue
+        manipulated, identities = apply_to_parties(pairs, HOLDER, DataAttack(kind, factor, seed=seed))
+        share, quality = trained(manipulated, identities)
+        out.append(
+            {
+                **point,
+                "kind": kind,
+                "factor": factor,
+                "share": share,
+                "honest_share": honest_share,
+                "points": 100.0 * (share - honest_share),
+                "metric": quality,
+                "honest_metric": honest_metric,
+            }
+        )
+    X, y = pairs[HOLDER]
+    for rung in LADDER:
+        rows = ladder_rows(rung, X, y, np.random.default_rng([seed, _LADDER_TAG, LADDER.index(rung)]))
+        share, quality = (
+            (honest_share, honest_metric)
+            if rung == "full"
+            else trained([*pairs[:HOLDER], rows, *pairs[HOLDER + 1 :]], [HOLDER])
+        )
+        out.append({**point, "kind": "ladder", "rung": rung, "share": share, "metric": quality})
+    return out
+
+
+def fitter(args: argparse.Namespace) -> Callable[[list[tuple[np.ndarray, np.ndarray]], str], dict[str, Any]]:
+    """``fgbdt_chain.train`` at the run's shape; the last pair it is given is the validation set."""
+
+    def fit(pairs: list[tuple[np.ndarray, np.ndarray]], loss: str) -> dict[str, Any]:
+        *parties, valid = pairs
+        params = {"num_trees": args.trees, "max_depth": args.depth, "seed": 0, "objective": loss}
+        model = train(params, parties, valid_set=valid)
+        assert model.report is not None
+        return model.report
+
+    return fit
+
+
+# ------------------------------------------------------------------------------------------------------- the tables
+
+
+def _pm(values: list[float], digits: int = 2, sign: str = "+") -> str:
+    if not values:
+        return "-"
+    m, se = mean_se(values)
+    return f"{m:{sign}.{digits}f} ± {se:.{digits}f}"
+
+
+def tables(runs: list[dict[str, Any]]) -> str:
+    """Markdown: the holder's share change per manipulation (mean ± standard error over every data set, M, theta and
+    seed of the runs, then per data set), the test metric's change, and the honest ladder."""
+    points = [p for r in runs for p in r["results"]["points"]]
+    attacks = [p for p in points if p["kind"] != "ladder"]
+    datasets = list(dict.fromkeys(p["dataset"] for p in points))
+    by: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for p in attacks:
+        by[(p["kind"], p["factor"])].append(p)
+    head = "| manipulation | all: share change (points) | " + " | ".join(datasets) + " | test metric change |"
+    lines = [
+        "Change of the holder's reward share in points (mean ± standard error over the grid points), per "
+        "manipulation; `split` is the holder's combined share over its identities. Test metric: error rate or RMSE, "
+        "manipulated minus honest.",
+        "",
+        head,
+        "|" + "---|" * (3 + len(datasets)),
+    ]
+    for (kind, factor), ps in sorted(
+        by.items(), key=lambda kv: (("duplicate", "jitter", "fitted", "split").index(kv[0][0]), kv[0][1])
+    ):
+        cells = [_pm([p["points"] for p in ps if p["dataset"] == d]) for d in datasets]
+        change = _pm([p["metric"] - p["honest_metric"] for p in ps], 4)
+        label = f"{kind} k={factor}" if kind != "split" else f"split s={factor}"
+        lines.append(f"| {label} | {_pm([p['points'] for p in ps])} | " + " | ".join(cells) + f" | {change} |")
+    worst = max((mean_se([p["points"] for p in ps])[0] for ps in by.values()), default=float("nan"))
+    lines += [
+        "",
+        f"Largest mean gain: {worst:+.2f} points (goal: at most {GOAL_POINTS} points).",
+        "",
+        "Honest ladder: the holder's share in percent (mean ± standard error) for each quality of its own data.",
+        "",
+        "| rung | all | " + " | ".join(datasets) + " |",
+        "|" + "---|" * (2 + len(datasets)),
+    ]
+    ladder = [p for p in points if p["kind"] == "ladder"]
+    for rung in LADDER:
+        ps = [p for p in ladder if p["rung"] == rung]
+        cells = [_pm([100 * p["share"] for p in ps if p["dataset"] == d], sign="") for d in datasets]
+        lines.append(f"| {rung} | {_pm([100 * p['share'] for p in ps], sign='')} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def ladder_kept(points: list[dict[str, Any]]) -> dict[str, bool]:
+    """Whether the mean shares keep the honest order: full > half > quarter, full > flip10 > flip30 > flip50, and
+    shuffled below every other rung."""
+    mean = {r: mean_se([100 * p["share"] for p in points if p.get("rung") == r])[0] for r in LADDER}
+    return {
+        "rows": mean["full"] > mean["half"] > mean["quarter"],
+        "labels": mean["full"] > mean["flip10"] > mean["flip30"] > mean["flip50"],
+        "uninformative": all(mean["shuffled"] < mean[r] for r in LADDER if r != "shuffled"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--parties", default="4")
+    ap.add_argument("--factors", default="2,3", help="copies k of duplicate, jitter and fitted")
+    ap.add_argument("--splits", default="2,3", help="identities s of split")
+    ap.add_argument("--thetas", default="0.5")
+    ap.add_argument("--seeds", default="0-2")
+    ap.add_argument("--rows", type=int, default=12000, help="training rows sampled per grid point")
+    ap.add_argument("--trees", type=int, default=10)
+    ap.add_argument("--depth", type=int, default=5)
+    ap.add_argument("--max-parties", type=int, default=11, help="skip a split that makes more parties")
+    ap.add_argument("--full", action="store_true", help="the whole grid (module docstring)")
+    ap.add_argument("--out", help="results file (default bench/results/manipulation.json, bench.record)")
+    args = ap.parse_args(argv)
+    if args.full:
+        for key, value in FULL.items():
+            setattr(args, key, value)
+    record = Run("manipulation", parameters_of(args), args.out, argv=sys.argv if argv is None else argv)
+    fit = fitter(args)
+    points: list[dict[str, Any]] = []
+    for d in args.datasets.split(","):
+        objective(d)  # an unknown name fails here, before any training
+        for m in map(int, args.parties.split(",")):
+            for theta in map(float, args.thetas.split(",")):
+                for s in seeds_of(args.seeds):
+                    points += measure_point(d, m, theta, s, args, fit)
+                    print(f"{d} M={m} theta={theta} seed={s}", flush=True)
+                    record.save({"points": points}, complete=False)  # a stopped grid keeps what it measured
+    attack_points = [p for p in points if p["kind"] != "ladder"]
+    summary = {"ladder_kept": ladder_kept(points), "goal_points": GOAL_POINTS}
+    summary["max_mean_points"] = max(
+        mean_se([p["points"] for p in attack_points if (p["kind"], p["factor"]) == key])[0]
+        for key in {(p["kind"], p["factor"]) for p in attack_points}
+    )
+    record.save({"points": points, **summary})
+    print(tables([{"results": {"points": points}}]))
+    print(summary)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
