@@ -283,7 +283,9 @@ certificates loaded), which held this process's event loop for seconds while 200
 
 def client(timeout: float = 60.0) -> httpx.AsyncClient:
     """One client's connection (its own pool of one: many clients, many connections, as many users would)."""
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    # an idle connection is dropped by the client before uvicorn closes it (5 s): a request sent on a connection the
+    # server is closing at that moment fails with no answer, which a client races into when both wait 5 s
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=4.0)
     return httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False, verify=TLS)
 
 
