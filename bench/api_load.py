@@ -54,6 +54,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from bench.record import Run, parameters_of
+from bench.worktree import ROOT, checkout, short_commit
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.service import create_call_args
 from fgbdt_chain.ledger.devnet.anvil import Anvil, free_port, start_anvil, stop_process
@@ -126,12 +127,13 @@ def devnet(folder: Path, trees: int, depth: int) -> Devnet:
     return Devnet(node, client, task, Forwarder.of(task), deployment, key, trained, open_task)
 
 
-def serve(net: Devnet, port: int, flags: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """``fgbdt serve`` as its own process, up when ``/v1/health`` answers."""
+def serve(net: Devnet, port: int, flags: list[str], log: Path, tree: Path = ROOT) -> subprocess.Popen[bytes]:
+    """``fgbdt serve`` of the checkout ``tree`` as its own process, up when ``/v1/health`` answers (started in
+    ``tree``, whose ``fgbdt_chain`` comes first on the import path: ``bench.worktree``)."""
     cmd = [sys.executable, "-m", "fgbdt_chain.deploy.cli", "serve", "--deployment", str(net.deployment)]
     cmd += ["--relayer-key", str(net.relayer_key), "--host", HOST, "--port", str(port), "--log-level", "warning"]
     out = open(log, "ab")  # noqa: SIM115 - handed to the child process
-    proc = subprocess.Popen([*cmd, *flags], stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([*cmd, *flags], stdout=out, stderr=subprocess.STDOUT, cwd=tree)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -561,6 +563,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depth", type=int, default=3, help="its depth (default 3)")
     ap.add_argument("--serve", default="", help="more flags for fgbdt serve, one string")
     ap.add_argument("--phases", default="reads,writes,streams", help="which phases to run")
+    ap.add_argument(
+        "--base",
+        help="a commit whose server is measured too, its reads phase and this code's interleaved --rounds times "
+        "on one chain (the other phases are not run)",
+    )
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of the comparison with --base (default 2)")
     ap.add_argument("--out", help="results file (default bench/results/api_load.json, bench.record)")
     args = ap.parse_args(argv)
     record = Run("api_load", parameters_of(args), args.out, argv)
@@ -569,17 +577,27 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         net = devnet(folder, args.trees, args.depth)
         setup_s = time.monotonic() - started
-        port = free_port()
         # every client here is 127.0.0.1: one address holds all the streams, so its limit is the total's
         flags = ["--max-streams", str(args.streams), "--max-streams-per-client", str(args.streams)]
-        server = serve(net, port, [*flags, *args.serve.split()], folder / "serve.log")
         try:
-            target = Target(
-                f"http://{HOST}:{port}", net.task, net.forwarder, net.client.chain_id, net.trained, net.open_task
-            )
-            results = asyncio.run(run(net, target, args, server.pid))
+            if args.base:
+                results = compare(net, args, [*flags, *args.serve.split()], folder)
+            else:
+                port = free_port()
+                server = serve(net, port, [*flags, *args.serve.split()], folder / "serve.log")
+                try:
+                    target = Target(
+                        f"http://{HOST}:{port}",
+                        net.task,
+                        net.forwarder,
+                        net.client.chain_id,
+                        net.trained,
+                        net.open_task,
+                    )
+                    results = asyncio.run(run(net, target, args, server.pid))
+                finally:
+                    stop_process(server)
         finally:
-            stop_process(server)
             log = (folder / "serve.log").read_text(errors="replace")
             net.node.stop()
     results["setup_seconds"] = round(setup_s, 1)
@@ -587,6 +605,38 @@ def main(argv: list[str] | None = None) -> int:
     record.save(results)
     print(tables([{"parameters": record.parameters, "results": results}]))
     return 0
+
+
+def compare(net: Devnet, args: argparse.Namespace, flags: list[str], folder: Path) -> dict[str, Any]:
+    """The reads phase on the server of ``--base`` and on this code's, interleaved ``--rounds`` times on one chain
+    (the machine's speed drifts within minutes here: ``bench.worktree``)."""
+    base = short_commit(args.base)
+    phases: dict[str, Any] = {}
+    with checkout(args.base) as tree:
+        for round_ in range(1, args.rounds + 1):
+            for label, where, its_flags in ((f"base {base}", tree, []), ("this code", ROOT, flags)):
+                port = free_port()
+                server = serve(net, port, its_flags, folder / "serve.log", where)
+                try:
+                    target = Target(
+                        f"http://{HOST}:{port}",
+                        net.task,
+                        net.forwarder,
+                        net.client.chain_id,
+                        net.trained,
+                        net.open_task,
+                    )
+                    meter = Meter({"server": server.pid, "anvil": net.node.process.pid, "load": os.getpid()})
+                    phase = asyncio.run(read_phase(target, args))
+                    out = phase.summary()
+                    phases[f"reads {round_}, {label}"] = {
+                        **out,
+                        **meter.summary(sum(e["requests"] for e in out["endpoints"].values())),
+                    }
+                    print(f"reads {round_}, {label} done", flush=True)
+                finally:
+                    stop_process(server)
+    return {"base": base, "phases": phases}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -652,11 +702,17 @@ async def run(net: Devnet, target: Target, args: argparse.Namespace, server: int
 def tables(runs: list[dict[str, Any]]) -> str:
     """Per phase and endpoint: requests per second, p50/p95/p99 and the statuses; the chain's and streams' checks."""
     p, r = runs[-1]["parameters"], runs[-1]["results"]
+    who = (
+        f"the reads phase on the server of commit `{r['base']}` and on this code's, interleaved {p['rounds']} times "
+        "on one chain"
+        if "base" in r
+        else f"{p['writers']} writers of {p['parties']} parties each, {p['conflicts']} same-nonce pairs, "
+        f"{p['streams']} event streams"
+    )
     lines = [
-        f"{p['clients']} readers (pause {p['think']} s between requests), {p['writers']} writers of {p['parties']} "
-        f"parties each, {p['conflicts']} same-nonce pairs, {p['streams']} event streams; {p['seconds']:g} s a phase, "
-        f"whose first {p.get('warmup', 0):g} s (every client connecting, the first reads of each kind) count in the "
-        "statuses and not in the latencies.",
+        f"{p['clients']} readers (pause {p['think']} s between requests); {who}; {p['seconds']:g} s a phase, whose "
+        f"first {p.get('warmup', 0):g} s (every client connecting, the first reads of each kind) count in the statuses "
+        "and not in the latencies.",
         "",
         "| phase | endpoint | requests | per s | p50 ms | p95 ms | p99 ms | max ms | statuses |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -683,6 +739,8 @@ def tables(runs: list[dict[str, Any]]) -> str:
                 f"| {phase} | {data['seconds']} | {cores} | {data['server_cpu_ms_per_request']} | {load} "
                 f"| {warm.get('requests', '-')}, {warm.get('max_ms', '-')} |"
             )
+    if "chain" not in r:  # a comparison with --base: reads only
+        return "\n".join(lines)
     c = r["chain"]
     lines += [
         "",
