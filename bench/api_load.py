@@ -22,12 +22,13 @@ used twice); of each conflicting pair exactly one must have landed; every stream
 each task created during its phase exactly once.
 
 Why an asyncio client (httpx, one connection per client) and not locust: the load mixes signed writes (the project's
-own signing, ``api.client``), streams held open for a whole phase and a check of the chain afterwards, which one
-asyncio process does with the project's code; every latency is kept exactly (locust reports percentiles from rounded
-buckets) and the concurrency is the number of client tasks, which bounds it; locust would add gevent, whose
-monkey-patched sockets the chain client (pycurl) does not go through.
+own signing, ``ledger.wrappers.forwarder``), streams held open for a whole phase and a check of the chain afterwards,
+which one asyncio process does with the project's code; every latency is kept exactly (locust reports percentiles
+from rounded buckets) and the concurrency is the number of client tasks, which bounds it; locust would add gevent,
+whose monkey-patched sockets the chain client (pycurl) does not go through.
 
     python -m bench.api_load [--clients 200] [--think 0] [--seconds 20]   # bench/results/api_load.json
+    python -m bench.api_load --base REV --think 0     # the reads on the server of REV and on this code's
 """
 
 from __future__ import annotations
