@@ -4,7 +4,8 @@ and columns of a prediction batch.
 Why bounded: every unbounded input is a way for one client to take the server from the others (memory for a huge
 body or batch, a thread and a chain poll a second for every stream held open). Each limit answers with a 4xx that
 names it and its value, before the work: 413 for a body or a batch larger than the server takes, 429 with
-``Retry-After`` for a stream beyond the open streams allowed (in all, and per client address). The defaults are
+``Retry-After`` for a stream beyond the open streams allowed (in all, and per client address), 422 for a stream
+polling the chain more often than the server does. The defaults are
 :class:`Limits`'s; ``fgbdt serve`` sets each with a flag of the same name (``--max-body-bytes`` ...).
 
 A client is its address as the server sees it (``request.client``): behind a reverse proxy on this machine that is
@@ -20,6 +21,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,11 +44,16 @@ class Limits:
     """Rows of one prediction batch."""
     max_predict_columns: int = 4_096
     """Values of one row of a prediction batch: the most features a task's schema has."""
+    min_stream_poll: float = 0.25
+    """Seconds between an event stream's reads of the chain, at least: each read is two JSON-RPC calls, so 256
+    streams at the 0.05 s the API's schema allows would be 10,000 calls a second."""
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
-            if value < 1:
+            if name != "min_stream_poll" and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        if not 0 < self.min_stream_poll <= 30:
+            raise ValueError(f"min_stream_poll must be in (0, 30] seconds, got {self.min_stream_poll}")
 
 
 LIMIT_HELP: dict[str, str] = {
@@ -55,6 +62,7 @@ LIMIT_HELP: dict[str, str] = {
     "max_streams_per_client": "event streams one client address holds open at once; one more is refused with 429",
     "max_predict_rows": "rows of one prediction batch (at most 10,000, the request schema's bound); more: 413",
     "max_predict_columns": "values of one row of a prediction batch; more: 413",
+    "min_stream_poll": "seconds between an event stream's reads of the chain, at least; a shorter poll: 422",
 }
 """Each limit's meaning for ``fgbdt serve``'s flags (``--max-body-bytes`` ...)."""
 
@@ -99,6 +107,13 @@ class BodyLimit:
             return message
 
         await self.app(scope, counted, send)
+
+
+def check_poll(poll: float, limits: Limits) -> None:
+    """422 for a stream asking to poll the chain more often than the server does (``min_stream_poll``)."""
+    if poll < limits.min_stream_poll:
+        msg = f"poll {poll:g} s is below this server's {limits.min_stream_poll:g} s (--min-stream-poll)"
+        raise RequestValidationError([{"loc": ["query", "poll"], "msg": msg, "type": "greater_than_equal"}])
 
 
 def client_of(request: Request) -> str:

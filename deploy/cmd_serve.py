@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
     for name, help_text in LIMIT_HELP.items():
         default = getattr(Limits(), name)
         flag = "--" + name.replace("_", "-")
-        limits.add_argument(flag, type=int, default=default, help=f"{help_text} (default {default})")
+        limits.add_argument(flag, type=type(default), default=default, help=f"{help_text} (default {default})")
     p.set_defaults(func=run_serve)
 
 

@@ -24,6 +24,7 @@ from fgbdt_chain.api import dashboard_models as dm
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.dependencies import BackendDep, find_task
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError
+from fgbdt_chain.api.limits import check_poll
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.responses import R409, R429, R503, READ
 from fgbdt_chain.api.routers.events import event_stream, sse
@@ -66,7 +67,8 @@ async def all_events(
     """Every task's list-changing events (created, joined, approved, funded, started, a level, completed,
     cancelled, withdrawn) as server-sent events named `task`, each with its `task_id`, `event` and `block`; `error`
     events report chain outages, `timeout` ends the stream. One stream more than the server holds (in all, or of
-    this client) is refused with 429."""
+    this client) is refused with 429; a `poll` shorter than the server's `--min-stream-poll` with 422."""
+    check_poll(poll, backend.settings.limits)
     return event_stream(backend, request, _stream(backend, from_block, poll, timeout))
 
 

@@ -15,7 +15,7 @@ from starlette.background import BackgroundTask
 from fgbdt_chain.api.dependencies import BackendDep, find_task
 from fgbdt_chain.api.errors import CONNECTION_ERRORS
 from fgbdt_chain.api.jsonable import jsonable
-from fgbdt_chain.api.limits import client_of, counted_stream
+from fgbdt_chain.api.limits import check_poll, client_of, counted_stream
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.responses import R429, READ
 from fgbdt_chain.api.service import Backend
@@ -50,7 +50,9 @@ async def events(
 ) -> StreamingResponse:
     """Progress of a task as server-sent events (`started`, `level`, `voting_closed`, `histograms_closed`,
     `node`, then `completed` or `cancelled`, which end the stream); `error` events report chain outages. A server
-    holds a bounded number of streams open, in all and per client: one more is refused with 429."""
+    holds a bounded number of streams open, in all and per client: one more is refused with 429; it polls the chain
+    at most as often as its `--min-stream-poll` (a shorter `poll`: 422)."""
+    check_poll(poll, backend.settings.limits)
     task = await run_in_threadpool(find_task, task_id, backend)  # after the query is validated (api.dependencies)
     return event_stream(backend, request, stream(backend, task.task_id, from_block, poll, timeout))
 

@@ -306,7 +306,7 @@ def test_model_of_unstarted_task_is_409(api: TestClient, chain: ChainClient, sig
 
 def test_progress_stream_of_completed_task(api: TestClient, trained: tuple[int, list[LocalAccount]]) -> None:
     tid, _ = trained
-    with api.stream("GET", f"/v1/tasks/{tid}/events", params={"poll": 0.05}) as r:
+    with api.stream("GET", f"/v1/tasks/{tid}/events", params={"poll": 0.25}) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         text = "".join(r.iter_text())
     events = [
@@ -323,7 +323,7 @@ def test_progress_stream_of_completed_task(api: TestClient, trained: tuple[int, 
 
 def test_progress_stream_times_out_on_open_task(api: TestClient, chain: ChainClient, signer: Signer) -> None:
     tid = _create(api, signer, chain.new_account(0))
-    with api.stream("GET", f"/v1/tasks/{tid}/events", params={"poll": 0.05, "timeout": 0.3}) as r:
+    with api.stream("GET", f"/v1/tasks/{tid}/events", params={"poll": 0.25, "timeout": 0.3}) as r:
         text = "".join(r.iter_text())
     assert "event: timeout" in text and "event: completed" not in text
 

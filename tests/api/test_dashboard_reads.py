@@ -68,7 +68,7 @@ def test_the_list_shows_trees_done_and_its_stream_names_every_task(
     tid, _ = trained_task(chain, task, seed=5)
     listed = {t["task_id"]: t for t in api.get("/v1/tasks", params={"limit": 100}).json()["tasks"]}
     assert listed[tid]["trees_completed"] == listed[tid]["trees"] == 2
-    with api.stream("GET", "/v1/events", params={"poll": 0.05, "timeout": 0.5}) as r:
+    with api.stream("GET", "/v1/events", params={"poll": 0.25, "timeout": 0.5}) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         events = _events("".join(r.iter_text()))
     mine = [d["event"] for k, d in events if k == "task" and d["task_id"] == tid]

@@ -72,8 +72,8 @@ def test_a_stream_past_a_limit_is_429_and_a_closed_one_frees_its_place(
 ) -> None:
     backend = limited(max_streams=total, max_streams_per_client=per_client)
     open_task, _ = task.create_task(chain.new_account(10**20), TaskConfig(), [0], [ONE])
-    every = "/v1/events?poll=0.05&timeout=60"
-    one = f"/v1/tasks/{open_task}/events?poll=0.05&timeout=60"
+    every = "/v1/events?poll=0.25&timeout=60"
+    one = f"/v1/tasks/{open_task}/events?poll=0.25&timeout=60"
     with served(backend) as url, httpx.Client(base_url=url, timeout=10) as a, httpx.Client(base_url=url) as b:
         with a.stream("GET", every) as first, b.stream("GET", one) as second:
             assert first.status_code == second.status_code == 200
@@ -101,6 +101,15 @@ def test_a_prediction_batch_past_the_limits_is_413_before_the_chain_is_read(limi
         cols = _refused(api.post(unknown, json={"rows": wide}), 413, "TooManyColumns", "--max-predict-columns")
         assert cols["detail"].startswith("row 2 has 5 values")
         assert api.post(unknown, json={"rows": [[0.5] * 4] * 5}).status_code == 404
+
+
+def test_a_stream_polling_more_often_than_the_server_does_is_422(limited: Any) -> None:
+    with TestClient(create_app(limited())) as api:  # the default floor: 0.25 s
+        for path in ("/v1/events", "/v1/tasks/1000000/events"):  # 422 before the task is looked up
+            r = api.get(path, params={"poll": 0.1})
+            assert r.status_code == 422, r.text
+            error = r.json()["detail"][0]
+            assert error["loc"] == ["query", "poll"] and "--min-stream-poll" in error["msg"]
 
 
 def test_the_integer_features_of_the_bin_edges_are_bounded(limited: Any) -> None:
