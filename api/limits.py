@@ -4,8 +4,8 @@ and columns of a prediction batch.
 Why bounded: every unbounded input is a way for one client to take the server from the others (memory for a huge
 body or batch, a thread and a chain poll a second for every stream held open). Each limit answers with a 4xx that
 names it and its value, before the work: 413 for a body or a batch larger than the server takes, 429 with
-``Retry-After`` for a stream beyond the open streams allowed (in all, and per client address), 422 for a stream
-polling the chain more often than the server does. The defaults are
+``Retry-After`` for a stream beyond the open streams allowed (in all, and per client address) or an audit beyond the
+audits running at once, 422 for a stream polling the chain more often than the server does. The defaults are
 :class:`Limits`'s; ``fgbdt serve`` sets each with a flag of the same name (``--max-body-bytes`` ...).
 
 A client is its address as the server sees it (``request.client``): behind a reverse proxy on this machine that is
@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from fastapi.exceptions import RequestValidationError
@@ -44,6 +45,9 @@ class Limits:
     """Rows of one prediction batch."""
     max_predict_columns: int = 4_096
     """Values of one row of a prediction batch: the most features a task's schema has."""
+    max_audits: int = 2
+    """Audits running at once: each replays every transaction of its task, seconds of CPU for a long task (a
+    finished task's verdict, once made, is kept and costs nothing: ``api.finished``)."""
     min_stream_poll: float = 0.25
     """Seconds between an event stream's reads of the chain, at least: each read is two JSON-RPC calls, so 256
     streams at the 0.05 s the API's schema allows would be 10,000 calls a second."""
@@ -62,6 +66,7 @@ LIMIT_HELP: dict[str, str] = {
     "max_streams_per_client": "event streams one client address holds open at once; one more is refused with 429",
     "max_predict_rows": "rows of one prediction batch (at most 10,000, the request schema's bound); more: 413",
     "max_predict_columns": "values of one row of a prediction batch; more: 413",
+    "max_audits": "audits running at once; one more is refused with 429 (a finished task's kept verdict is not run)",
     "min_stream_poll": "seconds between an event stream's reads of the chain, at least; a shorter poll: 422",
 }
 """Each limit's meaning for ``fgbdt serve``'s flags (``--max-body-bytes`` ...)."""
@@ -107,6 +112,30 @@ class BodyLimit:
             return message
 
         await self.app(scope, counted, send)
+
+
+class Slots:
+    """At most ``size`` of a costly work at once; one more is refused with 429 (not queued: a queue of audits would
+    hold the server's threads while the clients that asked may long be gone)."""
+
+    def __init__(self, size: int, what: str, flag: str) -> None:
+        self._free = threading.BoundedSemaphore(size)
+        self.size = size
+        self.what = what
+        self.flag = flag
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        if not self._free.acquire(blocking=False):
+            raise ApiError(
+                429,
+                f"{self.size} {self.what} are running, the most this server runs at once ({self.flag}); retry later",
+                "Busy",
+            )
+        try:
+            yield
+        finally:
+            self._free.release()
 
 
 def check_poll(poll: float, limits: Limits) -> None:

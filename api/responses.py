@@ -21,7 +21,9 @@ def _err(description: str) -> dict[str, Any]:
 R404: Responses = {404: _err("Unknown task")}
 R409: Responses = {409: _err("The task is not in a state that allows this (contract would revert)")}
 R413: Responses = {413: _err("The request is larger than the server takes (body, rows or values a row)")}
-R429: Responses = {429: _err("Too many event streams open, in all or of this client (Retry-After set)")}
+R429: Responses = {
+    429: _err("Too many event streams open (in all or of this client) or audits running (Retry-After set)")
+}
 R503: Responses = {503: _err("Chain unreachable (Retry-After set)")}
 READ: Responses = {**R404, **R503}
 """A read of one task."""

@@ -27,7 +27,7 @@ from web3.types import RPCEndpoint
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError, ChainUnavailable
 from fgbdt_chain.api.finished import FinishedTasks
-from fgbdt_chain.api.limits import Limits, StreamGate
+from fgbdt_chain.api.limits import Limits, Slots, StreamGate
 from fgbdt_chain.ledger.rpc.client import ChainClient, Event, TxResult
 from fgbdt_chain.ledger.rpc.errors import ContractRevert
 from fgbdt_chain.ledger.rpc.http_transport import KeepAliveHTTPProvider
@@ -113,6 +113,7 @@ class Backend:
             lambda: self.client().block_number, self._task_changed, settings.finished_tasks, settings.recheck
         )
         self.streams = StreamGate(settings.limits)
+        self.audits = Slots(settings.limits.max_audits, "audits", "--max-audits")
         self._relaying: set[tuple[str, int]] = set()
         """(signer, forwarder nonce) of the signed requests being checked and relayed now."""
 

@@ -18,7 +18,7 @@ from fgbdt_chain.api.dependencies import BackendDep, KnownTask, find_task, kept_
 from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError
 from fgbdt_chain.api.jsonable import jsonable
 from fgbdt_chain.api.params import TaskId
-from fgbdt_chain.api.responses import R409, R413, READ, WRITE
+from fgbdt_chain.api.responses import R409, R413, R429, READ, WRITE
 from fgbdt_chain.api.service import Backend, CheckedRequest, SignedCall
 from fgbdt_chain.ledger.audit.replay import AuditError, AuditReport, audit_chain
 
@@ -133,13 +133,19 @@ async def contributions(task_id: TaskId, backend: BackendDep) -> Response:
     return await kept_response(backend, task_id, "contributions.json", "application/json", read)
 
 
-@router.get("/tasks/{task_id}/audit", response_model=m.AuditResponse, responses=READ)
+@router.get("/tasks/{task_id}/audit", response_model=m.AuditResponse, responses={**READ, **R429})
 def audit(task: KnownTask, backend: BackendDep) -> m.AuditResponse:
-    """Replay the task's transactions (``ledger.audit.replay``) and report whether the chain's record holds."""
+    """Replay the task's transactions (``ledger.audit.replay``) and report whether the chain's record holds. A
+    server runs a bounded number of audits at once (429 past it); a finished task's verdict is kept."""
+
+    def replay() -> AuditReport:
+        with backend.audits.slot():
+            return audit_chain(backend.client(), backend.task().address, task.task_id)
+
     try:  # a finished task's verdict is kept while nothing new happens to it (api.finished)
-        report = backend.kept(
-            task.task_id, "audit", lambda: audit_chain(backend.client(), backend.task().address, task.task_id)
-        )
+        report = backend.kept(task.task_id, "audit", replay)
+    except ApiError:
+        raise  # 429: as many audits as the server runs at once are running
     except AuditError:
         raise  # 409: the task cannot be audited in its state
     except CONNECTION_ERRORS:

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import served
+from api_helpers import served, trained_task
 from eth_account.signers.local import LocalAccount
 from fastapi.testclient import TestClient
 
@@ -110,6 +110,21 @@ def test_a_stream_polling_more_often_than_the_server_does_is_422(limited: Any) -
             assert r.status_code == 422, r.text
             error = r.json()["detail"][0]
             assert error["loc"] == ["query", "poll"] and "--min-stream-poll" in error["msg"]
+
+
+def test_an_audit_past_the_audits_running_is_429_and_a_kept_verdict_is_not_run(
+    limited: Any, chain: ChainClient, task: TaskContract
+) -> None:
+    backend = limited(max_audits=1)
+    tid, _ = trained_task(chain, task, seed=9)
+    with TestClient(create_app(backend)) as api:
+        with backend.audits.slot():  # the one audit this server runs at once
+            busy = api.get(f"/v1/tasks/{tid}/audit")
+            _refused(busy, 429, "Busy", "--max-audits")
+            assert int(busy.headers["retry-after"]) > 0
+        assert api.get(f"/v1/tasks/{tid}/audit").json()["ok"] is True
+        with backend.audits.slot():  # the finished task's verdict is kept: nothing runs
+            assert api.get(f"/v1/tasks/{tid}/audit").json()["ok"] is True
 
 
 def test_the_integer_features_of_the_bin_edges_are_bounded(limited: Any) -> None:
