@@ -13,7 +13,7 @@ all: test
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,chain,docs]'
+	$(PY) -m pip install --quiet -e '.[dev,chain,docs,scale]'
 	touch $@
 
 # The EVM toolchain (solc-js and anvil) comes from npm; skipped where npm is missing (the embedded chain serves).

@@ -480,6 +480,35 @@ def row_width(lengths: np.ndarray) -> int:
     return int(np.argmin(costs))
 
 
+def candidate_sums(
+    groups: RowGroups, slots_t: np.ndarray, features: np.ndarray, rows: FixedRows, nbins: int
+) -> FixedSums:
+    """The exact candidate histograms of grouped rows from feature-major slots (features x rows, ``uint8``),
+    without ``BinnedRows``' layout: what a party summing its rows chunk by chunk computes per chunk
+    (``node.protocol.chunked_party``)."""
+    if features.ndim != 2 or features.shape[0] != groups.num_groups:
+        raise ValueError(f"features must have shape ({groups.num_groups}, C), got {features.shape}")
+    if rows.count.shape != (slots_t.shape[1],):
+        raise ValueError(f"fixed rows must have shape ({slots_t.shape[1]},)")
+    try:
+        return FixedSums(
+            *_group_candidates_fixed(
+                groups.order,
+                groups.start,
+                slots_t,
+                np.ascontiguousarray(features, dtype=np.int64),
+                rows.g_hi,
+                rows.g_lo,
+                rows.h_hi,
+                rows.h_lo,
+                rows.count,
+                nbins,
+            )
+        )
+    except ValueError as exc:
+        raise ValueError(f"candidate features must be in [0, {slots_t.shape[0]})") from exc
+
+
 class BinnedRows:
     """Bin slots of a fixed set of rows, laid out for repeated level-wise split searches."""
 
