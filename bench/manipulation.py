@@ -16,7 +16,6 @@ labels (10, 30, 50% flipped; for a regression label, that share replaced by othe
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -223,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.full:
         for key, value in FULL.items():
             setattr(args, key, value)
-    record = Run("manipulation", parameters_of(args), args.out, argv=sys.argv if argv is None else argv)
+    record = Run("manipulation", parameters_of(args), args.out, argv=argv)
     fit = fitter(args)
     points: list[dict[str, Any]] = []
     for d in args.datasets.split(","):
