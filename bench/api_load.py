@@ -286,9 +286,9 @@ certificates loaded), which held this process's event loop for seconds while 200
 
 def client(timeout: float = 60.0) -> httpx.AsyncClient:
     """One client's connection (its own pool of one: many clients, many connections, as many users would)."""
-    # an idle connection is dropped by the client before uvicorn closes it (5 s): a request sent on a connection the
-    # server is closing at that moment fails with no answer, which a client races into when both wait 5 s
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=4.0)
+    # an idle connection is dropped by the client well before uvicorn closes it (5 s from its answer, which reaches a
+    # busy client late): a request sent on a connection the server is closing fails with no answer
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=2.0)
     return httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False, verify=TLS)
 
 
@@ -701,7 +701,9 @@ async def run(net: Devnet, target: Target, args: argparse.Namespace, server: int
 
 
 def tables(runs: list[dict[str, Any]]) -> str:
-    """Per phase and endpoint: requests per second, p50/p95/p99 and the statuses; the chain's and streams' checks."""
+    """Each run of a setting: per phase and endpoint, requests per second, p50/p95/p99 and the statuses; the cores
+    each process used; the chain's and streams' checks. Runs are shown one by one, not averaged: the machine's load,
+    which they record, moves their tails more than anything else."""
     p, r = runs[-1]["parameters"], runs[-1]["results"]
     who = (
         f"the reads phase on the server of commit `{r['base']}` and on this code's, interleaved {p['rounds']} times "
@@ -714,6 +716,18 @@ def tables(runs: list[dict[str, Any]]) -> str:
         f"{p['clients']} readers (pause {p['think']} s between requests); {who}; {p['seconds']:g} s a phase, whose "
         f"first {p.get('warmup', 0):g} s (every client connecting, the first reads of each kind) count in the statuses "
         "and not in the latencies.",
+    ]
+    for i, run in enumerate(runs, 1):
+        if len(runs) > 1:
+            date = run.get("provenance", {}).get("date", "?").replace("T", " ").replace("Z", " UTC")
+            lines += ["", f"Run {i} of {len(runs)} ({date}):"]
+        lines += run_tables(run["results"])
+    return "\n".join(lines)
+
+
+def run_tables(r: dict[str, Any]) -> list[str]:
+    """One run's tables and checks (``tables``)."""
+    lines = [
         "",
         "| phase | endpoint | requests | per s | p50 ms | p95 ms | p99 ms | max ms | statuses |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -741,7 +755,7 @@ def tables(runs: list[dict[str, Any]]) -> str:
                 f"| {warm.get('requests', '-')}, {warm.get('max_ms', '-')} |"
             )
     if "chain" not in r:  # a comparison with --base: reads only
-        return "\n".join(lines)
+        return lines
     c = r["chain"]
     lines += [
         "",
@@ -759,7 +773,7 @@ def tables(runs: list[dict[str, Any]]) -> str:
             f"delivered every task created during the phase ({s['with_duplicates']} with a duplicate); ten streams "
             f"beyond the limit answered {s['beyond_limit']}.",
         ]
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":
