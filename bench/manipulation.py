@@ -25,13 +25,13 @@ import numpy as np
 from bench.datasets import DATASETS, load, objective
 from bench.record import Run, parameters_of
 from bench.stats import mean_se, seeds_of
-from fgbdt_chain.node.attacks.data import DataAttack, apply_to_parties, holder_share
+from fgbdt_chain.node.attacks.data import DataAttack, DataAttackKind, apply_to_parties, holder_share
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.sim.engine import train
 from fgbdt_chain.node.sim.experiment import PrepConfig, partition
 
 HOLDER = 1
-COPY_KINDS = ("duplicate", "jitter", "fitted")
+COPY_KINDS: tuple[DataAttackKind, ...] = ("duplicate", "jitter", "fitted")
 """Manipulations that take the copies factor k; ``split`` takes the identities s."""
 LADDER = ("full", "half", "quarter", "flip10", "flip30", "flip50", "shuffled")
 """The honest ladder: the holder's own rows as they are, fewer of them, noisier labels, features that say nothing."""
@@ -96,7 +96,7 @@ def measure_point(
 
     honest_share, honest_metric = trained(pairs, [HOLDER])
     out = []
-    attacks = [(k, int(f)) for k in COPY_KINDS for f in args.factors.split(",")]
+    attacks: list[tuple[DataAttackKind, int]] = [(k, int(f)) for k in COPY_KINDS for f in args.factors.split(",")]
     attacks += [("split", int(s)) for s in args.splits.split(",")]
     for kind, factor in attacks:
         if kind == "split" and parties + factor - 1 > args.max_parties:

@@ -144,7 +144,7 @@ class DataAttack:
             return duplicate(X, y, int(self.factor))
         if self.kind in ("jitter", "fitted"):
             extra = round((self.factor - 1.0) * len(y))
-            return synthetic(X, y, extra, self.rng(holder), kind=self.kind)  # type: ignore[arg-type]
+            return synthetic(X, y, extra, self.rng(holder), kind=self.kind)
         return X, y
 
     def identities(self, parties: int, holder: int) -> list[int]:
