@@ -1,4 +1,10 @@
-"""``fgbdt node``: run one party of a task: join, train on chain, endorse the others."""
+"""``fgbdt node``: run one party of a task: join, train on chain, endorse the others.
+
+Where it runs on its own host, its options can come from a TOML file (``--config FILE``): ``task``, ``key``,
+``data``, ``listen``, ``public-url``, ``rpc``, ``contract`` or ``deployment``, ``devnet-dir``, ``tls-cert``,
+``tls-key``, ``tls-ca`` and ``plain-http``, named as the long options; an option on the command line wins over the
+file, and a relative path in the file is taken from the file's folder.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,9 @@ import argparse
 import signal
 import sys
 import time
+import tomllib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,10 +32,24 @@ from fgbdt_chain.node.party.party_node import NodeError, NodeSettings, PartyNode
 
 def register(sub: Any) -> None:
     p = sub.add_parser("node", help="run one party of an on-chain task", description=__doc__)
-    p.add_argument("--task", type=int, required=True, help="task id")
-    p.add_argument("--key", required=True, help="file holding this party's private key (hex)")
-    p.add_argument("--data", required=True, help="this party's rows (libsvm or CSV, label first, or .npz with X and y)")
-    p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT of the endorsement endpoint")
+    p.add_argument("--config", help="TOML file of options (the long options' names as keys; the command line wins)")
+    p.add_argument("--task", type=int, help="task id (required, here or in --config)")
+    p.add_argument("--key", help="file holding this party's private key (hex; required, here or in --config)")
+    p.add_argument("--data", help="this party's rows (libsvm or CSV, label first, or .npz with X and y; required)")
+    p.add_argument("--listen", help=f"HOST:PORT of the party's endpoint (default {DEFAULT_LISTEN})")
+    p.add_argument(
+        "--public-url",
+        help="the URL the other parties reach the endpoint at, registered on chain (default: from --listen)",
+    )
+    p.add_argument("--tls-cert", help="certificate chain (PEM) to serve the endpoint over HTTPS, with --tls-key")
+    p.add_argument("--tls-key", help="the certificate's private key (PEM)")
+    p.add_argument("--tls-ca", help="CA certificates (PEM) the other parties' https endpoints are verified against")
+    p.add_argument(
+        "--plain-http",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="serve the endpoint over plain HTTP (without --tls-cert, required: the exchange is then unencrypted)",
+    )
     add_chain_arguments(p)
     p.add_argument("--delta", type=float, default=parameter("refit_delta").default, help=parameter("refit_delta").help)
     p.add_argument("--psd-depth", type=int, default=8)
@@ -48,13 +70,80 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_node)
 
 
-def _serve(node: PartyNode, host: str, port: int, log: Callable[[str], None]) -> EndorsementServer:
+DEFAULT_LISTEN = "127.0.0.1:0"
+REQUIRED = ("task", "key", "data")
+FROM_CONFIG: dict[str, type] = {
+    "task": int,
+    "key": Path,
+    "data": Path,
+    "listen": str,
+    "public-url": str,
+    "tls-cert": Path,
+    "tls-key": Path,
+    "tls-ca": Path,
+    "plain-http": bool,
+    "rpc": str,
+    "contract": str,
+    "deployment": Path,
+    "devnet-dir": Path,
+}
+"""The options a ``--config`` file may set, by name, and their kind (a path is taken from the file's folder)."""
+
+
+def apply_config(args: argparse.Namespace) -> None:
+    """Fill the options not given on the command line from ``--config``'s TOML file; UserError for a file that
+    cannot be read, a key that is not an option, a value of the wrong kind, or a required option given nowhere."""
+    if args.config:
+        path = Path(args.config)
+        try:
+            config = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise UserError(f"--config {path}: {exc}") from exc
+        unknown = sorted(set(config) - set(FROM_CONFIG))
+        if unknown:
+            raise UserError(f"--config {path}: not options of fgbdt node: {', '.join(unknown)}")
+        for name, value in config.items():
+            kind = FROM_CONFIG[name]
+            expected = str if kind is Path else kind
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise UserError(f"--config {path}: {name} must be a {expected.__name__}, got {value!r}")
+            dest = name.replace("-", "_")
+            if getattr(args, dest) is None:
+                setattr(args, dest, str(path.parent / str(value)) if kind is Path else value)
+    missing = [f"--{name}" for name in REQUIRED if getattr(args, name) is None]
+    if missing:
+        raise UserError(f"the following arguments are required (here or in --config): {', '.join(missing)}")
+    if args.listen is None:
+        args.listen = DEFAULT_LISTEN
+
+
+def _tls(args: argparse.Namespace) -> tuple[str, str] | None:
+    """(certificate, key) to serve HTTPS with, or None for plain HTTP, which must be asked for."""
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UserError("--tls-cert and --tls-key go together")
+    if args.tls_cert:
+        if args.plain_http:
+            raise UserError("--plain-http with --tls-cert: choose one")
+        for f in (args.tls_cert, args.tls_key):
+            if not Path(f).is_file():
+                raise UserError(f"no such file: {f}")
+        return args.tls_cert, args.tls_key
+    if not args.plain_http:
+        raise UserError(
+            "the endpoint needs a certificate (--tls-cert FILE --tls-key FILE) or, unencrypted, --plain-http"
+        )
+    return None
+
+
+def _serve(
+    node: PartyNode, host: str, port: int, log: Callable[[str], None], tls: tuple[str, str] | None = None
+) -> EndorsementServer:
     """The endorsement server, on ``port``; port 0 takes the port this party registered when it joined (a restart:
     the other parties ask the endpoint on chain), else any free one."""
     if port == 0:
         registered = urlsplit(node.registered_endpoint() or "")
         if registered.hostname == host and registered.port:
-            server = EndorsementServer(node, host, registered.port)
+            server = EndorsementServer(node, host, registered.port, tls=tls)
             try:
                 server.start()
                 return server
@@ -63,12 +152,16 @@ def _serve(node: PartyNode, host: str, port: int, log: Callable[[str], None]) ->
                     f"cannot listen on {registered.geturl()} again, the endpoint this party joined with (in use?): "
                     "the others cannot ask it for endorsements"
                 )
-    server = EndorsementServer(node, host, port)
+    server = EndorsementServer(node, host, port, tls=tls)
     server.start()
     return server
 
 
 def run_node(args: argparse.Namespace) -> int:
+    apply_config(args)
+    tls = _tls(args)
+    if args.tls_ca and not Path(args.tls_ca).is_file():
+        raise UserError(f"no such file: {args.tls_ca}")
     account = read_key(args.key, "party key")
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
@@ -95,6 +188,7 @@ def run_node(args: argparse.Namespace) -> int:
         party_index=args.party_index,
         attack=attack_of(args, args.party_index),
         resolve_batch=args.resolve_batch,
+        tls_ca_file=args.tls_ca,
     )
     if args.resolve_batch < 1:
         raise UserError(f"--resolve-batch must be at least 1, got {args.resolve_batch}")
@@ -108,9 +202,9 @@ def run_node(args: argparse.Namespace) -> int:
         node = PartyNode(task, args.task, account, data, "", settings, log)
     except NodeError as exc:
         raise UserError(str(exc)) from exc
-    server = _serve(node, host, int(port), log)
+    server = _serve(node, host, int(port), log, tls)
     bound = server.server.servers[0].sockets[0].getsockname()[1]
-    node.endpoint = f"http://{host}:{bound}"
+    node.endpoint = args.public_url or f"{'https' if tls else 'http'}://{host}:{bound}"
     log(f"endorsement endpoint {node.endpoint}; chain {target.rpc_url}; task {args.task}")
     # SIGTERM (the requester stopping its parties) unwinds like an exit, so the node logs where its time went
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

@@ -245,6 +245,7 @@ class Requester:
                 self.setup.contract,
                 "--listen",
                 "127.0.0.1:0",
+                "--plain-http",  # every party on this machine: loopback only
                 "--delta",
                 repr(self.prep.params.delta),
                 "--psd-depth",

@@ -81,7 +81,7 @@ class EndorsementAsker:
     def ask(self, party: str, body: str) -> tuple[tuple[bytes, ref.Credit] | None, str, bool]:
         """((signature, credit), reason, retry later) from one verifier."""
         try:
-            status, answer = self.s.verifiers.ask(self.s.endpoints[party], body)
+            status, answer = self.s.verifiers.ask(self.s.endpoints[party], body, audience=party)
         except NoEndorsementStream as exc:
             return None, str(exc), False
         except VerifierUnreachable as exc:

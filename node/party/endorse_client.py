@@ -15,6 +15,9 @@ A connection the verifier closed (it restarted, or the chain was down) is opened
 anything else unreachable is reported as such, and the asker tries that verifier again later. An endpoint that
 answers the WebSocket handshake with an HTTP error (a node of an older release has no stream route) is a refusal
 that asking again will not change.
+
+Every message is signed by this party's task key for the verifier it goes to (``node.party.peer_auth``), afresh for
+each attempt: the verifier refuses a nonce it has seen.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import contextlib
 import json
 import math
 import socket
+import ssl
 import threading
 import time
 from contextlib import ExitStack
@@ -31,6 +35,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 from websockets.sync.client import ClientConnection, connect
+
+from fgbdt_chain.node.party.peer_auth import RequestSigner
 
 ENDORSE_STREAM_PATH = "/v1/endorse/stream"
 """The verifier's WebSocket route (``node.party.endorse_server``), beside ``POST /v1/endorse``."""
@@ -119,27 +125,36 @@ class EndorseClient:
     """The open connections of one party to its verifiers; safe to use from several threads, one request in flight
     per verifier at a time (an answer is matched to its request by order)."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, signer: RequestSigner | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.timeout = timeout
+        self.signer = signer
+        """Signs each message for its verifier; None sends them unsigned (every party endpoint refuses those)."""
+        self.tls = tls
+        """How ``wss://`` endpoints are verified (a CA file's context); None: the system's CAs."""
         self._connections: dict[str, tuple[ClientConnection, ExitStack]] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._watch = _SendWatch()
 
     def ask(
-        self, endpoint: str, body: dict[str, Any] | str, path: str = ENDORSE_STREAM_PATH
+        self, endpoint: str, body: dict[str, Any] | str, path: str = ENDORSE_STREAM_PATH, audience: str = ""
     ) -> tuple[int, dict[str, Any]]:
         """(status, answer) for one request on the stream at ``path`` (``body`` as JSON, or a dict): an endorsement
         request by default, as ``POST /v1/endorse`` would answer it; a request to relay on
-        ``node.party.relay.RELAY_STREAM_PATH``."""
+        ``node.party.relay.RELAY_STREAM_PATH``. ``audience``: the address of the party asked, which the signature
+        names."""
         url = stream_url(endpoint, path)
         with self._guard:
             lock = self._locks.setdefault(url, threading.Lock())
-        message = body if isinstance(body, str) else json.dumps(body)
+        payload = body if isinstance(body, str) else json.dumps(body)
+        raw = payload.encode()
         with lock:
             for attempt in range(2):
                 reused = url in self._connections
                 timed_out = False
+                message = payload
+                if self.signer is not None:
+                    message = self.signer.sign("WS", path, raw, audience).line() + "\n" + payload
                 try:
                     conn = self._connection(url)
                     ticket = self._watch.start(conn.socket, self.timeout)
@@ -171,7 +186,14 @@ class EndorseClient:
         stack = ExitStack()  # the connection as the context manager websockets asks it to be used as, kept open
         # a short closing handshake: a connection is dropped after a timeout, when its verifier is still busy
         conn = stack.enter_context(
-            connect(url, open_timeout=self.timeout, close_timeout=0.1, max_size=None, compression=None)
+            connect(
+                url,
+                open_timeout=self.timeout,
+                close_timeout=0.1,
+                max_size=None,
+                compression=None,
+                ssl=self.tls if url.startswith("wss:") else None,
+            )
         )
         self._connections[url] = (conn, stack)
         return conn

@@ -48,10 +48,13 @@ class Endorser:
         """Per finished tree, every party's submitted histogram words by (party, level): one event read serves the
         carries of all the parties this node endorses."""
         self._score_bounds = ScoreBounds(lambda t: chain.trees.leaves.get(t, {}).values())
+        self.checks = 0
+        """Endorsement requests that reached the check (the endpoint refuses unsigned and outsiders' before it)."""
 
     def endorse(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Check another party's level histograms against this party's estimate; (HTTP status, JSON body)."""
         s = self.s
+        self.checks += 1
         if s.party is None:
             return 409, {"detail": "this party has not started training yet"}
         if int(body.get("task", -1)) != s.task_id:
@@ -114,8 +117,9 @@ class Endorser:
                 Claims.from_messages(hists) if reads else None,
                 root=level == 0,
             )
-        if not verdict.sign:
-            return 422, {"detail": "; ".join(verdict.reasons), "z": verdict.z}
+        if not verdict.sign:  # the reasons hold statistics of this party's rows: they stay in its own log
+            s.log(f"refused party {s.parties.index(party)}'s tree {tree} level {level}: {'; '.join(verdict.reasons)}")
+            return 422, {"detail": "this verifier refuses these histograms"}
         root = merkle_root([node_hash(h) for h in hists])
         with s.lock:
             self.endorsed = {k: v for k, v in self.endorsed.items() if k[0] >= tree - 1}
@@ -129,7 +133,6 @@ class Endorser:
         return 200, {
             "signature": "0x" + sign_endorsement(s.account.key, digest).hex(),
             "credit": {"g": str(verdict.credit.g), "h": str(verdict.credit.h), "n": str(verdict.credit.n)},
-            "z": verdict.z,
         }
 
     # ------------------------------------------------------------------ carries

@@ -337,8 +337,9 @@ class RelayChannel:
             status, answer = (202, {}) if self.inbox.hold(relayed) else (409, {"detail": "relayed already"})
         else:
             try:
+                to = self.parties[relayer]
                 status, answer = self.asker.ask(
-                    self.endpoints[self.parties[relayer]], relayed.message(self.task_id), RELAY_STREAM_PATH
+                    self.endpoints[to], relayed.message(self.task_id), RELAY_STREAM_PATH, to
                 )
             except VerifierUnreachable as exc:
                 status, answer = 0, {"detail": f"unreachable ({exc})"}

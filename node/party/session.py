@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from eth_account.signers.local import LocalAccount
@@ -25,6 +25,7 @@ from fgbdt_chain.ledger.wrappers.contracts import TaskContract
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.party.endorse_client import EndorseClient
+from fgbdt_chain.node.party.peer_auth import PeerLimits, RequestSigner, tls_client_context
 from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS, RelayChannel
 from fgbdt_chain.node.privacy.accountant import PrivacyPlan
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule
@@ -86,6 +87,10 @@ class NodeSettings:
     """Nodes per ``resolveNodes`` transaction: about 0.85M gas per node at M=4 (bench/gas.py), so 16 stay under
     half of a 30M block; a devnet with a large gas limit may take a whole level at once."""
     chain_outage_seconds: float = 300.0
+    peer_limits: PeerLimits = field(default_factory=PeerLimits)
+    """What this party's endpoints take from each other party (``node.party.peer_auth``)."""
+    tls_ca_file: str | None = None
+    """The CA certificates (PEM) the other parties' ``https`` endpoints are verified against; None: the system's."""
 
 
 class PartySession:
@@ -115,7 +120,11 @@ class PartySession:
         self.privacy = privacy
         """The task's differential privacy for everything this party releases (``node.privacy.accountant``)."""
         self.rule = rule
-        self.verifiers = EndorseClient(settings.endorse_timeout)
+        self.verifiers = EndorseClient(
+            settings.endorse_timeout,
+            RequestSigner(account, lambda: task.client.chain_id, task_id),
+            tls_client_context(settings.tls_ca_file),
+        )
         """The connections to the other parties' endpoints: endorsement requests and requests handed to a relayer."""
         self.relay: RelayChannel | None = None
         """This party's side of the relay (``node.party.relay``; None until training starts, or with ``relay`` off)."""

@@ -47,7 +47,20 @@ def _node_args(tmp_path: Path, rpc: str) -> list[str]:
     data = tmp_path / "rows.csv"
     data.write_text("label,x\n" + "".join(f"{i % 2},{i}\n" for i in range(20)))
     contract = "0x" + "11" * 20
-    return ["node", "--task", "1", "--key", str(key), "--data", str(data), "--rpc", rpc, "--contract", contract]
+    return [
+        "node",
+        "--task",
+        "1",
+        "--key",
+        str(key),
+        "--data",
+        str(data),
+        "--rpc",
+        rpc,
+        "--contract",
+        contract,
+        "--plain-http",
+    ]
 
 
 @forking

@@ -16,23 +16,60 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
+from eth_account import Account
 from websockets.sync.client import connect
 
-from fgbdt_chain.node.party.endorse_client import EndorseClient, NoEndorsementStream, VerifierUnreachable, stream_url
+from fgbdt_chain.ledger.spec.train_params import TrainParams
+from fgbdt_chain.node.party.endorse_client import (
+    ENDORSE_STREAM_PATH,
+    EndorseClient,
+    NoEndorsementStream,
+    VerifierUnreachable,
+    stream_url,
+)
 from fgbdt_chain.node.party.endorse_server import EndorsementServer
+from fgbdt_chain.node.party.peer_auth import PeerLimits, RequestSigner
 
-PARTY = "0x90F8bf6A479f320ead074411a4B0e7944Ea8c9C1"
+ASKER = Account.from_key(b"\x11" * 32)
+PARTY = ASKER.address
+VERIFIER = Account.from_key(b"\x12" * 32).address
+MEMBER = Account.from_key(bytes([1]) * 32)
+"""A third party of the task, the signer of the relayed request in the relay test."""
+
+
+def _client(timeout: float, account: Any = ASKER) -> EndorseClient:
+    """A client that signs as ``account``, a member of the recording node's task (``node.party.peer_auth``)."""
+    return EndorseClient(timeout, RequestSigner(account, lambda: 31337, 1))
+
+
+def _signed(message: str, path: str = ENDORSE_STREAM_PATH) -> str:
+    """A stream message signed by the asker: its credentials' line, then ``message``."""
+    creds = RequestSigner(ASKER, lambda: 31337, 1).sign("WS", path, message.encode(), VERIFIER)
+    return creds.line() + "\n" + message
+
+
+def _post(endpoint: str, path: str, body: Any) -> httpx.Response:
+    """``body`` posted as JSON, signed by the asker."""
+    raw = json.dumps(body).encode()
+    creds = RequestSigner(ASKER, lambda: 31337, 1).sign("POST", path, raw, VERIFIER)
+    headers = {"content-type": "application/json", **creds.headers()}
+    return httpx.post(endpoint + path, content=raw, headers=headers, timeout=10.0)
 
 
 class RecordingNode:
     """What ``create_app`` needs of a node: ``endorse(body) -> (status, body)``; answers as told, records the bodies."""
 
     def __init__(self) -> None:
-        self.task_id, self.address, self.index, self.party = 1, PARTY, 0, None
+        self.task_id, self.address, self.index, self.party = 1, VERIFIER, 0, None
+        self.parties = [VERIFIER, PARTY, MEMBER.address]
+        self.settings = SimpleNamespace(peer_limits=PeerLimits())
+        self.task = SimpleNamespace(client=SimpleNamespace(chain_id=31337))
+        self.params = TrainParams()
         self.bodies: list[dict[str, Any]] = []
         self.fail: Exception | None = None
         self.relay: Any = None  # not relaying until a test gives it a channel
@@ -71,7 +108,7 @@ def verifier() -> Any:
 
 @pytest.fixture
 def client() -> Any:
-    asker = EndorseClient(timeout=10.0)
+    asker = _client(10.0)
     try:
         yield asker
     finally:
@@ -81,8 +118,8 @@ def client() -> Any:
 def test_the_stream_answers_what_the_post_route_answers(verifier: Any, client: EndorseClient) -> None:
     node, endpoint, _, _ = verifier
     for level in (0, 9):
-        status, answer = client.ask(endpoint, _body(level))
-        posted = httpx.post(endpoint + "/v1/endorse", json=_body(level), timeout=10.0)
+        status, answer = client.ask(endpoint, _body(level), audience=VERIFIER)
+        posted = _post(endpoint, "/v1/endorse", _body(level))
         assert (status, answer) == (posted.status_code, posted.json())
     assert status == 403 and answer["detail"] == "refused: level nine"
     # the check got the validated request, the same by either route
@@ -92,40 +129,40 @@ def test_the_stream_answers_what_the_post_route_answers(verifier: Any, client: E
 def test_bad_requests_and_a_failing_check_get_the_routes_statuses(verifier: Any, client: EndorseClient) -> None:
     node, endpoint, _, _ = verifier
     bad = {**_body(), "party": "not an address"}
-    status, answer = client.ask(endpoint, bad)
-    posted = httpx.post(endpoint + "/v1/endorse", json=bad, timeout=10.0)
+    status, answer = client.ask(endpoint, bad, audience=VERIFIER)
+    posted = _post(endpoint, "/v1/endorse", bad)
     assert status == posted.status_code == 422
     assert answer["detail"][0]["loc"] == posted.json()["detail"][0]["loc"] == ["body", "party"]
     # not JSON, or JSON in a binary message: the first a 422 that says so, the second read as the text would be
     conn = client._connection(stream_url(endpoint))
-    conn.send("not json")
+    conn.send(_signed("not json"))
     assert json.loads(conn.recv(timeout=10))["body"]["detail"][0]["type"] == "json_invalid"
-    conn.send(json.dumps(_body()).encode())
+    conn.send(_signed(json.dumps(_body())).encode())
     assert json.loads(conn.recv(timeout=10))["status"] == 200
     node.fail = RuntimeError("chain down")
-    status, answer = client.ask(endpoint, _body())
+    status, answer = client.ask(endpoint, _body(), audience=VERIFIER)
     assert status == 409 and "chain down" in answer["detail"]
     node.fail = None
-    assert client.ask(endpoint, _body())[0] == 200  # the connection outlived the errors
+    assert client.ask(endpoint, _body(), audience=VERIFIER)[0] == 200  # the connection outlived the errors
     assert len(node.bodies) == 2
 
 
 def test_a_restarted_verifier_is_reached_again_and_a_gone_one_is_reported(verifier: Any, client: EndorseClient) -> None:
     node, endpoint, port, first = verifier
-    assert client.ask(endpoint, _body())[0] == 200
+    assert client.ask(endpoint, _body(), audience=VERIFIER)[0] == 200
     # the verifier restarts on the same port: the kept connection is closed, the next request opens another
     first.stop()
     again = EndorsementServer(node, "127.0.0.1", port)
     again.start()
     try:
-        assert client.ask(endpoint, _body(nodes=5)) == (
+        assert client.ask(endpoint, _body(nodes=5), audience=VERIFIER) == (
             200,
             {"signature": "0x" + "ab" * 65, "credit": {"g": "1", "h": "2", "n": "5"}},
         )
     finally:
         again.stop()
     with pytest.raises(VerifierUnreachable):
-        client.ask(endpoint, _body())
+        client.ask(endpoint, _body(), audience=VERIFIER)
 
 
 @pytest.mark.parametrize("kept", [False, True])
@@ -169,7 +206,9 @@ def test_a_verifier_that_stops_reading_is_unreachable_after_the_timeout(kept: bo
 
     def ask() -> None:
         try:
-            outcome.append(client.ask(endpoint, _body(nodes=120_000)))  # 25 MB: more than TCP buffers
+            outcome.append(
+                client.ask(endpoint, _body(nodes=120_000), audience=VERIFIER)
+            )  # 25 MB: more than TCP buffers
         except VerifierUnreachable as exc:
             outcome.append(exc)
 
@@ -199,15 +238,15 @@ def test_a_closed_client_leaves_no_watch_thread(verifier: Any) -> None:
 
     before = watches()
     for _ in range(3):
-        client = EndorseClient(timeout=5.0)
-        assert client.ask(endpoint, _body())[0] == 200
+        client = _client(5.0)
+        assert client.ask(endpoint, _body(), audience=VERIFIER)[0] == 200
         client.close()
     deadline = time.monotonic() + 5
     while watches() > before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert watches() == before
-    again = EndorseClient(timeout=5.0)  # a client used after close starts a watch again
-    assert again.ask(endpoint, _body())[0] == 200
+    again = _client(5.0)  # a client used after close starts a watch again
+    assert again.ask(endpoint, _body(), audience=VERIFIER)[0] == 200
     again.close()
 
 
@@ -228,7 +267,7 @@ def test_an_endpoint_without_the_stream_is_a_refusal_not_an_outage() -> None:
     thread.start()
     try:
         with pytest.raises(NoEndorsementStream, match=r"no endorsement stream at ws://127\.0\.0\.1:.*404"):
-            EndorseClient(timeout=10.0).ask(f"http://127.0.0.1:{server.server_address[1]}", _body())
+            EndorseClient(timeout=10.0).ask(f"http://127.0.0.1:{server.server_address[1]}", _body(), audience=VERIFIER)
     finally:
         server.shutdown()
         server.server_close()
@@ -240,7 +279,7 @@ def test_stream_urls_and_what_is_not_an_endpoint() -> None:
     with pytest.raises(VerifierUnreachable, match="not an http"):
         stream_url("ftp://bank.example")
     with pytest.raises(VerifierUnreachable, match="not an http"):
-        EndorseClient(timeout=1.0).ask("bank.example:8000", _body())
+        EndorseClient(timeout=1.0).ask("bank.example:8000", _body(), audience=VERIFIER)
 
 
 def test_the_relay_routes_answer_alike_and_say_what_is_wrong(verifier: Any, client: EndorseClient) -> None:
@@ -253,17 +292,17 @@ def test_the_relay_routes_answer_alike_and_say_what_is_wrong(verifier: Any, clie
     from fgbdt_chain.node.party.relay import RELAY_STREAM_PATH, SELECTORS, RelayInbox
 
     node, endpoint, _, _ = verifier
-    status, answer = client.ask(endpoint, {"kind": "votes"}, RELAY_STREAM_PATH)
-    posted = httpx.post(endpoint + "/v1/relay", json={"kind": "votes"}, timeout=10.0)
+    status, answer = client.ask(endpoint, {"kind": "votes", "from": PARTY}, RELAY_STREAM_PATH, audience=VERIFIER)
+    posted = _post(endpoint, "/v1/relay", {"kind": "votes", "from": PARTY})
     assert status == posted.status_code == 409 and "does not relay" in answer["detail"] == posted.json()["detail"]
     keys = [Account.from_key(bytes([i + 1]) * 32) for i in range(2)]
     inbox = RelayInbox(1, "0x" + "11" * 20, [k.address for k in keys], 31337, "0x" + "22" * 20)
     node.relay = SimpleNamespace(inbox=inbox)
-    status, answer = client.ask(endpoint, {"kind": "votes"}, RELAY_STREAM_PATH)
-    posted = httpx.post(endpoint + "/v1/relay", json={"kind": "votes"}, timeout=10.0)
+    status, answer = client.ask(endpoint, {"kind": "votes", "from": PARTY}, RELAY_STREAM_PATH, audience=VERIFIER)
+    posted = _post(endpoint, "/v1/relay", {"kind": "votes", "from": PARTY})
     assert status == posted.status_code == 422 and "missing fields" in answer["detail"] == posted.json()["detail"]
     with connect(stream_url(endpoint, RELAY_STREAM_PATH)) as ws:
-        ws.send("{not json")
+        ws.send(_signed("{not json", RELAY_STREAM_PATH))
         answer = json.loads(ws.recv(timeout=10))
     assert answer["status"] == 422 and answer["body"]["detail"].startswith("not JSON")
     forged = {
@@ -279,7 +318,11 @@ def test_the_relay_routes_answer_alike_and_say_what_is_wrong(verifier: Any, clie
         "data": "0x" + (SELECTORS["votes"] + b"".join(v.to_bytes(32, "big") for v in (1, 0, 1))).hex(),
         "signature": "0x" + "ab" * 65,
     }
-    status, answer = client.ask(endpoint, forged, RELAY_STREAM_PATH)
+    member = _client(10.0, MEMBER)
+    try:
+        status, answer = member.ask(endpoint, forged, RELAY_STREAM_PATH, audience=VERIFIER)
+    finally:
+        member.close()
     assert status == 403 and answer["detail"].startswith("signed by"), answer
     assert not inbox.holds("votes", 0, 0, keys[0].address)
 
@@ -291,9 +334,9 @@ def test_a_stop_without_waiting_returns_at_once_and_the_server_still_ends() -> N
     port = _free_port()
     server = EndorsementServer(RecordingNode(), "127.0.0.1", port)  # type: ignore[arg-type]
     server.start()
-    asker = EndorseClient(timeout=10.0)
+    asker = _client(10.0)
     try:
-        status, _ = asker.ask(f"http://127.0.0.1:{port}", json.dumps(_body()))
+        status, _ = asker.ask(f"http://127.0.0.1:{port}", json.dumps(_body()), audience=VERIFIER)
         assert status == 200  # a stream is open to it
         server.stop(wait=False)
         assert server.server.should_exit and server.server.force_exit
@@ -315,7 +358,7 @@ def test_after_the_warm_up_an_endpoint_imports_nothing_more_when_it_is_built_and
         "from fgbdt_chain.node.party import endorse_server as s\n"
         "s.warm_up()\n"
         "before = set(sys.modules)\n"
-        "s._config(s.create_app(None), '127.0.0.1', 0).load()\n"
+        "s._config(s.create_app(None, s.PeerGuard(lambda: 0, 0, '', list, lambda: 0)), '127.0.0.1', 0).load()\n"
         "print(sorted(set(sys.modules) - before))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout

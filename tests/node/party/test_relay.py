@@ -163,10 +163,11 @@ class _Asker:
     """The endorsement client's stand-in: answers a hand-over as told, records what was handed."""
 
     def __init__(self, answer: tuple[int, dict] | Exception) -> None:
-        self.answer, self.asked = answer, []
+        self.answer, self.asked, self.audiences = answer, [], []
 
-    def ask(self, endpoint: str, body: dict, path: str) -> tuple[int, dict]:
+    def ask(self, endpoint: str, body: dict, path: str, audience: str = "") -> tuple[int, dict]:
         self.asked.append((endpoint, body, path))
+        self.audiences.append(audience)
         if isinstance(self.answer, Exception):
             raise self.answer
         return self.answer
@@ -214,6 +215,7 @@ def test_a_request_goes_to_the_levels_relayer_and_the_nonce_counts_on_while_take
     assert channel.hand_over(first) is None
     ((endpoint, body, path),) = channel.asker.asked
     assert endpoint == "http://party1" and path == "/v1/relay/stream" and body["nonce"] == 40
+    assert channel.asker.audiences == [channel.parties[1]]  # signed for the relayer it goes to
     assert channel.hand_over(channel.request("votes", 3, 5, "submitVotes", (5, 3, 6, [0]), 200_000)) is None
     assert channel.asker.asked[-1][0] == "http://party1" and channel.asker.asked[-1][1]["nonce"] == 41
     assert reads == [channel.account.address]  # counted on, not read again
