@@ -49,6 +49,7 @@ SECTIONS = (
     Section("seed_fedxgbllr", "FedXGBllr against its paper"),
     Section("privacy", "Privacy and accuracy"),
     Section("endorse", "Endorsement: false refusals and detection"),
+    Section("manipulation", "Data manipulation: what changed rows and identities earn"),
     Section("comm", "Communication"),
     Section("gas", "Gas"),
     Section("chain", "Training on chain"),
