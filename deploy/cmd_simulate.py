@@ -159,9 +159,10 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--dp-noise",
         choices=NOISE_SOURCES,
-        default="seeded",
-        help="where the privacy noise comes from: seeded from --seed (experiments repeat, the default; whoever knows "
-        "the seed can remove the noise) or the operating system's entropy (real data)",
+        default=None,
+        help="where the privacy noise (and the secure sums' keys) come from: the operating system's entropy (the "
+        "default with --epsilon) or seeded from --seed, an experiment that repeats (whoever knows the seed can remove "
+        "the noise; the guarantee line says so)",
     )
     parser.add_argument(
         "--endorse",
@@ -295,7 +296,7 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         dp_delta=args.dp_delta,
         tree_features=getattr(args, "tree_features", "auto"),
         colluders=getattr(args, "dp_colluders", None),
-        dp_noise=getattr(args, "dp_noise", "seeded"),
+        dp_noise=getattr(args, "dp_noise", None),
     )
 
 
@@ -474,23 +475,39 @@ def simulate(args: argparse.Namespace) -> int:
 
 
 def privacy_line(privacy: dict[str, Any] | None, parties: int) -> str | None:
-    """One line under the summary for a private task: the guarantee each party got and whom it holds against, so
-    that the number in the table is read with its price (None without a budget)."""
+    """Under the summary of a private task: the guarantee each party got with the conditions it holds under, so
+    that the number in the table is read with its price (None without a budget). The conditions: the neighbouring
+    relation (one row of the party added or removed; a replaced row is both, group privacy), delta, whom it holds
+    against (the coalition of other parties, the aggregator of the secure sums), what a party dropping out does,
+    where the schema came from, and whether the noise was seeded (an experiment) or drawn from entropy."""
     if not privacy or not math.isfinite(privacy["epsilon"]):
         return None
+    eps, delta = privacy["epsilon"], privacy["delta"]
     line = (
-        f"privacy: each party ({privacy['epsilon']:g}, {privacy['delta']:g})-DP for all it releases (accounted "
-        f"{privacy['accounted_epsilon']:.4g})"
+        f"privacy: each party ({eps:g}, {delta:g})-DP for all it releases (accounted "
+        f"{privacy['accounted_epsilon']:.4g}), datasets neighbouring by one row of the party added or removed "
+        f"(a replaced row: ({2 * eps:g}, {(1 + math.exp(eps)) * delta:.3g})-DP by group privacy)"
     )
     if "colluders" not in privacy:  # FV-tree: every party's histograms are read one by one
-        line += "; its own noise carries it, whoever pools what"
-    elif privacy["colluders"] == parties - 1:
-        line += f"; its own noise carries it, against all {parties - 1} other parties"
+        line += "; its own noise carries it, against all other parties and any reader, whoever pools what"
     else:
-        held = f"{privacy['colluders']} of the {parties - 1} other parties"
-        line += f", against any {held} pooling their views; if all pool: epsilon {privacy['all_others_epsilon']:.3g}"
-    if privacy.get("noise", "seeded") == "seeded":
-        line += "; noise seeded by --seed for a repeatable experiment (--dp-noise entropy for real data)"
+        others = parties - 1
+        if privacy["colluders"] == others:
+            line += f"; its own noise carries it, against all {others} other parties"
+        else:
+            line += (
+                f"; against any {privacy['colluders']} of the {others} other parties pooling their views "
+                f"(if all {others} pool: epsilon {privacy['all_others_epsilon']:.3g})"
+            )
+        line += (
+            f"; against the aggregator epsilon {eps:g} (it reads masked vectors and their sum only); the secure sums "
+            "have no dropout recovery: a party that drops out stops the task, nothing more is released"
+        )
+    line += f"; ranges and integer flags: {privacy.get('schema', 'declared')}"
+    if privacy.get("noise", "entropy") == "seeded":
+        line += "; noise and secure-sum keys seeded by --seed (experiment): whoever knows the seed removes the noise"
+    else:
+        line += "; noise and secure-sum keys from the operating system's entropy"
     return line
 
 

@@ -200,6 +200,10 @@ class Joiner:
             s.endpoints[p] = str(payloads[p].args["endpoint"])
         psds = [pub.psd for pub in published]
         s.W, w_star = distribution_weights(data.X, data.y, psds, s.settings.delta)
+        if s.privacy.private:
+            # under a budget rows weigh delta each: w* divides by this party's exact rows per PSD leaf, which no
+            # mechanism covers (node.privacy.inventory; the simulator does the same)
+            w_star = np.full(data.n_rows, min(s.settings.delta, 1.0))  # weights up to 1 keep the per-row bounds
         s.estimators = estimators_for(data.X, data.y, s.W, psds, [pub.psd_scale for pub in published])
         slots = bin_matrix(data.X, edges)
         with s.lock:

@@ -41,12 +41,16 @@ class EndorsementRule:
     noise_sd: tuple[float, float, float] = (0.0, 0.0, 0.0)
     """The privacy noise every party adds to each bin of g, h and n (``node.privacy.accountant``, public): part of the
     claims' variance in the test, so that no honest party is refused at any epsilon."""
+    private: bool = False
+    """Whether the task has a privacy budget: then a verifier endorses on the exact rules only, at neutral credit.
+    Its statistics, credits and reasons would be computed from its own exact rows, which no mechanism of the budget
+    covers (``node.privacy.inventory``)."""
 
     @classmethod
     def of(cls, rule: int, refusal_rate: float, overlap_threshold: float, privacy: PrivacyPlan) -> EndorsementRule:
         """The task's rule with its privacy noise."""
         noise = tuple(privacy.noise_sd(q) if privacy.private else 0.0 for q in ("g", "h", "n"))
-        return cls(rule, refusal_rate, overlap_threshold, noise)  # type: ignore[arg-type]
+        return cls(rule, refusal_rate, overlap_threshold, noise, privacy.private)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.rule not in ref.ENDORSE_RULE_NAMES:
@@ -96,8 +100,8 @@ def decide(
 
 def reads_claims(rule: EndorsementRule, root: bool) -> bool:
     """Whether ``decide`` looks at the claims and the verifier's rows: the overlap rule at every level, the
-    statistical test at a tree's root only."""
-    return rule.rule == ref.ENDORSE_OVERLAP or root
+    statistical test at a tree's root only; neither under a privacy budget (``EndorsementRule.private``)."""
+    return not rule.private and (rule.rule == ref.ENDORSE_OVERLAP or root)
 
 
 def statistical_verdict(rule: EndorsementRule, root: Measurement | None) -> Verdict:

@@ -33,6 +33,7 @@ from fgbdt_chain.node.data.loaders import Dataset, check_labels
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_private_objective
 from fgbdt_chain.node.privacy.binning import BINNING_METHODS
+from fgbdt_chain.node.privacy.schema import Declared
 from fgbdt_chain.node.protocol.shapley_cost import SlowShapleyWarning, slow_shapley_message
 from fgbdt_chain.node.sim.experiment import PrepConfig, default_algorithm, default_shape, prepare, run
 from fgbdt_chain.node.sim.fvtree import ALGORITHMS
@@ -143,6 +144,21 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param("dp_delta", "prep", "dp_delta", float, help=_described("delta")),
     Param(
+        "feature_ranges",
+        "prep",
+        "feature_ranges",
+        list,
+        help="the requester's declared (low, high) per feature; rows are clipped to them. With epsilon: needed "
+        "unless valid_set gives the ranges (never taken from the parties' rows, node.privacy.schema)",
+    ),
+    Param(
+        "integer_features",
+        "prep",
+        "integer_features",
+        list,
+        help="with feature_ranges: per feature, whether it holds integers only (its cuts sit at half-integers)",
+    ),
+    Param(
         "dp_colluders",
         "prep",
         "colluders",
@@ -212,7 +228,16 @@ class Settings:
             raise ValueError(f"invalid params: {exc} (given: {self._given(self.train)})") from exc
 
     def prep_config(self, parties: int) -> PrepConfig:
-        return dataclasses.replace(PrepConfig(), parties=parties, **self.prep)
+        """``PrepConfig`` with the given fields; ``feature_ranges`` and ``integer_features`` as its ``schema``."""
+        prep = dict(self.prep)
+        ranges, integers = prep.pop("feature_ranges", None), prep.pop("integer_features", None)
+        if integers is not None and ranges is None:
+            raise ValueError("integer_features needs feature_ranges: they declare one schema together")
+        try:
+            schema = None if ranges is None else Declared.of(ranges, integers)
+        except (TypeError, IndexError, ValueError) as exc:
+            raise ValueError(f"invalid params: {exc}") from exc
+        return dataclasses.replace(PrepConfig(), parties=parties, schema=schema, **prep)
 
 
 def valid_keys() -> str:
@@ -273,6 +298,10 @@ def _checked(param: Param, key: str, value: Any) -> Any:
         if isinstance(value, numbers.Real) and float(value).is_integer():
             return int(float(value))
         raise wrong
+    if param.kind is list:
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray):
+            raise wrong
+        return list(value)
     if param.kind is float:
         if not isinstance(value, numbers.Real) or math.isnan(float(value)):
             raise wrong

@@ -29,11 +29,20 @@ from fgbdt_chain.node.privacy.accountant import NO_PRIVACY, SPLIT, LeafPlan, Pri
 from fgbdt_chain.node.privacy.binning import (
     DEFAULT_RESOLUTION,
     edges_and_sketch_bytes,
+    fixed_round,
     schema_integers,
     schema_label_range,
     schema_ranges,
 )
 from fgbdt_chain.node.privacy.psd import build_psd, label_levels_for, psd_budget, psd_rng
+from fgbdt_chain.node.privacy.schema import (
+    DECLARED,
+    POOLED,
+    REQUESTER_ROWS,
+    Declared,
+    clip_rows,
+    private_schema_refusal,
+)
 from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule, estimators_for
 from fgbdt_chain.node.protocol.verify import PartyEstimator
@@ -109,14 +118,27 @@ class PrepConfig:
     colluders: int | None = None
     """``randomsplit`` with a budget only: how many other parties may pool their views against one party with its
     guarantee intact (``node.privacy.accountant.LeafPlan``); None: ``node.privacy.accountant.default_colluders``."""
-    dp_noise: str = "seeded"
+    schema: Declared | None = None
+    """The requester's declared feature ranges and integer flags (``node.privacy.schema``); under a budget without
+    one, the test rows (the requester's) set them."""
+    dp_noise: str | None = None
     """Where the privacy noise comes from (``node.privacy.accountant.NOISE_SOURCES``): ``seeded`` from ``seed``
-    (experiments repeat; the default of ``simulate``), ``entropy`` from the operating system (real data)."""
+    (an experiment that repeats, asked for by name; the guarantee line says so), ``entropy`` from the operating
+    system. None: entropy under a budget (a guarantee over seeded noise holds only against those who do not know
+    the seed), seeded without one (nothing is promised, and runs repeat)."""
+
+    @property
+    def noise_source(self) -> str:
+        """``dp_noise`` resolved: entropy under a budget unless seeded noise was asked for."""
+        if self.dp_noise is not None:
+            return self.dp_noise
+        return "entropy" if math.isfinite(self.epsilon) else "seeded"
 
     @property
     def noise_seed(self) -> int | None:
-        """The seed of every noise stream of the task: ``seed``, or None for the operating system's entropy."""
-        return noise_seed(self.dp_noise, self.seed)
+        """The seed of every noise stream of the task (sketch, PSD, votes, histograms, leaves, secure-sum keys):
+        ``seed``, or None for the operating system's entropy."""
+        return noise_seed(self.noise_source, self.seed)
 
     def privacy(self, params: TrainParams) -> PrivacyPlan:
         """The parties' mechanisms for a task of these GBDT parameters."""
@@ -168,6 +190,9 @@ class Prepared:
     splits it."""
     integers: np.ndarray | None = None
     """The schema's integer features (``node.privacy.binning.schema_integers``), whose cuts sit at half-integers."""
+    schema_source: str = POOLED
+    """Where the ranges and integer flags came from (``node.privacy.schema``): declared, the requester's rows, or
+    the pooled training rows (no budget only)."""
     _weights: list[np.ndarray] | None = None
     _matrices: list[np.ndarray] | None = None
     _estimators: list[list[PartyEstimator]] | None = None
@@ -262,6 +287,39 @@ def partition(train: Dataset, config: PrepConfig) -> list[np.ndarray]:
     return feature_skewed(parts, train.X, config.parties, config.feature_skew, config.seed)
 
 
+def task_schema(
+    train: Dataset, test: Dataset, config: PrepConfig
+) -> tuple[Dataset, tuple[np.ndarray, np.ndarray], np.ndarray | None, str]:
+    """The training rows as the parties use them, the schema's ranges and integer flags, and where they came from.
+
+    Without a budget the pooled training rows stand in for the schema. Under a budget (``node.privacy.schema``) the
+    requester's declaration (``config.schema``) or its own rows (``test``) set them, the parties' rows are clipped to
+    them, and a task with neither is refused; exact binning, which cuts at the pooled rows' quantiles, is refused."""
+    if not math.isfinite(config.epsilon):
+        return train, schema_ranges(train.X), schema_integers(train.X), POOLED
+    if config.binning == "exact":
+        raise ValueError(
+            "binning 'exact' cuts at the pooled training rows' quantiles, which no privacy budget covers: use "
+            "binning 'dp' (the parties' private sketches) or 'uniform' under a budget"
+        )
+    if config.schema is not None:
+        if len(config.schema.ranges) != train.n_features:
+            raise ValueError(f"{len(config.schema.ranges)} feature_ranges for {train.n_features} features")
+        pairs = np.array(config.schema.ranges, dtype=np.float64).reshape(-1, 2)
+        low, high = fixed_round(pairs[:, 0]), fixed_round(pairs[:, 1])
+        given = config.schema.integers
+        integers = np.array(given, dtype=bool) if given is not None else np.zeros(train.n_features, dtype=bool)
+        source = DECLARED
+    elif test.n_rows > 0:
+        low, high = schema_ranges(test.X)
+        integers = schema_integers(test.X)
+        source = REQUESTER_ROWS
+    else:
+        raise private_schema_refusal(train.n_features)
+    clipped = dataclasses.replace(train, X=clip_rows(train.X, low, high))
+    return clipped, (low, high), integers, source
+
+
 def prepare(
     train: Dataset,
     test: Dataset,
@@ -300,8 +358,7 @@ def prepare(
     parts = list(parts)
     if any(len(idx) == 0 for idx in parts):
         raise ValueError(f"{config.parties} parties leave some party without rows ({len(train.y)} training rows)")
-    ranges = schema_ranges(train.X)
-    integers = schema_integers(train.X)
+    train, ranges, integers, schema_source = task_schema(train, test, config)
     edges, sketch_bytes = edges_and_sketch_bytes(
         [train.X[idx] for idx in parts],
         params.bins,
@@ -318,6 +375,7 @@ def prepare(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges
     )
     prepared.integers = integers
+    prepared.schema_source = schema_source
     prepared.label_range = label_range
     prepared.given_parts = given
     prepared.lam_given = lam_given
@@ -415,7 +473,16 @@ def federation(
     (with every verifier's view of every party) and the attacks; ready to ``train`` (in parts, if wanted). The
     parties' work runs on ``threads`` threads (default: every core; ``node.kernels.parallel``)."""
     rule = prep.config.endorsement(prep.params)
-    weights = prep.weights() if publishes_psds(algo, rule) else None
+    private = math.isfinite(prep.config.epsilon)
+    if private:
+        # Under a budget the distribution weights would divide by each party's exact rows per PSD leaf (one row
+        # added moves every weight of its leaf, beyond any stated sensitivity) and the verifiers' credits and
+        # statistics come from their exact rows: rows weigh delta each and endorsement keeps the exact rules only
+        # (node.privacy.inventory).
+        # (delta capped at 1: the per-row bounds every sensitivity rests on hold for weights up to 1)
+        weights = [np.full(len(idx), min(prep.params.delta, 1.0)) for idx in prep.parts]
+    else:
+        weights = prep.weights() if publishes_psds(algo, rule) else None
     fed = Federation(
         prep.party_slots(),
         prep.party_y(),
@@ -424,13 +491,14 @@ def federation(
         party_weights=weights if algorithm(algo).psd_weights else None,
         keep_levels=keep_levels,
         endorsement=rule,
-        estimators=prep.estimators() if rule is not None else None,
+        estimators=prep.estimators() if rule is not None and not private else None,
         attacks=attacks,
         privacy=prep.config.privacy(prep.params),
         noise_seed=prep.config.noise_seed,
         widths=slot_widths(prep.edges),
         threads=threads,
         quorum_fraction=(prep.config.quorum_num, prep.config.quorum_den),
+        exact_rules_only=private,
     )
     fed.level_observer = observer
     return fed
@@ -476,6 +544,7 @@ def run(
     if refused:
         raise ValueError(f"{refused}; run it with epsilon inf")
     privacy = privacy_of(algo, c, p)
+    private = math.isfinite(c.epsilon)  # exact counts are released by no mechanism: the report keeps none
     report: dict[str, Any] = {
         "algo": algo,
         "dataset": prep.train.name,
@@ -499,8 +568,8 @@ def run(
             "refusal_rate": c.refusal_rate,
             "overlap_threshold": c.overlap_threshold,
         },
-        "privacy": {**privacy.report(), "noise": c.dp_noise},
-        "train_rows": prep.train.n_rows,
+        "privacy": {**privacy.report(), "noise": c.noise_source, "schema": prep.schema_source},
+        "train_rows": None if private else prep.train.n_rows,
         "test_rows": prep.test.n_rows,
         "features": prep.train.n_features,
     }
@@ -523,8 +592,8 @@ def run(
     report["per_party"] = [
         {
             "party": i,
-            "rows": len(idx),
-            "positives": int(np.sum(prep.train.y[idx] > 0.5)) if p.objective == "binary" else None,
+            "rows": None if private else len(idx),
+            "positives": int(np.sum(prep.train.y[idx] > 0.5)) if p.objective == "binary" and not private else None,
             **({f"standalone_{k}": v for k, v in standalone[i].items()} if standalone else {}),
         }
         for i, idx in enumerate(prep.parts)

@@ -182,6 +182,7 @@ class Federation:
         widths: np.ndarray | None = None,
         threads: int | None = None,
         quorum_fraction: tuple[int, int] = QUORUM,
+        exact_rules_only: bool = False,
     ) -> None:
         if algo not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -194,7 +195,11 @@ class Federation:
             )
         if algo == "fvtree" and party_weights is None:
             raise ValueError("fvtree needs the parties' distribution weights w*")
-        if endorsement is not None and (estimators is None or len(estimators) != len(party_slots)):
+        if (
+            endorsement is not None
+            and not exact_rules_only
+            and (estimators is None or len(estimators) != len(party_slots))
+        ):
             raise ValueError("modelling endorsement needs every party's view of every other party (estimators)")
         self.params = params
         self.algo = algo
@@ -222,6 +227,10 @@ class Federation:
         self.quorum = quorum(self.m, *quorum_fraction)
         self.endorsement = endorsement
         self.estimators = estimators
+        self.exact_rules_only = exact_rules_only
+        """Under a privacy budget: endorse on the exact rules only, every party that keeps them at neutral credit.
+        The verifiers' statistics, credits and reasons are computed from each verifier's exact rows, which no
+        mechanism of the budget covers, so none is computed nor released (``node.privacy.inventory``)."""
         self.active = [True] * self.m
         self.refusals: list[Refusal] = []
         self.done_trees = 0
@@ -342,12 +351,16 @@ class Federation:
         taking_part = [i for i in range(self.m) if self.active[i]]
         if rule is None:
             return taking_part, {}, claims, verdicts, measured
-        assert self.estimators is not None
-        estimators = self.estimators
         broken = {
             i: why for i in taking_part if (why := self._broken_rule(t, level, open_nodes, cands, sums, sides, i))
         }
         checked = [i for i in taking_part if i not in broken]
+        if self.exact_rules_only:
+            for i in broken:
+                self._exclude(i, t, level, broken[i])
+            return checked, {i: ref.NEUTRAL for i in checked}, claims, verdicts, measured
+        assert self.estimators is not None
+        estimators = self.estimators
         measuring = rule.rule == ref.ENDORSE_STATISTICAL and (level == 0 or self.measure_every_level)
         if rule.rule == ref.ENDORSE_STATISTICAL and not measuring and self.level_observer is None:
             # below a root every verifier signs what keeps the exact rules (``decide``), all M - 1 of them, and the

@@ -76,6 +76,8 @@ class _FGBDTModel(BaseEstimator):
         dp_colluders: int | None = None,
         dp_noise: str | None = None,
         tree_features: str | None = None,
+        feature_ranges: Any = None,
+        integer_features: Any = None,
         importance_type: str = "split",
     ) -> None:
         self.n_estimators = n_estimators
@@ -102,6 +104,8 @@ class _FGBDTModel(BaseEstimator):
         self.dp_colluders = dp_colluders
         self.dp_noise = dp_noise
         self.tree_features = tree_features
+        self.feature_ranges = feature_ranges
+        self.integer_features = integer_features
         self.importance_type = importance_type
 
     def __sklearn_tags__(self) -> Any:

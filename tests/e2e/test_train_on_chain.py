@@ -32,7 +32,7 @@ from fgbdt_chain.node.sim.experiment import Prepared, PrepConfig, prepare, run
 pytestmark = [pytest.mark.chain, pytest.mark.slow]
 
 PARAMS = TrainParams(trees=3, depth=3, bins=8, min_rows=5)
-CONFIG = PrepConfig(parties=3, theta=0.8, seed=0, psd_max_rows=40)
+CONFIG = PrepConfig(parties=3, theta=0.8, seed=0, psd_max_rows=40, dp_noise="seeded")
 
 
 LONGER = dataclasses.replace(PARAMS, trees=12)

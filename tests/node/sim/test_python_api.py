@@ -159,8 +159,11 @@ def test_params_aliases_map_to_one_field() -> None:
     for p in PARAMS:
         if p.target == "train":
             assert p.field in TrainParams.__dataclass_fields__
-        elif p.target == "prep":
-            assert p.field in PrepConfig.__dataclass_fields__
+        elif p.target == "prep":  # the declared schema's two keys make PrepConfig.schema together
+            assert p.field in {*PrepConfig.__dataclass_fields__, "feature_ranges", "integer_features"}
+    schema = parse_params({"feature_ranges": [(0, 1), (2, 5)], "integer_features": [True, False]}).prep_config(2)
+    assert schema.schema is not None and schema.schema.ranges == ((0.0, 1.0), (2.0, 5.0))
+    assert schema.schema.integers == (True, False)
 
 
 @pytest.mark.parametrize(
@@ -339,8 +342,15 @@ def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
     different from the public one, and the guarantee in the report."""
     X, y = make_data()
     owner = np.arange(len(y)) % 3
+    ranges = [(float(lo), float(hi)) for lo, hi in zip(np.nanmin(X, axis=0), np.nanmax(X, axis=0), strict=True)]
     clf = FGBDTClassifier(
-        n_estimators=4, max_depth=3, min_child_samples=5, epsilon=2.0, dp_delta=1e-6, dp_noise="seeded"
+        n_estimators=4,
+        max_depth=3,
+        min_child_samples=5,
+        epsilon=2.0,
+        dp_delta=1e-6,
+        dp_noise="seeded",
+        feature_ranges=ranges,
     )
     clf.fit(X, y, party=owner)
     parties = [(X[owner == p], y[owner == p]) for p in range(3)]
@@ -351,6 +361,7 @@ def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
         "epsilon": 2.0,
         "dp_delta": 1e-6,
         "dp_noise": "seeded",
+        "feature_ranges": ranges,
     }
     private = train(seeded, parties)
     public = train({"num_trees": 4, "max_depth": 3, "min_data_in_leaf": 5}, parties)
@@ -359,25 +370,37 @@ def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
     assert private.report["privacy"]["accounted_epsilon"] <= 2.0
     # a budget without an algorithm trains random splits (node.experiment.default_algorithm): no contributions
     assert private.report["algo"] == "randomsplit" and private.contributions is None and clf.contributions_ == []
-    fv = train({"num_trees": 4, "max_depth": 3, "min_data_in_leaf": 5, "epsilon": 2.0, "algo": "fvtree"}, parties)
+    fv = train(
+        {
+            "num_trees": 4,
+            "max_depth": 3,
+            "min_data_in_leaf": 5,
+            "epsilon": 2.0,
+            "algo": "fvtree",
+            "feature_ranges": ranges,
+        },
+        parties,
+    )
     assert fv.report["algo"] == "fvtree" and fv.contributions is not None and fv.trees != private.trees
     colluders = {"num_trees": 4, "max_depth": 3, "epsilon": 2.0, "dp_colluders": 2, "tree_features": "one"}
-    alone = train(colluders, parties)
+    alone = train({**colluders, "feature_ranges": ranges}, parties)
     assert alone.report["privacy"]["colluders"] == 2 and alone.report["params"]["tree_features"] == "one"
-    assert train({"epsilon": 2.0}, parties).report["trees"] == 200  # random splits' own shape
+    assert train({"epsilon": 2.0, "feature_ranges": ranges}, parties).report["trees"] == 200  # their own shape
     # with a budget and no noise source named, train() draws its noise from the operating system: real data
-    fresh = [train({"num_trees": 4, "max_depth": 3, "epsilon": 2.0}, parties) for _ in range(2)]
+    fresh = [train({"num_trees": 4, "max_depth": 3, "epsilon": 2.0, "feature_ranges": ranges}, parties) for _ in "ab"]
     assert fresh[0].report["privacy"]["noise"] == "entropy" and fresh[0].trees != fresh[1].trees
     assert train(seeded, parties).trees == private.trees  # seeded: repeatable
     with pytest.raises(ValueError, match="'dp_colluders' apply to algo 'randomsplit' only, not 'fvtree'"):
         train({"epsilon": 2.0, "algo": "fvtree", "dp_colluders": 1}, parties)
     with pytest.raises(ValueError, match="'dp_colluders' needs a privacy budget"):
         train({"algo": "randomsplit", "dp_colluders": 1}, parties)  # as simulate refuses it without --epsilon
-    clf_rs = FGBDTClassifier(n_estimators=30, epsilon=2.0, dp_colluders=2, tree_features="all").fit(X, y, party=owner)
+    clf_rs = FGBDTClassifier(
+        n_estimators=30, epsilon=2.0, dp_colluders=2, tree_features="all", feature_ranges=ranges
+    ).fit(X, y, party=owner)
     assert clf_rs.model_.report["privacy"]["colluders"] == 2
     assert clf_rs.model_.report["params"]["tree_features"] == "all"
     steps: list[int] = []
-    train({"num_trees": 3, "epsilon": 2.0}, parties, progress=steps.append)
+    train({"num_trees": 3, "epsilon": 2.0, "feature_ranges": ranges}, parties, progress=steps.append)
     assert steps == [0, 1, 2]
 
 
