@@ -147,6 +147,7 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
             tree_features=PARTS[part].get("tree_features", "auto"),
             colluders=PARTS[part].get("colluders"),
             feature_skew=PARTS[part].get("feature_skew", 0.0),
+            dp_noise="seeded",  # an experiment: runs pair by seed across epsilons and code versions
         )
         prep = prepare(train, test, params, config)
         report, _, _ = run(prep, PARTS[part].get("algo", "fvtree"))
