@@ -54,6 +54,7 @@ SECTIONS = (
     Section("gas", "Gas"),
     Section("chain", "Training on chain"),
     Section("shapley_cost", "The cost of exact split Shapley"),
+    Section("scale", "A party beyond one machine: histograms from Parquet"),
 )
 """The page's sections in order; a results file of any other benchmark follows them under its module's name."""
 
@@ -173,7 +174,7 @@ def speed_plot(runs: list[dict[str, Any]], path: Path) -> None:
     stats = [mean_se(m["train_seconds"] for m in measurements if m["run"] == n) for n in names]
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.barh(names, [s[0] for s in stats], xerr=[s[1] for s in stats], color=["C0", "C1", "C2", "C3"][: len(names)])
+    ax.barh(names, [s[0] for s in stats], xerr=[s[1] for s in stats], color=[f"C{i}" for i in range(len(names))])
     ax.invert_yaxis()
     ax.set_xlabel("train seconds (mean ± SE)")
     p = runs[0]["parameters"]

@@ -1,8 +1,21 @@
-"""Train time and peak memory of FV-tree (simulate) next to centralized LightGBM on the same rows and bins.
+"""Train time and peak memory of FV-tree (simulate) next to LightGBM as a user runs it and on the task's bins.
 
-Each measurement runs in its own process so that peak memory (ru_maxrss) belongs to that run alone.
+Each measurement runs in its own process so that peak memory (ru_maxrss of that process) belongs to that run alone.
 
     python -m bench.speed --data a9a --parties 4 --theta 0.8 --trees 500 --depth 8
+    python -m bench.speed --data stress --rows 1000000 --trees 20 --depth 6
+
+The runs: ``fvtree`` (``simulate``'s training, PSDs and weights timed apart as preparation); ``lightgbm-user``,
+LightGBM as a user runs it: the training rows as loaded (a dense float array), its own ``Dataset`` construction and
+binning inside the clock, ``max_bin`` = the task's bins, the same depth, leaves (2^depth), lambda, learning rate and
+minimum rows per leaf, the library's default threading and no ``deterministic``; ``lightgbm-bins``, the model-equal
+baseline (``node.baselines.centralized``) fed the task's bin slots; ``lightgbm-N``, that one on N threads.
+
+Threads are pinned the same way for every run: each child process gets ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
+``OPENBLAS_NUM_THREADS`` and ``NUMBA_NUM_THREADS`` = ``--threads`` (default: every core of the process), so numba's
+pool, LightGBM's OpenMP default and any BLAS see the same count; each measurement records the environment it ran
+with and the load average before and after it (the machine may be shared: a loaded core slows OpenMP regions of
+both sides, which wait at every barrier for the slowest thread).
 
 ``--repeat N`` runs the list N times, interleaved (fvtree, lightgbm-1, lightgbm-2, fvtree, ...), and reports each
 run's mean and standard error and each run's ratio to LightGBM paired within a repetition: the same work took
@@ -13,17 +26,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 from typing import Any
 
-from bench.datasets import load
+import numpy as np
+
+from bench.datasets import SYNTHETIC, load
 from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.spec.train_params import TrainParams
+from fgbdt_chain.node.data.loaders import Dataset
+from fgbdt_chain.node.kernels.parallel import default_threads
 from fgbdt_chain.node.protocol.shapley_cost import slow_shapley_message
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
 from fgbdt_chain.node.sim.warmup import warm_up
@@ -34,21 +52,69 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
+"""The variables every child process gets set to ``--threads``."""
+NONDETERMINISTIC = ("lightgbm-user",)
+"""Runs whose model may differ between repetitions (LightGBM without ``deterministic`` on several threads)."""
+
+
+def load_data(name: str, seed: int, rows: int | None) -> tuple[Dataset, Dataset]:
+    """A benchmark data set; ``rows`` sizes a synthetic one (``bench.datasets.SYNTHETIC``)."""
+    if rows is None:
+        return load(name, seed)
+    if name not in SYNTHETIC:
+        raise SystemExit(f"--rows sizes a synthetic data set ({', '.join(SYNTHETIC)}), not {name}")
+    return SYNTHETIC[name][0](rows=rows, seed=seed)
+
+
+def user_lightgbm(train: Dataset, test: Dataset, params: TrainParams, seed: int) -> tuple[float, float]:
+    """(train seconds, test error) of LightGBM as a user runs it (module docstring): its Dataset and binning timed."""
+    import lightgbm as lgb
+
+    from fgbdt_chain.node.sim.experiment import evaluate
+
+    lp = {
+        "objective": "binary" if params.objective == "binary" else "regression",
+        "learning_rate": params.learning_rate,
+        "num_leaves": 2**params.depth,
+        "max_depth": params.depth,
+        "lambda_l2": params.lam,
+        "min_data_in_leaf": params.min_rows,
+        "max_bin": params.bins,
+        "seed": seed,
+        "verbose": -1,
+    }
+    start = time.perf_counter()
+    data = lgb.Dataset(train.X, label=train.y, params={"max_bin": params.bins, "verbose": -1})
+    booster = lgb.train(lp, data, num_boost_round=params.trees)
+    seconds = time.perf_counter() - start
+    pred = np.asarray(booster.predict(test.X), dtype=np.float64)
+    return seconds, evaluate(params, test.y, pred)["test_error"]
+
+
 def one(args: argparse.Namespace) -> dict[str, Any]:
-    train, test = load(args.data, args.seed)
+    load_before = os.getloadavg()
+    train, test = load_data(args.data, args.seed, args.rows)
     params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=args.voted_trees)
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed))
     if args.one == "fvtree":
         prep.weights()  # PSDs and w*, once per task: reported apart from training
-    jit = time.perf_counter()
-    warm_up()
-    jit = time.perf_counter() - jit
+    jit = 0.0
+    if args.one == "fvtree":  # numba's pool is not started for LightGBM's runs: its threads would share the cores
+        jit = time.perf_counter()
+        warm_up()
+        jit = time.perf_counter() - jit
     before = rss_mb()
     start = time.perf_counter()
-    if args.one.startswith("lightgbm"):
-        threads = int(args.one.split("-")[1])
+    phases: dict[str, float] = {}
+    if args.one == "lightgbm-user":
+        rows = np.sort(np.concatenate(prep.parts))  # the federation's training rows, in the file's order
+        seconds, error = user_lightgbm(prep.train.subset(rows), prep.test, prep.params, args.seed)
+        report: dict[str, Any] = {"train_seconds": seconds, "test_error": error}
+    elif args.one.startswith("lightgbm"):
+        suffix = args.one.split("-")[1]
+        threads = args.threads if suffix == "bins" else int(suffix)
         report, _, result = run(prep, "centralized", threads=threads)
-        phases: dict[str, float] = {}
     else:
         report, _, result = run(prep, args.one)
         phases = result.seconds if result else {}
@@ -65,6 +131,10 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
         "rss_before_mb": before,
         "peak_rss_mb": peak,
         "phases": phases,
+        "threads": args.threads,
+        "env": {name: os.environ.get(name) for name in THREAD_ENV},
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -83,7 +153,9 @@ def main() -> int:
         default=ALL_TREES_VOTED,
         help="trees that vote before the candidates are drawn (default: all, the paper's FV-tree; tasks: 25)",
     )
-    ap.add_argument("--runs", default="fvtree,lightgbm-1,lightgbm-2")
+    ap.add_argument("--rows", type=int, help="rows of a synthetic data set (stress, heavy, claims)")
+    ap.add_argument("--threads", type=int, default=default_threads(), help="threads of every run (default: every core)")
+    ap.add_argument("--runs", default="fvtree,lightgbm-user,lightgbm-bins")
     ap.add_argument("--repeat", type=int, default=1, help="times to run the list, interleaved (default 1)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--out", help="results file (default bench/results/speed.json, bench.record)")
@@ -104,8 +176,9 @@ def main() -> int:
     results = []
     for rep in range(args.repeat):
         for name in names:
-            cmd = [sys.executable, "-m", "bench.speed", *sys.argv[1:], "--one", name]
-            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            cmd = [sys.executable, "-m", "bench.speed", *sys.argv[1:], "--threads", str(args.threads), "--one", name]
+            env = {**os.environ, **{var: str(args.threads) for var in THREAD_ENV}}
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
             results.append({**json.loads(out.strip().splitlines()[-1]), "repeat": rep})
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     run_record.save({"measurements": results, "summary": summarise(results, names)})
@@ -120,20 +193,34 @@ def tables(runs: list[dict[str, Any]]) -> str:
     names = list(dict.fromkeys(m["run"] for m in pooled))
     summary = summarise(pooled, names)
     reps = len({m["repeat"] for m in pooled})
+    bases = [n for n in names if n.startswith("lightgbm")]
     lines = [
-        f"| run | train s (mean ± SE over {reps}) | ratio to LightGBM, 1 thread | to LightGBM, 2 threads "
-        "| peak RSS MiB | test error |",
-        "|---|---|---|---|---|---|",
+        f"| run | train s (mean ± SE over {reps}) | "
+        + "".join(f"ratio to {b} | " for b in bases)
+        + "preparation s | peak RSS MiB | test error |",
+        "|---|---|" + "---|" * len(bases) + "---|---|---|",
     ]
     for name, row in summary.items():
         ratios = [
-            f"{row[key][0]:.2f}x ± {row[key][1]:.2f}" if key in row else "-"
-            for key in ("ratio_to_lightgbm-1", "ratio_to_lightgbm-2")
+            f"{row[f'ratio_to_{b}'][0]:.2f}x ± {row[f'ratio_to_{b}'][1]:.2f}" if f"ratio_to_{b}" in row else "-"
+            for b in bases
         ]
+        prep = [m["prep_seconds"] for m in pooled if m["run"] == name and m["run"] == "fvtree"]
+        prep_s = f"{sum(prep) / len(prep):.2f}" if prep else "-"
         lines.append(
-            f"| {name} | {row['train_seconds'][0]:.2f} ± {row['train_seconds'][1]:.2f} | {ratios[0]} | {ratios[1]} "
-            f"| {row['peak_rss_mb']:.0f} | {row['test_error']:.4f} |"
+            f"| {name} | {row['train_seconds'][0]:.2f} ± {row['train_seconds'][1]:.2f} | "
+            + "".join(f"{r} | " for r in ratios)
+            + f"{prep_s} | {row['peak_rss_mb']:.0f} | {row['test_error']:.4f} |"
         )
+    threads = {m.get("threads") for m in pooled}
+    loads = [m["load_average_before"][0] for m in pooled if "load_average_before" in m]
+    if loads and None not in threads:  # runs before threads were pinned recorded none
+        lines += [
+            "",
+            f"Every run on {', '.join(str(t) for t in sorted(threads, key=str))} thread(s) (OMP_NUM_THREADS, "
+            f"NUMBA_NUM_THREADS, MKL_NUM_THREADS and OPENBLAS_NUM_THREADS set to it); the 1-minute load average "
+            f"before a run was {min(loads):.2f} to {max(loads):.2f} (other work on the machine slows both sides).",
+        ]
     last = [m for m in pooled if m["phases"]][-1:]
     for m in last:
         lines += [
@@ -157,15 +244,15 @@ def summarise(results: list[dict[str, Any]], names: list[str]) -> dict[str, dict
     for name in names:
         mine = [by[name, rep] for rep in repeats]
         errors = {r["test_error"] for r in mine}
-        if len(errors) > 1:
+        if len(errors) > 1 and name not in NONDETERMINISTIC:
             raise SystemExit(f"{name}: the test error changed between repetitions ({sorted(errors)})")
         row: dict[str, Any] = {
             "train_seconds": mean_se(r["train_seconds"] for r in mine),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
-            "test_error": mine[0]["test_error"],
+            "test_error": sum(r["test_error"] for r in mine) / len(mine),
         }
-        for base in ("lightgbm-1", "lightgbm-2"):
-            if base in names and base != name:
+        for base in names:
+            if base.startswith("lightgbm") and base != name:
                 row[f"ratio_to_{base}"] = mean_se(
                     by[name, rep]["train_seconds"] / by[base, rep]["train_seconds"] for rep in repeats
                 )

@@ -39,3 +39,20 @@ def test_a_changed_model_is_an_error() -> None:
     results = [run("fvtree", 0, 3.0, 0.15), run("fvtree", 1, 3.0, 0.16)]
     with pytest.raises(SystemExit, match="test error changed"):
         summarise(results, ["fvtree"])
+
+
+def test_ratios_to_every_lightgbm_run_and_its_unpinned_model_may_vary() -> None:
+    # LightGBM as a user runs it (no ``deterministic``) may change its model between repetitions; the others may not
+    results = [
+        run("fvtree", 0, 4.0),
+        run("lightgbm-user", 0, 1.0, 0.151),
+        run("lightgbm-bins", 0, 2.0),
+        run("fvtree", 1, 4.0),
+        run("lightgbm-user", 1, 1.0, 0.152),
+        run("lightgbm-bins", 1, 2.0),
+    ]
+    out = summarise(results, ["fvtree", "lightgbm-user", "lightgbm-bins"])
+    assert out["fvtree"]["ratio_to_lightgbm-user"] == (4.0, 0.0)
+    assert out["fvtree"]["ratio_to_lightgbm-bins"] == (2.0, 0.0)
+    assert out["lightgbm-user"]["test_error"] == pytest.approx(0.1515)
+    assert "ratio_to_lightgbm-user" not in out["lightgbm-user"]
