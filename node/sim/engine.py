@@ -416,6 +416,11 @@ def train(
 
     The model's ``contributions`` (per party: ``phi``, ``kappa``, ``total`` and ``share``, as simulate reports them)
     and ``report`` (simulate's JSON report) come with it; neither is saved by ``Model.save``.
+
+    A greedy party that changes its rows before joining (copies, synthetic rows, several identities) is played by
+    changing its pair first: ``parties, ids = node.attacks.data.apply_to_parties(parties, i, DataAttack(kind, k))``,
+    then ``holder_share(model.contributions, ids)`` is its combined share (``fgbdt simulate`` and ``fgbdt train``
+    play the same with ``--greedy i --attack kind --inflate k``).
     """
     settings = parse_params(params)
     pooled, parts = pool_parties(parties, feature_names)
