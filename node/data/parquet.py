@@ -176,3 +176,15 @@ def write_slots(
         table = pa.table({name: np.ascontiguousarray(chunk[:, j], dtype=np.uint8) for j, name in enumerate(names)})
         pq.write_table(table, out / f"part-{k:05d}.parquet", row_group_size=row_group_rows)
     return out
+
+
+def read_party(
+    path: str | os.PathLike[str], label: str = LABEL, chunk_rows: int = DEFAULT_CHUNK_ROWS
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A party's (X, y, feature names) from its Parquet dataset, read chunk by chunk into one array: every column
+    but ``label`` a feature, in the file's order (what a process that holds the party's rows in memory trains on)."""
+    rows = ParquetRows(Path(path), chunk_rows)
+    features = rows.features(label)
+    parts = [x for _, x in rows.chunks(features)]
+    X = np.vstack(parts) if parts else np.zeros((0, len(features)))
+    return X, rows.labels(label), features

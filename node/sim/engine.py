@@ -17,6 +17,7 @@ import dataclasses
 import itertools
 import math
 import numbers
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from fgbdt_chain.ledger.spec.reference import MAX_PARTIES
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.inputs import column_names, dense_features, labels, names_for
 from fgbdt_chain.node.data.loaders import Dataset, check_labels
+from fgbdt_chain.node.data.parquet import read_party
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_private_objective
 from fgbdt_chain.node.privacy.binning import BINNING_METHODS
@@ -323,7 +325,7 @@ def _checked(param: Param, key: str, value: Any) -> Any:
 
 
 def pool_parties(
-    parties: Sequence[tuple[Any, Any]], feature_names: Sequence[str] | None = None
+    parties: Sequence[tuple[Any, Any] | str | os.PathLike[str]], feature_names: Sequence[str] | None = None
 ) -> tuple[Dataset, list[np.ndarray]]:
     """The parties' rows stacked in party order, and each party's row indices into the stack (``prepare``'s
     ``parts``). Checks what a federation needs: 2 to ``MAX_PARTIES`` parties, each with rows, the same features
@@ -342,7 +344,12 @@ def pool_parties(
         )
     Xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []
+    given: list[Any] = []  # each party's X as given (its column names, if any)
     for i, pair in enumerate(pairs):
+        if isinstance(pair, str | os.PathLike):  # a party's rows as a Parquet dataset (node.data.parquet)
+            X, y, columns = read_party(pair)
+            pair = (X, y)
+            feature_names = columns if feature_names is None else feature_names
         if not isinstance(pair, tuple | list) or len(pair) != 2:
             raise TypeError(f"party {i}: expected an (X, y) pair, got {type(pair).__name__}")
         X = dense_features(pair[0], finite=True, what=f"party {i}: X")
@@ -355,9 +362,10 @@ def pool_parties(
             raise ValueError(f"party {i} has {X.shape[1]} features but party 0 has {Xs[0].shape[1]}")
         Xs.append(X)
         ys.append(y)
+        given.append(pair[0])
     if Xs[0].shape[1] == 0:
         raise ValueError("the parties' X have no features")
-    names = _feature_names([p[0] for p in pairs], Xs[0].shape[1], feature_names)
+    names = _feature_names(given, Xs[0].shape[1], feature_names)
     bounds = np.cumsum([0, *(len(y) for y in ys)])
     parts = [np.arange(a, b, dtype=np.int64) for a, b in itertools.pairwise(bounds)]
     return Dataset(np.vstack(Xs), np.concatenate(ys), names, name="parties"), parts
@@ -400,7 +408,7 @@ def check_objective_labels(y: np.ndarray, objective: str, *, what: str = "y", bo
 
 def train(
     params: Mapping[str, Any] | None,
-    parties: Sequence[tuple[Any, Any]],
+    parties: Sequence[tuple[Any, Any] | str | os.PathLike[str]],
     feature_names: Sequence[str] | None = None,
     *,
     valid_set: tuple[Any, Any] | None = None,
@@ -410,9 +418,11 @@ def train(
 
     ``X``: a numpy array, scipy sparse matrix (absent entries are 0) or pandas frame, NaN for missing values;
     ``y``: 0/1 labels for ``objective='binary'`` (the default), any finite numbers for ``'regression'``.
-    ``feature_names`` default to pandas column names, else ``f0, f1, ...``. ``params``: see :data:`PARAMS`
-    (``fgbdt simulate``'s defaults otherwise). ``valid_set=(X, y)`` adds its test metrics to the report, as
-    simulate's test set does. ``progress(t)`` is called after tree ``t``.
+    A party may instead be the path of its rows as a Parquet dataset (``node.data.parquet``: every column but ``y`` a
+    feature, read chunk by chunk; the ``scale`` extra): the same rows as an ``(X, y)`` pair give the same model.
+    ``feature_names`` default to pandas column names (or a Parquet party's), else ``f0, f1, ...``. ``params``: see
+    :data:`PARAMS` (``fgbdt simulate``'s defaults otherwise). ``valid_set=(X, y)`` adds its test metrics to the
+    report, as simulate's test set does. ``progress(t)`` is called after tree ``t``.
 
     The model's ``contributions`` (per party: ``phi``, ``kappa``, ``total`` and ``share``, as simulate reports them)
     and ``report`` (simulate's JSON report) come with it; neither is saved by ``Model.save``.

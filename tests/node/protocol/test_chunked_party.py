@@ -151,3 +151,18 @@ def test_rows_that_do_not_match_the_slots_are_refused(tmp_path: Path) -> None:
         chunked.level_sums(np.zeros(12, dtype=np.int64), cand, np.zeros(12), np.ones(12))
     with pytest.raises(OverflowError):
         chunked.level_sums(np.zeros(10, dtype=np.int64), cand, np.full(10, 1e6), np.full(10, 1e6 * 2**40))
+
+
+def test_train_takes_a_party_as_its_parquet_path(tmp_path: Path) -> None:
+    from fgbdt_chain import train
+
+    data = _data(600, 4, seed=9)
+    params = {"num_trees": 4, "max_depth": 3, "min_data_in_leaf": 5}
+    parts = [(data.X[a:b], data.y[a:b]) for a, b in ((0, 250), (250, 420), (420, 600))]
+    names = ["f0", "f1", "f2", "f3"]
+    path = write_rows(tmp_path / "party1", *parts[1], feature_names=names, rows_per_file=60, row_group_rows=25)
+    in_memory = train(params, parts, names)
+    from_parquet = train(params, [parts[0], path, parts[2]])
+    assert from_parquet.feature_names == names
+    assert from_parquet.trees == in_memory.trees and from_parquet.edges == in_memory.edges
+    assert from_parquet.contributions == in_memory.contributions
