@@ -7,6 +7,7 @@ import contextlib
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -163,12 +164,20 @@ def _block_time(target: ChainTarget) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
+PLAIN_PROGRESS_SECONDS = 10.0
+"""Where the output is not a terminal (a log, a pipe, CI): a progress line at most this often, and at every tree."""
+
+
 @contextlib.contextmanager
 def on_chain_progress(
     console: Console, params: TrainParams, disable: bool = False
 ) -> Iterator[Callable[[dict[str, Any]], None]]:
-    """A progress bar over the task's levels, fed by the requester's reports (tree, level, transactions, gas)."""
+    """A progress bar over the task's levels, fed by the requester's reports (tree, level, transactions, gas); where
+    the console is not a terminal, where a bar would print nothing until the end, plain lines instead."""
     total = params.trees * params.depth
+    if not disable and not console.is_terminal:
+        yield _plain_progress(console, params)
+        return
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -189,6 +198,33 @@ def on_chain_progress(
             )
 
         yield progress
+
+
+def _plain_progress(console: Console, params: TrainParams) -> Callable[[dict[str, Any]], None]:
+    """Progress as lines ("tree 3/20 level 2/5, 15/100 levels, 412 txs, 380M gas, 41 s"): at each new tree, at the
+    end, and otherwise at most every ``PLAIN_PROGRESS_SECONDS``."""
+    total = params.trees * params.depth
+    started = time.monotonic()
+    last: dict[str, Any] = {"at": started, "tree": -1}
+
+    def progress(info: dict[str, Any]) -> None:
+        now = time.monotonic()
+        finished = info["status"] == "COMPLETED"
+        done = total if finished else info["tree"] * params.depth + info["level"]
+        if not finished and info["tree"] == last["tree"] and now - last["at"] < PLAIN_PROGRESS_SECONDS:
+            return
+        last.update(at=now, tree=info["tree"])
+        where = (
+            "done" if finished else f"tree {info['tree'] + 1}/{params.trees} level {info['level'] + 1}/{params.depth}"
+        )
+        console.print(
+            f"training on chain: {where}, {done}/{total} levels, {info['txs']} txs, {info['gas'] / 1e6:.0f}M gas, "
+            f"{now - started:.0f} s",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    return progress
 
 
 def print_report(console: Console, report: dict[str, Any]) -> None:

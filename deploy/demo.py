@@ -44,14 +44,31 @@ from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, prepare, run
 
 DATA = Path(__file__).resolve().parent / "data"
+EMBEDDED_SHAPE: tuple[int, int] = (2, 3)
+"""The demo's trees and depth on the embedded chain (no anvil): the whole demo took 89 s on the project's two cores
+under a load of 8 (training 51 s), where fgbdt train's 20 trees of depth 5 took about 18 minutes."""
+EMBEDDED_SLOWER = 15
+"""How many times longer a task takes on the embedded chain than on anvil: 120 s against 8.2 s for 2 trees of depth
+5 on a9a, four parties (``python -m bench.embedded_evm``)."""
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="devnet + API + 4 party nodes on a9a, end to end", description=__doc__)
     p.add_argument("--parties", type=int, default=4)
     p.add_argument("--theta", type=float, default=0.8)
-    p.add_argument("--trees", type=int, default=TRAIN_TREES, help="trees (fgbdt train's shape)")
-    p.add_argument("--depth", type=int, default=TRAIN_DEPTH, help="split levels per tree (fgbdt train's shape)")
+    p.add_argument(
+        "--trees",
+        type=int,
+        default=None,
+        help=f"trees (default: fgbdt train's {TRAIN_TREES} on anvil, {EMBEDDED_SHAPE[0]} on the embedded chain)",
+    )
+    p.add_argument(
+        "--depth",
+        type=int,
+        default=None,
+        help=f"split levels per tree (default: fgbdt train's {TRAIN_DEPTH} on anvil, {EMBEDDED_SHAPE[1]} on the "
+        "embedded chain)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-port", type=int, default=0, help="port of the API (default: a free one)")
     p.add_argument("--chain", choices=("auto", "anvil", "embedded"), default="auto")
@@ -63,37 +80,53 @@ def register(sub: Any) -> None:
     p.set_defaults(func=demo)
 
 
-@contextlib.contextmanager
-def devnet(kind: str, console: Console) -> Iterator[str]:
-    """A fresh local chain for the demo: anvil when available, else the embedded chain over JSON-RPC."""
-    from fgbdt_chain.ledger.devnet.anvil import AnvilNotFound, anvil_binary, start_anvil
-    from fgbdt_chain.ledger.devnet.embedded_rpc import missing_requirement, start_embedded_chain
+def chain_kind(kind: str) -> tuple[str, str]:
+    """("anvil" or "embedded", why not anvil): anvil when available (or asked for), else the embedded chain."""
+    from fgbdt_chain.ledger.devnet.anvil import AnvilNotFound, anvil_binary
+    from fgbdt_chain.ledger.devnet.embedded_rpc import missing_requirement
 
     why_not_anvil = ""
     if kind in ("auto", "anvil"):
         try:
             anvil_binary()
+            return "anvil", ""
         except AnvilNotFound as exc:
             if kind == "anvil":
                 raise UserError(str(exc)) from exc
             why_not_anvil = str(exc)
-        else:
-            node = start_anvil()
-            console.print(f"devnet: anvil at {node.url}")
-            try:
-                yield node.url
-            finally:
-                node.stop()
-            return
     missing = missing_requirement()
     if missing:
         raise UserError(f"no chain to run on: {why_not_anvil or 'anvil not wanted'}; and {missing}")
+    return "embedded", why_not_anvil
+
+
+def demo_shape(args: argparse.Namespace, kind: str) -> tuple[int, int]:
+    """(trees, depth): as given, else fgbdt train's on anvil and ``EMBEDDED_SHAPE`` on the embedded chain."""
+    trees, depth = (TRAIN_TREES, TRAIN_DEPTH) if kind == "anvil" else EMBEDDED_SHAPE
+    return (args.trees if args.trees is not None else trees), (args.depth if args.depth is not None else depth)
+
+
+@contextlib.contextmanager
+def devnet(kind: str, console: Console) -> Iterator[str]:
+    """A fresh local chain for the demo: anvil when available, else the embedded chain over JSON-RPC."""
+    from fgbdt_chain.ledger.devnet.anvil import start_anvil
+    from fgbdt_chain.ledger.devnet.embedded_rpc import start_embedded_chain
+
+    kind, why_not_anvil = chain_kind(kind)
+    if kind == "anvil":
+        node = start_anvil()
+        console.print(f"devnet: anvil at {node.url}")
+        try:
+            yield node.url
+        finally:
+            node.stop()
+        return
     try:
         chain = start_embedded_chain(process=True)
     except RuntimeError as exc:
         raise UserError(str(exc)) from exc
-    notice = "anvil not found" if why_not_anvil else "as asked"
-    console.print(f"devnet: embedded py-evm chain at {chain.url} ({notice}; slower than anvil)")
+    notice = f"anvil not found: {why_not_anvil}" if why_not_anvil else "slower than anvil"
+    console.print(f"devnet: embedded py-evm chain at {chain.url} ({notice})", soft_wrap=True)
     try:
         yield chain.url
     finally:
@@ -136,16 +169,25 @@ def task_request(low: Any, high: Any, task: TaskParameters) -> dict[str, Any]:
 def demo(args: argparse.Namespace) -> int:
     console = Console()
     started = time.monotonic()
-    params = TrainParams(trees=args.trees, depth=args.depth)  # every other parameter the table's default
+    kind, _ = chain_kind(args.chain)
+    trees, depth = demo_shape(args, kind)
+    if kind == "embedded" and (args.trees, args.depth) == (None, None):
+        console.print(
+            f"no anvil: a smaller task on the embedded chain, {trees} trees of depth {depth}, where anvil runs "
+            f"{TRAIN_TREES} of depth {TRAIN_DEPTH} (a task takes about {EMBEDDED_SLOWER} times longer there; "
+            "--trees and --depth choose; `npm ci` in a clone brings anvil)",
+            soft_wrap=True,
+        )
+    params = TrainParams(trees=trees, depth=depth)  # every other parameter the table's default
     config = PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed)
     train, test = load_train_test(DATA / "a9a.gz", DATA / "a9a.t.gz", seed=args.seed)
     prep = prepare(train, test, params, config)
     console.print(
         f"data: a9a, {train.n_rows} training rows over {args.parties} parties (theta {args.theta}), "
-        f"{test.n_rows} test rows; {args.trees} trees of depth {args.depth}, {params.bins} bins"
+        f"{test.n_rows} test rows; {trees} trees of depth {depth}, {params.bins} bins"
     )
     work = Path(tempfile.mkdtemp(prefix="fgbdt-demo-"))
-    with devnet(args.chain, console) as rpc:
+    with devnet(kind, console) as rpc:
         client = ChainClient.connect(rpc)
         deployer = client.new_account(10**22)
         task = TaskContract.deploy(client, deployer)
