@@ -89,4 +89,4 @@ class EndorsementAsker:
         if status == 200:
             credit = ref.Credit(*(int(answer["credit"][q]) for q in ("g", "h", "n")))
             return (bytes.fromhex(answer["signature"].removeprefix("0x")), credit), "", False
-        return None, str(answer.get("detail", answer)), status == 409
+        return None, str(answer.get("detail", answer)), status in (409, 429)  # not yet, or slower: ask again

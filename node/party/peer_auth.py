@@ -141,8 +141,10 @@ class PeerLimits:
     rate: float = 100.0
     """Requests per second per member, sustained. A party sends each verifier one endorsement request per level and
     its relayer one or two hand-overs; a level takes 50 ms at the fastest measured (four parties on a devnet)."""
-    burst: int = 200
-    """Requests a member may send at once above ``rate``."""
+    burst: int = 400
+    """Requests a member may send at once above ``rate``: a relayer gets three a level from each party (its
+    endorsement request and two hand-overs), so a run of fast levels stays within it. An asker told 429 asks again
+    later."""
     skew_seconds: int = 30
     """How far a request's time may be from the endpoint's clock; nonces are kept as long."""
     nonces_per_peer: int = 8192

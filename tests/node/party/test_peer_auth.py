@@ -65,13 +65,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _verifier(limits: PeerLimits) -> PartyNode:
-    """A real party node of task ``TASK`` whose members are the verifier, the asker and one other party; it has not
-    started training, so its check answers 409 after counting the request."""
+def _verifier(limits: PeerLimits, account: Any = VERIFIER) -> PartyNode:
+    """A real party node of task ``TASK`` (``account``'s; the verifier's by default) whose members are the verifier,
+    the asker and one other party; it has not started training, so its check answers 409 after counting the
+    request."""
     session = PartySession(
         SimpleNamespace(client=SimpleNamespace(chain_id=CHAIN_ID)),  # type: ignore[arg-type]
         TASK,
-        VERIFIER,
+        account,
         ANY,
         NodeSettings(peer_limits=limits),
         lambda message: None,
@@ -183,7 +184,7 @@ def test_the_relay_routes_take_only_what_their_sender_signed(served: tuple[Party
     assert status == 409 and "does not relay" in answer["detail"]
 
 
-@pytest.mark.parametrize("served", [PeerLimits(rate=0.5, burst=2)], indirect=True)
+@pytest.mark.parametrize("served", [PeerLimits(rate=0.01, burst=2)], indirect=True)
 def test_too_many_or_too_large_requests_are_refused_with_their_statuses(served: tuple[PartyNode, str]) -> None:
     node, endpoint = served
     body = _body()
@@ -200,6 +201,17 @@ def test_too_many_or_too_large_requests_are_refused_with_their_statuses(served: 
     huge = b" " * (limit + 1)
     response = _post(endpoint, huge, _signer(OTHER).sign("POST", ENDORSE_PATH, huge, VERIFIER.address))
     assert response.status_code == 413 and str(limit) in response.json()["detail"]
+    # the asker's own node reads a 429 as "ask again later", as it reads "not yet" (409), not as a refusal
+    asking = _verifier(PeerLimits(), ASKER)
+    asking.session.endpoints = {VERIFIER.address: endpoint}
+    try:
+        for _ in range(2):
+            answer, reason, retry = asking.asker.ask(VERIFIER.address, body.decode())
+            assert answer is None and retry
+        assert "slow down" in reason
+    finally:
+        asking.session.verifiers.close()
+    assert node.endorser.checks == 3
     message = _signer(OTHER).sign("WS", ENDORSE_STREAM_PATH, huge, VERIFIER.address).line() + "\n" + huge.decode()
     with connect(stream_url(endpoint), max_size=None) as ws:
         ws.send(message)
