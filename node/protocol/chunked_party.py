@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from fgbdt_chain.ledger.spec.fixed_point import ONE
 from fgbdt_chain.node.data.parquet import DEFAULT_CHUNK_ROWS, ParquetRows, slot_columns, write_slots
 from fgbdt_chain.node.kernels.histogram import FixedRows, FixedSums, RowGroups, candidate_sums
 
@@ -71,7 +72,7 @@ def _check_bound(g: np.ndarray, h: np.ndarray, count: np.ndarray | None) -> None
     """``FixedRows.of``'s overflow check over all the party's rows (a chunk's own check sees only its rows)."""
     bound = max(float(np.abs(g).max(initial=0.0)), float(np.abs(h).max(initial=0.0)), 1e-18)
     weight = g.shape[0] if count is None else int(np.asarray(count).sum())
-    if (int(bound * 10**18) >> 32) * max(weight, 1) >= LIMB_BOUND:
+    if (int(bound * ONE) >> 32) * max(weight, 1) >= LIMB_BOUND:
         raise OverflowError("gradient sums beyond what 64-bit limbs carry (values near 1e6 over millions of rows)")
 
 

@@ -480,7 +480,7 @@ def federation(
         # statistics come from their exact rows: rows weigh delta each and endorsement keeps the exact rules only
         # (node.privacy.inventory).
         # (delta capped at 1: the per-row bounds every sensitivity rests on hold for weights up to 1)
-        weights = [np.full(len(idx), min(prep.params.delta, 1.0)) for idx in prep.parts]
+        weights: list[np.ndarray] | None = [np.full(len(idx), min(prep.params.delta, 1.0)) for idx in prep.parts]
     else:
         weights = prep.weights() if publishes_psds(algo, rule) else None
     fed = Federation(
