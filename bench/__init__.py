@@ -1,1 +1,1 @@
-"""Benchmarks that produce the README's figures; each prints its table and the command that made it."""
+"""Benchmarks that produce the documentation's figures; each prints its table and the command that made it."""

@@ -1,7 +1,7 @@
 """Which chain and contract a command talks to: flags, a deployment file, or the devnet that is running.
 
-Why one module: ``train``, ``node``, ``audit`` and ``serve`` all need an RPC URL and the contract addresses, and each
-used to read deployment files its own way (and ``train`` demanded ``--rpc`` although the file records it). Here a
+Why one module: ``train``, ``node``, ``audit`` and ``serve`` all need an RPC URL and the contract addresses, read the
+same way whether they come from flags or from a file that records them. Here a
 command's ``--rpc``, ``--contract`` and ``--deployment`` are resolved once: explicit flags win, then the deployment
 file, then the devnet registry (``fgbdt devnet up`` records every devnet it starts under the state directory, so
 with exactly one running nothing needs to be typed).

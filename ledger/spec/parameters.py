@@ -8,8 +8,8 @@ what simulate trains" held only for parameters given explicitly. Each surface no
 and help from :data:`PARAMETERS`, and ``TaskParameters.config`` encodes them by the table's ``config`` field and
 encoding; ``tests/ledger/spec/test_parameters.py`` checks every default through every surface.
 
-The defaults are the ones that give the documented accuracy (README, "Default shape"): LightGBM's capacity of 100
-trees of depth 6 at learning rate 0.1, lambda 0.1 and 20 rows per leaf. The ranges are the contract's
+The defaults are the ones that give the documented accuracy (docs: benchmarks page, "Default shape"): LightGBM's
+capacity of 100 trees of depth 6 at learning rate 0.1, lambda 0.1 and 20 rows per leaf. The ranges are the contract's
 (``FGBDTConfigLib.check``) where it checks one, narrowed where the parties can train less than it accepts (``bins``).
 """
 
@@ -55,8 +55,8 @@ DEFAULT_TREES, DEFAULT_DEPTH = 100, 6
 at most 64 leaves where LightGBM grows 31 best-first), not the paper's 500 trees of depth 8. Why: measured on every
 data set here, the paper's shape overfits wherever the rows are noisy: FV-tree at 500 x 8 ends 0.014-0.026 AUC below
 LightGBM with its own defaults on HIGGS, SUSY, UCI credit, the stress set and the heavy-tailed credit-shaped set,
-and at 100 x 6 within 0.0074 of it on all six classification sets (``bench.default_shape``, 3 seeds; README,
-"Default shape")."""
+and at 100 x 6 within 0.0074 of it on all six classification sets (``bench.default_shape``, 3 seeds; the benchmarks
+page)."""
 
 DEFAULT_VOTED_TREES = 50
 """Trees whose candidates the parties vote for; later trees draw them from a public seed (``Config.votedTrees``).
@@ -67,7 +67,8 @@ as voted trees accumulate, until long tasks refuse honest parties (HIGGS, M = 2:
 ``bench.endorse_drift``). Drawn trees add no pull, so the drift stops where the votes stop. Why 50: over 50 trees,
 votes on every tree passed every configuration of the endorsement figures (7 datasets, M = 2, 4, 8, theta 0.5 and
 0.8, 5 seeds: no honest submission refused, and no stretch paid on the classification sets), while drawn trees let
-a small stretch pay there (README, "Endorsement"); so a task of up to 50 trees runs the paper's protocol unchanged,
+a small stretch pay there (docs: design decisions, endorsement); so a task of up to 50 trees runs the paper's protocol
+unchanged,
 and a longer one keeps the statistics where 50 voted trees left them (HIGGS: 0.66 of the limit at most, over 500
 trees no honest refusal). :data:`ALL_TREES_VOTED` is the paper."""
 

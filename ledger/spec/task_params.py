@@ -2,7 +2,7 @@
 
 Why one module: the command line, the REST API, the requester, the party nodes and the audit all turn named,
 real-valued parameters into the contract's integers (fixed point, mode codes) or back. Done in several places, they
-drifted (the API truncated reals the CLI rounded, so "chain equals simulate" failed for API-created tasks). Here
+can disagree (a real truncated in one place and rounded in another breaks "chain equals simulate"). Here
 every field is converted once, by its entry in ``ledger.spec.parameters`` (the one table of every parameter's range,
 default and ``Config`` field): reals in fixed point, modes by the name tables of ``ledger.spec.modes``.
 """

@@ -3,8 +3,8 @@
 Why: the inherited-totals rule (``ledger.spec.histogram_rules``) ties every node of a tree to the party's own sums at
 the tree's root, so a stretch of whole rows must start at a root. Nothing tied one root to the next, and at a root a
 stretch could only be caught by the verifiers' statistical test, whose power is set by the PSD's resolution: it
-refused no gradient stretch at all on the regression sets and few at theta 0.5 (README, "Endorsement"). But a
-party's root totals are not free: they are sums over the same rows at the next scores, and the scores move by the
+refused no gradient stretch at all on the regression sets and few at theta 0.5 (docs: design decisions, endorsement).
+But a party's root totals are not free: they are sums over the same rows at the next scores, and the scores move by the
 public leaf values of the previous tree, applied to rows whose per-leaf sums the party itself released (its side
 sums at the last split above each leaf). So the previous tree predicts the next root's totals:
 

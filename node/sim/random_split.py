@@ -1,8 +1,8 @@
 """Random-split trees with private leaves: the design that lifts differential privacy's accuracy floor.
 
 Why: FV-tree releases every party's histograms at every level of every tree, T x d releases composed into one
-budget, so at epsilon 1 the noise on a bin is larger than the rows behind it below the root (README, "Differential
-privacy for votes and histograms"). Here, as in Maddock et al. ("Federated Boosted Decision Trees with Differential
+budget, so at epsilon 1 the noise on a bin is larger than the rows behind it below the root (docs: privacy page,
+random-split trees). Here, as in Maddock et al. ("Federated Boosted Decision Trees with Differential
 Privacy", CCS 2022), each tree's split features and thresholds are drawn from a public seed over the public bin
 edges, independently of every row, so they cost no privacy; each party then releases, once per tree, its gradient
 and hessian sums per leaf with Gaussian noise (``node.privacy.accountant.leaf_plan``: one release per tree, the leaves
@@ -17,8 +17,8 @@ sums drown in the noise, while bins of one feature keep each leaf's rows togethe
 noise cannot tangle; and the bins are the finest intervals the task can split at, fixed by mass from the sketch, where
 random thresholds on one feature give uneven intervals, some of them empty, at the same cost (a row still sits in one
 leaf). Measured at epsilon 1 it gains on every data set where ``auto`` chooses it (``bench.privacy --part
-curve-randomsplit-depth4`` and ``figure9-randomsplit``; README), and costs on one-hot columns, whose one-feature trees
-are stumps; without noise, trees over all features keep the interactions and stay the default there.
+curve-randomsplit-depth4`` and ``figure9-randomsplit``; the benchmarks page), and costs on one-hot columns, whose
+one-feature trees are stumps; without noise, trees over all features keep the interactions and stay the default there.
 
 What it gives up: the trees do not look for good splits, only for good leaf values; and there are no per-split
 histograms, so no split Shapley contributions and nothing for the verifiers to check. It runs in ``simulate``

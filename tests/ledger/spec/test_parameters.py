@@ -63,7 +63,8 @@ PREP_FIELDS = {
 
 
 def test_the_defaults_are_the_simulators_documented_shape() -> None:
-    """100 trees of depth 6, lambda 0.1, 20 rows per leaf, alpha 1: the shape whose accuracy the README reports."""
+    """100 trees of depth 6, lambda 0.1, 20 rows per leaf, alpha 1: the shape whose accuracy the benchmarks page
+    reports."""
     got = {name: P.default(name) for name in ("trees", "depth", "lam", "learning_rate", "min_rows", "alpha", "bins")}
     assert got == {"trees": 100, "depth": 6, "lam": 0.1, "learning_rate": 0.1, "min_rows": 20, "alpha": 1.0, "bins": 16}
     assert (P.DEFAULT_TREES, P.DEFAULT_DEPTH) == (100, 6)
