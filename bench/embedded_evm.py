@@ -100,7 +100,8 @@ def record_task(prep: Any) -> tuple[list[dict[str, Any]], float]:
         for number in range(1, client.block_number + 1):
             block = client.w3.eth.get_block(number, full_transactions=True)
             txs = []
-            for tx in block["transactions"]:
+            transactions: list[Any] = list(block["transactions"])  # full transactions, as asked
+            for tx in transactions:
                 raw = client.raw_result("eth_getRawTransactionByHash", ["0x" + bytes(tx["hash"]).hex()])
                 receipt = client.w3.eth.get_transaction_receipt(tx["hash"])
                 txs.append(
