@@ -97,8 +97,11 @@ def test_lean_receipts_read_as_web3_formats_them(anvil_client: ChainClient) -> N
 
 def test_a_synchronous_send_that_outlasts_the_timeout_waits_for_its_receipt(artifacts: dict) -> None:
     """On a node whose blocks come slower than the client's timeout, ``eth_sendRawTransactionSync`` times out with
-    the transaction in the pool; the client then polls for its receipt instead of counting it lost."""
-    node = start_anvil(block_time=1.0)
+    the transaction in the pool; the client then polls for its receipt instead of counting it lost.
+
+    Blocks every 3 s: libcurl calls the transport's silence watch about once a second while nothing moves, so a
+    0.2 s timeout fires within about a second, and a 1 s block could answer first."""
+    node = start_anvil(block_time=3.0)
     try:
         chain = ChainClient.connect(node.url, timeout=0.2)
         chain.artifacts = artifacts
