@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n auto
 
 .PHONY: all demo test lint typecheck docs unit bench clean install artifacts screenshots
 
@@ -43,6 +43,7 @@ typecheck: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict --quiet -d out/site
 
+# the suite on every core (pytest-xdist); PYTEST_ARGS= runs it serially
 unit: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
