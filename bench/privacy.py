@@ -27,6 +27,8 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
 * **everywhere**: the private default (``simulate --epsilon E``: random splits, 200 trees) at epsilon 1, 4 and
   inf on every data set here, real and synthetic, next to LightGBM with its defaults; ``-all`` with trees over all
   features, ``-skew`` with the parties of a label group apart in one feature as well (feature skew 0.5).
+* **small-epsilons**: the same private default at epsilon 1, 0.5, 0.25 and 0.1 on every binary data set here. The
+  regression sets (abalone, cpusmall) cannot take a budget: their gradients have no bound.
 
     python -m bench.privacy --part figure9 --seeds 0-9 --jobs 2
     python -m bench.privacy --part curve --seeds 0-9 --jobs 2
@@ -38,6 +40,7 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
     python -m bench.privacy --part curve-randomsplit-depth4-local --seeds 0-9 --jobs 1   # each party's noise alone
     python -m bench.privacy --part everywhere --seeds 0-9 --jobs 2   # the private default on every data set
     python -m bench.privacy --part everywhere-all --seeds 0-9 --jobs 2   # ... with trees over all features
+    python -m bench.privacy --part small-epsilons --seeds 0-4 --jobs 1   # epsilon 1 down to 0.1
     python -m bench.privacy --part everywhere-skew --seeds 0-9 --jobs 2   # ... with feature skew 0.5
 
 Results go to ``bench/results/privacy.json`` (``bench.record``), one run per part; ``python -m bench.report`` draws
@@ -126,6 +129,9 @@ PARTS["everywhere"] = {
     "depth": 4,
 }
 PARTS["everywhere-all"] = {**PARTS["everywhere"], "tree_features": "all"}
+# the private default at the small budgets: epsilon 1, 0.5, 0.25 and 0.1 on every binary data set here (a budget
+# needs a binary task: the regression sets cannot take one), with LightGBM without privacy beside it
+PARTS["small-epsilons"] = {**PARTS["everywhere"], "epsilons": (1.0, 0.5, 0.25, 0.1, math.inf)}
 PARTS["everywhere-skew"] = {**PARTS["everywhere"], "feature_skew": 0.5}
 ALGO_LABELS = {"fvtree": "FV-tree", "randomsplit": "random splits, private leaves"}
 PARTIES, THETA, DEPTH = 4, 0.8, 3
