@@ -2,8 +2,8 @@
 
 Where it runs on its own host, its options can come from a TOML file (``--config FILE``): ``task``, ``key``,
 ``data``, ``listen``, ``public-url``, ``rpc``, ``contract`` or ``deployment``, ``devnet-dir``, ``tls-cert``,
-``tls-key``, ``tls-ca`` and ``plain-http``, named as the long options; an option on the command line wins over the
-file, and a relative path in the file is taken from the file's folder.
+``tls-key``, ``tls-ca``, ``plain-http`` and ``block-time``, named as the long options; an option on the command line
+wins over the file, and a relative path in the file is taken from the file's folder.
 """
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ def register(sub: Any) -> None:
         help="serve the endpoint over plain HTTP (without --tls-cert, required: the exchange is then unencrypted)",
     )
     add_chain_arguments(p)
+    p.add_argument(
+        "--block-time",
+        type=float,
+        help="seconds between the chain's blocks, as the deployment states it: how long relayed requests live "
+        "(default: measured from the chain's latest blocks when training starts)",
+    )
     p.add_argument("--delta", type=float, default=parameter("refit_delta").default, help=parameter("refit_delta").help)
     p.add_argument("--psd-depth", type=int, default=8)
     p.add_argument("--psd-max-rows", type=int, default=500)
@@ -86,6 +92,7 @@ FROM_CONFIG: dict[str, type] = {
     "contract": str,
     "deployment": Path,
     "devnet-dir": Path,
+    "block-time": float,
 }
 """The options a ``--config`` file may set, by name, and their kind (a path is taken from the file's folder)."""
 
@@ -105,6 +112,8 @@ def apply_config(args: argparse.Namespace) -> None:
         for name, value in config.items():
             kind = FROM_CONFIG[name]
             expected = str if kind is Path else kind
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)  # TOML writes 5 for 5.0
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise UserError(f"--config {path}: {name} must be a {expected.__name__}, got {value!r}")
             dest = name.replace("-", "_")
@@ -189,7 +198,10 @@ def run_node(args: argparse.Namespace) -> int:
         attack=attack_of(args, args.party_index),
         resolve_batch=args.resolve_batch,
         tls_ca_file=args.tls_ca,
+        block_seconds=args.block_time,
     )
+    if args.block_time is not None and not 0 <= args.block_time < float("inf"):
+        raise UserError(f"--block-time must be a non-negative number of seconds, got {args.block_time}")
     if args.resolve_batch < 1:
         raise UserError(f"--resolve-batch must be at least 1, got {args.resolve_batch}")
     tag = f"[{account.address[:8]}]"

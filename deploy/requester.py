@@ -265,6 +265,8 @@ class Requester:
                 str(i),
                 *self.setup.node_args,
             ]
+            if self.setup.block_time is not None:  # the relay's time to live from the interval, not a measure
+                cmd += ["--block-time", repr(self.setup.block_time)]
             attack = self.setup.attack
             if self.setup.greedy == i and attack is not None:
                 cmd += ["--attack", attack.kind, "--inflate", repr(attack.factor)]

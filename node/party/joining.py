@@ -18,7 +18,7 @@ from fgbdt_chain.ledger.wrappers.chain_model import ModelNotReady, task_edges
 from fgbdt_chain.ledger.wrappers.contracts import Membership, Status, TaskContract
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.model.trees import bin_matrix, slot_widths
-from fgbdt_chain.node.party.relay import RelayChannel
+from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS, RelayChannel, measured_block_seconds, relay_ttl
 from fgbdt_chain.node.party.session import NodeError, NodeSettings, PartySession
 from fgbdt_chain.node.privacy.accountant import PrivacyPlan, plan, secret_noise_seed
 from fgbdt_chain.node.privacy.binning import fixed_round, local_sketch, sketch_rng
@@ -219,5 +219,11 @@ class Joiner:
             )
             s.party.attack = s.settings.attack
         if s.settings.relay:
-            s.relay = RelayChannel(task, task_id, s.account, s.parties, s.endpoints, s.verifiers)
+            block_seconds = s.settings.block_seconds
+            if block_seconds is None:
+                block_seconds = measured_block_seconds(task.client)
+            ttl = relay_ttl(block_seconds)
+            s.relay = RelayChannel(task, task_id, s.account, s.parties, s.endpoints, s.verifiers, ttl)
+            if ttl > RELAY_TTL_SECONDS:
+                s.log(f"blocks every {block_seconds:g} s: relayed requests live {ttl} s")
         s.log(f"training started: party {s.index} of {len(s.parties)}, {data.n_rows} rows")

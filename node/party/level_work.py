@@ -94,7 +94,7 @@ class LevelWork:
         drawn = ref.draws(st.tree, s.cfg.voted_trees)  # no vote round: the level opened in this step
         handed = sent.handed.get((st.tree, st.level))
         # handed to the relayer: its batch closes the step, or the patience runs out
-        if handed is None or now - handed >= s.settings.relay_patience_seconds:
+        if handed is None or now - handed >= s.relay_patience():
             voted = (drawn and not s.excluded) or sent.has(["VotesSubmitted"], st.tree, st.level)
             done = ctx.refused or sent.has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
             if voted and not done:

@@ -14,13 +14,16 @@ the same events, the same checks, the same ballots taken when the level opens, t
 What a relayer cannot do: change a call (the party signed its calldata), or send one twice (the forwarder's nonce).
 What it can: withhold one, or send it late. A ballot not taken when the level opens is cast in the level's round,
 as when a party's own transaction came too late (``LevelWork.vote``); a submission not on chain a while after it
-was handed over is sent as the party's own transaction (``relay_patience_seconds``). A request carries a deadline, so
+was handed over is sent as the party's own transaction (``relay_patience``). A request carries a deadline, so
 a withheld one cannot land long after the party moved on, and one that lands late fails alone (the step moved on,
 or the party's own transaction came first).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+import statistics
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -31,7 +34,7 @@ from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 
 from fgbdt_chain.ledger.rpc.abi_codec import checksummed
-from fgbdt_chain.ledger.rpc.client import TxResult
+from fgbdt_chain.ledger.rpc.client import ChainClient, TxResult
 from fgbdt_chain.ledger.spec.tx_size import BLOCK_GAS_LIMIT
 from fgbdt_chain.ledger.wrappers.contracts import TaskContract
 from fgbdt_chain.ledger.wrappers.forwarder import (
@@ -48,15 +51,54 @@ RELAY_STREAM_PATH = "/v1/relay/stream"
 """The relayer's WebSocket route (``node.party.endorse_server``), beside the endorsement stream."""
 
 RELAY_TTL_SECONDS = 3
-"""How long a relayed request stays valid: its deadline, which the forwarder compares with the block's timestamp,
-set from the party's clock (a network's nodes keep time within a second or two). A relayer sends within milliseconds
-on a devnet; the deadline bounds how long a withheld request could still land, so a party that gives up on its relayer
-(``NodeSettings.relay_patience_seconds``, longer than this) sends its own transaction when its request can no longer
-land, and a relayer cannot hold a ballot until the step's deadline closes it without the submissions it assumed. A
-constant sized for the devnet: a network that mines every B seconds needs at least 2 B, and a step deadline past it."""
+"""How long a relayed request stays valid on a chain that mines a block per transaction (a devnet): its deadline,
+which the forwarder compares with the timestamp of the block that takes it, set from the party's clock (a network's
+nodes keep time within a second or two). A relayer sends within milliseconds on a devnet; the deadline bounds how
+long a withheld request could still land, so a party that gives up on its relayer (``relay_patience``, longer than
+this) sends its own transaction when its request can no longer land, and a relayer cannot hold a ballot until the
+step's deadline closes it without the submissions it assumed. On a chain that mines on a clock the time to live
+grows with the interval (``relay_ttl``)."""
+BLOCKS_TO_LAND = 2
+"""Block intervals a relayed batch may take to land after it was sent: the next block, or the one after where the
+batch reached the node while the next was being built. At a block every 5 s a request living 3 s was expired by the
+time any block could take it (measured by ``bench.block_interval``: every party then sent its own transaction)."""
+PATIENCE_MARGIN_SECONDS = 1.5
+"""How long past a request's time to live a party waits for it before sending its own: a deadline is whole seconds
+(rounded down), and a second more for the block that took it to be seen."""
 CLOCK_SLACK_SECONDS = 5
 """How far ahead of the relayer's clock a request's deadline may be: a party whose clock runs ahead (within this)
-is taken, one that asks to be kept longer than ``RELAY_TTL_SECONDS`` allows is not."""
+is taken, one that asks to be kept longer than the time to live (``relay_ttl``) allows is not."""
+
+
+def relay_ttl(block_seconds: float) -> int:
+    """Seconds a relayed request lives on a chain that mines a block every ``block_seconds`` (0: a block per
+    transaction): the devnet's ``RELAY_TTL_SECONDS`` plus ``BLOCKS_TO_LAND`` intervals, rounded up."""
+    if not (math.isfinite(block_seconds) and block_seconds >= 0):
+        raise ValueError(f"a block interval is a non-negative number of seconds, got {block_seconds!r}")
+    return RELAY_TTL_SECONDS + math.ceil(BLOCKS_TO_LAND * block_seconds)
+
+
+def relay_patience(ttl: float) -> float:
+    """How long a party waits for the histograms it handed over to land before it submits them itself: past the
+    request's deadline, so that the relayer can no longer land them too."""
+    return ttl + PATIENCE_MARGIN_SECONDS
+
+
+INTERVAL_SAMPLE_BLOCKS = 8
+"""Latest blocks whose timestamps give the chain's block interval (``measured_block_seconds``)."""
+
+
+def measured_block_seconds(client: ChainClient, blocks: int = INTERVAL_SAMPLE_BLOCKS) -> float:
+    """The chain's block interval as its latest blocks' timestamps show it: the median gap between consecutive
+    blocks, so that a pause of a devnet that mines on demand (nobody transacted) or one slow block does not count;
+    0.0 on a chain with fewer than two blocks."""
+    latest = client.block_number
+    first = max(0, latest - blocks)
+    if latest - first < 1:
+        return 0.0
+    stamps = [int(client.w3.eth.get_block(n)["timestamp"]) for n in range(first, latest + 1)]
+    return float(statistics.median(b - a for a, b in itertools.pairwise(stamps)))
+
 
 SELECTORS: dict[str, bytes] = {
     "votes": keccak(text="submitVotes(uint256,uint256,uint256,int256[])")[:4],
@@ -168,9 +210,17 @@ class RelayInbox:
     reverts fails alone in the batch."""
 
     def __init__(
-        self, task_id: int, task_address: str, parties: Collection[str], chain_id: int, forwarder: str
+        self,
+        task_id: int,
+        task_address: str,
+        parties: Collection[str],
+        chain_id: int,
+        forwarder: str,
+        ttl: float = RELAY_TTL_SECONDS,
     ) -> None:
         self.task_id = task_id
+        self.ttl = ttl
+        """The longest a request may ask to live (``relay_ttl`` of the chain's block interval)."""
         self.task_address = checksummed(task_address)
         self.parties = {checksummed(p) for p in parties}
         self.chain_id, self.forwarder = chain_id, forwarder
@@ -202,8 +252,8 @@ class RelayInbox:
         clock = time.time() if now is None else now
         if req.deadline < clock:
             return 403, {"detail": f"the request expired at {req.deadline}"}
-        if req.deadline > clock + RELAY_TTL_SECONDS + CLOCK_SLACK_SECONDS:
-            return 403, {"detail": f"a deadline {req.deadline - clock:.0f} s away: at most {RELAY_TTL_SECONDS} s"}
+        if req.deadline > clock + self.ttl + CLOCK_SLACK_SECONDS:
+            return 403, {"detail": f"a deadline {req.deadline - clock:.0f} s away: at most {self.ttl:g} s"}
         if req.gas > MAX_GAS[relayed.kind]:
             return 403, {"detail": f"{req.gas} gas asked for {relayed.kind}: at most {MAX_GAS[relayed.kind]}"}
         if not _names_its_level(relayed, self.task_id):
@@ -296,12 +346,15 @@ class RelayChannel:
         parties: list[str],
         endpoints: dict[str, str],
         asker: EndorseClient,
+        ttl: int = RELAY_TTL_SECONDS,
     ) -> None:
         self.task, self.task_id, self.account = task, task_id, account
+        self.ttl = ttl
+        """How long this party's requests live (``relay_ttl``), and the longest it holds the others' to."""
         self.parties, self.endpoints, self.asker = parties, endpoints, asker
         self.index = parties.index(account.address)
         self.forwarder = Forwarder.of(task)
-        self.inbox = RelayInbox(task_id, task.address, parties, task.client.chain_id, self.forwarder.address)
+        self.inbox = RelayInbox(task_id, task.address, parties, task.client.chain_id, self.forwarder.address, ttl)
         self.nonce: int | None = None
 
     def relayer(self, level: int) -> int:
@@ -319,7 +372,7 @@ class RelayChannel:
         data = bytes.fromhex(self.task.client.encode_call(self.task.contract, function, args).removeprefix("0x"))
         if self.nonce is None:
             self.nonce = self.forwarder.nonce(self.account.address)
-        deadline = int(time.time()) + RELAY_TTL_SECONDS
+        deadline = int(time.time()) + self.ttl
         req = ForwardRequest(self.account.address, self.task.address, 0, gas, self.nonce, deadline, data)
         signature = sign_request(bytes(self.account.key), req, self.task.client.chain_id, self.forwarder.address)
         return RelayedRequest(kind, tree, level, req, signature, assumed)

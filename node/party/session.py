@@ -26,7 +26,7 @@ from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.party.endorse_client import EndorseClient
 from fgbdt_chain.node.party.peer_auth import PeerLimits, RequestSigner, tls_client_context
-from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS, RelayChannel
+from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS, RelayChannel, relay_patience
 from fgbdt_chain.node.privacy.accountant import PrivacyPlan
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule
 from fgbdt_chain.node.protocol.local_party import LocalParty
@@ -79,10 +79,14 @@ class NodeSettings:
     parties compute them from the same chain state at the same time, so they come within milliseconds; one later
     than this is the party's to send (its own transaction, or its vote in the level's round), which costs that party
     a round, where waiting longer would cost every party the wait at every level a party is slow."""
-    relay_patience_seconds: float = RELAY_TTL_SECONDS + 1.5
+    relay_patience_seconds: float | None = None
     """How long a party waits for the histograms it handed over to land before it submits them as its own transaction
-    (the relayer failed, or held them back): past the request's deadline (``node.party.relay.RELAY_TTL_SECONDS``, and a
-    second of rounding), so that the relayer can no longer land it too; under a step's deadline."""
+    (the relayer failed, or held them back); None: past the request's deadline (``node.party.relay.relay_patience``
+    of its time to live), so that the relayer can no longer land it too. Under a step's deadline either way."""
+    block_seconds: float | None = None
+    """The chain's block interval (``fgbdt node --block-time``, as the deployment states it), which sets how long a
+    relayed request lives (``node.party.relay.relay_ttl``); None: measured from the chain's latest blocks when
+    training starts (``measured_block_seconds``)."""
     resolve_batch: int = 16
     """Nodes per ``resolveNodes`` transaction: about 0.85M gas per node at M=4 (bench/gas.py), so 16 stay under
     half of a 30M block; a devnet with a large gas limit may take a whole level at once."""
@@ -151,6 +155,13 @@ class PartySession:
         total = sum(self.seconds.values()) or 1.0
         parts = sorted(self.seconds.items(), key=lambda kv: -kv[1])
         return ", ".join(f"{k} {v:.1f} s ({100 * v / total:.0f}%)" for k, v in parts)
+
+    def relay_patience(self) -> float:
+        """Seconds a party waits for the histograms it handed to the relayer to land before it sends them itself:
+        the setting, else past the relayed request's time to live."""
+        if self.settings.relay_patience_seconds is not None:
+            return self.settings.relay_patience_seconds
+        return relay_patience(self.relay.ttl if self.relay is not None else RELAY_TTL_SECONDS)
 
     def parties_in(self, mask: int) -> set[str]:
         """The parties of a submitter mask (bit p for ``parties[p]``, as ``HistogramsClosed`` marks them)."""

@@ -588,10 +588,10 @@ def test_the_relayer_folds_its_resolution_only_when_it_can_size_it_and_holds_the
 
 def test_histograms_handed_over_and_not_landed_are_submitted_as_the_partys_own() -> None:
     """Past the patience, a party submits the level's histograms itself: not handed to the same relayer again (it
-    may be answering and never sending), and with the relayer's requests expired by then (``RELAY_TTL_SECONDS``)."""
-    from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS
+    may be answering and never sending), and with the relayer's requests expired by then (their time to live)."""
+    from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS, relay_patience, relay_ttl
 
-    assert NodeSettings().relay_patience_seconds > RELAY_TTL_SECONDS + 1  # the deadline's seconds round down
+    assert relay_patience(RELAY_TTL_SECONDS) > RELAY_TTL_SECONDS + 1  # the deadline's seconds round down
     hist = NodeHistograms((0, 1), ((1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2)), ((3, 3, 3), (3, 3, 3)))
     handed: list[int] = []
     sent: list[int] = []
@@ -602,9 +602,11 @@ def test_histograms_handed_over_and_not_landed_are_submitted_as_the_partys_own()
         account=SimpleNamespace(address="0xB"),
         cfg=SimpleNamespace(quorum_num=2, quorum_den=3),
         params=SimpleNamespace(nbins=3),
-        relay=SimpleNamespace(),
+        relay=SimpleNamespace(ttl=relay_ttl(5.0), forget_nonce=lambda: None),
         task=SimpleNamespace(submit_histograms=lambda *args: sent.append(args[3]) or SimpleNamespace(gas_used=1)),
     )
+    # blocks every 5 s: the requests live 13 s, and the party waits past that
+    assert node.session.relay_patience() == relay_patience(13) > 13 + 1
     node.levels.my_histograms = lambda ctx: [hist]  # type: ignore[method-assign]
     node.asker.collect = lambda ctx, hists, need, deadline: (["e1", "e2"], [])  # type: ignore[method-assign]
     node.relayer.hand_over_histograms = (  # type: ignore[method-assign]

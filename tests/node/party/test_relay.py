@@ -7,14 +7,21 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from eth_account import Account
 
+from fgbdt_chain.ledger.devnet.anvil import start_anvil
+from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.wrappers.forwarder import ForwardRequest, sign_request
 from fgbdt_chain.node.party.relay import (
+    INTERVAL_SAMPLE_BLOCKS,
     RELAY_TTL_SECONDS,
     SELECTORS,
     RelayedRequest,
     RelayInbox,
+    measured_block_seconds,
+    relay_patience,
+    relay_ttl,
     relayer_index,
 )
 
@@ -190,7 +197,7 @@ def _channel(index: int, asker: object) -> tuple[object, list[str], list[list]]:
             chain_id=CHAIN, encode_call=lambda c, f, a: "0x" + (SELECTORS["votes"] + _words(a[:3])).hex()
         ),
     )
-    channel.task_id, channel.account, channel.index = 5, KEYS[index], index
+    channel.task_id, channel.account, channel.index, channel.ttl = 5, KEYS[index], index, RELAY_TTL_SECONDS
     channel.parties = [k.address for k in KEYS]
     channel.endpoints = {p: f"http://party{i}" for i, p in enumerate(channel.parties)}
     channel.asker = asker
@@ -261,3 +268,37 @@ def test_the_relayer_counts_the_nonce_of_its_own_request() -> None:
     channel.keep_own()
     after = channel.request("votes", 3, 2, "submitVotes", (5, 3, 3, [0]), 200_000)
     assert (mine.request.nonce, after.request.nonce, len(reads)) == (40, 41, 1)
+
+
+def test_the_time_to_live_follows_the_block_interval() -> None:
+    """A request must outlive the blocks that can take its batch: two intervals past the devnet's margin. At a block
+    every 5 s it lives 13 s, which the devnet's inbox refuses as too far and a 5 s chain's inbox holds."""
+    assert relay_ttl(0.0) == RELAY_TTL_SECONDS
+    assert relay_ttl(1.0) == RELAY_TTL_SECONDS + 2
+    assert relay_ttl(5.0) == 13 and relay_ttl(0.4) == RELAY_TTL_SECONDS + 1
+    assert relay_patience(relay_ttl(5.0)) > relay_ttl(5.0) + 1  # past the deadline, its seconds rounded down
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="block interval"):
+            relay_ttl(bad)
+    now = time.time()
+    late = _ballot(1, deadline=int(now) + relay_ttl(5.0)).message(5)
+    devnet = RelayInbox(5, TASK, PARTIES, CHAIN, FORWARDER)
+    five_seconds = RelayInbox(5, TASK, PARTIES, CHAIN, FORWARDER, ttl=relay_ttl(5.0))
+    assert devnet.offer(late, now=now)[0] == 403  # 13 s away: too far for 3 s and the clock slack
+    assert five_seconds.offer(late, now=now - 4)[0] == 202  # the relayer's clock 4 s behind: within 13 s and the slack
+
+
+@pytest.mark.chain
+def test_the_block_interval_is_measured_from_the_latest_blocks() -> None:
+    """The median gap of the latest blocks' timestamps: anvil told to space its blocks 5 s apart reads as 5 s, and a
+    chain of one block as a block per transaction (0)."""
+    node = start_anvil()
+    try:
+        client = ChainClient.connect(node.url)
+        assert measured_block_seconds(client) == 0.0  # the genesis block alone
+        client.w3.provider.make_request("anvil_setBlockTimestampInterval", [5])  # type: ignore[arg-type]
+        client.mine(INTERVAL_SAMPLE_BLOCKS + 2)
+        assert measured_block_seconds(client) == 5.0
+        assert relay_ttl(measured_block_seconds(client)) == 13
+    finally:
+        node.stop()
