@@ -19,11 +19,12 @@ import httpx
 import pytest
 from eth_account import Account
 from eth_account.messages import encode_defunct
+from fastapi.routing import APIRoute, APIWebSocketRoute
 from websockets.sync.client import connect
 
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.party.endorse_client import ENDORSE_STREAM_PATH, EndorseClient, VerifierUnreachable, stream_url
-from fgbdt_chain.node.party.endorse_server import ENDORSE_PATH, RELAY_PATH, EndorsementServer
+from fgbdt_chain.node.party.endorse_server import ENDORSE_PATH, RELAY_PATH, EndorsementServer, create_app
 from fgbdt_chain.node.party.joining import TaskTerms
 from fgbdt_chain.node.party.party_node import PartyNode
 from fgbdt_chain.node.party.peer_auth import (
@@ -331,3 +332,53 @@ def test_an_https_endpoint_is_reached_by_peers_that_trust_its_ca_only(tmp_path: 
         stranger.close()
         server.stop()
     assert node.endorser.checks == 2
+
+
+CLAIMS: dict[str, tuple[str, bytes]] = {
+    ENDORSE_PATH: ("POST", _body()),
+    ENDORSE_STREAM_PATH: ("WS", _body()),
+    RELAY_PATH: ("POST", json.dumps({"kind": "votes", "from": ASKER.address}).encode()),
+    RELAY_STREAM_PATH: ("WS", json.dumps({"kind": "votes", "from": ASKER.address}).encode()),
+}
+"""Every route of a party's endpoint that takes a request in a member's name (the asker's), with such a request."""
+PUBLIC = {"/v1/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+"""The routes that answer anyone: what the chain says of the party, and the endpoint's own description."""
+
+
+def test_no_route_answers_a_request_its_claimed_member_did_not_sign(served: tuple[PartyNode, str]) -> None:
+    """Over every route the app serves: a route is either public (a GET that takes no request in anyone's name) or
+    listed in ``CLAIMS``, and every listed one refuses an unsigned request, one signed by an outsider in the member's
+    name, one signed by another member, and one the member signed for another route, with 401 or 403 from the
+    guard, before any check; a route added to the app and not to this test fails it."""
+    node, endpoint = served
+    routes = {r.path: r for r in create_app(node).routes}  # the app the endpoint serves (``EndorsementServer``)
+    assert set(routes) == PUBLIC | set(CLAIMS), "a route neither public nor known to take a member's request"
+    for path in PUBLIC:
+        methods = getattr(routes[path], "methods", set())
+        assert methods <= {"GET", "HEAD"}, f"{path} answers {methods}"
+        assert not isinstance(routes[path], APIWebSocketRoute)
+        assert httpx.post(endpoint + path, content=_body(), timeout=10.0).status_code == 405
+    for path, (kind, body) in CLAIMS.items():
+        assert isinstance(routes[path], APIWebSocketRoute if kind == "WS" else APIRoute)
+        other_route = next(p for p, (k, _) in CLAIMS.items() if k == kind and p != path)
+        forged = _signer(OUTSIDER).sign(kind, path, body, VERIFIER.address)
+        attempts = {
+            "unsigned": None,
+            "an outsider's signature in the member's name": Credentials(
+                ASKER.address, forged.nonce, forged.at, forged.signature
+            ),
+            "another member's": _signer(OTHER).sign(kind, path, body, VERIFIER.address),
+            "signed for another route": _signer(ASKER).sign(kind, other_route, body, VERIFIER.address),
+        }
+        for why, creds in attempts.items():
+            if kind == "POST":
+                response = _post(endpoint, body, creds, path)
+                status, detail = response.status_code, response.json()["detail"]
+            else:
+                with connect(stream_url(endpoint, path)) as ws:
+                    ws.send(body.decode() if creds is None else creds.line() + "\n" + body.decode())
+                    answer = json.loads(ws.recv(timeout=10))
+                status, detail = answer["status"], answer["body"]["detail"]
+            assert status in (401, 403), (path, why, status, detail)
+            assert "relay" not in str(detail) and "training" not in str(detail), (path, why, detail)
+    assert node.endorser.checks == 0
