@@ -48,3 +48,22 @@ def groups(page: Path) -> list[Group]:
         assert len(langs) == 1, f"{page}: group {name} mixes {sorted(langs)}"
         out.append(Group(page, name, langs.pop(), tuple(code for _, code in blocks)))
     return out
+
+
+DEPLOYING = ROOT / "docs" / "deploying.md"
+_CONFIG_EXAMPLE = re.compile(r"\*\*Configuration file\.\*\*.*?^```toml\n(?P<toml>.*?)^```$", re.M | re.S)
+
+
+def node_config_text() -> str:
+    """The ``fgbdt node --config`` file the deployment guide shows an organisation (its section "Joining a task from
+    one's own host")."""
+    m = _CONFIG_EXAMPLE.search(DEPLOYING.read_text(encoding="utf-8"))
+    assert m is not None, f"{DEPLOYING}: no TOML example after **Configuration file.**"
+    return m.group("toml")
+
+
+def node_config_example() -> dict[str, object]:
+    """``node_config_text`` parsed."""
+    import tomllib
+
+    return tomllib.loads(node_config_text())

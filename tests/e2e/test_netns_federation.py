@@ -2,7 +2,8 @@
 
 The hosts are Linux network namespaces on this machine, each joined to the test's namespace by a veth pair: the chain
 (anvil mining a block every 2 s) in one, each party in its own, started by ``fgbdt node --config`` from its own TOML
-file with its own certificate and the federation's CA. Everything a party sends crosses a userspace TCP proxy in the
+file with its own certificate and the federation's CA: the steps of the deployment guide's "Joining a task from one's
+own host" (``docs/deploying.md``), its configuration file's keys read from the page. Everything a party sends crosses a userspace TCP proxy in the
 test's namespace (this kernel has no ``tc netem``): 20 ms each way (a 40 ms round trip) with 5 ms of jitter, and 1%
 of the chunks delayed by a 200 ms retransmission timeout, which is what a lost segment costs a TCP stream. The
 requester runs in the test's namespace. The task completes, the audit says OK, and the model is the simulator's.
@@ -39,6 +40,7 @@ from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import TaskContract
 from fgbdt_chain.node.data.loaders import load_train_test
 from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from tests.docs.doc_blocks import node_config_example
 
 PARTIES = 4
 PARAMS = TrainParams(trees=2, depth=2, bins=8, min_rows=5)
@@ -217,7 +219,15 @@ class NamespacedRequester(Requester):
         self.namespaces, self.ca, self.certs = namespaces, ca, certs
 
     def spawn(self, args: list[str], log_path: Path) -> Any:
-        moved = {"--task": "task", "--key": "key", "--data": "data", "--contract": "contract"}
+        """``fgbdt node --config FILE`` in the party's namespace, the file holding what the deployment guide's
+        example holds (``docs/deploying.md``), for this party's host."""
+        moved = {
+            "--task": "task",
+            "--key": "key",
+            "--data": "data",
+            "--contract": "contract",
+            "--block-time": "block-time",
+        }
         config: dict[str, Any] = {}
         rest: list[str] = []
         i = int(args[args.index("--party-index") + 1])
@@ -232,11 +242,13 @@ class NamespacedRequester(Requester):
         edge, inside = _host(i + 1)
         config.update(
             task=int(config["task"]),
+            **{"block-time": float(config["block-time"])},
             rpc=f"http://{edge}:{RPC_PORT}",
             listen=f"{inside}:{ENDPOINT_PORT}",
             **{"public-url": f"https://{edge}:{ENDPOINT_PORT}"},
             **{"tls-cert": str(self.certs[i][0]), "tls-key": str(self.certs[i][1]), "tls-ca": str(self.ca)},
         )
+        assert set(config) == set(node_config_example()), "the guide's configuration and the test's differ"
         toml = log_path.with_suffix(".toml")
         toml.write_text("".join(f"{k} = {_toml(v)}\n" for k, v in config.items()))
         out = open(log_path, "ab")  # noqa: SIM115 - owned by the child process
@@ -245,7 +257,7 @@ class NamespacedRequester(Requester):
 
 
 def _toml(value: Any) -> str:
-    return str(value) if isinstance(value, int) else '"' + str(value) + '"'
+    return repr(value) if isinstance(value, int | float) else '"' + str(value) + '"'
 
 
 def test_four_organisations_train_over_a_lossy_network_with_tls(
