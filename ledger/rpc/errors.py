@@ -143,7 +143,8 @@ def revert_data_of(exc: BaseException) -> bytes | None:
             return b""
     data: Any = getattr(exc, "data", None)
     if isinstance(data, dict):
-        data = data.get("data")
+        # anvil, Hardhat and geth put the bytes under "data"; ganache 7 under "result" (beside "programCounter")
+        data = data.get("data", data.get("result"))
     if data is None and exc.args:
         for a in exc.args:
             if isinstance(a, bytes):

@@ -29,6 +29,8 @@ import io
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -53,6 +55,17 @@ class KeepAliveHTTPProvider(HTTPProvider):
             raise ValueError(f"not an http(s) JSON-RPC URL: {endpoint_uri!r}")
         self._timeout = timeout
         self._local = threading.local()
+
+    @contextmanager
+    def patience(self, seconds: float) -> Iterator[None]:
+        """Within the block, this thread's requests end after ``seconds`` of silence instead of the provider's
+        timeout: for a request that a node is known to leave unanswered now and then, better asked again soon."""
+        before = getattr(self._local, "patience", None)
+        self._local.patience = seconds
+        try:
+            yield
+        finally:
+            self._local.patience = before
 
     def _curl(self) -> pycurl.Curl:
         """This thread's handle, made on its first request."""
@@ -94,7 +107,8 @@ class KeepAliveHTTPProvider(HTTPProvider):
     def _request_once(self, method: RPCEndpoint, request_data: bytes) -> bytes:
         curl = self._curl()
         body = io.BytesIO()
-        watch = _Watch(self._timeout)
+        timeout = getattr(self._local, "patience", None) or self._timeout
+        watch = _Watch(timeout)
         curl.setopt(pycurl.POSTFIELDS, request_data)
         curl.setopt(pycurl.WRITEDATA, body)
         curl.setopt(pycurl.XFERINFOFUNCTION, watch)
@@ -106,7 +120,7 @@ class KeepAliveHTTPProvider(HTTPProvider):
             what = f"{method} to {self.endpoint_uri}: {message} (libcurl error {code})"
             # the errors http.client raised: a timeout (an OSError, not a ConnectionError), a refused connection
             if watch.expired or code == pycurl.E_OPERATION_TIMEDOUT:
-                raise TimeoutError(f"{method} to {self.endpoint_uri}: no answer for {self._timeout:g} s") from None
+                raise TimeoutError(f"{method} to {self.endpoint_uri}: no answer for {timeout:g} s") from None
             if code == pycurl.E_COULDNT_CONNECT:
                 raise ConnectionRefusedError(what) from None
             raise ConnectionError(what) from None

@@ -133,6 +133,17 @@ def test_a_node_that_does_not_answer_times_out_and_its_connection_is_dropped() -
         silent.close()
 
 
+def test_patience_shortens_the_wait_of_this_threads_requests_only_within_its_block() -> None:
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        provider = KeepAliveHTTPProvider(f"http://127.0.0.1:{silent.getsockname()[1]}", timeout=30)
+        with provider.patience(0.2), pytest.raises(TimeoutError, match=r"no answer for 0.2 s"):
+            _ = Web3(provider).eth.block_number
+        assert getattr(provider._local, "patience", None) is None  # the provider's own timeout again
+    finally:
+        silent.close()
+
+
 def test_a_proxy_in_the_environment_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     """The node's traffic goes to the node: libcurl would otherwise follow ``http_proxy`` (``http.client`` never did),
     here a port where nothing listens."""
