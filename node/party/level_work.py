@@ -222,7 +222,9 @@ class LevelWork:
                 return
             if exc.name == "AlreadySubmitted":
                 self.sent.seen.add(("HistogramsSubmitted", ctx.tree, ctx.level))
-            if exc.name in ("AlreadySubmitted", "WrongPhase", "StepDeadlinePassed"):
+            # the level (or the task) moved on without them: a relayer's batch carrying them landed while this
+            # party, no longer waiting for it, sent them itself, or the level closed by its deadline
+            if exc.name in ("AlreadySubmitted", "WrongPhase", "WrongStep", "WrongStatus", "StepDeadlinePassed"):
                 s.log(f"tree {ctx.tree} level {ctx.level}: histograms not taken ({exc.name})")
                 return
             raise
