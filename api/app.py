@@ -6,7 +6,8 @@ is told; every state change is an ERC-2771 request signed by the caller's key, r
 
 The application is assembled here from parts named for what they do (FastAPI's larger-application layout):
 
-* ``api.routers``: one router per resource (``meta``, ``tasks``, ``members``, ``results``, ``events``);
+* ``api.routers``: one router per resource (``meta``, ``tasks``, ``members``, ``results``, ``events``,
+  ``dashboard``, ``deposits``);
 * ``api.dependencies``: the typed dependencies the routes declare (backend, task lookup, signed-request check);
 * ``api.error_handlers``: the one place that maps errors to responses (422 for bad input, 401/403/404/409 from the
   backend's checks and the contract's reverts, 503 with ``Retry-After`` when the chain is unreachable, a generic
@@ -26,7 +27,7 @@ from fgbdt_chain.api.dashboard import install_dashboard
 from fgbdt_chain.api.docs import install_docs
 from fgbdt_chain.api.error_handlers import register_error_handlers
 from fgbdt_chain.api.limits import BodyLimit
-from fgbdt_chain.api.routers import dashboard, events, members, meta, results, tasks
+from fgbdt_chain.api.routers import dashboard, deposits, events, members, meta, results, tasks
 from fgbdt_chain.api.service import Backend, Settings
 
 API_PREFIX = "/v1"
@@ -36,7 +37,8 @@ DESCRIPTION = (
     "Federated gradient boosting with on-chain fairness. Reads are public. State changes carry `auth`: an "
     "EIP-712 signature of an ERC-2771 `ForwardRequest` (OpenZeppelin ERC2771Forwarder) whose `data` is the "
     "calldata of the endpoint's contract call, rebuilt by the API from the body; the API checks it and the "
-    "signer's on-chain role, then relays it. Rewards are deposited with a direct `fund(taskId)` transaction."
+    "signer's on-chain role, then relays it. Rewards are deposited with a direct `fund(taskId)` transaction, sent "
+    "by the depositor or signed by it and broadcast with `POST /v1/tasks/{task_id}/deposit`."
 )
 
 
@@ -44,7 +46,8 @@ def create_app(backend: Backend) -> FastAPI:
     """The application bound to ``backend`` (tests pass their own, the ``serve`` command one from its flags)."""
     app = FastAPI(title="FGBDT-Chain API", version="1.0.0", description=DESCRIPTION, docs_url=None, redoc_url=None)
     app.state.backend = backend
-    for router in (meta.router, tasks.router, members.router, results.router, events.router, dashboard.router):
+    routers = (meta.router, tasks.router, members.router, results.router, events.router, dashboard.router)
+    for router in (*routers, deposits.router):
         app.include_router(router, prefix=API_PREFIX)
     register_error_handlers(app)
     app.add_middleware(BodyLimit, limit=backend.settings.limits.max_body_bytes)

@@ -1,5 +1,6 @@
-"""Response models of the dashboard's reads: a task's timeline, the calldata of a request to sign, the common bin
-edges, and the list's event stream (the request and response models of the rest of the API are ``api.models``)."""
+"""Models of what the dashboard adds to the API: a task's timeline, the calldata of a request to sign, the common bin
+edges, and a reward deposit signed by the client (the request and response models of the rest of the API are
+``api.models``)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,19 @@ class Submission(BaseModel):
 
 
 class Refusal(BaseModel):
-    """A party that declined to submit at a level, and why when its endpoint says (the verifiers' or the contract's
-    reason; the chain records only that it declined)."""
+    """A party whose histograms the level did not take, and why as far as the chain shows it (``api.refusals``)."""
 
     party: str
-    reason: str | None = Field(default=None, description="Why, as the party's endpoint reports it; null: unknown.")
-    source: Literal["verifiers", "contract"] | None = Field(
-        default=None, description="Who refused: the verifiers (short of a quorum of endorsements) or the contract."
+    kind: Literal["declined", "silent"] = Field(
+        description="declined: the party stepped aside (HistogramsDeclined); silent: it sent nothing in time."
     )
+    reason: str = Field(description="Why: the contract's error where a call of the party reverted, else the quorum.")
+    source: Literal["verifiers", "contract"] | None = Field(
+        default=None,
+        description="Who refused: the contract (a reverted call on chain) or the verifiers (a decline without one); "
+        "null for a silent party with no reverted call.",
+    )
+    transaction: str | None = Field(default=None, description="The reverted transaction, where there is one.")
 
 
 class NodeOutcome(BaseModel):
@@ -85,3 +91,40 @@ class BinEdges(BaseModel):
     parties: int
     bin_edges: str
     bin_edges_hash: str
+
+
+class DepositTransaction(BaseModel):
+    """The unsigned ``fund(taskId)`` transaction a client signs to deposit a reward: EIP-1559 (``tx_type`` 2, with
+    its fee cap and tip) where the chain's blocks have a base fee, else legacy (``tx_type`` 0, with its gas price;
+    signed with EIP-155's chain id)."""
+
+    task_id: int
+    chain_id: int
+    sender: str
+    nonce: int = Field(description="The sender's next transaction nonce (pending transactions counted).")
+    to: str
+    value: int = Field(description="The deposit in wei.")
+    data: str
+    gas: int
+    tx_type: Literal[0, 2]
+    max_fee_per_gas: int | None = None
+    max_priority_fee_per_gas: int | None = None
+    gas_price: int | None = None
+
+
+class DepositRequest(BaseModel):
+    """A signed ``fund(taskId)`` transaction, as ``eth_sendRawTransaction`` takes it."""
+
+    raw_transaction: str = Field(pattern=r"^0x([0-9a-fA-F]{2})+$", max_length=4096)
+
+
+class DepositResult(BaseModel):
+    """A deposit, mined: who sent how much, and the task's reward after it."""
+
+    tx_hash: str
+    block: int
+    gas_used: int
+    task_id: int
+    sender: str
+    amount_wei: int
+    reward_wei: int

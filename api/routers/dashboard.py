@@ -103,10 +103,11 @@ def task_timeline(
     from_tree: Annotated[int, Query(ge=0, lt=2**16, description="First tree")] = 0,
     trees: Annotated[int, Query(ge=1, le=MAX_TIMELINE_TREES, description="How many trees")] = 5,
 ) -> dm.Timeline:
-    """Levels of a window of trees: when each started, who voted, who submitted with how many endorsements, who
-    declined, when the histograms closed and what each node became."""
+    """Levels of a window of trees: when each started, who voted, who submitted with how many endorsements, whose
+    histograms were not taken and why (the contract's error where a call reverted, the verifiers' quorum where the
+    party declined without one, or silent), when the histograms closed and what each node became."""
     task = find_task(task_id, backend)  # after the query is validated (api.dependencies)
-    return timeline(backend.task(), task.task_id, from_tree, trees)
+    return timeline(backend.task(), task.task_id, from_tree, trees, backend.forwarder())
 
 
 @router.post("/tasks/calldata", response_model=dm.Calldata, responses=R503)

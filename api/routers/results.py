@@ -133,10 +133,11 @@ async def contributions(task_id: TaskId, backend: BackendDep) -> Response:
     return await kept_response(backend, task_id, "contributions.json", "application/json", read)
 
 
-@router.get("/tasks/{task_id}/audit", response_model=m.AuditResponse, responses={**READ, **R429})
+@router.get("/tasks/{task_id}/audit", response_model=m.AuditResponse, responses={**READ, **R409, **R429})
 def audit(task: KnownTask, backend: BackendDep) -> m.AuditResponse:
     """Replay the task's transactions (``ledger.audit.replay``) and report whether the chain's record holds. A
-    server runs a bounded number of audits at once (429 past it); a finished task's verdict is kept."""
+    server runs a bounded number of audits at once (429 past it); a finished task's verdict is kept. 409: a task that
+    has not started training has nothing to audit."""
 
     def replay() -> AuditReport:
         with backend.audits.slot():

@@ -1,4 +1,5 @@
-"""Client-side helpers of the API tests: signing request bodies as a real client would, and a trained task."""
+"""Client-side helpers of the API tests: signing request bodies as a real client would, a trained task, and a level
+whose parties were refused."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.client import auth_for, create_task_body
 from fgbdt_chain.api.service import Backend
 from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.rpc.errors import ContractRevert
 from fgbdt_chain.ledger.spec.edges import encode_edges
 from fgbdt_chain.ledger.spec.reference import OBJECTIVES, ONE, ObjectiveName
-from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract, submit_histograms_args
 from fgbdt_chain.ledger.wrappers.federation import RowSource, run_level
 from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
 
@@ -112,3 +114,43 @@ def served(backend: Backend) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def refused_level(chain: ChainClient, task: TaskContract) -> tuple[int, list[LocalAccount], str, str]:
+    """A task of four parties whose first level takes no histograms, each party refused another way: the first sends
+    them without endorsements as its own transaction (mined with a given gas limit, so without an estimate first,
+    and reverted), the second has a relayer's batch send them so (the batch records the failure), both then decline;
+    the third declines without sending, the fourth sends nothing before the deadline. Returns the task, the four
+    parties, the batch's transaction and the contract's error."""
+    requester, resolver = chain.new_account(10**20), chain.new_account(10**20)
+    parties = [chain.new_account(10**20) for _ in range(4)]
+    cfg = TaskConfig(trees=1, depth=1, bins=4, min_parties=4, max_parties=4, lam=ONE, step_blocks=8)
+    tid, _ = task.create_task(requester, cfg, [0] * 3, [ONE] * 3)
+    for i, p in enumerate(parties):
+        task.join(p, tid, b"psd" + bytes([i]), f"http://p{i}.example")
+        task.approve(requester, tid, p.address)
+    task.start(requester, tid, EDGES)
+    for p in parties:
+        task.submit_votes(p, tid, 0, 0, [0])
+    rec = task.node(tid, 0, 1)
+    rows = RowSource(random.Random(3), [p.address for p in parties], 50, 3, cfg.bins + 1)
+    rows.start_tree(0)
+    refused, relayed, declining, _ = parties
+    args = submit_histograms_args(tid, 0, 0, [rows(refused.address, 1, (rec.cand0, rec.cand1))], [])
+    try:
+        chain.transact(task.contract, "submitHistograms", *args, sender=refused, gas=3_000_000)
+    except ContractRevert as exc:
+        error = exc.name
+    else:
+        raise AssertionError("the contract took histograms without endorsements")
+    task.decline_histograms(refused, tid, 0, 0)
+    fwd = Forwarder.of(task)
+    data = bytes.fromhex(chain.encode_call(task.contract, "submitHistograms", args)[2:])
+    req = fwd.build(relayed.address, task.address, data, gas=2_000_000)
+    batch = fwd.execute_batch(resolver, [(req, fwd.sign(relayed, req))])
+    assert fwd.nonce(relayed.address) == 1  # the batch ran the request, which failed alone
+    task.decline_histograms(relayed, tid, 0, 0)
+    task.decline_histograms(declining, tid, 0, 0)
+    chain.mine(max(1, task.state(tid).step_deadline - chain.block_number + 1))
+    task.close_step(resolver, tid)
+    return tid, parties, batch.tx_hash, error

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import numpy as np
-from api_helpers import CREATE, Signer, trained_task
+from api_helpers import CREATE, Signer, refused_level, trained_task
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak
 from fastapi.testclient import TestClient
@@ -104,9 +104,37 @@ def test_the_timeline_tells_each_level_who_submitted_and_what_it_resolved(
     assert [(lv["tree"], lv["level"]) for lv in one["levels"]] == [(1, 0), (1, 1)]
     assert api.get(f"/v1/tasks/{tid}/timeline", params={"from_tree": 7}).json()["levels"] == []
     assert api.get(f"/v1/tasks/{tid}/timeline", params={"trees": 51}).status_code == 422
-    left, _ = trained_task(chain, task, seed=7, leave=True)
+    left, accounts = trained_task(chain, task, seed=7, leave=True)
     lv = api.get(f"/v1/tasks/{left}/timeline").json()["levels"]
     assert len(lv[1]["submissions"]) == len(lv[1]["submitters"]) == 1
+    [quiet] = lv[1]["declined"]  # it voted and sent no histograms: silent, and no further part in the task
+    assert quiet["party"] in {a.address for a in accounts[1:]} - set(lv[1]["submitters"])
+    assert (quiet["kind"], quiet["source"]) == ("silent", None) and "sent no histograms" in quiet["reason"]
+    assert [r for level in lv[2:] for r in level["declined"]] == []
+
+
+def test_the_timeline_gives_each_refusal_the_contract_s_or_the_verifiers_reason(
+    api: TestClient, chain: ChainClient, task: TaskContract
+) -> None:
+    """Four parties at a tree's root: one sends its histograms without endorsements (the contract reverts the mined
+    transaction, then it declines), one has a relayer send them so (the relayer's batch records the failure), one
+    declines without sending (short of the verifiers' quorum), one sends nothing before the deadline. The timeline
+    names the contract's error and the transaction of the first two, the quorum the third missed, and the fourth as
+    silent."""
+    tid, parties, batch, error = refused_level(chain, task)
+    refused, relayed, declining, quiet = parties
+    [level] = api.get(f"/v1/tasks/{tid}/timeline").json()["levels"]
+    why = {r["party"]: r for r in level["declined"]}
+    assert set(why) == {p.address for p in parties} and level["submitters"] == []
+    assert (why[refused.address]["kind"], why[refused.address]["source"]) == ("declined", "contract")
+    assert f"submitHistograms: {error}" in why[refused.address]["reason"]
+    receipt = chain.w3.eth.get_transaction_receipt(why[refused.address]["transaction"])
+    assert receipt["status"] == 0 and receipt["from"] == refused.address
+    assert why[relayed.address]["source"] == "contract" and why[relayed.address]["transaction"] == batch
+    assert f"submitHistograms: {error}" in why[relayed.address]["reason"]
+    assert (why[declining.address]["kind"], why[declining.address]["source"]) == ("declined", "verifiers")
+    assert "2 of the 3 other parties" in why[declining.address]["reason"]
+    assert (why[quiet.address]["kind"], why[quiet.address]["source"]) == ("silent", None)
 
 
 def test_create_calldata_is_what_a_signed_create_must_carry(
