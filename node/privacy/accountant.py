@@ -401,10 +401,34 @@ def noise_rng(seed: int | None, party: int, tree: int, level: int, purpose: int)
     return np.random.default_rng([seed, 0xD9, party, tree, level, purpose])
 
 
-def exponential_votes(best: np.ndarray, plan: PrivacyPlan, rng: np.random.Generator) -> np.ndarray:
+def vote_floor(group_of_row: np.ndarray, groups: int, g_vote: np.ndarray, h_vote: np.ndarray, lam: float) -> np.ndarray:
+    """Per node, the gain of the split that leaves every row of the node on one side, ``G^2 / (H + lambda)`` (0 for
+    a node without rows): the utility of every public threshold past the node's rows.
+
+    Why: a party's kernel scans only the thresholds between the slots its rows use (``BinnedRows.best_gains``), and
+    gives no utility (-inf) to a node without rows or to a feature whose rows share one slot. Taken as it is, the
+    vote would tell: a node where the party holds no row never got its vote, and one row added made it vote, or
+    made a feature electable whose gain then jumps from nothing to about ``G^2 / n``; the sensitivity search
+    (tests/node/privacy/test_sensitivity.py) found both. The maximum over *all* public thresholds, which this floor
+    completes, moves by at most 3 when one row comes or goes (one side's term changes), within
+    :data:`VOTE_SENSITIVITY`. Rows of group -1 (closed nodes) take no part."""
+    inside = np.asarray(group_of_row) >= 0
+    where = np.asarray(group_of_row)[inside]
+    G = np.bincount(where, weights=np.asarray(g_vote, dtype=np.float64)[inside], minlength=groups)
+    H = np.bincount(where, weights=np.asarray(h_vote, dtype=np.float64)[inside], minlength=groups)
+    denominator = np.maximum(H, 0.0) + lam
+    return np.where(denominator > 0, G * G / np.where(denominator > 0, denominator, 1.0), 0.0)
+
+
+def exponential_votes(
+    best: np.ndarray, plan: PrivacyPlan, rng: np.random.Generator, floor: np.ndarray | None = None
+) -> np.ndarray:
     """Each node's vote by the exponential mechanism: the argmax of the utilities plus Gumbel noise of scale
-    ``2 * sensitivity / eps_v`` (the Gumbel-max form of the mechanism). ``best`` is (nodes, F); a feature with no
-    finite utility is never chosen."""
+    ``2 * sensitivity / eps_v`` (the Gumbel-max form of the mechanism). ``best`` is (nodes, F); with ``floor``
+    (:func:`vote_floor`, one per node) every utility is at least the node's one-sided gain, so every feature is
+    electable in every node whatever the rows; without it a feature with no finite utility is never chosen."""
+    if floor is not None:
+        best = np.maximum(best, np.asarray(floor, dtype=np.float64)[:, None])
     noisy = best + rng.gumbel(0.0, plan.vote_scale, size=best.shape)
     return votes_from_gains(np.where(np.isfinite(best), noisy, -np.inf))
 

@@ -26,6 +26,7 @@ from fgbdt_chain.node.privacy.accountant import (
     exponential_votes,
     noise_rng,
     noisy_sums,
+    vote_floor,
 )
 
 if TYPE_CHECKING:
@@ -138,7 +139,12 @@ class LocalParty:
         """``votes`` on values already refitted by ``vote_gradients``; a private party draws its vote by the
         exponential mechanism, over every threshold (no row minimum: feasibility would depend on one row)."""
         best = self.rows.best_gains(k_of_row, k, g_vote, h_vote, self.params.lam, self.vote_min_rows)
-        return self.votes_from(best, tree, level)
+        return self.votes_from(best, tree, level, self.vote_floor(k_of_row, k, g_vote, h_vote))
+
+    def vote_floor(self, k_of_row: np.ndarray, k: int, g_vote: np.ndarray, h_vote: np.ndarray) -> np.ndarray | None:
+        """A private party's one-sided gain per open node (``node.privacy.accountant.vote_floor``), which completes
+        its utilities to every public threshold; None without privacy."""
+        return vote_floor(k_of_row, k, g_vote, h_vote, self.params.lam) if self.privacy.private else None
 
     @property
     def vote_min_rows(self) -> int:
@@ -146,11 +152,15 @@ class LocalParty:
         row)."""
         return 0 if self.privacy.private else 1
 
-    def votes_from(self, best: np.ndarray, tree: int, level: int) -> np.ndarray:
-        """This party's votes from its best gains per (node, feature), taken with ``vote_min_rows``."""
+    def votes_from(self, best: np.ndarray, tree: int, level: int, floor: np.ndarray | None = None) -> np.ndarray:
+        """This party's votes from its best gains per (node, feature), taken with ``vote_min_rows``; a private
+        party's need its ``vote_floor``."""
         if not self.privacy.private:
             return votes_from_gains(best)
-        return exponential_votes(best, self.privacy, noise_rng(self.noise_seed, self.index, tree, level, VOTES))
+        if floor is None:
+            raise ValueError("a private vote needs its nodes' one-sided gains (vote_floor)")
+        rng = noise_rng(self.noise_seed, self.index, tree, level, VOTES)
+        return exponential_votes(best, self.privacy, rng, floor)
 
     def level_sums(
         self,
