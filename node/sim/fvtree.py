@@ -659,9 +659,18 @@ class Federation:
         if self.privacy.private:
             best = rows.best_gains(lam, min_rows, self.active)
             k = best.shape[1]
+
+            def floor(i: int) -> np.ndarray | None:  # the party's one-sided gains (LocalParty.vote_floor)
+                g, _, h_vote = self.parties[i].gradients()
+                return self.parties[i].vote_floor(
+                    self.kernels.group_of_row[i], k, *self.parties[i].vote_gradients(g, h_vote)
+                )
+
             votes = np.array(
                 [
-                    party.votes_from(best[i], t, level) if self.active[i] else np.full(k, ref.ABSTAIN, dtype=np.int64)
+                    party.votes_from(best[i], t, level, floor(i))
+                    if self.active[i]
+                    else np.full(k, ref.ABSTAIN, dtype=np.int64)
                     for i, party in enumerate(self.parties)
                 ]
             )
