@@ -17,6 +17,12 @@ pool, LightGBM's OpenMP default and any BLAS see the same count; each measuremen
 with and the load average before and after it (the machine may be shared: a loaded core slows OpenMP regions of
 both sides, which wait at every barrier for the slowest thread).
 
+Each run also records its training's CPU seconds (``time.process_time``: every thread of the process, OpenMP's
+spinning included) where it can time its training alone (``fvtree`` and ``lightgbm-user``): on a machine shared
+with other work a process waits for a core a large and varying part of its wall time (a9a's 100 trees took 1.1 s of
+CPU and 2.6-4.6 s of wall at a load of 8 on 2 cores), so on one thread the CPU ratio says what each side computes
+and the wall ratio what a user waits for.
+
 ``--repeat N`` runs the list N times, interleaved (fvtree, lightgbm-1, lightgbm-2, fvtree, ...), and reports each
 run's mean and standard error and each run's ratio to LightGBM paired within a repetition: the same work took
 3.7-4.0 s one day and 2.5-3.0 s another on this machine, so one pair of processes is an anecdote.
@@ -43,7 +49,7 @@ from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels.parallel import default_threads
 from fgbdt_chain.node.protocol.shapley_cost import slow_shapley_message
-from fgbdt_chain.node.sim.experiment import PrepConfig, prepare, run
+from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, federation, make_model, prepare, run
 from fgbdt_chain.node.sim.warmup import warm_up
 
 
@@ -67,11 +73,12 @@ def load_data(name: str, seed: int, rows: int | None) -> tuple[Dataset, Dataset]
     return SYNTHETIC[name][0](rows=rows, seed=seed)
 
 
-def user_lightgbm(train: Dataset, test: Dataset, params: TrainParams, seed: int) -> tuple[float, float]:
-    """(train seconds, test error) of LightGBM as a user runs it (module docstring): its Dataset and binning timed."""
+def user_lightgbm(
+    train: Dataset, test: Dataset, params: TrainParams, seed: int, threads: int | None = None
+) -> tuple[float, float, float]:
+    """(train seconds, train CPU seconds, test error) of LightGBM as a user runs it (module docstring): its Dataset
+    and binning timed; ``threads`` sets its ``num_threads`` (None: the library's default)."""
     import lightgbm as lgb
-
-    from fgbdt_chain.node.sim.experiment import evaluate
 
     lp = {
         "objective": "binary" if params.objective == "binary" else "regression",
@@ -83,22 +90,25 @@ def user_lightgbm(train: Dataset, test: Dataset, params: TrainParams, seed: int)
         "max_bin": params.bins,
         "seed": seed,
         "verbose": -1,
+        **({} if threads is None else {"num_threads": threads}),
     }
-    start = time.perf_counter()
+    cpu, start = time.process_time(), time.perf_counter()
     data = lgb.Dataset(train.X, label=train.y, params={"max_bin": params.bins, "verbose": -1})
     booster = lgb.train(lp, data, num_boost_round=params.trees)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     pred = np.asarray(booster.predict(test.X), dtype=np.float64)
-    return seconds, evaluate(params, test.y, pred)["test_error"]
+    return seconds, cpu, evaluate(params, test.y, pred)["test_error"]
 
 
 def one(args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()
     train, test = load_data(args.data, args.seed, args.rows)
     params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=args.voted_trees)
+    prep_cpu = time.process_time()
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=args.theta, seed=args.seed))
     if args.one == "fvtree":
         prep.weights()  # PSDs and w*, once per task: reported apart from training
+    prep_cpu = time.process_time() - prep_cpu
     jit = 0.0
     if args.one == "fvtree":  # numba's pool is not started for LightGBM's runs: its threads would share the cores
         jit = time.perf_counter()
@@ -109,12 +119,20 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
     phases: dict[str, float] = {}
     if args.one == "lightgbm-user":
         rows = np.sort(np.concatenate(prep.parts))  # the federation's training rows, in the file's order
-        seconds, error = user_lightgbm(prep.train.subset(rows), prep.test, prep.params, args.seed)
-        report: dict[str, Any] = {"train_seconds": seconds, "test_error": error}
+        seconds, cpu, error = user_lightgbm(prep.train.subset(rows), prep.test, prep.params, args.seed)
+        report: dict[str, Any] = {"train_seconds": seconds, "train_cpu_seconds": cpu, "test_error": error}
     elif args.one.startswith("lightgbm"):
         suffix = args.one.split("-")[1]
         threads = args.threads if suffix == "bins" else int(suffix)
         report, _, result = run(prep, "centralized", threads=threads)
+    elif args.one == "fvtree":  # ``simulate``'s training (``node.sim.trainers.federated``), its CPU time too
+        fed = federation(prep, "fvtree")
+        cpu, start = time.process_time(), time.perf_counter()
+        trained = fed.train()
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        pred = make_model(prep, trained, "fvtree").predict(prep.test.X)
+        report = {"train_seconds": seconds, "train_cpu_seconds": cpu, **evaluate(prep.params, prep.test.y, pred)}
+        phases = trained.seconds
     else:
         report, _, result = run(prep, args.one)
         phases = result.seconds if result else {}
@@ -123,8 +141,10 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "run": args.one,
         "train_seconds": report["train_seconds"],
+        "train_cpu_seconds": report.get("train_cpu_seconds"),
         "wall_seconds": wall,
         "prep_seconds": prep.prep_seconds,
+        "prep_cpu_seconds": prep_cpu,
         "jit_load_seconds": jit,
         "test_error": report["test_error"],
         "test_auc": report.get("test_auc"),
@@ -194,19 +214,33 @@ def tables(runs: list[dict[str, Any]]) -> str:
     summary = summarise(pooled, names)
     reps = len({m["repeat"] for m in pooled})
     bases = [n for n in names if n.startswith("lightgbm")]
+    cpu_bases = [b for b in bases if any(f"cpu_ratio_to_{b}" in row for row in summary.values())]
     lines = [
         f"| run | train s (mean ± SE over {reps}) | "
         + "".join(f"ratio to {b} | " for b in bases)
+        + ("train CPU s | " + "".join(f"CPU ratio to {b} | " for b in cpu_bases) if cpu_bases else "")
         + "preparation s | peak RSS MiB | test error |",
-        "|---|---|" + "---|" * len(bases) + "---|---|---|",
+        "|---|---|" + "---|" * len(bases) + ("---|" * (1 + len(cpu_bases)) if cpu_bases else "") + "---|---|---|",
     ]
     for name, row in summary.items():
         ratios = [
             f"{row[f'ratio_to_{b}'][0]:.2f}x ± {row[f'ratio_to_{b}'][1]:.2f}" if f"ratio_to_{b}" in row else "-"
             for b in bases
         ]
+        if cpu_bases:
+            cpu = row.get("train_cpu_seconds")
+            ratios.append(f"{cpu[0]:.2f} ± {cpu[1]:.2f}" if cpu else "-")
+            ratios += [
+                f"{row[f'cpu_ratio_to_{b}'][0]:.2f}x ± {row[f'cpu_ratio_to_{b}'][1]:.2f}"
+                if f"cpu_ratio_to_{b}" in row
+                else "-"
+                for b in cpu_bases
+            ]
         prep = [m["prep_seconds"] for m in pooled if m["run"] == name and m["run"] == "fvtree"]
         prep_s = f"{sum(prep) / len(prep):.2f}" if prep else "-"
+        prep_cpu = [m["prep_cpu_seconds"] for m in pooled if m["run"] == name == "fvtree" and "prep_cpu_seconds" in m]
+        if prep_cpu and len(prep_cpu) == len(prep):
+            prep_s += f" (CPU {sum(prep_cpu) / len(prep_cpu):.2f})"
         lines.append(
             f"| {name} | {row['train_seconds'][0]:.2f} ± {row['train_seconds'][1]:.2f} | "
             + "".join(f"{r} | " for r in ratios)
@@ -236,8 +270,9 @@ def tables(runs: list[dict[str, Any]]) -> str:
 
 def summarise(results: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:
     """Per run: train seconds as (mean, standard error) over the repetitions, the ratio to each LightGBM run paired
-    within a repetition (the machine's speed drifts between repetitions more than within one), the largest peak
-    memory and the test error (which must not vary: the runs are deterministic)."""
+    within a repetition (the machine's speed drifts between repetitions more than within one), the same of the CPU
+    seconds where both runs measured them, the largest peak memory and the test error (which must not vary: the
+    runs are deterministic)."""
     by = {(r["run"], r["repeat"]): r for r in results}  # a repeat is any key: tables() pools runs as (run, repeat)
     repeats = sorted({r["repeat"] for r in results})
     out: dict[str, dict[str, Any]] = {}
@@ -251,11 +286,17 @@ def summarise(results: list[dict[str, Any]], names: list[str]) -> dict[str, dict
             "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
             "test_error": sum(r["test_error"] for r in mine) / len(mine),
         }
+        if all(r.get("train_cpu_seconds") is not None for r in mine):
+            row["train_cpu_seconds"] = mean_se(r["train_cpu_seconds"] for r in mine)
         for base in names:
             if base.startswith("lightgbm") and base != name:
                 row[f"ratio_to_{base}"] = mean_se(
                     by[name, rep]["train_seconds"] / by[base, rep]["train_seconds"] for rep in repeats
                 )
+                if "train_cpu_seconds" in row and all(by[base, rep].get("train_cpu_seconds") for rep in repeats):
+                    row[f"cpu_ratio_to_{base}"] = mean_se(
+                        by[name, rep]["train_cpu_seconds"] / by[base, rep]["train_cpu_seconds"] for rep in repeats
+                    )
         out[name] = row
     return out
 

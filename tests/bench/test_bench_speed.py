@@ -56,3 +56,22 @@ def test_ratios_to_every_lightgbm_run_and_its_unpinned_model_may_vary() -> None:
     assert out["fvtree"]["ratio_to_lightgbm-bins"] == (2.0, 0.0)
     assert out["lightgbm-user"]["test_error"] == pytest.approx(0.1515)
     assert "ratio_to_lightgbm-user" not in out["lightgbm-user"]
+
+
+def test_cpu_ratios_only_against_runs_that_measured_their_cpu() -> None:
+    # the machine's load changes the wall time between repetitions, the CPU time much less; a run that cannot time
+    # its training alone (lightgbm-bins) records none and gets no CPU ratio
+    results = [
+        {**run("fvtree", 0, 8.0), "train_cpu_seconds": 4.0},
+        {**run("lightgbm-user", 0, 2.0), "train_cpu_seconds": 1.0},
+        {**run("lightgbm-bins", 0, 4.0), "train_cpu_seconds": None},
+        {**run("fvtree", 1, 20.0), "train_cpu_seconds": 5.0},
+        {**run("lightgbm-user", 1, 10.0), "train_cpu_seconds": 1.0},
+        {**run("lightgbm-bins", 1, 4.0), "train_cpu_seconds": None},
+    ]
+    out = summarise(results, ["fvtree", "lightgbm-user", "lightgbm-bins"])
+    assert out["fvtree"]["train_cpu_seconds"] == pytest.approx((4.5, 0.5))
+    assert out["fvtree"]["cpu_ratio_to_lightgbm-user"] == pytest.approx((4.5, 0.5))
+    assert out["fvtree"]["ratio_to_lightgbm-user"] == pytest.approx((3.0, 1.0))
+    assert "cpu_ratio_to_lightgbm-bins" not in out["fvtree"]
+    assert "train_cpu_seconds" not in out["lightgbm-bins"]
