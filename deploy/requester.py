@@ -27,7 +27,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.deploy.deployment import ETHER as ETHER
-from fgbdt_chain.deploy.deployment import write_key
+from fgbdt_chain.deploy.deployment import read_key, write_key
 from fgbdt_chain.deploy.party_forks import Party, PartyForks, PartyForksError, fork_available, start_party
 from fgbdt_chain.ledger.rpc.client import ChainClient, Event
 from fgbdt_chain.ledger.rpc.heads import NewHeads
@@ -37,7 +37,7 @@ from fgbdt_chain.ledger.spec.edges import encode_edges
 from fgbdt_chain.ledger.spec.parameters import default
 from fgbdt_chain.ledger.spec.train_params import task_voted_trees
 from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
-from fgbdt_chain.ledger.wrappers.contracts import Sent, Status, TaskConfig, TaskContract
+from fgbdt_chain.ledger.wrappers.contracts import Membership, Sent, Status, TaskConfig, TaskContract
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels.frozen_heap import frozen_heap
@@ -330,12 +330,32 @@ class Requester:
 
     def approve_and_start(self, timeout: float = 300.0) -> bytes:
         """Approve the parties in party order, each as its join is seen; fix the edges from their sketches; start."""
-        payloads = self.wait_for_joins(
-            timeout, lambda party: self.task.approve(self.setup.requester, self.task_id, party)
-        )
+        payloads = self.wait_for_joins(timeout, self._approve)
         edges = self.edges_for(payloads)
         self.task.start(self.setup.requester, self.task_id, edges)
         return edges
+
+    def _approve(self, party: str) -> None:
+        """Approve ``party`` unless it is approved already (by this requester before it restarted)."""
+        if self.task.member(self.task_id, party)[0] != Membership.APPROVED:
+            self.task.approve(self.setup.requester, self.task_id, party)
+
+    def resume(self, task_id: int, timeout: float = 300.0) -> None:
+        """Take up task ``task_id``, which a requester with this set-up opened before it stopped: the parties are
+        those whose keys are in the working folder (``party-<i>.key``, in party order), the task's first block its
+        creation's; a task still open has the parties not approved yet approved and is started, as
+        ``approve_and_start`` would have. Then ``follow`` as usual; the party processes are not this requester's."""
+        self.task_id = task_id
+        created = self.client.logs(self.task.contract, ["TaskCreated"], task_id, 0)
+        if not created:
+            raise RuntimeError(f"task {task_id} was not created on the contract at {self.setup.contract}")
+        self.start_block = created[0].block_number
+        self.usage = ChainUsage(self.start_block)
+        work = self.setup.workdir
+        self.accounts = [read_key(work / f"party-{i}.key", f"party {i}'s key") for i in range(len(self.prep.parts))]
+        self.log_paths = [work / f"party-{i}.log" for i in range(len(self.prep.parts))]
+        if self.task.state(task_id).status == Status.OPEN:
+            self.approve_and_start(timeout)
 
     # ------------------------------------------------------------------ following
 

@@ -18,6 +18,12 @@ from fgbdt_chain.node.protocol.endorsement import choose
 from fgbdt_chain.node.protocol.verify import Verdict
 
 
+def hurry_from(deadline: int, session: PartySession) -> int:
+    """The block from which a party with a quorum of endorsements stops waiting for the other verifiers' answers:
+    half of the step's blocks before its ``deadline``."""
+    return deadline - max(1, session.cfg.step_blocks // 2)
+
+
 class EndorsementAsker:
     """This party's side of the endorsement round: it asks, the others' endpoints answer."""
 
@@ -61,12 +67,17 @@ class EndorsementAsker:
                 elif not retry:
                     final[p] = f"party {parties.index(p)}: {reason}"
             # every verifier's answer is awaited, since the credit is the quorum-th best attestation; a
-            # verifier that cannot be reached is given up on once a quorum is in and the patience is spent
+            # verifier that cannot be reached is given up on once a quorum is in and the patience is spent, or
+            # half of the step's blocks passed: the submission must still land before the deadline (a step of 20
+            # blocks at a block every 0.25 s is 5 s, and a party waiting the 10 s patience for a verifier that was
+            # gone missed it, as every other party did)
             if len(answers) + len(final) == len(others) or len(others) - len(final) < need:
                 break
             waited = time.monotonic() - started
-            if self.chain.latest_block() > deadline or (
-                len(answers) >= need and waited > self.s.settings.endorse_patience_seconds
+            latest = self.chain.latest_block()
+            if latest > deadline or (
+                len(answers) >= need
+                and (waited > self.s.settings.endorse_patience_seconds or latest >= hurry_from(deadline, self.s))
             ):
                 break
             time.sleep(self.s.settings.poll_seconds * 4)

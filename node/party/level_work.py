@@ -97,7 +97,9 @@ class LevelWork:
         if handed is None or now - handed >= s.relay_patience():
             voted = (drawn and not s.excluded) or sent.has(["VotesSubmitted"], st.tree, st.level)
             done = ctx.refused or sent.has(["HistogramsSubmitted", "HistogramsDeclined"], st.tree, st.level)
-            if voted and not done:
+            # past the deadline no submission is taken (the next block is past it): the step is closed instead,
+            # where sending again at every poll would ask the verifiers and revert each time
+            if voted and not done and self.chain.latest_block() < st.step_deadline:
                 if handed is not None:
                     s.log(f"tree {st.tree} level {st.level}: the histograms handed over are not on chain; sending")
                     del sent.handed[(st.tree, st.level)]
