@@ -31,6 +31,10 @@ class EndorsementAsker:
         self.s, self.chain = session, chain
         self._asking: ThreadPoolExecutor | None = None
         """The threads that ask the verifiers at once, one per other party, kept from level to level."""
+        self.gone: set[str] = set()
+        """The verifiers unreachable when the last collection ended: once a quorum is in they are not waited for (a
+        party gone for good cost every other party the whole patience at every level); one that answers again is
+        waited for again."""
 
     def close(self) -> None:
         """Stop the asking threads (the node is stopping)."""
@@ -59,28 +63,39 @@ class EndorsementAsker:
         if self._asking is None:
             self._asking = ThreadPoolExecutor(max_workers=max(1, len(others)), thread_name_prefix="endorse-ask")
         pool = self._asking
+        unreachable: set[str] = set()
         while True:
             pending = [p for p in others if p not in answers and p not in final]
             for p, (answer, reason, retry) in pool.map(lambda p: (p, self.ask(p, message)), pending):
+                unreachable.discard(p)
                 if answer is not None:
                     answers[p] = answer
                 elif not retry:
                     final[p] = f"party {parties.index(p)}: {reason}"
+                elif reason.startswith("unreachable"):
+                    unreachable.add(p)
             # every verifier's answer is awaited, since the credit is the quorum-th best attestation; a
             # verifier that cannot be reached is given up on once a quorum is in and the patience is spent, or
             # half of the step's blocks passed: the submission must still land before the deadline (a step of 20
             # blocks at a block every 0.25 s is 5 s, and a party waiting the 10 s patience for a verifier that was
-            # gone missed it, as every other party did)
+            # gone missed it, as every other party did); and at once where every verifier missing was unreachable
+            # at the last level too (``gone``)
             if len(answers) + len(final) == len(others) or len(others) - len(final) < need:
                 break
             waited = time.monotonic() - started
             latest = self.chain.latest_block()
+            missing = {p for p in others if p not in answers and p not in final}
             if latest > deadline or (
                 len(answers) >= need
-                and (waited > self.s.settings.endorse_patience_seconds or latest >= hurry_from(deadline, self.s))
+                and (
+                    waited > self.s.settings.endorse_patience_seconds
+                    or latest >= hurry_from(deadline, self.s)
+                    or missing <= (unreachable & self.gone)
+                )
             ):
                 break
             time.sleep(self.s.settings.poll_seconds * 4)
+        self.gone = unreachable
         index = {p: parties.index(p) for p in answers}
         verdicts = {index[p]: Verdict(True, (), credit) for p, (_, credit) in answers.items()}
         chosen = choose(verdicts, need)
