@@ -41,6 +41,15 @@ EndorseRuleName = Literal["statistical", "overlap"]
 ENDORSE_RULES: dict[EndorseRuleName, int] = {"statistical": ENDORSE_STATISTICAL, "overlap": ENDORSE_OVERLAP}
 ENDORSE_RULE_NAMES: dict[int, EndorseRuleName] = {code: name for name, code in ENDORSE_RULES.items()}
 
+# how a party's contribution is measured: the split Shapley value of every split over the training histograms plus
+# alpha times the voting contribution (the paper's equations 8 to 10), or the cross-fitted leave-one-out value of every
+# split, judged on rows the coalition did not train on (``ledger.spec.loo``)
+CONTRIBUTION_SHAPLEY: int = 0
+CONTRIBUTION_LOO: int = 1
+ContributionName = Literal["shapley", "loo"]
+CONTRIBUTIONS: dict[ContributionName, int] = {"shapley": CONTRIBUTION_SHAPLEY, "loo": CONTRIBUTION_LOO}
+CONTRIBUTION_NAMES: dict[int, ContributionName] = {code: name for name, code in CONTRIBUTIONS.items()}
+
 OnChainAlgorithmName = Literal["fvtree", "drawn"]
 ON_CHAIN_ALGORITHMS: tuple[OnChainAlgorithmName, ...] = get_args(OnChainAlgorithmName)
 """The algorithms a task on chain runs, told apart by ``Config.votedTrees`` (``drawn``: 0): ``fvtree`` votes for each

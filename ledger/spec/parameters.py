@@ -483,6 +483,18 @@ PARAMETERS: tuple[Parameter, ...] = (
         encoding="fixed",
     ),
     Parameter(
+        "contribution",
+        str,
+        "shapley",
+        "How a party's contribution is measured: `shapley`, the split Shapley value of every split over the training "
+        "histograms plus alpha times the voting contribution (the paper's equations 8 to 10), or `loo`, what the "
+        "party's rows add to every split's leaves as each other party's rows judge it, rows that coalition did not "
+        "train on (cross-fitted leave-one-out); measured not to pay for copied rows, synthetic near-copies or extra "
+        "identities among honest parties (threat model). Simulated only so far: a task on chain computes `shapley`.",
+        choices=tuple(modes.CONTRIBUTIONS),
+        codes=modes.CONTRIBUTIONS,
+    ),
+    Parameter(
         "refit_delta",
         float,
         1.0,

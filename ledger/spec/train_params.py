@@ -33,6 +33,7 @@ _CHECKED = (
     ("objective", "objective"),
     ("tie_break", "tie_break"),
     ("voted_trees", "voted_trees"),
+    ("contribution", "contribution"),
 )
 """Each ``TrainParams`` field and the parameter of the table whose range it keeps (``delta`` is ``refit_delta``)."""
 
@@ -58,6 +59,9 @@ class TrainParams:
     voted_trees: int = default("voted_trees")
     """Trees whose candidates are voted (``fvtree``, ``pvtree``); later trees draw them
     (``ledger.spec.parameters.DEFAULT_VOTED_TREES``)."""
+    contribution: modes.ContributionName = default("contribution")  # noqa: RUF009 (a str)
+    """How contributions are measured (``ledger.spec.loo`` for ``loo``): simulated only, a task on chain computes
+    split Shapley values."""
     label_scale: float = 1.0
     """The power of two every party divides its labels by before training (``ledger.spec.task_params.label_scale`` of
     the task's label range; ``prepare`` and ``of_task`` set it): the trees' leaves are in labels / label_scale, and the

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numba import njit
 
+from fgbdt_chain.ledger.spec import loo
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.spec.parameters import default
@@ -294,11 +295,16 @@ class Federation:
         rec = self.record
         for t in range(self.done_trees, end):
             tree, tree_total, tree_levels, traffic, tree_credits = self._grow_tree(t)
+            loo_paid = self.params.contribution == "loo"
             for level in tree_levels:
                 phi, kappa = level.results.phi_sums, level.results.kappa_sums
                 for k, i in enumerate(level.submitters):
-                    rec.phi[i] += phi[k]
-                    rec.kappa[i] += kappa[k]
+                    if not loo_paid:
+                        rec.phi[i] += phi[k]
+                    rec.kappa[i] += kappa[k]  # under loo recorded, not paid: a vote counts once per identity
+            if loo_paid:  # the tree's leave-one-out values are its whole contribution
+                for i in range(self.m):
+                    rec.phi[i] += tree_total[i]
             for i in range(self.m):
                 rec.total[i] += tree_total[i]
                 rec.comm_bytes[i] += traffic[i]
@@ -498,6 +504,8 @@ class Federation:
         roots: list[ref.Totals] = []
         carry_levels: list[tuple[ResolvedLevel, list[FixedSums], list[int], bool]] = []
         before = 0  # the open nodes of the level before
+        judged = [0] * self.m  # under loo: each party's judged marginals summed over the tree's splits
+        judges = [0] * self.m  # and its rows at the root, which judge the others
         for level in range(p.depth):
             if not open_nodes:
                 break
@@ -575,8 +583,15 @@ class Federation:
             next_sides: dict[int, dict[int, Sides]] = {i: {} for i in accepted}
             # sides kept where a rule can break (an attacker) or a private party projects onto them
             keep_sides = [i for i in accepted if self.parties[i].attacks(t) is not None or self.privacy.private]
-            for q, i in enumerate(accepted):
-                tree_total[i] += results.contribution_sums[q]
+            if p.contribution == "loo":
+                if level == 0:
+                    for i in accepted:
+                        judges[i] = int(sums[i].n[0, 0].sum())
+                for q, v in enumerate(self._loo_level([sums[i] for i in accepted], results)):
+                    judged[accepted[q]] += v
+            else:
+                for q, i in enumerate(accepted):
+                    tree_total[i] += results.contribution_sums[q]
             gains, leaves = results.gains(), results.leaves()
             child_leaves = results.child_leaves() if last else []
             for j, (nid, (rank, feature, threshold, n_left, n_right, count)) in enumerate(
@@ -619,12 +634,39 @@ class Federation:
             open_nodes, before = next_open, k
         for party, ids in zip(self.parties, node_ids, strict=True):
             party.score += leaf_value[ids]
+        if p.contribution == "loo":
+            tree_total = loo.per_judged_row(judged, judges)
         if carrying:
             values = [v for rec in records for v in rec.results.leaf_values()]
             self.score_bound = next_score_bound(self.score_bound, values)
             self._carry_source = _CarrySource(roots, carry_levels, self.score_bound, list(self.active))
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic, tree_credit
+
+    def _loo_level(self, sums: Sequence[FixedSums], results: ResolvedLevel) -> list[int]:
+        """Each accepted party's judged marginals summed over the level's splits (``loo.node_values`` on every
+        accepted party's sums as sent, at each split's own cut); 0 where a node stays a leaf."""
+        out = [0] * len(sums)
+        leaves = results.leaves()
+        cuts = [(j, rank, threshold) for j, (rank, _, threshold, *_) in enumerate(results.ints.tolist())]
+        cuts = [c for c in cuts if leaves[c[0]] is None]
+        if not cuts or not sums:
+            return out
+        hm, lam = self.cparams.hessian_mode, self.cparams.lam
+        per_party = _parties_sides(sums, [c[0] for c in cuts], [c[1] for c in cuts], [c[2] for c in cuts])
+        for k in range(len(cuts)):
+            sides = [
+                loo.Sides(
+                    s[k].left.g,
+                    ref.hessian_of(s[k].left.h, s[k].left.n, hm),
+                    s[k].right.g,
+                    ref.hessian_of(s[k].right.h, s[k].right.n, hm),
+                )
+                for s in per_party
+            ]
+            for q, v in enumerate(loo.node_values(sides, lam)):
+                out[q] += v
+        return out
 
     def _logistic_tree(self, t: int) -> tuple[list[tuple[np.ndarray, ...]], TreeLevels] | None:
         """The tree's start in one compiled call (``PartyKernels.logistic_tree``) where it makes what the parties'
