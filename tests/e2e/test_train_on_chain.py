@@ -260,6 +260,7 @@ def test_killed_party_resumes_from_chain_state(
     report = req.report(0.0)
     assert req.task.state(req.task_id).status == Status.COMPLETED
     assert report["test_error"] < 0.2
+    _audited_and_simulates(req)
 
 
 def test_training_survives_an_anvil_restart(toy_csv: Path, tmp_path: Path) -> None:
@@ -282,8 +283,19 @@ def test_training_survives_an_anvil_restart(toy_csv: Path, tmp_path: Path) -> No
         logs = "".join(p.read_text() for p in req.log_paths)
         assert "chain unreachable" in logs and "chain reachable again" in logs
         assert req.task.state(req.task_id).status == Status.COMPLETED
+        _audited_and_simulates(req)
     finally:
         node.stop()
+
+
+def _audited_and_simulates(req: Requester) -> None:
+    """Nothing lost to the fault: the audit replays the task OK to its completion, and the model is the simulator's."""
+    audit = audit_events(read_task(req.client, req.task.address, req.task_id))
+    assert audit.ok and audit.completed, audit.first_mismatch
+    _, sim_model, _ = run(req.prep, "fvtree")
+    assert sim_model is not None
+    chain = model_from_chain(req.task, req.task_id)
+    assert chain.edges == sim_model.edges and chain.trees == sim_model.trees
 
 
 def _train_breaking_at_tree_1(req: Requester, breaking: Callable[[], None]) -> None:
