@@ -100,3 +100,19 @@ def test_tree_values_from_histograms_match_the_sides() -> None:
     assert got == loo.per_judged_row(loo.node_values(sides, LAM), [20, 20, 20])
     with pytest.raises(ValueError, match="histograms"):
         loo.tree_values([(scaled[:2], 0, 0)], [20, 20, 20], params)
+
+
+def test_a_party_without_rows_earns_nothing_and_changes_nobody_elses_value() -> None:
+    """The null player: sums of 0 add nothing to any coalition and judge nothing."""
+    rng = np.random.default_rng(4)
+    sides = [party(rng, 300, 0.2) for _ in range(3)]
+    values = loo.node_values([*sides, loo.Sides(0, 0, 0, 0)], LAM)
+    assert values[3] == 0
+    assert values[:3] == loo.node_values(sides, LAM)
+
+
+def test_parties_with_the_same_sums_earn_the_same() -> None:
+    rng = np.random.default_rng(5)
+    a, b = party(rng, 300, 0.2), party(rng, 300, 0.1)
+    values = loo.node_values([a, b, a], LAM)
+    assert values[0] == values[2]
