@@ -14,14 +14,27 @@ FederBoost scales its gradient sums; counts are integers already.
 
 Experiments derive the parties' private keys from a seed so that runs repeat; a known seed is no secret, and a real
 party draws its key from the operating system (``seed=None``).
+
+**Parties that drop out** (Bonawitz et al., "Practical Secure Aggregation for Privacy-Preserving Machine Learning",
+CCS 2017). A party that leaves after the keys are agreed and before it sends its masked vector would leave its
+masks with every other party in the sum. So each party splits its private key into Shamir shares, one for each other
+party, any ``threshold`` of which rebuild it; when a party is missing, the survivors hand the aggregator their
+shares of its key, and the aggregator recomputes its pairwise masks with each survivor (ECDH with the survivor's
+public key) and takes them out. Its key is then known, so a party that dropped stays out of the later sums. Each
+party also adds a self-mask from a fresh seed per round, shared the same way: the survivors reveal the shares of a
+survivor's seed and of a dropped party's key, never both for one party, so a vector that arrives late after its
+party was declared dropped stays masked (their double masking). Below ``threshold`` survivors nothing is rebuilt
+and the round is refused. The default threshold is a majority of the parties, the honest majority the coalition
+bound of ``node.privacy.accountant`` assumes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from ecdsa import ECDH, SECP256k1, SigningKey
@@ -30,9 +43,8 @@ WORD_BYTES = 8
 """Bytes per masked entry on the wire: one 64-bit word."""
 
 
-def pairwise_seeds(parties: int, seed: int | None = None) -> dict[tuple[int, int], bytes]:
-    """The 32-byte seed every pair ``(i, j)``, ``i < j``, shares, agreed by ECDH: each party's private key and the
-    other's public key give the same point; both sides' derivations are checked equal."""
+def party_keys(parties: int, seed: int | None = None) -> list[SigningKey]:
+    """Each party's secp256k1 key: from the operating system's entropy, or derived from ``seed`` (experiments)."""
     if parties < 1:
         raise ValueError(f"secure aggregation needs at least one party, got {parties}")
     keys = []
@@ -43,18 +55,75 @@ def pairwise_seeds(parties: int, seed: int | None = None) -> dict[tuple[int, int
             digest = hashlib.sha256(f"fgbdt-secure-agg:{seed}:{i}".encode()).digest()
             secret = int.from_bytes(digest, "big") % (SECP256k1.order - 1) + 1
         keys.append(SigningKey.from_secret_exponent(secret, curve=SECP256k1))
+    return keys
+
+
+def shared_seed(private: SigningKey, public: SigningKey) -> bytes:
+    """The 32-byte seed of a pair: SHA-256 of the ECDH point of one party's private key and the other's public key."""
+    ecdh = ECDH(curve=SECP256k1, private_key=private)
+    ecdh.load_received_public_key(public.get_verifying_key())
+    return hashlib.sha256(ecdh.generate_sharedsecret_bytes()).digest()
+
+
+def pairwise_seeds(parties: int, seed: int | None = None) -> dict[tuple[int, int], bytes]:
+    """The 32-byte seed every pair ``(i, j)``, ``i < j``, shares, agreed by ECDH: each party's private key and the
+    other's public key give the same point; both sides' derivations are checked equal."""
+    return seeds_of(party_keys(parties, seed))
+
+
+def seeds_of(keys: Sequence[SigningKey]) -> dict[tuple[int, int], bytes]:
+    """:func:`pairwise_seeds` of given keys."""
     out = {}
-    for i in range(parties):
-        for j in range(i + 1, parties):
-            mine = ECDH(curve=SECP256k1, private_key=keys[i])
-            mine.load_received_public_key(keys[j].get_verifying_key())
-            theirs = ECDH(curve=SECP256k1, private_key=keys[j])
-            theirs.load_received_public_key(keys[i].get_verifying_key())
-            shared = mine.generate_sharedsecret_bytes()
-            if shared != theirs.generate_sharedsecret_bytes():
+    for i in range(len(keys)):
+        for j in range(i + 1, len(keys)):
+            shared = shared_seed(keys[i], keys[j])
+            if shared != shared_seed(keys[j], keys[i]):
                 raise RuntimeError("ECDH gave the two parties different secrets")
-            out[(i, j)] = hashlib.sha256(shared).digest()
+            out[(i, j)] = shared
     return out
+
+
+SHARE_PRIME = SECP256k1.order
+"""The field of the Shamir shares: secp256k1's group order, a prime above every private key."""
+
+
+def shamir_shares(secret: int, holders: Sequence[int], threshold: int, draw: Callable[[int], int]) -> dict[int, int]:
+    """``secret`` split among ``holders`` (party indices), any ``threshold`` of whose shares rebuild it: a random
+    polynomial of degree ``threshold - 1`` with ``secret`` at 0, evaluated at ``holder + 1``. ``draw(n)`` is a
+    uniform integer below ``n``."""
+    if not 1 <= threshold <= len(holders):
+        raise ValueError(f"the threshold must be from 1 to the {len(holders)} holders, got {threshold}")
+    if not 0 <= secret < SHARE_PRIME:
+        raise ValueError("a shared secret must lie in the share field")
+    coefficients = [secret] + [draw(SHARE_PRIME) for _ in range(threshold - 1)]
+    out = {}
+    for h in holders:
+        x, y = h + 1, 0
+        for c in reversed(coefficients):
+            y = (y * x + c) % SHARE_PRIME
+        out[h] = y
+    return out
+
+
+def shamir_secret(shares: dict[int, int]) -> int:
+    """The secret at 0 of the polynomial through ``shares`` (holder -> share), by Lagrange interpolation."""
+    if not shares:
+        raise ValueError("no shares to rebuild a secret from")
+    xs = {h: h + 1 for h in shares}
+    total = 0
+    for h, y in shares.items():
+        num, den = 1, 1
+        for other in shares:
+            if other != h:
+                num = num * (-xs[other]) % SHARE_PRIME
+                den = den * (xs[h] - xs[other]) % SHARE_PRIME
+        total = (total + y * num * pow(den, -1, SHARE_PRIME)) % SHARE_PRIME
+    return total
+
+
+def default_threshold(parties: int) -> int:
+    """A majority of the parties: the fewest survivors a round can be rebuilt from."""
+    return parties // 2 + 1
 
 
 def mask(seed: bytes, round_id: int, size: int) -> np.ndarray:
@@ -64,10 +133,15 @@ def mask(seed: bytes, round_id: int, size: int) -> np.ndarray:
 
 
 def masked_input(
-    party: int, values: np.ndarray, seeds: dict[tuple[int, int], bytes], parties: int, round_id: int
+    party: int,
+    values: np.ndarray,
+    seeds: dict[tuple[int, int], bytes],
+    parties: int,
+    round_id: int,
+    self_seed: bytes | None = None,
 ) -> np.ndarray:
     """What party ``party`` sends: its signed 64-bit integers plus its masks with later parties, minus those with
-    earlier ones, modulo 2^64."""
+    earlier ones, plus its own self-mask from ``self_seed`` when given, modulo 2^64."""
     values = np.asarray(values)
     if values.dtype != np.int64:
         raise ValueError(f"secure aggregation takes int64 vectors, got {values.dtype}")
@@ -80,6 +154,8 @@ def masked_input(
             out += m
         else:
             out -= m
+    if self_seed is not None:
+        out += mask(self_seed, round_id, out.size)
     return out
 
 
@@ -109,23 +185,85 @@ def to_fixed(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 class SecureSum:
-    """The parties' side and the aggregator's of repeated secure sums, with the bytes each party sent."""
+    """The parties' side and the aggregator's of repeated secure sums, with the bytes each party sent, recovering
+    from parties that drop out (module docstring)."""
 
-    def __init__(self, parties: int, seed: int | None = None) -> None:
+    def __init__(self, parties: int, seed: int | None = None, threshold: int | None = None) -> None:
         self.parties = parties
-        self.seeds = pairwise_seeds(parties, seed)
+        self.keys = party_keys(parties, seed)
+        self.seeds = seeds_of(self.keys)
+        self.threshold = default_threshold(parties) if threshold is None else threshold
+        if not 1 <= self.threshold <= parties:
+            raise ValueError(f"the recovery threshold must be from 1 to {parties} parties, got {self.threshold}")
+        self._draw: Callable[[int], int] = (
+            secrets.randbelow if seed is None else random.Random(f"fgbdt-secure-agg-shares:{seed}").randrange
+        )
+        """Uniform integers below a bound for the shares' polynomials and the self-mask seeds: the operating
+        system's entropy, or a generator seeded by the experiment's seed."""
+        # each party's key split among all parties, itself included (party j holds key_shares[i][j])
+        everyone = list(range(parties))
+        self.key_shares = [
+            shamir_shares(k.privkey.secret_multiplier, everyone, self.threshold, self._draw) for k in self.keys
+        ]
         self.rounds = 0
+        self.dropped: set[int] = set()
+        """Parties that dropped out: their keys are rebuilt, so they take part in no later sum."""
         self.bytes_sent = np.zeros(parties, dtype=np.int64)
         self.last_masked: list[np.ndarray] = []
         """The vectors the aggregator saw in the last round (kept for tests: they must look random)."""
 
+    def _self_seed(self, party: int) -> bytes:
+        """The party's fresh self-mask seed of this round (a secret in the share field, as 32 bytes)."""
+        return self._draw(SHARE_PRIME).to_bytes(32, "big")
+
     def sum(self, vectors: Sequence[np.ndarray]) -> np.ndarray:
-        """The exact sum of the parties' int64 vectors, computed from masked inputs only."""
+        """The exact sum of every party's int64 vector, computed from masked inputs only."""
         if len(vectors) != self.parties:
             raise ValueError(f"need one vector per party ({self.parties}), got {len(vectors)}")
+        return self.sum_of(dict(enumerate(vectors)))
+
+    def sum_of(self, vectors: Mapping[int, np.ndarray]) -> np.ndarray:
+        """The exact sum of the vectors that arrived (party -> int64 vector): the parties missing from ``vectors``
+        dropped out of this round, and their masks with the survivors are rebuilt from the survivors' shares of
+        their keys and taken out. Refused below the threshold of survivors, or for a party that dropped before."""
+        back = sorted(set(vectors) & self.dropped)
+        if back:
+            raise ValueError(f"parties {back} dropped out of an earlier sum: their keys are known, they cannot rejoin")
+        unknown = sorted(set(vectors) - set(range(self.parties)))
+        if unknown:
+            raise ValueError(f"no parties {unknown} in a sum of {self.parties} parties")
+        survivors = sorted(vectors)
+        if len(survivors) < self.threshold:
+            raise ValueError(
+                f"{len(survivors)} of {self.parties} parties sent their vectors, fewer than the {self.threshold} "
+                "the masks of the others can be rebuilt from"
+            )
         self.rounds += 1
-        masked = [masked_input(i, v, self.seeds, self.parties, self.rounds) for i, v in enumerate(vectors)]
-        for i, v in enumerate(masked):
+        round_id = self.rounds
+        self_seeds = {i: self._self_seed(i) for i in survivors}
+        # the self-mask seeds are shared among the others when the round starts, before anyone can drop
+        everyone = list(range(self.parties))
+        seed_shares = {
+            i: shamir_shares(int.from_bytes(b, "big"), everyone, self.threshold, self._draw)
+            for i, b in self_seeds.items()
+        }
+        masked = {i: masked_input(i, vectors[i], self.seeds, self.parties, round_id, self_seeds[i]) for i in survivors}
+        for i, v in masked.items():
             self.bytes_sent[i] += WORD_BYTES * v.size
-        self.last_masked = masked
-        return aggregate(masked)
+        self.last_masked = list(masked.values())
+        total = aggregate(self.last_masked).view(np.uint64).copy()
+        quorum = survivors[: self.threshold]  # any threshold of the survivors answer the aggregator
+        for i in survivors:  # their shares of each survivor's self-mask seed
+            rebuilt = shamir_secret({j: seed_shares[i][j] for j in quorum})
+            total -= mask(rebuilt.to_bytes(32, "big"), round_id, total.size)
+        for d in sorted(set(range(self.parties)) - set(survivors)):  # and their shares of each dropped party's key
+            secret = shamir_secret({j: self.key_shares[d][j] for j in quorum})
+            key = SigningKey.from_secret_exponent(secret, curve=SECP256k1)
+            for s in survivors:
+                m = mask(shared_seed(key, self.keys[s]), round_id, total.size)
+                if s < d:
+                    total -= m
+                else:
+                    total += m
+            self.dropped.add(d)
+        return total.view(np.int64)
