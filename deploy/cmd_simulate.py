@@ -500,8 +500,9 @@ def privacy_line(privacy: dict[str, Any] | None, parties: int) -> str | None:
                 f"(if all {others} pool: epsilon {privacy['all_others_epsilon']:.3g})"
             )
         line += (
-            f"; against the aggregator epsilon {eps:g} (it reads masked vectors and their sum only); the secure sums "
-            "have no dropout recovery: a party that drops out stops the task, nothing more is released"
+            f"; against the aggregator epsilon {eps:g} (it reads masked vectors and their sum only); a party that "
+            "drops out of a secure sum is recovered from a majority of the others' shares of its key (Bonawitz et "
+            "al.) and takes no further part; with fewer than a majority left the task stops"
         )
     line += f"; ranges and integer flags: {privacy.get('schema', 'declared')}"
     if privacy.get("noise", "entropy") == "seeded":

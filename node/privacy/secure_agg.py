@@ -1,5 +1,6 @@
-"""Secure aggregation with pairwise masks (Bonawitz et al. 2017, as FederBoost's Protocol 5 simplifies it for parties
-that do not drop out): the aggregator learns the sum of the parties' integer vectors and nothing else.
+"""Secure aggregation with pairwise masks (Bonawitz et al. 2017, from whom FederBoost's Protocol 5 takes them), with
+their recovery of parties that drop out: the aggregator learns the sum of the parties' integer vectors and nothing
+else.
 
 Every pair of parties ``i < j`` agrees on a seed by elliptic-curve Diffie-Hellman (``ecdsa``'s ECDH on secp256k1,
 the curve the chain's accounts use; the shared secret hashed with SHA-256). For each aggregation (a round id), each

@@ -407,7 +407,7 @@ def test_private_random_splits_report_the_coalition_they_hold_against(csv_file: 
     assert "against any 1 of the 2 other parties pooling their views (if all 2 pool: epsilon" in line
     # the conditions: neighbouring relation, the aggregator, dropout, the schema's source, the noise's source
     assert "one row of the party added or removed" in line and "(2, " in line
-    assert "against the aggregator epsilon 1" in line and "a party that drops out stops the task" in line
+    assert "against the aggregator epsilon 1" in line and "recovered from a majority of the others' shares" in line
     assert "ranges and integer flags: requester's rows" in line
     assert "its own noise carries it, against all 2 other parties" in str(privacy_line(alone, 3))
     assert privacy_line({"epsilon": math.inf}, 3) is None
