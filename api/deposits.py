@@ -57,6 +57,9 @@ def deposit_transaction(backend: Backend, task_id: int, sender: str, amount_wei:
     sender = to_checksum_address(sender)
     to = backend.task().address
     data = _fund_data(backend, task_id)
+    balance = client.balance(sender)
+    if balance < amount_wei:  # said before estimating, whose refusal would name gas first
+        raise ApiError(409, f"{sender} holds {balance} wei, short of the {amount_wei} wei deposit", "InsufficientFunds")
     call: Any = {"from": sender, "to": to, "value": amount_wei, "data": data}
     try:
         gas = int(int(w3.eth.estimate_gas(call)) * GAS_MARGIN)
@@ -83,7 +86,6 @@ def deposit_transaction(backend: Backend, task_id: int, sender: str, amount_wei:
         cap = 2 * int(base) + tip  # clears the next blocks (the base fee grows by at most 1/8 a block)
         tx.tx_type, tx.max_fee_per_gas, tx.max_priority_fee_per_gas = EIP1559, cap, tip
         cost = gas * cap
-    balance = client.balance(sender)
     if balance < amount_wei + cost:
         raise ApiError(
             409,

@@ -104,7 +104,7 @@ def _relayed(
             suffixed = data + bytes.fromhex(signer.removeprefix("0x"))
             call = {"from": forwarder.address, "to": task.address, "data": "0x" + suffixed.hex(), "gas": int(gas)}
             call["value"] = int(value)
-            found[wanted[signer]] = (_reason(client, call, ev.block_number, name), ev.tx_hash)
+            found[wanted[signer]] = (_reason(client, call, ev.block_number, name), _hash(ev.tx_hash))
     return found
 
 
@@ -121,7 +121,7 @@ def _reason(client: ChainClient, call: dict[str, Any], number: int, function: st
                 if data is not None
                 else ContractRevert("Unknown", (), b"", function)
             )
-            return f"the contract refused its {function}: {err.name}{_args(err.args_)}"
+            return f"its {function} reverted: {err.name}{_args(err.args_)}"
     return f"its {function} failed in block {number} (out of gas, or a state its replay does not reproduce)"
 
 

@@ -55,18 +55,16 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from bench.record import Run, parameters_of
+from bench.trained_task import FEATURES, trained_task
 from bench.worktree import ROOT, checkout, short_commit
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.service import create_call_args
 from fgbdt_chain.ledger.devnet.anvil import Anvil, free_port, start_anvil, stop_process
 from fgbdt_chain.ledger.rpc.client import ChainClient
-from fgbdt_chain.ledger.spec.edges import encode_edges
 from fgbdt_chain.ledger.spec.reference import ONE
 from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
-from fgbdt_chain.ledger.wrappers.federation import RowSource, run_level
 from fgbdt_chain.ledger.wrappers.forwarder import Forwarder, ForwardRequest, calldata, sign_request
 
-FEATURES = 3
 HOST = "127.0.0.1"
 READS = ("task", "task_open", "contributions", "model", "predictions")
 """The read endpoints, as named in the results."""
@@ -75,29 +73,6 @@ CREATE_PARAMETERS = {"trees": 2, "depth": 2, "bins": 4, "min_parties": 2, "max_p
 
 
 # ------------------------------------------------------------------------------------------------ the devnet
-
-
-def trained_task(client: ChainClient, task: TaskContract, trees: int, depth: int) -> int:
-    """A completed task of two parties, driven through the contract with synthetic rows."""
-    rng = random.Random(0)
-    cfg = TaskConfig(trees=trees, depth=depth, bins=4, min_parties=2, max_parties=2, lam=ONE, step_blocks=5)
-    requester = client.new_account(10**21)
-    parties = [client.new_account(10**21) for _ in range(2)]
-    resolver = client.new_account(10**21)
-    tid, _ = task.create_task(requester, cfg, [0] * FEATURES, [ONE] * FEATURES, reward=10**18)
-    for i, p in enumerate(parties):
-        task.join(p, tid, b"psd" + bytes([i]), f"http://p{i}.example")
-        task.approve(requester, tid, p.address)
-    task.start(requester, tid, encode_edges([[0.25, 0.5, 0.75]] * FEATURES))
-    rows = RowSource(rng, [p.address for p in parties], 200, FEATURES, cfg.bins + 1, "binary")
-    while task.state(tid).status == 2:
-        st = task.state(tid)
-        if st.level == 0:
-            rows.start_tree(st.tree)
-        nodes = st.open_nodes()
-        votes: dict[str, list[int]] = {p.address: [rng.randint(0, FEATURES - 1) for _ in nodes] for p in parties}
-        rows.follow(run_level(task, tid, parties, votes, rows, resolver, endorsers=parties))
-    return tid
 
 
 @dataclass

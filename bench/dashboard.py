@@ -1,8 +1,8 @@
 """The dashboard at scale: time to first render and browser memory with 1,000 tasks and a task of 500 trees.
 
 A fresh anvil with the contracts; ``--tasks`` tasks created directly on the contract, and one task of ``--trees``
-trees (depth 2, two parties) trained through the contract by the in-process federation driver
-(``ledger.wrappers.federation.run_level``, synthetic rows: the chain records what real parties would send). The API
+trees (depth 2, two parties of 50 rows) trained through the contract by the in-process federation driver
+(``bench.trained_task``, synthetic rows: the chain records what real parties would send). The API
 (with the dashboard) is served by uvicorn; headless Chromium (``/usr/bin/chromium``, driven by Playwright) opens:
 
 * the task list's first page, a page in the middle and the last page (20 tasks a page), and a page of 100;
@@ -19,7 +19,6 @@ a fresh load) with the page's JavaScript heap and DOM node count from the Chrome
 from __future__ import annotations
 
 import argparse
-import random
 import tempfile
 import threading
 import time
@@ -31,14 +30,13 @@ import httpx
 import uvicorn
 
 from bench.record import Run, parameters_of
+from bench.trained_task import FEATURES, trained_task
 from fgbdt_chain.api.app import create_app
 from fgbdt_chain.api.service import Backend, Settings
 from fgbdt_chain.ledger.devnet.anvil import start_anvil
 from fgbdt_chain.ledger.rpc.client import ChainClient
-from fgbdt_chain.ledger.spec.edges import encode_edges
 from fgbdt_chain.ledger.spec.reference import ONE
 from fgbdt_chain.ledger.wrappers.contracts import TaskConfig, TaskContract
-from fgbdt_chain.ledger.wrappers.federation import RowSource, run_level
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -49,7 +47,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-FEATURES = 3
 
 
 @contextmanager
@@ -66,29 +63,9 @@ def serve(backend: Backend) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def long_task(client: ChainClient, task: TaskContract, trees: int) -> int:
-    """A completed task of ``trees`` trees of depth 2 between two parties, driven through the contract."""
-    rng = random.Random(0)
-    cfg = TaskConfig(trees=trees, depth=2, bins=4, min_parties=2, max_parties=2, lam=ONE, step_blocks=5)
-    requester = client.new_account(10**21)
-    parties = [client.new_account(10**21) for _ in range(2)]
-    resolver = client.new_account(10**21)
-    tid, _ = task.create_task(requester, cfg, [0] * FEATURES, [ONE] * FEATURES, reward=10**18)
-    for i, p in enumerate(parties):
-        task.join(p, tid, b"psd" + bytes([i]), f"http://p{i}.example")
-        task.approve(requester, tid, p.address)
-    task.start(requester, tid, encode_edges([[0.25, 0.5, 0.75]] * FEATURES))
-    rows = RowSource(rng, [p.address for p in parties], 50, FEATURES, cfg.bins + 1, "binary")
-    started = time.monotonic()
-    while task.state(tid).status == 2:
-        st = task.state(tid)
-        if st.level == 0:
-            rows.start_tree(st.tree)
-            if st.tree % 50 == 0:
-                print(f"  tree {st.tree} ({time.monotonic() - started:.0f} s)", flush=True)
-        votes = {p.address: [rng.randint(0, FEATURES - 1) for _ in st.open_nodes()] for p in parties}
-        rows.follow(run_level(task, tid, parties, votes, rows, resolver, endorsers=parties))
-    return tid
+def _every_50_trees(tree: int, seconds: float) -> None:
+    if tree % 50 == 0:
+        print(f"  tree {tree} ({seconds:.0f} s)", flush=True)
 
 
 def measure(page: Any, cdp: Any, url: str, selector: str, timeout: float = 600_000) -> dict[str, Any]:
@@ -111,7 +88,7 @@ def measure(page: Any, cdp: Any, url: str, selector: str, timeout: float = 600_0
 
 
 def api_times(api: str, paths: list[str]) -> dict[str, float]:
-    out = {}
+    out: dict[str, float] = {}
     for path in paths:
         start = time.perf_counter()
         r = httpx.get(api + path, timeout=600)
@@ -136,7 +113,7 @@ def main() -> None:
         task = TaskContract.deploy(client, client.new_account(10**22))
         relayer = client.new_account(10**21)
         started = time.monotonic()
-        big = long_task(client, task, args.trees)
+        big = trained_task(client, task, args.trees, depth=2, rows=50, progress=_every_50_trees)
         train_s = time.monotonic() - started
         print(f"task {big}: {args.trees} trees trained in {train_s:.0f} s", flush=True)
         requester = client.new_account(10**22)

@@ -61,6 +61,11 @@ document.getElementById("key-file").addEventListener("change", async (e) => {
   }
 });
 document.getElementById("signer-forget").addEventListener("click", () => forgetSigner());
+// the skip link moves the focus to the content without changing the hash, which is the page's route
+document.querySelector("a.skip").addEventListener("click", (e) => {
+  e.preventDefault();
+  main.focus();
+});
 onSignerChange(showSigner);
 showSigner(currentSigner());
 window.addEventListener("hashchange", route);

@@ -2,8 +2,9 @@
 // its `createTask` calldata from the API, signed here, and posted to `POST /v1/tasks`.
 
 import { get, post } from "./api.js";
+import { deposit, weiOf } from "./deposit.js";
 import { busy, fill, h, say } from "./dom.js";
-import { authFor, calldata, currentSigner } from "./sign.js";
+import { authFor } from "./sign.js";
 
 const FIRST = ["trees", "depth", "bins", "min_parties", "max_parties", "objective", "learning_rate", "lam", "epsilon"];
 
@@ -60,7 +61,7 @@ export async function createPage(main) {
   const rest = Object.keys(props).filter((k) => !first.includes(k));
   const fmin = h("input", { id: "feature-min", type: "text", required: true, value: "0, 0", "aria-describedby": "schema-help" });
   const fmax = h("input", { id: "feature-max", type: "text", required: true, value: "1, 1", "aria-describedby": "schema-help" });
-  const reward = h("input", { id: "reward", type: "number", min: 0, step: "any", value: "0", "aria-describedby": "reward-help" });
+  const reward = h("input", { id: "reward", type: "text", inputmode: "decimal", value: "0", "aria-describedby": "reward-help" });
   const submit = h("button", { type: "submit", id: "create-submit" }, "Sign and create");
   const form = h("form", { id: "create-form", novalidate: true },
     h("fieldset", {}, h("legend", {}, "Data schema"),
@@ -72,34 +73,27 @@ export async function createPage(main) {
       h("div", { class: "grid" }, rest.map((k) => field(k, props[k])))),
     h("fieldset", {}, h("legend", {}, "Reward"),
       h("div", { class: "field" }, h("label", { for: "reward" }, "Deposit (ETH)"), reward,
-        h("small", { id: "reward-help" }, "Sent from a browser wallet with fund(taskId) once the task exists; with a key file, deposit it with a direct transaction (the page shows how)."))),
+        h("small", { id: "reward-help" }, "Sent with fund(taskId) once the task exists, from your own account: a browser wallet sends it; with a key file the page signs it and the API broadcasts the signed transaction."))),
     h("p", {}, submit));
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     busy(submit, async () => {
+      weiOf(reward.value); // a bad amount is refused before anything is signed
       const body = { task_schema: { feature_min: ranges(fmin.value, "feature minima"), feature_max: ranges(fmax.value, "feature maxima") }, parameters: values(form) };
       const { data } = await post("/v1/tasks/calldata", body);
       const auth = await authFor(data);
       const created = await post("/v1/tasks", { ...body, auth });
       say(`Task ${created.task_id} created in block ${created.block}.`);
-      await deposit(created, Number(reward.value));
+      if (weiOf(reward.value) > 0n) {
+        try {
+          say(await deposit(created.task_id, reward.value));
+        } catch (err) {
+          say(`Task ${created.task_id} has no reward yet: ${err.message} (deposit it from the task's page)`, "error");
+        }
+      }
       location.hash = `#/tasks/${created.task_id}`;
     });
   });
   fill(main, h("h1", { tabindex: "-1" }, "New task"),
     h("p", {}, "The task is created by a request you sign (EIP-712); the API relays it and pays its gas."), form);
-}
-
-async function deposit(created, ether) {
-  if (!(ether > 0)) return;
-  const me = currentSigner();
-  if (!me || me.kind !== "wallet") {
-    say(`To deposit the reward: ${created.fund}`, "info");
-    return;
-  }
-  const { contract } = await get("/v1/signing");
-  const wei = BigInt(Math.round(ether * 1e6)) * 10n ** 12n;
-  const params = [{ from: me.address, to: contract, value: "0x" + wei.toString(16), data: calldata("fund(uint256)", [created.task_id]) }];
-  await window.ethereum.request({ method: "eth_sendTransaction", params });
-  say(`Deposit of ${ether} ETH sent to task ${created.task_id}; it shows once mined.`);
 }

@@ -129,7 +129,54 @@ export function keySigner(text) {
       const rec = secp256k1.sign(typedDataDigest(typedData), key, { prehash: false, format: "recovered" });
       return hex(concat(rec.slice(1), new Uint8Array([27 + rec[0]]))); // r || s || v, as ecrecover takes it
     },
+    /** A transaction described by the API, signed here; only the signed bytes leave the page. */
+    async signTransaction(tx) {
+      return signedTransaction(tx, key);
+    },
   };
+}
+
+// ------------------------------------------------------------------------------------------- transactions
+
+/** RLP of a byte string, an integer (minimal big-endian) or a list of these. */
+export function rlp(item) {
+  if (Array.isArray(item)) {
+    const body = concat(...item.map(rlp));
+    return concat(rlpLength(body.length, 0xc0), body);
+  }
+  const bytes = item instanceof Uint8Array ? item : intBytes(item);
+  if (bytes.length === 1 && bytes[0] < 0x80) return bytes;
+  return concat(rlpLength(bytes.length, 0x80), bytes);
+}
+
+function rlpLength(n, offset) {
+  if (n < 56) return new Uint8Array([offset + n]);
+  const len = intBytes(n);
+  return concat(new Uint8Array([offset + 55 + len.length]), len);
+}
+
+function intBytes(value) {
+  const w = word(value);
+  const first = w.findIndex((b) => b !== 0);
+  return first < 0 ? new Uint8Array(0) : w.slice(first);
+}
+
+/** r and s of a recovered signature as integers (RLP takes them without leading zeros). */
+const rs = (rec) => [rec.slice(1, 33), rec.slice(33)].map((b) => BigInt(hex(b)));
+
+/** The signed bytes of the transaction the API describes (``api.deposits``): EIP-1559 (type 2) or legacy with
+ * EIP-155's chain id, signed by `key` (a 32-byte secret). */
+function signedTransaction(tx, key) {
+  const common = [BigInt(tx.nonce), null, BigInt(tx.gas), unhex(tx.to), BigInt(tx.value), unhex(tx.data)];
+  const sign = (payload) => secp256k1.sign(keccak(payload), key, { prehash: false, format: "recovered" });
+  if (tx.tx_type === 2) {
+    const fields = [BigInt(tx.chain_id), BigInt(tx.nonce), BigInt(tx.max_priority_fee_per_gas), BigInt(tx.max_fee_per_gas), ...common.slice(2), []];
+    const rec = sign(concat(new Uint8Array([2]), rlp(fields)));
+    return hex(concat(new Uint8Array([2]), rlp([...fields, rec[0], ...rs(rec)])));
+  }
+  common[1] = BigInt(tx.gas_price);
+  const rec = sign(rlp([...common, BigInt(tx.chain_id), 0, 0]));
+  return hex(rlp([...common, BigInt(rec[0]) + 35n + 2n * BigInt(tx.chain_id), ...rs(rec)]));
 }
 
 export async function useKeyFile(file) {

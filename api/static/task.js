@@ -3,6 +3,7 @@
 
 import { get, post } from "./api.js";
 import { drawTree, importance, stackedContributions } from "./charts.js";
+import { deposit } from "./deposit.js";
 import { addr, busy, debounce, eth, fill, fixed, h, num, say, short, table } from "./dom.js";
 import { follow } from "./live.js";
 import { predictionsSection } from "./predict.js";
@@ -30,6 +31,8 @@ export function taskPage(main, id) {
 
   const body = (k) => sections[k].querySelector(".body");
   const state = { detail: null, contrib: null, timelineFrom: null, health: null };
+  // kept across the actions' re-renders (every live refresh), so that an amount being typed is not lost
+  const depositAmount = h("input", { id: "deposit-amount", type: "text", inputmode: "decimal", size: 8, placeholder: "0.5", "aria-describedby": "deposit-note" });
 
   async function loadDetail() {
     try {
@@ -82,17 +85,27 @@ export function taskPage(main, id) {
       out.push(
         h("span", { class: "start" },
           h("label", { for: "integers" }, "Integer features "), integers,
-          h("button", { type: "button", onclick: (e) => start(e.target, integers.value) }, "Start training"),
+          h("button", { type: "button", id: "start-training", onclick: (e) => start(e.target, integers.value) }, "Start training"),
           h("span", { id: "integers-note", class: "note" }, "bin edges from the approved parties' sketches")),
-        h("button", { type: "button", class: "danger", onclick: (e) => sendCall(e.target, "cancel", [id], `/v1/tasks/${id}/cancel`, {}, "Cancel the task") }, "Cancel task"),
+        h("button", { type: "button", id: "cancel-task", class: "danger", onclick: (e) => sendCall(e.target, "cancel", [id], `/v1/tasks/${id}/cancel`, {}, "Cancel the task") }, "Cancel task"),
       );
+    }
+    if (d && d.status === "open" && me) {
+      out.push(h("span", { class: "deposit" },
+        h("label", { for: "deposit-amount" }, "Reward deposit (ETH) "), depositAmount,
+        h("button", { type: "button", id: "deposit-run", onclick: (e) => busy(e.target, async () => {
+          say(await deposit(id, depositAmount.value));
+          depositAmount.value = "";
+          await refreshAll();
+        }) }, "Deposit"),
+        h("span", { id: "deposit-note", class: "note" }, "from your own account, added to the reward while the task is open")));
     }
     const c = state.contrib;
     if (me && c) {
       const row = c.parties.find((p) => p.party.toLowerCase() === me.address.toLowerCase());
       const due = row ? Number(row.reward_due_wei) : 0;
       const reqDue = mine ? Number(c.requester_due_wei) : 0;
-      if (due > 0 || reqDue > 0) out.push(h("button", { type: "button", onclick: (e) => sendCall(e.target, "withdraw", [id], `/v1/tasks/${id}/withdraw`, {}, "Withdraw") }, `Withdraw ${eth(due + reqDue)}`));
+      if (due > 0 || reqDue > 0) out.push(h("button", { type: "button", id: "withdraw", onclick: (e) => sendCall(e.target, "withdraw", [id], `/v1/tasks/${id}/withdraw`, {}, "Withdraw") }, `Withdraw ${eth(due + reqDue)}`));
     }
     fill(actions, out.length ? out : []);
   }
@@ -210,7 +223,7 @@ function renderHead(el, d) {
   fill(el, h("dl", { class: "facts" },
     h("dt", {}, "State"), h("dd", {}, h("span", { class: `badge ${d.status}`, id: "task-status" }, d.status)),
     h("dt", {}, "Requester"), h("dd", {}, addr(d.requester)),
-    h("dt", {}, "Reward"), h("dd", {}, eth(d.reward_wei)),
+    h("dt", {}, "Reward"), h("dd", { id: "task-reward" }, eth(d.reward_wei)),
     h("dt", {}, "Features"), h("dd", {}, d.task_schema.feature_min.length)));
 }
 
@@ -247,19 +260,26 @@ function timelineView(t, go, current) {
   if (!t.levels.length) return [nav, h("p", {}, current === 0 && t.from_tree === 0 ? "No level has started yet." : "No level in these trees.")];
   const index = new Map(t.parties.map((p, i) => [p.toLowerCase(), i]));
   const who = (p) => h("span", { class: "who", title: p }, `P${index.has(p.toLowerCase()) ? index.get(p.toLowerCase()) : "?"}`);
+  const refusal = (r) => h("li", { class: `refusal ${r.kind}` }, who(r.party), ` ${r.kind}`,
+    r.source ? h("span", { class: "source" }, ` (${r.source === "contract" ? "the contract" : "the verifiers"})`) : null,
+    `: ${r.reason}`, r.transaction ? h("span", { class: "note", title: r.transaction }, ` tx ${short(r.transaction)}`) : null);
   const outcome = (n) => n.kind === "split" ? `node ${n.node}: f${n.feature} slot ≤ ${n.threshold} (gain ${num(n.gain, 3)})`
     : n.kind === "leaf" ? `node ${n.node}: leaf ${num(n.value, 4)}` : `node ${n.node}: candidates f${n.candidates[0]}, f${n.candidates[1]}`;
   return [
     nav,
     h("p", { class: "note" }, `Parties: ${t.parties.map((p, i) => `P${i} = ${short(p)}`).join(", ")}`),
-    table("Levels: who voted, who submitted with how many endorsements, who declined and why, and what each node became", [
+    table("Levels: who voted, who submitted with how many endorsements, whose histograms were refused and why, and what each node became", [
       ["Tree.level", (l) => `${l.tree}.${l.level}`],
       ["Started", (l) => `block ${l.started_block}`],
       ["Blocks", (l) => l.blocks],
       ["Votes", (l) => (l.voters.length ? l.voters.map(who) : "–")],
       ["Submitted (endorsements)", (l) => (l.submissions.length ? l.submissions.map((s) => h("span", { class: "sub" }, who(s.party), s.endorsements === null ? " (part)" : ` (${s.endorsements})`)) : "–")],
-      ["Refused", (l) => (l.declined.length ? l.declined.map((r) => h("span", { class: "refusal" }, who(r.party), r.reason ? `: ${r.source ? `${r.source}: ` : ""}${r.reason}` : ": declined (reason not reported)")) : "–")],
-      ["Resolved", (l) => (l.closed_block === null ? h("span", { class: "note" }, "open") : h("ul", { class: "plain" }, l.nodes.filter((n) => n.kind !== "candidates").map((n) => h("li", {}, outcome(n)))))],
+      ["Refused", (l) => (l.declined.length ? h("ul", { class: "plain" }, l.declined.map(refusal)) : "–")],
+      ["Resolved", (l) => {
+        const done = l.nodes.filter((n) => n.kind !== "candidates");
+        if (l.closed_block === null) return h("span", { class: "note" }, "open");
+        return done.length ? h("ul", { class: "plain" }, done.map((n) => h("li", {}, outcome(n)))) : "–";
+      }],
     ], t.levels, { class: "timeline" }),
   ];
 }
