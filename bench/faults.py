@@ -20,10 +20,10 @@ parties separate processes (``fgbdt node``, forked as ``fgbdt train`` forks them
   the requester.
 
 Recorded per fault: how long it lasted, the stall (the longest the task stood still from the fault on: no level
-started, nor training), the recovery (from the fault's end until the task next moved), the task's wall time against a
-run without a fault, whether the task completed, the audit's verdict, whether the model is ``simulate``'s (where
-every party took part to the end), who was excluded, and whether every wei of the deposit is owed to someone and
-withdrawn.
+started, nor training), the recovery (from the fault's end until the task next moved), the task's training time (from
+its start to its completion) against a run without a fault, whether the task completed, the audit's verdict, whether
+the model is ``simulate``'s (where every party took part to the end), who was excluded, and whether every wei of the
+deposit is owed to someone and withdrawn.
 """
 
 from __future__ import annotations
@@ -199,6 +199,12 @@ class Progress:
         times = [since, *(t for t, _ in self.changes if t > since)]
         return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
 
+    def training_seconds(self) -> float | None:
+        """From the first look that saw the task training to the first that saw it completed."""
+        started = next((t for t, (status, _, _) in self.changes if status == int(Status.TRAINING)), None)
+        ended = next((t for t, (status, _, _) in self.changes if status == int(Status.COMPLETED)), None)
+        return None if started is None or ended is None else ended - started
+
     def next_change(self, after: float) -> float | None:
         """When the task was first seen to move after ``after`` (monotonic), None if it did not."""
         return next((t for t, _ in self.changes if t > after), None)
@@ -286,6 +292,7 @@ def play(prep: Prepared, plan: FaultPlan, chain: ChainPlan, workdir: Path, sim_m
             "stall_seconds": progress.longest_stall(fault["start"]) if fault else None,
             "recovery_seconds": None if moved is None else moved - fault["end"],
             "wall_seconds": wall,
+            "training_seconds": progress.training_seconds(),
             "exit_codes": codes,
             "completed": task.state(req.task_id).status == Status.COMPLETED,
             "audit_ok": audit.ok,
@@ -482,11 +489,12 @@ def row_text(row: dict[str, Any]) -> str:
 
 
 def tables(runs: list[dict[str, Any]]) -> str:
-    """Markdown of the recorded runs: per fault, how long it lasted, the stall and the recovery, the task's wall time
-    against the run without a fault, and what the audit and the model say."""
+    """Markdown of the recorded runs: per fault, how long it lasted, the stall and the recovery, the task's training
+    time (from the start to the completion as the chain showed them) and what the fault added to the run without one,
+    and what the audit and the model say."""
     lines = [
-        "| setting | fault | down s | stall s | recovery s | wall s | extra s | completed | audit | simulate's model "
-        "| excluded | deposit withdrawn |",
+        "| setting | fault | down s | stall s | recovery s | training s | extra s | completed | audit "
+        "| simulate's model | excluded | deposit withdrawn |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
@@ -495,14 +503,15 @@ def tables(runs: list[dict[str, Any]]) -> str:
             f"{p['data']} M={p['parties']}, {p['trees']} trees depth {p['depth']}, blocks every {p['block_time']:g} s"
         )
         rows = r["results"]["faults"]
-        base = next((x["wall_seconds"] for x in rows if x["fault"] == "none"), None)
+        base = next((x["training_seconds"] for x in rows if x["fault"] == "none"), None)
         for x in rows:
-            extra = "-" if base is None or x["fault"] == "none" else f"{x['wall_seconds'] - base:+.0f}"
+            took = x["training_seconds"]
+            extra = "-" if base is None or took is None or x["fault"] == "none" else f"{took - base:+.0f}"
             done = "yes" if x["completed"] else "no"
             down = "for good" if x["fault"] == "party-lost" else "-"
             lines.append(
                 f"| {name} | {x['fault']} | {_s(x['fault_seconds'], down)} | {_s(x['stall_seconds'])} "
-                f"| {_s(x['recovery_seconds'])} | {x['wall_seconds']:.0f} | {extra} | {done} "
+                f"| {_s(x['recovery_seconds'])} | {_s(took)} | {extra} | {done} "
                 f"| {'OK' if x['audit_ok'] else 'mismatch'} | {'equal' if x['model_equals_simulate'] else 'differs'} "
                 f"| {', '.join(map(str, x['excluded'])) or 'none'} | {'yes' if x['withdrawn_all'] else 'no'} |"
             )

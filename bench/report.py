@@ -48,11 +48,13 @@ SECTIONS = (
     Section("seeds", "Seed systems in the same harness"),
     Section("seed_fedxgbllr", "FedXGBllr against its paper"),
     Section("privacy", "Privacy and accuracy"),
+    Section("privacy_audit", "Privacy audit: canaries against the released model"),
     Section("endorse", "Endorsement: false refusals and detection"),
     Section("manipulation", "Data manipulation: what changed rows and identities earn"),
     Section("comm", "Communication"),
     Section("gas", "Gas"),
     Section("chain", "Training on chain"),
+    Section("faults", "Faults: recovery and what the audit says"),
     Section("shapley_cost", "The cost of exact split Shapley"),
     Section("scale", "A party beyond one machine: histograms from Parquet"),
 )
