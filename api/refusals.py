@@ -148,7 +148,7 @@ def verifier_refusal(parties: int, quorum_num: int, quorum_den: int) -> str:
     """The reason of a decline the chain shows no contract refusal for."""
     need = endorsement_quorum(parties, quorum_num, quorum_den)
     return (
-        f"declined for want of the verifiers' quorum: {need} of the {parties - 1} other parties must endorse its "
+        f"short of the verifiers' quorum: {need} of the {parties - 1} other parties must endorse its "
         "histograms (each verifier's reasons are statistics of its own rows and stay in its log)"
     )
 

@@ -2,9 +2,10 @@
 ``fgbdt demo --stay``, the whole system on one machine (devnet, API, party processes).
 
 What is checked is what a consortium looks at: the demo's task watched live to its end, the contributions chart and
-the audit's verdict, a prediction upload, a join request approved with a key file picked in the page, and one refused
-with a browser wallet (``window.ethereum`` backed by anvil's own ``eth_signTypedData_v4``, an EIP-712 signer
-independent of the page's). Each page is screenshotted into ``$DASHBOARD_SCREENSHOTS`` (``make screenshots`` points
+the audit's verdict, a prediction upload, and every signed action (create a task, deposit its reward, approve or
+refuse a join, start, cancel, withdraw) with a key file picked in the page and with a browser wallet
+(``window.ethereum`` backed by anvil's own ``eth_signTypedData_v4`` and ``eth_sendTransaction``, signers independent
+of the page's). Each page is screenshotted into ``$DASHBOARD_SCREENSHOTS`` (``make screenshots`` points
 it at ``docs/img/dashboard``, which ``docs/dashboard.md`` shows), else into the test's temporary folder.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import re
 import signal
@@ -25,15 +27,21 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import lightgbm
+import numpy as np
 import pytest
+from api_helpers import refused_level
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.api.client import auth_for
 from fgbdt_chain.ledger.devnet.anvil import Anvil
 from fgbdt_chain.ledger.rpc.client import ChainClient
-from fgbdt_chain.ledger.wrappers.contracts import Membership, TaskContract
+from fgbdt_chain.ledger.wrappers.contracts import Membership, Status, TaskContract
 from fgbdt_chain.ledger.wrappers.forwarder import Forwarder
+from fgbdt_chain.node.privacy.binning import local_sketch, sketch_rng
+from fgbdt_chain.node.privacy.psd import build_psd
+from fgbdt_chain.node.privacy.publish import encode_join
 
 pytestmark = [pytest.mark.chain, pytest.mark.slow]
 
@@ -102,6 +110,8 @@ def demo(anvil_node: Anvil, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     try:
         yield running
     finally:
+        # stopped as a user stops it, once it says so: its report printed (a Ctrl-C before is an interrupted demo)
+        running.wait_for(r"stay up; Ctrl-C stops them")
         code = running.stop()
         text = "\n".join(running.lines)
         assert code == 0, text[-3000:]
@@ -178,6 +188,36 @@ def labelled(page: Any) -> list[str]:
     return names
 
 
+CONTRAST = """() => {
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const linear = (v) => (v / 255 <= 0.03928 ? v / 255 / 12.92 : ((v / 255 + 0.055) / 1.055) ** 2.4);
+  const lum = ([r, g, b]) => 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
+  const background = (el) => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || c[3] > 0) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const out = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    const style = getComputedStyle(el);
+    const shown = style.visibility !== "hidden" && el.getClientRects().length;
+    if (!own || !shown || el.disabled || el.closest("svg")) continue;
+    const [a, b] = [lum(rgb(style.color)), lum(background(el))];
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    const size = parseFloat(style.fontSize);
+    const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+    const text = el.textContent.trim().slice(0, 30);
+    if (ratio < (large ? 3 : 4.5)) out.push(`${el.tagName}.${el.className}: ${ratio.toFixed(2)} "${text}"`);
+  }
+  return out;
+}"""
+"""Text whose contrast with its background is under WCAG AA (4.5:1, 3:1 for large text); disabled controls,
+which WCAG exempts, and the charts' SVG text, whose figures are also in tables, are skipped."""
+
+
 def test_the_demo_task_is_watched_live_to_its_end(page: Any, dashboard: str, shots: Path) -> None:
     """The list shows the demo's task as soon as it exists; its page follows the training (tree, level, phase) from
     the event stream, without a reload, until it reads completed with every tree done and every level timed."""
@@ -205,9 +245,17 @@ def test_the_demo_task_is_watched_live_to_its_end(page: Any, dashboard: str, sho
     assert "P0" in rows.first.text_content() and "P1" in rows.first.text_content()
     assert int(page.text_content("#progress-txs").replace(",", "")) > 0
     assert not labelled(page)
+    assert not page.evaluate(CONTRAST)
     page.screenshot(path=str(shots / "task.png"), full_page=True)
     page.goto(f"{dashboard}/#/")
     page.wait_for_selector("table.tasks progress[value='2']")
+    assert not page.evaluate(CONTRAST)
+    page.reload()
+    page.wait_for_selector("table.tasks tbody tr")
+    page.keyboard.press("Tab")  # the keyboard's first stop is the skip link, which moves the focus to the content
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main" and page.url.endswith("#/")
 
 
 def test_the_contributions_chart_and_the_audit(page: Any, dashboard: str, shots: Path) -> None:
@@ -222,13 +270,21 @@ def test_the_contributions_chart_and_the_audit(page: Any, dashboard: str, shots:
     titles = page.locator("#sec-contrib svg.stacked rect title").all_text_contents()
     assert any(t.startswith("tree 1, party 0") for t in titles)
     assert page.locator("#sec-contrib .legend li").count() == len(contrib["parties"]) == 2
-    page.click("#run-audit")
+    page.focus("#run-audit")  # run from the keyboard
+    page.keyboard.press("Enter")
     page.wait_for_selector("#audit-verdict .verdict", timeout=300_000)
     assert "The audit passed" in page.text_content("#audit-verdict")
     page.locator("#sec-contrib").screenshot(path=str(shots / "contributions.png"))
     page.locator("#sec-audit").screenshot(path=str(shots / "audit.png"))
     page.wait_for_selector("#sec-model svg")
     page.locator("#sec-model").screenshot(path=str(shots / "model.png"))
+    with page.expect_download() as got:
+        page.get_by_role("link", name="Download LightGBM text").click()
+    booster = lightgbm.Booster(model_str=Path(got.value.path()).read_text())
+    assert booster.num_trees() == 2  # LightGBM reads the file the page offers
+    with page.expect_download() as got:
+        page.get_by_role("link", name="Download JSON").click()
+    assert len(json.loads(Path(got.value.path()).read_text())["trees"]) == 2
     page.set_viewport_size(PHONE)
     page.screenshot(path=str(shots / "task-phone.png"))
     width = page.evaluate("document.documentElement.scrollWidth")
@@ -263,16 +319,30 @@ def test_a_prediction_upload(page: Any, dashboard: str, shots: Path, tmp_path: P
     page.locator("#sec-predict").screenshot(path=str(shots / "predictions.png"))
 
 
-def _join(rpc: str, dashboard: str, task_id: int) -> LocalAccount:
+def test_the_timeline_shows_each_refusal_with_its_reason(page: Any, dashboard: str, rpc: str, shots: Path) -> None:
+    """A level whose four parties were refused four ways (``api_helpers.refused_level``): the timeline names the
+    contract's error for the two whose calls reverted, the verifiers' quorum for the one that declined, and the
+    silent one."""
+    task = _contract(rpc, dashboard)
+    tid, _, _, error = refused_level(task.client, task)
+    page.goto(f"{dashboard}/#/tasks/{tid}")
+    page.wait_for_selector("table.timeline li.refusal")
+    items = page.locator("table.timeline li.refusal").all_text_contents()
+    assert len(items) == 4, items
+    assert sum("declined (the contract)" in t and f"submitHistograms reverted: {error}" in t for t in items) == 2, items
+    assert any("declined (the verifiers)" in t and "2 of the 3 other parties" in t for t in items), items
+    assert any("silent" in t and "sent no histograms" in t for t in items), items
+    page.locator("#sec-timeline").screenshot(path=str(shots / "refusals.png"))
+
+
+def _join(rpc: str, dashboard: str, task_id: int, payload: bytes = b"psd") -> LocalAccount:
     """A party that asks to join ``task_id`` through the API, its request signed in Python (``api.client``)."""
-    client = ChainClient.connect(rpc)
-    contract = httpx.get(f"{dashboard}/v1/health", timeout=30).json()["contract"]
-    task = TaskContract.at(client, contract)
+    task = _contract(rpc, dashboard)
     party = Account.create()
-    auth = auth_for(Forwarder.of(task), task, party, "join", task_id, b"psd", "http://party.example:9000")
+    auth = auth_for(Forwarder.of(task), task, party, "join", task_id, payload, "http://party.example:9000")
     r = httpx.post(
         f"{dashboard}/v1/tasks/{task_id}/join-requests",
-        json={"psd": "0x" + b"psd".hex(), "endpoint": "http://party.example:9000", "auth": auth},
+        json={"psd": "0x" + payload.hex(), "endpoint": "http://party.example:9000", "auth": auth},
         timeout=60,
     )
     assert r.status_code == 201, r.text
@@ -280,19 +350,31 @@ def _join(rpc: str, dashboard: str, task_id: int) -> LocalAccount:
 
 
 def _membership(rpc: str, dashboard: str, task_id: int, party: str) -> Membership:
+    return _contract(rpc, dashboard).member(task_id, party)[0]
+
+
+def _contract(rpc: str, dashboard: str) -> TaskContract:
     client = ChainClient.connect(rpc)
-    contract = httpx.get(f"{dashboard}/v1/health", timeout=30).json()["contract"]
-    return TaskContract.at(client, contract).member(task_id, party)[0]
+    return TaskContract.at(client, httpx.get(f"{dashboard}/v1/health", timeout=30).json()["contract"])
 
 
-def test_a_task_created_and_a_join_approved_with_a_key_file(
-    page: Any, dashboard: str, rpc: str, shots: Path, tmp_path: Path
-) -> None:
-    """The key file stays in the page; the task it creates and the approval it signs are relayed by the API: the
-    member shows approved in the page (live, from the event stream) and on chain."""
+def _sent_from_the_page(page: Any, dashboard: str) -> list[str]:
+    """Every request body the page sends to the API from now on (``_no_key_in``: none holds the key)."""
+    bodies: list[str] = []
+    page.on("request", lambda r: bodies.append(r.post_data or "") if r.url.startswith(dashboard) else None)
+    return bodies
+
+
+def test_every_signed_action_with_a_key_file(page: Any, dashboard: str, rpc: str, shots: Path, tmp_path: Path) -> None:
+    """The key file stays in the page: a task created with a reward deposit (a transaction signed here and
+    broadcast by the API), a join approved, more reward deposited from the task's page, the task cancelled and the
+    refund withdrawn, each shown in the page (live, from the event stream) and on chain; no request carries the key."""
     requester = Account.create()
+    task = _contract(rpc, dashboard)
+    task.client.fund(requester.address, 10**18)  # from anvil's unlocked account: the deposit is the requester's ether
     key_file = tmp_path / "requester.key"
     key_file.write_text("0x" + bytes(requester.key).hex() + "\n")
+    sent = _sent_from_the_page(page, dashboard)
     page.goto(f"{dashboard}/#/new")
     page.set_input_files("#key-file", str(key_file))
     page.wait_for_selector(f"#signer-address[title='{requester.address}']")
@@ -307,11 +389,14 @@ def test_a_task_created_and_a_join_approved_with_a_key_file(
     page.fill("#param-trees", "2")
     page.fill("#param-depth", "2")
     page.fill("#param-min_parties", "1")
+    page.fill("#reward", "0.25")
     page.screenshot(path=str(shots / "new-task.png"), full_page=True)
     page.click("#create-submit")
     page.wait_for_url(re.compile(r"#/tasks/\d+$"), timeout=120_000)
     task_id = int(page.url.rsplit("/", 1)[1])
     assert httpx.get(f"{dashboard}/v1/tasks/{task_id}", timeout=30).json()["requester"] == requester.address
+    assert task.state(task_id).reward == 25 * 10**16
+    page.wait_for_selector("#task-reward:has-text('0.25 ETH')")
     party = _join(rpc, dashboard, task_id)
     approve = page.get_by_role("button", name=f"Approve {party.address}")
     approve.wait_for(timeout=60_000)  # the join arrives by the event stream
@@ -320,6 +405,29 @@ def test_a_task_created_and_a_join_approved_with_a_key_file(
     page.wait_for_selector("#sec-members .badge.approved", timeout=120_000)
     assert _membership(rpc, dashboard, task_id, party.address) == Membership.APPROVED
     page.locator("#sec-members").screenshot(path=str(shots / "approved.png"))
+    page.fill("#deposit-amount", "2")  # more than the key holds: the API's reason is shown, nothing is sent
+    page.click("#deposit-run")
+    page.wait_for_selector(".msg.error:has-text('InsufficientFunds')")
+    page.fill("#deposit-amount", "0.05")
+    page.click("#deposit-run")
+    page.wait_for_selector("#task-reward:has-text('0.3 ETH')", timeout=120_000)
+    assert task.state(task_id).reward == 30 * 10**16
+    page.evaluate("window.scrollTo(0, 0)")
+    actions = page.locator(".actions").bounding_box()
+    assert actions is not None
+    page.screenshot(
+        path=str(shots / "deposit.png"),
+        clip={"x": 0, "y": 0, "width": LAPTOP["width"], "height": actions["y"] + actions["height"] + 12},
+    )
+    page.click("#cancel-task")
+    page.wait_for_selector("#task-status:has-text('cancelled')", timeout=120_000)
+    before = task.client.balance(requester.address)
+    page.click("#withdraw", timeout=60_000)
+    page.wait_for_selector("#sec-contrib:has-text('withdrew 0.3 ETH')", timeout=120_000)
+    assert task.owed(task_id, requester.address) == 0 and task.client.balance(requester.address) == before + 3 * 10**17
+    assert not page.locator("#withdraw").count()
+    key = bytes(requester.key).hex()
+    assert sent and not any(key in body.lower() for body in sent), "a request carried the key"
 
 
 WALLET = """
@@ -336,11 +444,23 @@ window.ethereum = {
 """
 
 
-def test_a_join_refused_with_a_browser_wallet(browser: Any, dashboard: str, rpc: str) -> None:
+def _sketched_payload(features: int, seed: int) -> bytes:
+    """A real join payload (PSD and binning sketch) of rows in [0, 1], from which the API merges start's edges."""
+    rng = np.random.default_rng(seed)
+    X, y = rng.random((400, features)), (rng.random(400) < 0.5).astype(float)
+    low, high = np.zeros(features), np.ones(features)
+    sketch = local_sketch(X, low, high, resolution=64, epsilon=1.0, rng=sketch_rng(seed, 0))
+    psd = build_psd(X, y, np.append(low, 0.0), np.append(high, 1.0), depth=2, rng=rng)
+    return encode_join(psd, 1.0, sketch)
+
+
+def test_every_signed_action_with_a_browser_wallet(browser: Any, dashboard: str, rpc: str) -> None:
     """With ``window.ethereum`` present the page signs through it (``eth_signTypedData_v4``, here anvil's own for
-    its unlocked account): a task created and a join refused by the wallet's account, relayed by the API."""
+    its unlocked account) and the wallet sends the deposit itself: a task created with a reward, one join refused
+    and one approved, and training started with the edges merged from the approved party's sketch."""
     tab = browser.new_page()
     tab.add_init_script(WALLET % {"account": ANVIL_DEV_ACCOUNT.lower(), "rpc": rpc})
+    task = _contract(rpc, dashboard)
     try:
         tab.goto(f"{dashboard}/#/new")
         tab.click("#wallet-connect")
@@ -349,14 +469,25 @@ def test_a_join_refused_with_a_browser_wallet(browser: Any, dashboard: str, rpc:
         tab.fill("#feature-min", "0")
         tab.fill("#feature-max", "1")
         tab.fill("#param-min_parties", "1")
+        tab.fill("#reward", "0.1")
         tab.click("#create-submit")
         tab.wait_for_url(re.compile(r"#/tasks/\d+$"), timeout=120_000)
         task_id = int(tab.url.rsplit("/", 1)[1])
+        tab.wait_for_selector("#task-reward:has-text('0.1 ETH')", timeout=120_000)
+        assert task.state(task_id).reward == 10**17
         party = _join(rpc, dashboard, task_id)
         refuse = tab.get_by_role("button", name=f"Refuse {party.address}")
         refuse.wait_for(timeout=60_000)
         refuse.click()
         tab.wait_for_selector("#sec-members .badge.refused", timeout=120_000)
         assert _membership(rpc, dashboard, task_id, party.address) == Membership.REFUSED
+        member = _join(rpc, dashboard, task_id, _sketched_payload(1, seed=3))
+        approve = tab.get_by_role("button", name=f"Approve {member.address}")
+        approve.wait_for(timeout=60_000)
+        approve.click()
+        tab.wait_for_selector("#sec-members .badge.approved", timeout=120_000)
+        tab.click("#start-training")
+        tab.wait_for_selector("#task-status:has-text('training')", timeout=120_000)
+        assert task.state(task_id).status == Status.TRAINING
     finally:
         tab.close()
