@@ -42,7 +42,7 @@ import numpy as np
 from fgbdt_chain.ledger.spec.fixed_point import ONE
 from fgbdt_chain.node.kernels import limbs
 from fgbdt_chain.node.kernels.histogram import FixedSums, votes_from_gains
-from fgbdt_chain.node.privacy.discrete_gaussian import discrete_gaussians
+from fgbdt_chain.node.privacy.discrete_gaussian import discrete_gaussians_at_least
 
 SPLIT: dict[str, float] = {"sketch": 0.05, "psd": 0.15, "votes": 0.15, "histograms": 0.65}
 """Shares of the party's budget, in zCDP terms (rho) for the training mechanisms and of epsilon for the two pure ones.
@@ -434,6 +434,16 @@ def exponential_votes(
     return votes_from_gains(np.where(np.isfinite(best), noisy, -np.inf))
 
 
+def _noise(quantity: str, sd: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Noise of standard deviation ``sd`` on ``size`` sums of ``quantity``, as Python integers in the sums' units:
+    on row counts the exact discrete Gaussian of variance ``sd^2`` rounded up (at least the noise the plan asks
+    for; ``node.privacy.discrete_gaussian``), on the gradient and hessian sums a Gaussian drawn in floating point and
+    put in fixed point."""
+    if quantity == "n":
+        return discrete_gaussians_at_least(sd, size, rng).astype(object)
+    return np.array([round(v * ONE) for v in rng.normal(0.0, sd, size).tolist()], dtype=object)
+
+
 def _project(bins: np.ndarray, total: int) -> np.ndarray:
     """Integer bins (object array, last axis the bins) shifted to sum to ``total``: the difference spread evenly,
     its remainder one unit each over the first bins. Deterministic post-processing of released values."""
@@ -454,8 +464,8 @@ def noisy_sums(
 ) -> FixedSums:
     """A level's histograms with the party's Gaussian noise, kept to the exact totals rules.
 
-    Every bin of both candidates gets noise of ``plan.noise_sd`` (g and h in fixed point, n in whole rows), drawn
-    from the exact discrete Gaussian on the integers the sums are (``node.privacy.discrete_gaussian``). The node
+    Every bin of both candidates gets noise of ``plan.noise_sd`` (g and h in fixed point, n in whole rows; the
+    counts' from the exact discrete Gaussian, :func:`_noise`). The node
     totals are ``totals`` (below a tree's root: the party's own released sides at the parent split) or, at a root,
     the exact totals plus noise of the same scale; each candidate's noisy bins are then shifted to sum to them, so
     both candidates hold the same totals and children inherit their parent's released sides exactly
@@ -476,13 +486,13 @@ def noisy_sums(
     }
     out: dict[str, np.ndarray] = {}
     for q, (name, values) in enumerate(exact.items()):
-        sd = plan.noise_sd(name) * (ONE if name != "n" else 1)  # in the integers' own units
+        sd = plan.noise_sd(name)
         noise = np.zeros(values.shape, dtype=object)
-        noise[inside] = discrete_gaussians(sd, int(inside.sum()), rng)
+        noise[inside] = _noise(name, sd, int(inside.sum()), rng)
         noisy = values + noise
         for j in range(nodes):
             if totals is None:
-                target = int(sum(values[j, 0].tolist())) + int(discrete_gaussians(sd, 1, rng)[0])
+                target = int(sum(values[j, 0].tolist())) + int(_noise(name, sd, 1, rng)[0])
             else:
                 target = int(totals[j][q])
             for c in range(ncand):

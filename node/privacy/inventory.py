@@ -35,7 +35,9 @@ RELEASES: tuple[Release, ...] = (
     Release("edges", PUBLIC, "-", "post-processing of the sketches and the schema"),
     Release("PSD", "Laplace leaf counts and noisy stops", "1 per level", "SPLIT psd share; weights nothing under one"),
     Release("votes", "exponential mechanism over every threshold", "6", "SPLIT votes share, zCDP"),
-    Release("histograms", "discrete Gaussian", "g in [-1, 1], h <= 1/4 per row", "SPLIT histograms share, zCDP"),
+    Release(
+        "histograms", "Gaussian; discrete on counts", "g in [-1, 1], h <= 1/4 per row", "SPLIT histograms share, zCDP"
+    ),
     Release("leaf sums", "Gaussian, summed by secure aggregation", "g in [-1, 1], h <= 1/4", "leaf plan, RDP"),
     Release("masked vectors", "secure aggregation", "-", "uniform given the sum; keys from entropy"),
     Release("model", PUBLIC, "-", "post-processing of edges, votes, histograms or leaf sums"),

@@ -14,6 +14,7 @@ from fgbdt_chain.node.privacy.discrete_gaussian import (
     bernoulli_exp,
     discrete_gaussian,
     discrete_gaussians,
+    discrete_gaussians_at_least,
     discrete_laplace,
 )
 
@@ -88,3 +89,26 @@ def test_bad_parameters_are_refused() -> None:
         discrete_laplace(0, Uniform(None))
     with pytest.raises(ValueError, match="gamma"):
         bernoulli_exp(-1, 2, Uniform(None))
+
+
+@pytest.mark.parametrize("sigma", [0.6, 2.0, 150.0])
+def test_the_vectorised_sampler_has_the_probabilities_of_the_rounded_up_variance(sigma: float) -> None:
+    x = discrete_gaussians_at_least(sigma, DRAWS, np.random.default_rng(int(sigma * 7)))
+    assert x.dtype == np.int64
+    variance = math.ceil(sigma * sigma)  # at least the noise asked for
+    support = np.arange(-12 * math.isqrt(variance) - 12, 12 * math.isqrt(variance) + 13)
+    weights = np.exp(-(support.astype(float) ** 2) / (2 * variance))
+    pmf = weights / weights.sum()
+    for v, p in zip(support, pmf, strict=True):
+        if p > 2e-3:
+            assert within(int(np.sum(x == v)), float(p)), v
+    assert np.var(x) == pytest.approx(float(np.sum(pmf * support.astype(float) ** 2)), rel=0.05)
+
+
+def test_the_vectorised_sampler_falls_back_beyond_int64_and_refuses_bad_sigma() -> None:
+    big = discrete_gaussians_at_least(5000.0, 300, np.random.default_rng(2))  # variance above VECTOR_VARIANCE
+    assert np.std(big) / 5000.0 == pytest.approx(1.0, abs=0.15)
+    assert discrete_gaussians_at_least(0.0, 4, None).tolist() == [0] * 4
+    assert discrete_gaussians_at_least(3.0, (2, 3), None).shape == (2, 3)
+    with pytest.raises(ValueError, match="sigma"):
+        discrete_gaussians_at_least(float("nan"), 3, None)
