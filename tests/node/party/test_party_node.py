@@ -637,3 +637,49 @@ def test_each_look_at_the_chain_tells_the_relay_inbox_the_tasks_tree() -> None:
     node.context = lagging
     assert node.step() is False
     assert noted == [7]
+
+
+def test_a_verifier_unreachable_two_levels_running_is_not_waited_for_past_the_quorum() -> None:
+    """Once a quorum of endorsements is in, a verifier that was unreachable when the last collection ended is asked
+    once and not waited for (a party gone for good cost every other party the patience at every level); one that
+    answers again is waited for again. Before the quorum, or past half of the step's blocks, the usual rules hold."""
+    from fgbdt_chain.ledger.spec.reference import NEUTRAL
+
+    asked: list[str] = []
+    reachable = {"0xB": True, "0xC": True, "0xD": False}
+
+    def ask(party: str, body: str) -> tuple[Any, str, bool]:
+        asked.append(party)
+        if reachable[party]:
+            return (bytes(65), NEUTRAL), "", False
+        return None, "unreachable (ConnectionRefusedError)", True
+
+    node = _node(
+        parties=["0xA", "0xB", "0xC", "0xD"],
+        address="0xA",
+        task_id=5,
+        cfg=SimpleNamespace(step_blocks=100),
+        settings=NodeSettings(endorse_patience_seconds=0.3, poll_seconds=0.01),
+    )
+    node.asker.ask = ask  # type: ignore[method-assign]
+    node.chain.latest_block = lambda: 0  # type: ignore[method-assign]
+    hist = NodeHistograms((0, 1), ((1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2)), ((3, 3, 3), (3, 3, 3)))
+    ctx = SimpleNamespace(tree=1, level=0)
+
+    def collect(level: int) -> list[str]:
+        asked.clear()
+        ctx.level = level
+        endorsements, _ = node.asker.collect(ctx, [hist], 2, deadline=100)  # type: ignore[arg-type]
+        assert endorsements is not None and len(endorsements) == 2
+        return list(asked)
+
+    assert collect(0).count("0xD") > 1  # gone since this level: asked until the patience ran out
+    assert node.asker.gone == {"0xD"}
+    assert collect(1).count("0xD") == 1  # unreachable at the last level too: asked once, not waited for
+    reachable["0xD"] = True
+    assert collect(2).count("0xD") == 1 and node.asker.gone == set()  # answered again
+    reachable["0xD"] = False
+    assert collect(3).count("0xD") > 1  # gone again: waited for once more
+    node.chain.latest_block = lambda: 50  # type: ignore[method-assign]
+    node.asker.gone = set()
+    assert collect(4).count("0xD") == 1  # half of the step's 100 blocks passed: no time to wait
