@@ -176,6 +176,7 @@ def test_params_aliases_map_to_one_field() -> None:
         ({"learning_rate": "0.1"}, "'learning_rate' must be float"),
         ({"psd_label_first": 1}, "'psd_label_first' must be bool"),
         ({"hessian": "second"}, "'hessian': unknown value 'second'; use one of hessian, count"),
+        ({"contribution": "banzhaf"}, "'contribution': unknown value 'banzhaf'; use one of shapley, loo"),
         ({"objective": "multiclass"}, "unknown objective 'multiclass'"),
         ({"max_depth": 0}, r"depth must be in \[1, 8\], got 0 \(given: max_depth=0\)"),
     ],
