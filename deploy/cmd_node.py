@@ -54,8 +54,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--block-time",
         type=float,
-        help="seconds between the chain's blocks, as the deployment states it: how long relayed requests live "
-        "(default: measured from the chain's latest blocks when training starts)",
+        help="seconds between the chain's blocks: how long relayed requests live (default: the deployment file's "
+        "block_time where it has one, else measured from the chain's latest blocks when training starts)",
     )
     p.add_argument("--delta", type=float, default=parameter("refit_delta").default, help=parameter("refit_delta").help)
     p.add_argument("--psd-depth", type=int, default=8)
@@ -176,6 +176,10 @@ def run_node(args: argparse.Namespace) -> int:
     if not host or not port.isdigit():
         raise UserError(f"--listen must be HOST:PORT, got {args.listen!r}")
     target = chain_target(args)
+    if args.block_time is None and target.deployment is not None:
+        recorded = target.deployment.extra.get("block_time")  # a devnet's fgbdt devnet up --block-time
+        if isinstance(recorded, int | float) and not isinstance(recorded, bool) and recorded > 0:
+            args.block_time = float(recorded)
     try:
         client = ChainClient.connect(target.rpc_url)
     except OSError as exc:
