@@ -127,5 +127,5 @@ def test_openapi_document_is_still_valid(docs_client: TestClient) -> None:
     assert not any(p in doc["paths"] for p in ("/", "/docs", "/redoc", "/static", "/ui", "/docs/oauth2-redirect"))
     loaded = list(schemathesis.openapi.from_dict(doc).get_all_operations())
     operations = [result.ok() for result in loaded if isinstance(result, Ok)]
-    assert len(operations) == len(loaded) == 22, [r.err() for r in loaded if isinstance(r, Err)]
+    assert len(operations) == len(loaded) == 24, [r.err() for r in loaded if isinstance(r, Err)]
     assert all(op.path.startswith("/v1/") for op in operations)
