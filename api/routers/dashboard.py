@@ -9,27 +9,26 @@ re-implement; and the bin edges are merged from the parties' sketches as the com
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 from eth_utils import keccak
 from fastapi import APIRouter, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 
 from fgbdt_chain.api import dashboard_models as dm
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.dependencies import BackendDep, find_task
-from fgbdt_chain.api.errors import CONNECTION_ERRORS, ApiError
+from fgbdt_chain.api.errors import ApiError
 from fgbdt_chain.api.limits import check_poll
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.responses import R409, R429, R503, READ
-from fgbdt_chain.api.routers.events import event_stream, sse
+from fgbdt_chain.api.routers.events import event_stream, poll_events
 from fgbdt_chain.api.service import Backend, create_call_args
 from fgbdt_chain.api.timeline import timeline
+from fgbdt_chain.ledger.rpc.client import Event
 from fgbdt_chain.ledger.spec.edges import encode_edges
 from fgbdt_chain.ledger.wrappers.contracts import Status
 from fgbdt_chain.ledger.wrappers.forwarder import calldata
@@ -73,27 +72,15 @@ async def all_events(
 
 
 async def _stream(backend: Backend, from_block: int, poll: float, timeout: float) -> AsyncIterator[str]:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    next_block = from_block
-    yield ": fgbdt task list stream\n\n"
-    while True:
-        try:
-            latest = await run_in_threadpool(lambda: backend.client().block_number)
-            evs = []
-            if latest >= next_block:
-                task = backend.task()
-                evs = await run_in_threadpool(task.client.logs, task.contract, LIST_EVENTS, None, next_block, latest)
-            for ev in evs:
-                data = {"task_id": int(ev.args["taskId"]), "event": ev.name, "block": ev.block_number}
-                yield sse("task", data, f"{ev.block_number}-{ev.log_index}")
-            next_block = max(next_block, latest + 1)
-        except CONNECTION_ERRORS as exc:
-            yield sse("error", {"detail": f"chain unreachable: {exc}", "retry_after": backend.settings.retry_after})
-        if loop.time() >= end:
-            yield sse("timeout", {"detail": "stream timeout reached"})
-            return
-        await asyncio.sleep(poll)
+    def read(first: int, latest: int) -> list[Event]:
+        task = backend.task()
+        return task.client.logs(task.contract, LIST_EVENTS, None, first, latest)
+
+    def emit(ev: Event) -> tuple[str, dict[str, Any], bool]:
+        return "task", {"task_id": int(ev.args["taskId"]), "event": ev.name, "block": ev.block_number}, False
+
+    async for chunk in poll_events(backend, "task list", from_block, poll, timeout, read, emit):
+        yield chunk
 
 
 @router.get("/tasks/{task_id}/timeline", response_model=dm.Timeline, responses=READ)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -19,6 +19,7 @@ from fgbdt_chain.api.limits import check_poll, client_of, counted_stream
 from fgbdt_chain.api.params import TaskId
 from fgbdt_chain.api.responses import R429, READ
 from fgbdt_chain.api.service import Backend
+from fgbdt_chain.ledger.rpc.client import Event
 from fgbdt_chain.ledger.wrappers.contracts import Status
 
 router = APIRouter(tags=["progress"])
@@ -70,42 +71,68 @@ def event_stream(backend: Backend, request: Request, events: AsyncIterator[str])
 
 
 async def stream(backend: Backend, task_id: int, from_block: int, poll: float, timeout: float) -> AsyncIterator[str]:
-    """Poll the task's events and emit them as SSE until the task completes, is cancelled, or ``timeout``.
+    """Poll the task's events and emit them as SSE until the task completes, is cancelled, or ``timeout``."""
 
-    Outages cannot become a 503 once the stream has started: they are sent as ``error`` events and polling goes on.
-    """
+    def emit(ev: Event) -> tuple[str, dict[str, Any], bool]:
+        data = {"event": ev.name, "block": ev.block_number, **jsonable(ev.args)}
+        return EVENT_KINDS[ev.name], data, ev.name in ("TaskCompleted", "TaskCancelled")
+
+    def ended(next_block: int) -> str | None:
+        st = backend.state(task_id)
+        if st.status in (Status.COMPLETED, Status.CANCELLED) and next_block > from_block:
+            # terminal state whose final event lies before from_block: say so and end
+            return sse("completed" if st.status == Status.COMPLETED else "cancelled", {"event": "state"})
+        return None
+
+    def read(first: int, _latest: int) -> list[Event]:
+        return backend.logs(task_id, list(EVENT_KINDS), first)
+
+    async for chunk in poll_events(backend, "progress", from_block, poll, timeout, read, emit, ended):
+        yield chunk
+
+
+async def poll_events(
+    backend: Backend,
+    what: str,
+    from_block: int,
+    poll: float,
+    timeout: float,
+    read: Callable[[int, int], list[Event]],
+    emit: Callable[[Event], tuple[str, dict[str, Any], bool]],
+    ended: Callable[[int], str | None] | None = None,
+) -> AsyncIterator[str]:
+    """The polling loop of an event stream (a task's progress, the task list's): every ``poll`` seconds the events
+    ``read(first, latest)`` of the blocks not sent yet, each sent as ``emit`` makes it (SSE name, data, and whether
+    it ends the stream), until one ends it, ``ended(next block)`` says it ended while nothing came (an SSE to send
+    last), or ``timeout``. Outages cannot become a 503 once the stream has started: they are sent as ``error``
+    events and polling goes on, from the same block."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     next_block = from_block
-    yield ": fgbdt progress stream\n\n"
+    yield f": fgbdt {what} stream\n\n"
     while True:
         try:
             latest = await run_in_threadpool(lambda: backend.client().block_number)
-            evs = (
-                await run_in_threadpool(backend.logs, task_id, list(EVENT_KINDS), next_block)
-                if latest >= next_block
-                else []
-            )
+            evs = await run_in_threadpool(read, next_block, latest) if latest >= next_block else []
         except CONNECTION_ERRORS as exc:
             yield sse("error", {"detail": f"chain unreachable: {exc}", "retry_after": backend.settings.retry_after})
             evs, latest = [], next_block - 1
         finished = False
         for ev in evs:
-            data = {"event": ev.name, "block": ev.block_number, **jsonable(ev.args)}
-            yield sse(EVENT_KINDS[ev.name], data, f"{ev.block_number}-{ev.log_index}")
-            finished = finished or ev.name in ("TaskCompleted", "TaskCancelled")
+            kind, data, ends = emit(ev)
+            yield sse(kind, data, f"{ev.block_number}-{ev.log_index}")
+            finished = finished or ends
         next_block = max(next_block, latest + 1)
         if finished:
             return
-        if not evs:
+        if not evs and ended is not None:
             try:
-                st = await run_in_threadpool(backend.state, task_id)
-                if st.status in (Status.COMPLETED, Status.CANCELLED) and next_block > from_block:
-                    # terminal state whose final event lies before from_block: say so and end
-                    yield sse("completed" if st.status == Status.COMPLETED else "cancelled", {"event": "state"})
-                    return
+                last = await run_in_threadpool(ended, next_block)
             except CONNECTION_ERRORS:
-                pass
+                last = None
+            if last is not None:
+                yield last
+                return
         if loop.time() >= end:
             yield sse("timeout", {"detail": "stream timeout reached"})
             return
