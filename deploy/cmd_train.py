@@ -30,9 +30,17 @@ from fgbdt_chain.deploy.cmd_simulate import (
     table_option,
     training_params,
 )
-from fgbdt_chain.deploy.deployment import ChainTarget, add_chain_arguments, chain_target, read_key
+from fgbdt_chain.deploy.deployment import ChainTarget, add_chain_arguments, chain_target, read_key, write_key
 from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
-from fgbdt_chain.deploy.requester import ETHER, ChainSetup, run_task
+from fgbdt_chain.deploy.requester import (
+    ETHER,
+    REQUESTER_KEY,
+    ChainSetup,
+    ResumeError,
+    TaskRecord,
+    resume_task,
+    run_task,
+)
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.rpc.errors import ChainRefused
 from fgbdt_chain.ledger.spec.modes import ON_CHAIN_ALGORITHMS
@@ -70,7 +78,19 @@ def register(sub: Any) -> None:
     table_option(p, "endorse")
     table_option(p, "step_blocks")
     p.add_argument("--tick", type=float, default=0.25, help="seconds between blocks of the devnet's block clock")
-    p.add_argument("--workdir", help="where shards, keys and party logs go (default: a temporary folder)")
+    p.add_argument(
+        "--workdir",
+        help="where the task's record, shards, keys and party logs go (default: a temporary folder); the parties "
+        "run on should this command end early, and --resume takes their task up from here",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="take up the task --workdir records, after the requester's process ended before the task did: "
+        "approve the parties not approved yet, start training if not started, follow it to the end and report. "
+        "Give the chain and the data and training arguments of the run that opened it (and its --key, if it had "
+        "one); no party is started, the task's own still run",
+    )
     p.add_argument("--json", dest="json_out", help="write the report as JSON here")
     p.add_argument("--model", dest="model_out", help="save the model read back from the chain here")
     p.add_argument("--quiet", action="store_true")
@@ -84,11 +104,20 @@ def train(args: argparse.Namespace) -> int:
             f"--binning {args.binning}: on chain the common bin edges are merged from the parties' private sketches "
             "(--binning dp, the default); the other methods are simulate's comparisons"
         )
+    if args.resume and not args.workdir:
+        raise UserError("--resume takes up the task of a working folder: give it with --workdir")
+    if args.resume:
+        if not Path(args.workdir).is_dir():
+            raise UserError(f"--workdir {args.workdir}: no such folder, so no task to resume")
+        try:
+            TaskRecord.read(Path(args.workdir))  # before the data is read: a folder without a task fails at once
+        except ResumeError as exc:
+            raise UserError(str(exc)) from exc
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="fgbdt-train-"))
     workdir.mkdir(parents=True, exist_ok=True)
     # the party nodes' host loads a node (imports and compiled kernels, about 1.5 s of one core) while the data is
-    # read and split and the chain is reached, instead of after the task is opened
-    forks = PartyForks(workdir / "fork-server.log") if fork_available() else None
+    # read and split and the chain is reached, instead of after the task is opened; a resumed requester starts none
+    forks = PartyForks(workdir / "fork-server.log") if fork_available() and not args.resume else None
     done = False
     try:
         code = _train(args, console, workdir, forks)
@@ -116,8 +145,16 @@ def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: Par
         raise UserError(f"the chain at {target.rpc_url} does not answer (start one with `fgbdt devnet up`)") from exc
     funder = read_key(args.funder_key, "funder key") if args.funder_key else None
     client.funder = funder
-    requester = read_key(args.key, "requester key") if args.key else Account.create()
-    if not args.key:
+    if args.key:
+        requester = read_key(args.key, "requester key")
+    elif args.resume:
+        if not (workdir / REQUESTER_KEY).is_file():
+            raise UserError(f"no {REQUESTER_KEY} in {workdir}: the run that opened the task had --key; give it again")
+        requester = read_key(workdir / REQUESTER_KEY, "the working folder's requester key")
+    else:
+        requester = Account.create()
+        write_key(workdir / REQUESTER_KEY, requester)  # the task's deposit and approvals are its: kept to resume
+    if not args.key and not args.resume:
         try:
             client.fund(requester.address, int((args.reward + 10) * ETHER))
         except ChainRefused as exc:
@@ -142,7 +179,9 @@ def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: Par
     )
     with on_chain_progress(console, params, disable=args.quiet) as progress:
         try:
-            report = run_task(prep, setup, progress, forks)
+            report = resume_task(prep, setup, progress) if args.resume else run_task(prep, setup, progress, forks)
+        except ResumeError as exc:
+            raise UserError(str(exc)) from exc
         except (RuntimeError, ChainRefused) as exc:
             raise UserError(f"{exc} (party logs in {workdir})") from exc
     model = report.pop("model")

@@ -58,6 +58,48 @@ FOLLOW_POLL_SECONDS = 0.2
 """How often the follower reads the task's state for its progress reports (and where no subscription is up, for
 the end)."""
 
+TASK_RECORD = "task.json"
+"""The working folder's record of the task its requester opened (``TaskRecord``): what a restarted requester
+(``fgbdt train --resume``) needs besides the chain and the party keys beside it."""
+
+REQUESTER_KEY = "requester.key"
+"""Where ``fgbdt train`` keeps the fresh key it made for the requester (none given): the task's deposit and
+approvals are that key's, so a restarted requester must sign with it again."""
+
+
+class ResumeError(RuntimeError):
+    """A working folder whose task cannot be taken up here: none recorded, on another chain, or finished."""
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """Which task a working folder's requester opened, and where: written as soon as the task exists, before any
+    party starts, so that a requester killed at any later point can be started again on it."""
+
+    task: int
+    contract: str
+    chain_id: int
+    requester: str
+    start_block: int
+
+    def write(self, workdir: Path) -> None:
+        tmp = workdir / (TASK_RECORD + ".tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2) + "\n")
+        tmp.replace(workdir / TASK_RECORD)  # whole or absent: a kill while writing leaves no half a record
+
+    @classmethod
+    def read(cls, workdir: Path) -> TaskRecord:
+        path = workdir / TASK_RECORD
+        if not path.is_file():
+            raise ResumeError(
+                f"no task to resume in {workdir}: {TASK_RECORD} is missing (the working folder of an `fgbdt train` "
+                "that opened a task holds it)"
+            )
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (ValueError, TypeError) as exc:
+            raise ResumeError(f"{path} is not a task record: {exc}") from exc
+
 
 @dataclass
 class ChainSetup:
@@ -181,7 +223,11 @@ class Requester:
         setup: ChainSetup,
         progress: Progress | None = None,
         forks: PartyForks | None = None,
+        *,
+        launches: bool = True,
     ) -> None:
+        """``launches``: this requester starts the party processes (a fork server is started for them unless
+        ``forks`` is given); a resumed requester (``resume_task``) does not, the parties run on without it."""
         self.prep, self.setup = prep, setup
         self.progress = progress or (lambda info: None)
         self.client = ChainClient.connect(setup.rpc)
@@ -193,7 +239,7 @@ class Requester:
         self.commands: list[list[str]] = []
         """Each party's ``fgbdt`` arguments, kept to restart it."""
         setup.workdir.mkdir(parents=True, exist_ok=True)
-        if forks is None and fork_available():
+        if forks is None and launches and fork_available():
             forks = PartyForks(setup.workdir / "fork-server.log")
         self.forks = forks
         """Where the parties are forked from: the caller's, started earlier, or started now so that it loads a node
@@ -216,6 +262,9 @@ class Requester:
             [ref.to_fixed(float(v)) for v in high],
             reward=self.setup.reward_wei,
         )
+        TaskRecord(
+            self.task_id, self.task.address, self.client.chain_id, self.setup.requester.address, self.start_block
+        ).write(self.setup.workdir)
         return self.task_id
 
     def launch_parties(self) -> None:
@@ -545,6 +594,53 @@ def run_task(
                 raise RuntimeError(f"party exit codes {codes}; see {setup.workdir}/party-*.log")
         finally:
             req.stop_parties()
+        report = req.report(time.monotonic() - start)
+    (setup.workdir / "report.json").write_text(json.dumps({k: v for k, v in report.items() if k != "model"}, indent=2))
+    return report
+
+
+def resume_task(prep: Prepared, setup: ChainSetup, progress: Progress | None = None) -> dict[str, Any]:
+    """Take up the task ``setup.workdir`` records (``TaskRecord``) after its requester's process ended (killed,
+    crashed, its machine restarted) while the parties ran on: the parties not approved yet approved, training started
+    if it was not, followed to the end and reported as ``run_task`` reports a fresh run. ``prep`` and ``setup`` must
+    be the ones the task was opened with (the same data and training arguments): the task's parameters on chain are
+    checked against them. ResumeError for a folder without a task, a task on another chain or contract, another
+    requester's, a cancelled one or one whose run already wrote its report."""
+    record = TaskRecord.read(setup.workdir)
+    req = Requester(prep, setup, progress, launches=False)
+    here = f"contract {req.task.address} on chain {req.client.chain_id}"
+    if record.chain_id != req.client.chain_id or record.contract.lower() != req.task.address.lower():
+        raise ResumeError(
+            f"the task in {setup.workdir} is task {record.task} of contract {record.contract} on chain "
+            f"{record.chain_id}, not of {here}: give the chain it was opened on (its --deployment, or --rpc and "
+            "--contract)"
+        )
+    if record.requester.lower() != setup.requester.address.lower():
+        raise ResumeError(
+            f"task {record.task} was opened by {record.requester}, not by {setup.requester.address}: resume with the "
+            "key that opened it (--key, or the working folder's own)"
+        )
+    status = req.task.state(record.task).status
+    if status == Status.NONE:
+        raise ResumeError(
+            f"task {record.task} does not exist on {here}: the chain it was opened on is gone (a devnet started "
+            "afresh has the same chain id and contract address)"
+        )
+    if status == Status.CANCELLED or (status == Status.COMPLETED and (setup.workdir / "report.json").exists()):
+        raise ResumeError(
+            f"task {record.task} of {here} is {status.name.lower()}: nothing to resume"
+            + (f" (its report: {setup.workdir / 'report.json'})" if status == Status.COMPLETED else "")
+        )
+    if req.task.config(record.task) != task_config(prep, setup):
+        raise ResumeError(
+            f"task {record.task} was opened with other task parameters than these arguments give: resume with the "
+            "data and training arguments of the run that opened it"
+        )
+    start = time.monotonic()
+    with frozen_heap():
+        with BlockClock(req.client, setup.clock_tick):
+            req.resume(record.task)
+            req.follow()
         report = req.report(time.monotonic() - start)
     (setup.workdir / "report.json").write_text(json.dumps({k: v for k, v in report.items() if k != "model"}, indent=2))
     return report
