@@ -30,9 +30,16 @@ library FGBDTBallotLib {
         bytes memory packed = new bytes(2 * k);
         for (uint256 i = 0; i < k; ++i) {
             int256 v = votes[i];
+            // converted only once v < 0 was ruled out (the || short-circuits)
+            // forge-lint: disable-next-line(unsafe-typecast)
             if (v != -1 && (v < 0 || uint256(v) >= numFeatures)) revert InvalidVote(i, v);
+            // v >= -1 here, so the code is 0 (abstain) or feature + 1
+            // forge-lint: disable-next-line(unsafe-typecast)
             uint256 code = uint256(v + 1);
+            // the code's two bytes, big-endian: it is below 2^16 (features < 2^16 - 1), so nothing is cut
+            // forge-lint: disable-next-line(unsafe-typecast)
             packed[2 * i] = bytes1(uint8(code >> 8));
+            // forge-lint: disable-next-line(unsafe-typecast)
             packed[2 * i + 1] = bytes1(uint8(code));
         }
         ballot.packed = packed;
@@ -69,10 +76,12 @@ library FGBDTBallotLib {
         returns (bytes memory ballot)
     {
         if (level == 0) return ahead;
+        // 2^(level - 1), the nodes of the level before
+        // forge-lint: disable-next-line(incorrect-shift)
         uint256 parents = 1 << (level - 1);
         ballot = new bytes(2 * popcount(mask));
-        uint256 i;
-        uint256 o;
+        uint256 i = 0;
+        uint256 o = 0;
         for (uint256 b = 0; b < parents; ++b) {
             if ((previous >> b) & 1 == 0) continue;
             for (uint256 c = 0; c < 2; ++c) {

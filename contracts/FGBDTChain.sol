@@ -281,8 +281,10 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     function _closeVoting(uint256 taskId, Task storage t) private {
         uint256 mCount = t.parties.length;
         uint256 step = t.step;
+        // starts as the empty byte string every unassigned bytes memory is; the ballots are appended
+        // slither-disable-next-line uninitialized-local
         bytes memory ballots;
-        uint256 nb;
+        uint256 nb = 0;
         for (uint256 p = 0; p < mCount; ++p) {
             Member storage m = _members[taskId][t.parties[p]];
             if (m.votedStep == step) {
@@ -309,6 +311,8 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         mapping(uint256 => bytes32) storage stored = _committed[taskId][_msgSender()];
         for (uint256 i = 0; i < part.length; ++i) stored[first + i] = part[i];
         m.partStep = t.step;
+        // at most the level's open nodes: 128 at the deepest level (MAX_DEPTH 8)
+        // forge-lint: disable-next-line(unsafe-typecast)
         m.partNodes = uint16(first + part.length);
         emit HistogramsCommitted(taskId, tree, level, _msgSender(), first, data);
     }
@@ -348,6 +352,8 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         m.histStep = t.step;
         if (level == 0) (m.creditG, m.creditH, m.creditN) = (uint80(credit[0]), uint80(credit[1]), uint80(credit[2]));
         t.histCount += 1;
+        // the party's bit: its index is below MAX_PARTIES (16), so the bit fits 16 bits
+        // forge-lint: disable-next-line(incorrect-shift)
         t.histMask |= uint16(1 << m.index);
         emit HistogramsSubmitted(taskId, tree, level, _msgSender(), root, valid, credit, data);
         if (_histogramsComplete(t)) _closeHistograms(taskId, t);
@@ -624,10 +630,12 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
             revert LengthMismatch((k - first) * block_, data.length);
         }
         if (data.length % block_ != 0) revert LengthMismatch(end * block_, data.length);
-        uint256 mask;
-        uint256 rank;
+        uint256 mask = 0;
+        uint256 rank = 0;
         for (uint256 b = 0; rank < end; ++b) {
             if ((t.openMask >> b) & 1 == 0) continue;
+            // the open node's bit in the part's mask
+            // forge-lint: disable-next-line(incorrect-shift)
             if (rank >= first) mask |= 1 << b;
             ++rank;
         }
@@ -661,6 +669,8 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
             Member storage em = _members[taskId][signer];
             if (em.status != Membership.Approved) revert EndorserNotMember(signer);
             if (signer == _msgSender()) revert SelfEndorsement(signer);
+            // the endorser's bit among the task's parties
+            // forge-lint: disable-next-line(incorrect-shift)
             uint256 bit = 1 << em.index;
             if (seen & bit != 0) revert DuplicateEndorsement(signer);
             seen |= bit;
@@ -681,6 +691,8 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         uint256 block_,
         uint256 mask
     ) private view {
+        // 2^level, the level's first heap id
+        // forge-lint: disable-next-line(incorrect-shift)
         uint256 base = 1 << t.level;
         int256[] memory totals = FGBDTRulesLib.checkLevel(
             data,
@@ -691,7 +703,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
             t.tree == 0
         );
         if (t.level == 0) return;
-        uint256 i;
+        uint256 i = 0;
         for (uint256 b = 0; b < base; b += 2) {
             if ((mask >> b) & 1 == 0) continue;
             uint256 node = base + b;
@@ -712,6 +724,8 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     }
 
     function _startTree(uint256 taskId, Task storage t, uint256 tree) private {
+        // below cfg.trees, itself a uint16 (_advance opens tree + 1 only while it is below)
+        // forge-lint: disable-next-line(unsafe-typecast)
         t.tree = uint16(tree);
         t.level = 0;
         openNode(nodeOf(_nodes[taskId], tree, 1), tree, 0, 0, 0);
@@ -728,9 +742,11 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         t.histCount = 0;
         t.histMask = 0;
         t.declineCount = 0;
-        uint256 active;
+        uint256 active = 0;
         uint256 mCount = t.parties.length;
         for (uint256 p = 0; p < mCount; ++p) if (_active(t, _members[taskId][t.parties[p]])) ++active;
+        // at most the task's parties (MAX_PARTIES, 16)
+        // forge-lint: disable-next-line(unsafe-typecast)
         t.activeCount = uint16(active);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
         emit LevelStarted(taskId, t.tree, t.level, mask, t.stepDeadline);
@@ -743,14 +759,18 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     function _takeAhead(uint256 taskId, Task storage t, uint256 previous) private {
         uint256 step = t.step;
         uint256 mCount = t.parties.length;
-        uint256 taken;
+        uint256 taken = 0;
         for (uint256 p = 0; p < mCount; ++p) {
             Member storage m = _members[taskId][t.parties[p]];
             if (m.aheadStep != step) continue;
             if (!FGBDTBallotLib.takeAhead(m.votes, m.aheadVotes, previous, t.openMask, t.level)) continue;
+            // the task's step, itself a uint32
+            // forge-lint: disable-next-line(unsafe-typecast)
             m.votedStep = uint32(step);
             ++taken;
         }
+        // at most the task's parties (MAX_PARTIES, 16)
+        // forge-lint: disable-next-line(unsafe-typecast)
         t.voteCount = uint16(taken);
         if (taken > 0 && taken == t.activeCount) _closeVoting(taskId, t);
     }
@@ -765,7 +785,10 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
             uint256 x = fixed_[i];
             (uint256 node, uint256 first, uint256 second) = (x >> 32, (x >> 16) & 0xFFFF, x & 0xFFFF);
             Node storage nd = nodeOf(_nodes[taskId], tree, node);
+            // features below the task's feature count, which FGBDTConfigLib.check keeps under 2^16 - 1
+            // forge-lint: disable-next-line(unsafe-typecast)
             nd.cand0 = uint16(first);
+            // forge-lint: disable-next-line(unsafe-typecast)
             nd.cand1 = uint16(second);
             emit CandidatesFixed(taskId, tree, node, first, second);
         }

@@ -75,6 +75,8 @@ library FGBDTCommitLib {
         aG = new int256[](w);
         aH = new int256[](w);
         aN = new int256[](w);
+        // hashes per submitter: the division counts them and is meant to truncate (the caller checked the length)
+        // slither-disable-next-line divide-before-multiply
         uint256 proofLen = subs.length == 0 ? 0 : proofs.length / subs.length;
         for (uint256 p = 0; p < subs.length; ++p) {
             uint256 off = p * w;

@@ -50,6 +50,10 @@ library FGBDTConfigLib {
     uint256 internal constant MAX_PARTIES = 16;
     /// @notice The deepest tree (a level's open nodes fit one 256-bit mask).
     uint256 internal constant MAX_DEPTH = 8;
+    /// @notice The longest join window and step, in blocks (`ledger/spec/parameters.py`): a deadline is the block
+    ///         number plus one of them in 64 bits, which a longer one could overflow (the task could then never open
+    ///         or start).
+    uint64 internal constant MAX_BLOCKS = 2 ** 32;
     int256 private constant ONE = 1e18;
     /// @notice `Config.endorseRule`: verifiers run the statistical test of `node/protocol/verify.py` at `refusalRate`.
     uint8 internal constant ENDORSE_STATISTICAL = 0;
@@ -82,7 +86,8 @@ library FGBDTConfigLib {
         if (cfg.minParties == 0 || cfg.minParties > cfg.maxParties || cfg.maxParties > MAX_PARTIES) {
             revert InvalidConfig("parties");
         }
-        if (cfg.stepBlocks == 0) revert InvalidConfig("stepBlocks");
+        if (cfg.joinBlocks > MAX_BLOCKS) revert InvalidConfig("joinBlocks");
+        if (cfg.stepBlocks == 0 || cfg.stepBlocks > MAX_BLOCKS) revert InvalidConfig("stepBlocks");
         if (cfg.lambda < 0 || cfg.learningRate <= 0 || cfg.minRows < 1) revert InvalidConfig("gbdt");
         if (cfg.alpha <= 0 || cfg.alpha > ONE) revert InvalidConfig("alpha");
         if (cfg.epsilon < 0 || (cfg.epsilon > 0 && (cfg.objective != 0 || cfg.delta <= 0 || cfg.delta >= ONE))) {

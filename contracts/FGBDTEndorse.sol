@@ -95,6 +95,8 @@ library FGBDTEndorseLib {
             uint256 maxCredit = type(uint80).max;
             if (e.creditG > maxCredit || e.creditH > maxCredit || e.creditN > maxCredit) revert CreditOutOfRange(i);
             bytes32 hsh = digest(domainSeparator, taskId, tree, level, party, root, [e.creditG, e.creditH, e.creditN]);
+            // the third value only details the error, and every error is refused alike (InvalidSignature)
+            // slither-disable-next-line unused-return
             (address signer, ECDSA.RecoverError err, ) = ECDSA.tryRecoverCalldata(hsh, e.signature);
             if (err != ECDSA.RecoverError.NoError) revert InvalidSignature(i);
             out[i] = signer;

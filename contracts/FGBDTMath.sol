@@ -69,7 +69,7 @@ library FGBDTMathLib {
         return mode == 1 ? n * ONE : h;
     }
 
-    /// @dev Tie rule of `top2`: equal vote counts go to the lower feature index (NOTES 6 as written).
+    /// @dev Tie rule of `top2`: equal vote counts go to the lower feature index, the ranking as the protocol states it.
     uint8 internal constant TIE_LOWER_INDEX = 0;
     /// @dev Tie rule of `top2`: equal vote counts go to the lower `tieKey`, a fixed pseudo-random order of the
     ///      features that differs from node to node, so that no feature is favoured by its position.
@@ -89,6 +89,8 @@ library FGBDTMathLib {
         if (rule == TIE_LOWER_INDEX) return feature;
         if (rule != TIE_HASHED) revert UnknownTieRule(rule);
         unchecked {
+            // the key is defined on the low 64 bits (reference tie_key masks the same), so the truncation is the rule
+            // forge-lint: disable-next-line(unsafe-typecast)
             uint64 z = uint64((tree << 40) | (node << 16) | feature);
             z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9;
             z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
@@ -109,7 +111,11 @@ library FGBDTMathLib {
         for (uint256 i = 0; i < votes.length; ++i) {
             int256 v = votes[i];
             if (v == ABSTAIN) continue;
+            // converted only once v < 0 was ruled out (the || short-circuits)
+            // forge-lint: disable-next-line(unsafe-typecast)
             if (v < 0 || uint256(v) >= numFeatures) revert InvalidVote(i, v);
+            // a feature index here: 0 <= v < numFeatures
+            // forge-lint: disable-next-line(unsafe-typecast)
             counts[uint256(v)] += 1;
         }
         return top2FromCounts(counts, rule, tree, node);
@@ -138,10 +144,12 @@ library FGBDTMathLib {
         uint256 mask
     ) public pure returns (uint256[] memory fixed_) {
         if (numFeatures == 0) revert NoFeatures();
+        // 2^level, the level's first heap id
+        // forge-lint: disable-next-line(incorrect-shift)
         uint256 base = 1 << level;
         uint256 k = popcount(mask);
         fixed_ = new uint256[](k);
-        uint256 i;
+        uint256 i = 0;
         for (uint256 b = 0; b < base; ++b) {
             if ((mask >> b) & 1 == 0) continue;
             uint256[] memory counts = new uint256[](numFeatures);
@@ -166,9 +174,9 @@ library FGBDTMathLib {
         uint256 f = counts.length;
         if (rule > TIE_HASHED) revert UnknownTieRule(rule);
         if (f == 1) return (0, 0);
-        uint256 c1;
+        uint256 c1 = 0;
         uint256 k1 = type(uint256).max;
-        uint256 c2;
+        uint256 c2 = 0;
         uint256 k2 = type(uint256).max;
         for (uint256 i = 0; i < f; ++i) {
             uint256 c = counts[i];
@@ -206,20 +214,20 @@ library FGBDTMathLib {
             revert BadHistogramShape(g.length, nbins);
         }
         uint256 nc = g.length / nbins;
-        int256 bestParent;
+        int256 bestParent = 0;
         for (uint256 k = 0; k < nc; ++k) {
             uint256 off = k * nbins;
-            int256 gTot;
-            int256 hTot;
-            int256 nTot;
+            int256 gTot = 0;
+            int256 hTot = 0;
+            int256 nTot = 0;
             for (uint256 b = 0; b < nbins; ++b) {
                 gTot += g[off + b];
                 hTot += h[off + b];
                 nTot += n[off + b];
             }
-            int256 gl;
-            int256 hl;
-            int256 nl;
+            int256 gl = 0;
+            int256 hl = 0;
+            int256 nl = 0;
             for (uint256 t = 0; t + 1 < nbins; ++t) {
                 gl += g[off + t];
                 hl += h[off + t];
@@ -264,6 +272,8 @@ library FGBDTMathLib {
         phi = new int256[](m);
         if (m == 0) return (0, phi);
         if (m > MAX_SHAPLEY_PARTIES) revert TooManyShapleyParties(m, MAX_SHAPLEY_PARTIES);
+        // 2^M coalitions (M <= MAX_SHAPLEY_PARTIES, checked above)
+        // forge-lint: disable-next-line(incorrect-shift)
         uint256 size = 1 << m;
         int256[] memory u = new int256[](size);
         // each coalition's size, one byte per mask, counted as the Gray code adds and removes one party at a time
@@ -272,6 +282,8 @@ library FGBDTMathLib {
         {
             int256[] memory fact = new int256[](m + 1);
             fact[0] = 1;
+            // s <= M <= 16
+            // forge-lint: disable-next-line(unsafe-typecast)
             for (uint256 s = 1; s <= m; ++s) fact[s] = fact[s - 1] * int256(s);
             for (uint256 s = 0; s < m; ++s) w[s] = fact[s] * fact[m - s - 1];
             w[m] = fact[m]; // total, M!

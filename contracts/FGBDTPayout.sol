@@ -36,16 +36,21 @@ library FGBDTPayoutLib {
             int256 cp = members[parties[p]].contribution;
             if (cp > 0) positive += cp;
         }
-        uint256 paid;
+        uint256 paid = 0;
         if (positive > 0) {
             uint256 shift;
+            // positive > 0 here, so its conversion keeps its value
+            // forge-lint: disable-next-line(unsafe-typecast)
             while ((uint256(positive) >> shift) >= 1 << 128) ++shift;
+            // forge-lint: disable-next-line(unsafe-typecast)
             uint256 denominator = uint256(positive) >> shift;
             for (uint256 p = 0; p < mCount; ++p) {
                 address a = parties[p];
                 Member storage m = members[a];
                 int256 cp = m.contribution;
                 if (cp <= 0) continue;
+                // cp > 0 here (the loop skipped the others)
+                // forge-lint: disable-next-line(unsafe-typecast)
                 uint256 amount = (reward * (uint256(cp) >> shift)) / denominator;
                 if (amount == 0) continue;
                 if (m.histStep != step) {

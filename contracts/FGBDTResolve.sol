@@ -58,12 +58,18 @@ library FGBDTResolveLib {
         int256[] calldata n,
         bytes32[] calldata proofs
     ) public {
+        // a zeroed record whose every field is set below
+        // slither-disable-next-line uninitialized-local
         Resolution memory r;
         r.taskId = taskId;
         r.node = node;
         {
+            // 2^level, the level's first heap id: one shifted left by the level, as meant
+            // forge-lint: disable-next-line(incorrect-shift)
             uint256 base = 1 << t.level;
             if (node < base || node >= 2 * base) revert IFGBDTEvents.NodeNotOpen(taskId, node);
+            // the node's bit in the level's masks
+            // forge-lint: disable-next-line(incorrect-shift)
             uint256 bit = 1 << (node - base);
             if (t.openMask & bit == 0 || t.resolvedMask & bit != 0) revert IFGBDTEvents.NodeNotOpen(taskId, node);
             t.resolvedMask |= bit;
@@ -77,6 +83,8 @@ library FGBDTResolveLib {
         if (h.length != s * r.width) revert IFGBDTEvents.LengthMismatch(s * r.width, h.length);
         if (n.length != s * r.width) revert IFGBDTEvents.LengthMismatch(s * r.width, n.length);
         uint256 proofLen;
+        // ceil(log2(open nodes)): the smallest power of two at or above their count
+        // forge-lint: disable-next-line(incorrect-shift)
         while ((1 << proofLen) < popcount(t.openMask)) ++proofLen;
         if (proofs.length != s * proofLen) revert IFGBDTEvents.LengthMismatch(s * proofLen, proofs.length);
         bytes32[] memory roots = new bytes32[](s);
@@ -103,7 +111,7 @@ library FGBDTResolveLib {
     {
         uint256 mCount = t.parties.length;
         subs = new address[](t.histCount);
-        uint256 j;
+        uint256 j = 0;
         uint32 step = t.step;
         for (uint256 p = 0; p < mCount; ++p) {
             address a = t.parties[p];
@@ -127,9 +135,9 @@ library FGBDTResolveLib {
         Node storage nd = nodeOf(nodes, tree, r.node);
         uint256 s = r.subs.length;
         if (r.node == 1) {
-            int256 gs;
-            int256 hs;
-            int256 ns;
+            int256 gs = 0;
+            int256 hs = 0;
+            int256 ns = 0;
             for (uint256 b = 0; b < r.nbins; ++b) {
                 gs += r.aggG[b];
                 hs += r.aggH[b];
@@ -137,7 +145,9 @@ library FGBDTResolveLib {
             }
             (nd.g, nd.h, nd.n) = (gs, hs, ns);
         }
-        bool found;
+        bool found = false;
+        // zero where no party submitted: the node is then a leaf and the split is never read
+        // slither-disable-next-line uninitialized-local
         FGBDTMathLib.Split memory sp;
         if (s > 0) {
             (found, sp) = FGBDTMathLib.bestSplit(r.aggG, r.aggH, r.aggN, r.nbins, c.lambda, c.minRows, c.hessianMode);
@@ -158,6 +168,8 @@ library FGBDTResolveLib {
         }
         uint256 feature = sp.rank == 0 ? nd.cand0 : nd.cand1;
         nd.kind = 2;
+        // a candidate: a feature index below the task's feature count, which FGBDTConfigLib.check keeps under 2^16 - 1
+        // forge-lint: disable-next-line(unsafe-typecast)
         nd.feature = uint16(feature);
         nd.threshold = uint16(sp.threshold);
         nd.value = sp.gain;
@@ -195,6 +207,8 @@ library FGBDTResolveLib {
         bool inner = uint256(t.level) + 1 < t.cfg.depth;
         for (uint256 p = 0; p < s; ++p) {
             uint256 off = p * r.width + sp.rank * r.nbins;
+            // the party's six side sums, accumulated from zero
+            // slither-disable-next-line uninitialized-local
             int256[6] memory acc;
             for (uint256 b = 0; b < r.nbins; ++b) {
                 uint256 i = b <= sp.threshold ? 0 : 3;
@@ -277,7 +291,11 @@ library FGBDTResolveLib {
             emit IFGBDTEvents.LeafSet(r.taskId, tree, 2 * r.node, lv);
             emit IFGBDTEvents.LeafSet(r.taskId, tree, 2 * r.node + 1, rv);
         } else {
+            // 2^(level + 1), the next level's first heap id
+            // forge-lint: disable-next-line(incorrect-shift)
             uint256 childBase = 2 << t.level;
+            // both children's bits (two set bits shifted to the left child's place)
+            // forge-lint: disable-next-line(incorrect-shift)
             t.nextMask |= (3 << (2 * r.node - childBase));
         }
     }

@@ -69,8 +69,10 @@ library FGBDTRulesLib {
         bool firstTree
     ) public pure returns (int256[] memory totals) {
         uint256 block_ = 6 * nbins;
-        totals = new int256[]((data.length / block_) * 3);
-        uint256 i;
+        // three words per whole node block: the division counts the blocks and is meant to truncate
+        // slither-disable-next-line divide-before-multiply
+        totals = new int256[]((data.length / block_) * 3); // forge-lint: disable-line(divide-before-multiply)
+        uint256 i = 0;
         for (uint256 b = 0; b < base; ++b) {
             if ((mask >> b) & 1 == 0) continue;
             (totals[3 * i], totals[3 * i + 1], totals[3 * i + 2]) = checkNode(

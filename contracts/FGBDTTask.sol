@@ -84,6 +84,8 @@ function nodeOf(mapping(uint256 => mapping(uint256 => Node)) storage nodes, uint
 /// @param h Its hessian total.
 /// @param n Its row count.
 function openNode(Node storage nd, uint256 tree, int256 g, int256 h, int256 n) {
+    // the tree is below cfg.trees, itself a uint16
+    // forge-lint: disable-next-line(unsafe-typecast)
     (nd.kind, nd.cand0, nd.cand1, nd.feature, nd.threshold, nd.tree) = (1, 0, 0, 0, 0, uint16(tree));
     (nd.g, nd.h, nd.n, nd.value) = (g, h, n, 0);
 }
