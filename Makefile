@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?= -n auto
 
-.PHONY: all demo test lint typecheck docs unit bench clean install artifacts screenshots
+.PHONY: all demo test lint typecheck docs unit bench clean install artifacts screenshots contract-checks fuzz
 
 all: test
 
@@ -23,6 +23,47 @@ $(NODE_STAMP): $(wildcard package.json package-lock.json)
 	else echo "npm not found: contracts are compiled and run on the embedded chain only" >&2; mkdir -p node_modules; touch $@; fi
 
 install: $(STAMP) $(NODE_STAMP)
+
+# Slither and halmos (docs/contract-checks.md) in a virtualenv of their own, from pyproject.toml's dependency group
+# `contracts`: slither-analyzer 0.11.6 needs web3 < 8 and halmos 0.3.3 rich < 14.1, which the package's own
+# environment must not be held back to.
+CHECKS_VENV ?= .venv-checks
+CHECKS_STAMP := $(CHECKS_VENV)/.installed
+# forge's native binary from npm (@foundry-rs/forge-<platform>), first on PATH since halmos and Slither call forge by
+# name: npm's node_modules/.bin/forge wrapper exits 0 whatever forge returns, which would pass a failing test
+CHECKS_PATH := PATH="$$(ls -d $(CURDIR)/node_modules/@foundry-rs/forge-*/bin | head -n 1):$(CURDIR)/node_modules/.bin:$$PATH"
+
+$(CHECKS_STAMP): pyproject.toml
+	test -x $(CHECKS_VENV)/bin/python || $(PYTHON) -m venv $(CHECKS_VENV)
+	$(CHECKS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKS_VENV)/bin/python -m pip install --quiet --group contracts
+	touch $@
+
+# The contracts checked as audited projects check theirs: forge's guard, invariant and differential tests
+# (tests/foundry), Slither (every High or Medium finding fixed or triaged in the source) and halmos's symbolic checks.
+contract-checks: install $(CHECKS_STAMP)
+	$(CHECKS_PATH) FGBDT_PYTHON=$(PY) forge test
+	$(CHECKS_PATH) $(CHECKS_VENV)/bin/halmos --contract SymbolicTest $(HALMOS_ARGS)
+	$(CHECKS_PATH) FGBDT_SOLC_NO_CODEGEN=1 $(CHECKS_VENV)/bin/slither contracts/FGBDTChain.sol $(SLITHER_ARGS)
+	$(CHECKS_PATH) FGBDT_SOLC_NO_CODEGEN=1 $(CHECKS_VENV)/bin/slither contracts/FGBDTForwarder.sol $(SLITHER_ARGS)
+	$(CHECKS_PATH) $(LINT_DIRS) forge lint contracts --deny warnings
+
+# Slither through the solc stand-in with foundry.toml's settings (crytic-compile reads them from `forge config`),
+# OpenZeppelin's own findings left out, failing on any untriaged High or Medium one
+SLITHER_ARGS = --compile-force-framework solc --filter-paths node_modules --fail-medium
+
+# forge lint compiles without code generation: into directories of its own, since artifacts without bytecode or AST
+# in the shared cache would be taken as current by halmos's build
+LINT_DIRS = FOUNDRY_OUT=build/foundry/lint/out FOUNDRY_CACHE_PATH=build/foundry/lint/cache
+
+# halmos on forge's build (foundry.toml's out directory), an overflow or division-by-zero panic counted as a failure
+# like a failed assert, Bitwuzla as the solver (tests/foundry/bitwuzla_smt2.py)
+HALMOS_ARGS = --forge-build-out build/foundry/out --panic-error-codes 0x01,0x11,0x12 \
+	--solver-command "$(CHECKS_VENV)/bin/python tests/foundry/bitwuzla_smt2.py"
+
+# The contract checks at bench size (10,000 runs per property), recorded in bench/results/fuzz.json.
+fuzz: install $(CHECKS_STAMP)
+	$(CHECKS_PATH) $(PY) -m bench.fuzz
 
 demo: install
 	$(VENV)/bin/fgbdt demo
@@ -47,11 +88,11 @@ docs: $(STAMP)
 unit: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test: lint typecheck docs unit
+test: lint typecheck docs contract-checks unit
 
 # The dashboard's screenshots that docs/dashboard.md shows, taken by its browser tests.
 screenshots: install
 	DASHBOARD_SCREENSHOTS=docs/img/dashboard $(PY) -m pytest -q -p no:cacheprovider tests/api/test_dashboard_browser.py
 
 clean:
-	rm -rf $(VENV) node_modules build .pytest_cache .mypy_cache .ruff_cache out
+	rm -rf $(VENV) $(CHECKS_VENV) node_modules build .pytest_cache .mypy_cache .ruff_cache out

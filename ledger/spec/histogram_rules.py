@@ -124,7 +124,7 @@ def check_bins(hist: NodeHistograms, node: int, objective: int, first_tree: bool
                 rhs = check_int256(check_int256(a * (n_one - a)) + check_int256(check_int256(ROW_SLACK * n) * n_one))
                 if lhs > rhs:
                     raise HistogramRuleError("LogisticBound", node, f"slot {slot}: H = {h} > |G|(1 - |G|/n)")
-            if first_tree and (4 * h != n_one or (n_one // 2 - g) % ONE != 0):
+            if first_tree and (4 * h != n_one or check_int256(n_one // 2 - g) % ONE != 0):
                 raise HistogramRuleError(
                     "FirstTreeLabels", node, f"slot {slot}: at score 0 every row has h = 1/4 and g = 1/2 - y"
                 )

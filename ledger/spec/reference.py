@@ -86,7 +86,7 @@ def check_all_int256(values: Iterable[int]) -> None:
 
 def side_score(g: int, h: int, lam: int) -> int:
     """``g^2 / (h + lambda)`` in fixed point, 0 when the denominator is 0 (an empty side with lambda = 0)."""
-    d = h + lam
+    d = check_int256(h + lam)
     if d <= 0:
         return 0
     # g*g >= 0 and d > 0, so floor division is the truncating division here
@@ -95,15 +95,15 @@ def side_score(g: int, h: int, lam: int) -> int:
 
 def split_gain(g_left: int, h_left: int, g_right: int, h_right: int, lam: int) -> int:
     """The paper's equation 7: left score plus right score, no 1/2 factor and no parent term."""
-    return side_score(g_left, h_left, lam) + side_score(g_right, h_right, lam)
+    return check_int256(side_score(g_left, h_left, lam) + side_score(g_right, h_right, lam))
 
 
 def leaf_value(g: int, h: int, lam: int, learning_rate: int) -> int:
     """Equation 6 times the learning rate: ``-G * lr / (H + lambda)``, 0 for an empty leaf with lambda = 0."""
-    d = h + lam
+    d = check_int256(h + lam)
     if d <= 0:
         return 0
-    return tdiv(check_int256(-g * learning_rate), d)
+    return tdiv(check_int256(check_int256(-g) * learning_rate), d)
 
 
 def hessian_of(h: int, n: int, hessian_mode: int) -> int:
@@ -258,19 +258,19 @@ def best_split(hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int 
     best_parent = 0
     for k, feature in enumerate(hist.features):
         gs, hs, ns = hist.g[k], hist.h[k], hist.n[k]
-        g_tot, h_tot, n_tot = sum(gs), sum(hs), sum(ns)
+        g_tot, h_tot, n_tot = _checked_sums(gs, hs, ns)
         g_l = h_l = n_l = 0
         for t in range(len(gs) - 1):
             if gs[t] == 0 and hs[t] == 0 and ns[t] == 0:
                 # same sums as threshold t - 1, so the same gain: under "strictly greater replaces" it never wins
                 continue
-            g_l += gs[t]
-            h_l += hs[t]
-            n_l += ns[t]
-            n_r = n_tot - n_l
+            g_l = check_int256(g_l + gs[t])
+            h_l = check_int256(h_l + hs[t])
+            n_l = check_int256(n_l + ns[t])
+            n_r = check_int256(n_tot - n_l)
             if n_l < min_rows or n_r < min_rows:
                 continue
-            g_r, h_r = g_tot - g_l, h_tot - h_l
+            g_r, h_r = check_int256(g_tot - g_l), check_int256(h_tot - h_l)
             gain = split_gain(g_l, hessian_of(h_l, n_l, hessian_mode), g_r, hessian_of(h_r, n_r, hessian_mode), lam)
             if best is None or gain > best.gain:
                 best = Split(k, feature, t, gain, g_l, h_l, n_l, g_r, h_r, n_r)
@@ -278,6 +278,22 @@ def best_split(hist: NodeHistograms, lam: int, min_rows: int, hessian_mode: int 
     if best is None or best.gain <= best_parent:
         return None
     return best
+
+
+_SAFE_TERM = 1 << 247
+"""Below this in magnitude, 256 terms cannot carry a partial sum out of int256: their checked sum is their sum."""
+
+
+def _checked_sums(gs: Sequence[int], hs: Sequence[int], ns: Sequence[int]) -> tuple[int, int, int]:
+    """The sums of a candidate's slots as the contract adds them, slot by slot, each partial sum checked (it reverts
+    where one leaves int256 although the total may fit); at C speed where no partial sum can."""
+    values = (*gs, *hs, *ns)
+    if len(gs) <= 256 and values and min(values) > -_SAFE_TERM and max(values) < _SAFE_TERM:
+        return sum(gs), sum(hs), sum(ns)
+    g = h = n = 0
+    for gv, hv, nv in zip(gs, hs, ns, strict=True):
+        g, h, n = check_int256(g + gv), check_int256(h + hv), check_int256(n + nv)
+    return g, h, n
 
 
 @cache
@@ -585,7 +601,7 @@ def payouts(totals: Sequence[int], finished: Sequence[bool], reward: int) -> Pay
     completion only, a refusal never raises what a party earns."""
     if len(finished) != len(totals):
         raise ValueError(f"{len(totals)} totals but {len(finished)} finished flags")
-    positive = sum(max(t, 0) for t in totals)
+    positive = check_int256(sum(max(t, 0) for t in totals))  # the contract's int256 sum of the positive totals
     paid = [0] * len(totals)
     forfeited = [0] * len(totals)
     if positive > 0:
