@@ -3,10 +3,11 @@
 The hosts are Linux network namespaces on this machine, each joined to the test's namespace by a veth pair: the chain
 (anvil mining a block every 2 s) in one, each party in its own, started by ``fgbdt node --config`` from its own TOML
 file with its own certificate and the federation's CA: the steps of the deployment guide's "Joining a task from one's
-own host" (``docs/deploying.md``), its configuration file's keys read from the page. Everything a party sends crosses a userspace TCP proxy in the
-test's namespace (this kernel has no ``tc netem``): 20 ms each way (a 40 ms round trip) with 5 ms of jitter, and 1%
-of the chunks delayed by a 200 ms retransmission timeout, which is what a lost segment costs a TCP stream. The
-requester runs in the test's namespace. The task completes, the audit says OK, and the model is the simulator's.
+own host" (``docs/deploying.md``), its configuration file's keys read from the page. Everything a party sends crosses
+a userspace TCP proxy in the test's namespace (this kernel has no ``tc netem``): 20 ms each way (a 40 ms round trip)
+with 5 ms of jitter, and 1% of the chunks delayed by a 200 ms retransmission timeout, which is what a lost segment
+costs a TCP stream. The requester runs in the test's namespace. The task completes, the audit says OK, and the model
+is the simulator's.
 
 Traffic goes only to the namespaces the test creates (10.231.0.0/16) and to loopback."""
 
