@@ -48,6 +48,7 @@ abstract contract Federation {
         int256[][] rowG;
         uint256[][] rowAt; // each row's node in the current tree
         uint256[] lastSub; // step of the last accepted histograms
+        bytes32[][] leavesAt; // the node-block hashes of the last accepted histograms, which their proofs go up from
         uint256[] votedAt;
         uint256[] declinedAt;
         uint256[] aheadAt;
@@ -181,6 +182,7 @@ abstract contract Federation {
         }
         f.bins.push(b);
         f.lastSub.push(0);
+        f.leavesAt.push();
         f.votedAt.push(0);
         f.declinedAt.push(0);
         f.aheadAt.push(0);
@@ -396,12 +398,14 @@ abstract contract Federation {
             vm.prank(f.parties[p]);
             chain.commitHistograms(f.taskId, f.tree, f.level, part);
         }
-        (bytes32 root, ) = _merkle(_leaves(f, p), 0);
+        bytes32[] memory leaves = _leaves(f, p);
+        (bytes32 root, ) = _merkle(leaves, 0);
         int256[] memory data = _levelData(f, p, committed, k);
         (FGBDTEndorseLib.Endorsement[] memory es, uint256[3] memory least) = _endorsements(f, p, root, count, seed);
         vm.prank(f.parties[p]);
         chain.submitHistograms(f.taskId, f.tree, f.level, data, es);
         f.lastSub[p] = f.step;
+        f.leavesAt[p] = leaves;
         if (f.level == 0) f.credit[p] = least;
         _sync(f);
     }
@@ -444,7 +448,8 @@ abstract contract Federation {
                 h[i * w + j] = blk[w + j];
                 n[i * w + j] = blk[2 * w + j];
             }
-            (, bytes32[] memory proof) = _merkle(_leaves(f, subs[i]), rank);
+            // the leaves as submitted: a node of the level resolved before this one has its rows moved on
+            (, bytes32[] memory proof) = _merkle(f.leavesAt[subs[i]], rank);
             for (uint256 j = 0; j < proofLen; ++j) proofs[i * proofLen + j] = proof[j];
         }
     }
