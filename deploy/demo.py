@@ -253,6 +253,9 @@ def _stay(api: str, console: Console) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    # SIGINT too: a process started in the background of a non-interactive shell (``fgbdt demo &`` in a script,
+    # a CI job) inherits SIGINT ignored, and Python then leaves it ignored, so Ctrl-C would not stop the demo
+    signal.signal(signal.SIGINT, interrupt)
     console.print(f"the chain, the API and the dashboard ({api}/) stay up; Ctrl-C stops them", soft_wrap=True)
     try:
         while True:
