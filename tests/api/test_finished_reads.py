@@ -34,7 +34,7 @@ def finished(chain: ChainClient, task: TaskContract) -> tuple[int, list[Any]]:
 def _api(
     anvil_node: Anvil, task: TaskContract, relayer: LocalAccount, artifacts: dict[str, Artifact], recheck: float
 ) -> tuple[Backend, TestClient]:
-    relayer = task.client.new_account(10**21)  # its own: the session's relayer keeps its nonces to itself
+    relayer = task.client.new_account(10**21)  # its own: the shared relayer keeps its nonces to itself
     key = "0x" + bytes(relayer.key).hex()
     backend = Backend(Settings(anvil_node.url, task.address, relayer_key=key, recheck=recheck), artifacts)
     return backend, TestClient(create_app(backend))

@@ -1,6 +1,6 @@
 """What one client may ask of the server (``api.limits``): a body, the event streams it holds open, a prediction
 batch; past each limit a 4xx that names it, through a real uvicorn server on 127.0.0.1 (or the ASGI app where only
-the app is involved) and the session's anvil."""
+the app is involved) and the suite's shared anvil."""
 
 from __future__ import annotations
 

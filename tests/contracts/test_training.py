@@ -198,8 +198,8 @@ def _train(
 def training_chain(
     chain: ChainClient, task_contract: TaskContract, artifacts: dict[str, Artifact]
 ) -> tuple[ChainClient, TaskContract]:
-    """The chain to train a whole task on: anvil's session chain, or a fresh embedded chain. eth-tester's
-    ``get_logs`` reads every block from the first, so on the session's long embedded chain reading one task's events
+    """The chain to train a whole task on: the suite's shared anvil, or a fresh embedded chain. eth-tester's
+    ``get_logs`` reads every block from the first, so on the suite's long-lived embedded chain reading one task's events
     back took minutes (measured: 210 s in the full suite against 28 s on a chain of its own)."""
     if getattr(chain.w3.provider, "ethereum_tester", None) is None:
         return chain, task_contract
