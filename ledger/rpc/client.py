@@ -158,8 +158,9 @@ class ChainClient:
         self._fees: tuple[float, int, int | None, int] | None = None
         """(when read, block gas limit, base fee or None on a chain without EIP-1559, legacy gas price)."""
         self._priority_fee: int | None = None
-        self._client_version: str | None = None
         """The tip per gas the node suggests (``eth_maxPriorityFeePerGas``), asked once."""
+        self._client_version: str | None = None
+        """The node's ``web3_clientVersion``, asked once (None: not asked yet)."""
         self._mine_method: str | None = None
         """Which of ``MINE_METHODS`` the node serves ("" when none; None: not tried yet)."""
         self.confirmations: int = 1
@@ -715,8 +716,8 @@ class ChainClient:
 
     def _estimate(self, tx: dict[str, Any]) -> int:
         """``eth_estimateGas`` of ``tx``. ganache 7.9 leaves an estimate that arrives while it mines a queue of
-        transactions unanswered for good, while it answers every later request (seen about once in ten tasks of
-        three parties joining at once): on ganache an estimate unanswered for ``GANACHE_ESTIMATE_PATIENCE`` seconds
+        transactions unanswered for good, while it answers every later request (seen about once in twenty tasks
+        of three parties joining at once): on ganache an estimate unanswered for ``GANACHE_ESTIMATE_PATIENCE`` seconds
         is asked again, up to ``GANACHE_ESTIMATE_ATTEMPTS`` times; other nodes get the transport's timeout."""
         patience = getattr(self.w3.provider, "patience", None)
         if patience is not None and self._software().startswith("Ganache/"):
