@@ -43,10 +43,28 @@ of computing ``g = p - y`` and ``h = p(1 - p)`` from the same ``p`` (about 1e-16
 to 18 decimals. It gives a stretching party 1e-15 per row, nothing measurable."""
 
 
+RULE_ERRORS: frozenset[str] = frozenset(
+    {
+        "CandidateTotalsMismatch",
+        "CountOutOfRange",
+        "GradientOutOfRange",
+        "HessianOutOfRange",
+        "LogisticBound",
+        "FirstTreeLabels",
+        "InheritedTotalsMismatch",
+    }
+)
+"""The contract's custom errors for histograms that break an exact rule: the names a :class:`HistogramRuleError`
+carries, which a party that sent such histograms takes as a refusal (not a race to retry)."""
+
+
 class HistogramRuleError(ValueError):
-    """Histograms that break an exact rule; ``name`` is the contract's custom error, ``node`` the heap id."""
+    """Histograms that break an exact rule; ``name`` is the contract's custom error (one of :data:`RULE_ERRORS`),
+    ``node`` the heap id."""
 
     def __init__(self, name: str, node: int, detail: str) -> None:
+        if name not in RULE_ERRORS:
+            raise ValueError(f"{name!r} is not a histogram rule's error (RULE_ERRORS)")
         super().__init__(f"{name} at node {node}: {detail}")
         self.name = name
         self.node = node

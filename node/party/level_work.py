@@ -11,6 +11,7 @@ from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.ledger.rpc.errors import ContractRevert
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.histogram_rules import RULE_ERRORS
 from fgbdt_chain.ledger.spec.tx_size import histogram_parts
 from fgbdt_chain.ledger.wrappers.contracts import Phase, TaskState
 from fgbdt_chain.node.party.endorse_asking import EndorsementAsker
@@ -23,19 +24,6 @@ from fgbdt_chain.node.party.sent import SentLog
 from fgbdt_chain.node.party.session import PartySession
 from fgbdt_chain.node.party.votes_ahead import VotesAhead
 from fgbdt_chain.node.protocol.endorsement import quorum
-
-RULE_ERRORS = frozenset(
-    {
-        "CandidateTotalsMismatch",
-        "CountOutOfRange",
-        "GradientOutOfRange",
-        "HessianOutOfRange",
-        "LogisticBound",
-        "FirstTreeLabels",
-        "InheritedTotalsMismatch",
-    }
-)
-"""The contract's refusals of histograms that break an exact rule (``ledger.spec.histogram_rules``)."""
 
 
 class LevelWork:
