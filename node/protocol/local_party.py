@@ -62,7 +62,7 @@ class LocalParty:
 
     def __init__(
         self,
-        slots: np.ndarray,
+        slots: np.ndarray | BinnedRows,
         y: np.ndarray,
         params: TrainParams,
         weights: np.ndarray | None = None,
@@ -72,12 +72,14 @@ class LocalParty:
         index: int = 0,
         widths: np.ndarray | None = None,
     ) -> None:
-        if slots.shape[0] != y.shape[0]:
-            raise ValueError(f"{slots.shape[0]} rows of bin slots but {y.shape[0]} labels")
+        # slots in memory, or rows already laid out (``node.protocol.chunked_rows``: slots read chunk by chunk)
+        rows = slots if isinstance(slots, BinnedRows) else BinnedRows(slots, params.nbins)
+        if rows.n_rows != y.shape[0]:
+            raise ValueError(f"{rows.n_rows} rows of bin slots but {y.shape[0]} labels")
         if weights is not None and weights.shape != y.shape:
             raise ValueError(f"weights must have shape {y.shape}, got {weights.shape}")
         self.params = params
-        self.rows = BinnedRows(slots, params.nbins)
+        self.rows = rows
         self.y = y.astype(np.float64) / params.label_scale  # a power of two: exact
         self.w = None if weights is None else weights.astype(np.float64)
         self.score = np.zeros_like(self.y)
