@@ -29,14 +29,11 @@ deposit is owed to someone and withdrawn.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import itertools
 import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +45,7 @@ from bench.datasets import load, objective
 from bench.record import Run, parameters_of
 from fgbdt_chain.deploy.party_forks import Party
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester
+from fgbdt_chain.deploy.tcp_proxies import HoldingProxies
 from fgbdt_chain.ledger.audit.replay import audit_events, read_task
 from fgbdt_chain.ledger.devnet.anvil import Anvil, free_port, start_anvil
 from fgbdt_chain.ledger.rpc.client import ChainClient
@@ -89,68 +87,6 @@ class ChainPlan:
     block_time: float | None = 1.0
     step_blocks: int = 120
     timeout_seconds: float = 900.0
-
-
-class HoldingProxy:
-    """TCP proxies in one event-loop thread that can hold every connection: while held, no byte moves either way and
-    new connections wait before reaching their target, as TCP streams behave across a partition (the sender's
-    retransmissions get through once it heals; an application's own timeouts still fire)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="holding-proxy", daemon=True)
-        self.thread.start()
-        self.servers: list[asyncio.AbstractServer] = []
-        self._open = asyncio.Event()
-        self.loop.call_soon_threadsafe(self._open.set)
-
-    def add(self, target_port: int) -> int:
-        """A proxy on a free loopback port to ``127.0.0.1:target_port``; its port."""
-        port = free_port()
-
-        async def start() -> None:
-            self.servers.append(await asyncio.start_server(self._handle(target_port), "127.0.0.1", port))
-
-        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
-        return port
-
-    def hold(self) -> None:
-        self.loop.call_soon_threadsafe(self._open.clear)
-
-    def release(self) -> None:
-        self.loop.call_soon_threadsafe(self._open.set)
-
-    def _handle(self, target_port: int) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]:
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._open.wait()
-            try:
-                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target_port)
-            except OSError:
-                writer.close()
-                return
-            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
-
-        return handle
-
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            while True:
-                chunk = await reader.read(65536)
-                await self._open.wait()
-                if not chunk:
-                    if writer.can_write_eof():
-                        writer.write_eof()
-                    break
-                writer.write(chunk)
-                await writer.drain()
-        writer.close()
-
-    def close(self) -> None:
-        self.release()
-        for server in self.servers:
-            self.loop.call_soon_threadsafe(server.close)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 class Progress:
@@ -218,7 +154,7 @@ class FaultyRequester(Requester):
     """The requester of ``deploy.requester`` whose struck party, for a cut-off, reaches the chain and is reached
     through a holding proxy."""
 
-    def __init__(self, *args: Any, proxy: HoldingProxy | None = None, struck: int = -1, **kw: Any) -> None:
+    def __init__(self, *args: Any, proxy: HoldingProxies | None = None, struck: int = -1, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.proxy, self.struck = proxy, struck
 
@@ -226,11 +162,18 @@ class FaultyRequester(Requester):
         if self.proxy is not None and int(args[args.index("--party-index") + 1]) == self.struck:
             args = list(args)
             rpc_port = int(self.setup.rpc.rsplit(":", 1)[1])
-            args[args.index("--rpc") + 1] = f"http://127.0.0.1:{self.proxy.add(rpc_port)}"
+            args[args.index("--rpc") + 1] = f"http://127.0.0.1:{self._proxied(rpc_port)}"
             listen = free_port()
             args[args.index("--listen") + 1] = f"127.0.0.1:{listen}"
-            args += ["--public-url", f"http://127.0.0.1:{self.proxy.add(listen)}"]
+            args += ["--public-url", f"http://127.0.0.1:{self._proxied(listen)}"]
         return super().spawn(args, log_path)
+
+    def _proxied(self, target_port: int) -> int:
+        """A proxy on a free loopback port to ``127.0.0.1:target_port``; its port."""
+        assert self.proxy is not None
+        port = free_port()
+        self.proxy.add(("127.0.0.1", port), ("127.0.0.1", target_port))
+        return port
 
 
 def play(prep: Prepared, plan: FaultPlan, chain: ChainPlan, workdir: Path, sim_model: Model | None) -> dict[str, Any]:
@@ -239,7 +182,7 @@ def play(prep: Prepared, plan: FaultPlan, chain: ChainPlan, workdir: Path, sim_m
     state = workdir / "anvil-state.json"
     anvil = start_anvil(state=state, block_time=chain.block_time)
     port = anvil.port
-    proxy = HoldingProxy() if plan.fault == "party-cut-off" else None
+    proxy = HoldingProxies() if plan.fault == "party-cut-off" else None
     req: Requester | None = None
     first: Requester | None = None
     progress: Progress | None = None
@@ -323,7 +266,7 @@ def _strike(
     port: int,
     state: Path,
     chain: ChainPlan,
-    proxy: HoldingProxy | None,
+    proxy: HoldingProxies | None,
     fault: dict[str, float],
 ) -> Anvil:
     """Play a training-time fault now; the chain's node, started again where the fault restarts it."""

@@ -13,16 +13,12 @@ Traffic goes only to the namespaces the test creates (10.231.0.0/16) and to loop
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import datetime
 import ipaddress
 import os
-import random
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +29,7 @@ from eth_account import Account
 
 from fgbdt_chain.deploy.party_forks import NODE_COMMAND
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester
+from fgbdt_chain.deploy.tcp_proxies import LossyProxies
 from fgbdt_chain.ledger.audit.replay import audit_events, read_task
 from fgbdt_chain.ledger.devnet.anvil import anvil_command, wait_until_ready
 from fgbdt_chain.ledger.rpc.client import ChainClient
@@ -90,75 +87,6 @@ def namespaces() -> Iterator[list[str]]:
         for k, ns in enumerate(names):
             subprocess.run(["ip", "link", "del", f"{tag}a{k}"], capture_output=True)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
-class LossyProxy:
-    """TCP proxies in one event loop thread: each chunk is delivered ``ONE_WAY`` +- ``JITTER`` seconds after it was
-    read, in order, and with probability ``LOSS`` ``RTO`` later still."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="lossy-proxy", daemon=True)
-        self.thread.start()
-        self.servers: list[asyncio.AbstractServer] = []
-        self.delayed = 0
-
-    def add(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
-        async def start() -> None:
-            self.servers.append(await asyncio.start_server(self._pair(target), *listen))
-
-        asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
-
-    def _pair(self, target: tuple[str, int]) -> Any:
-        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            try:
-                up_reader, up_writer = await asyncio.open_connection(*target)
-            except OSError:
-                writer.close()
-                return
-            await asyncio.gather(self._pump(reader, up_writer), self._pump(up_reader, writer))
-
-        return handle
-
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()
-
-        async def deliver() -> None:
-            while True:
-                at, chunk = await queue.get()
-                await asyncio.sleep(max(0.0, at - self.loop.time()))
-                if chunk is None:
-                    if writer.can_write_eof():
-                        writer.write_eof()
-                    return
-                writer.write(chunk)
-                await writer.drain()
-
-        sender = asyncio.create_task(deliver())
-        last = 0.0
-        try:
-            while True:
-                chunk = await reader.read(65536)
-                delay = ONE_WAY + self.rng.uniform(-JITTER, JITTER)
-                if chunk and self.rng.random() < LOSS:
-                    delay += RTO
-                    self.delayed += 1
-                last = max(last, self.loop.time() + delay)
-                await queue.put((last, chunk or None))
-                if not chunk:
-                    break
-        except (ConnectionError, OSError):
-            await queue.put((last, None))
-        with contextlib.suppress(ConnectionError, OSError):
-            await sender
-        writer.close()
-
-    def close(self) -> None:
-        for server in self.servers:
-            self.loop.call_soon_threadsafe(server.close)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 def _certificates(folder: Path, hosts: list[str]) -> tuple[Path, list[tuple[Path, Path]]]:
@@ -268,7 +196,7 @@ def test_four_organisations_train_over_a_lossy_network_with_tls(
     cmd = anvil_command(RPC_PORT, block_time=BLOCK_SECONDS)
     cmd[cmd.index("--host") + 1] = chain_inside
     anvil = subprocess.Popen(["ip", "netns", "exec", namespaces[0], *cmd], stdout=subprocess.DEVNULL)
-    proxy = LossyProxy(seed=1)
+    proxy = LossyProxies(seed=1, one_way=ONE_WAY, jitter=JITTER, loss=LOSS, rto=RTO)
     url = f"http://{chain_inside}:{RPC_PORT}"
     try:
         wait_until_ready(anvil, url, "anvil", 30.0)
