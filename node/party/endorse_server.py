@@ -116,7 +116,9 @@ async def _read_body(request: Request, guard: PeerGuard) -> bytes:
 
 
 def create_app(node: PartyNode, guard: PeerGuard | None = None) -> FastAPI:
-    app = FastAPI(title="FGBDT-Chain party endorsement endpoint", version="1")
+    # the schema (/openapi.json) describes the endpoint to peers' operators; no Swagger or ReDoc pages, which load
+    # their scripts from a CDN that a party's host behind its firewall does not reach
+    app = FastAPI(title="FGBDT-Chain party endorsement endpoint", version="1", docs_url=None, redoc_url=None)
     gate = guard if guard is not None else guard_of(node, node.settings.peer_limits)
 
     @app.get("/v1/health")

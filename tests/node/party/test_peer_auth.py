@@ -341,7 +341,7 @@ CLAIMS: dict[str, tuple[str, bytes]] = {
     RELAY_STREAM_PATH: ("WS", json.dumps({"kind": "votes", "from": ASKER.address}).encode()),
 }
 """Every route of a party's endpoint that takes a request in a member's name (the asker's), with such a request."""
-PUBLIC = {"/v1/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+PUBLIC = {"/v1/health", "/openapi.json"}
 """The routes that answer anyone: what the chain says of the party, and the endpoint's own description."""
 
 
