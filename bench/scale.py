@@ -345,10 +345,10 @@ def train_tables(p: dict[str, Any], pooled: list[dict[str, Any]]) -> str:
     lines = [
         f"Three parties, the first of the given rows ({p['features']} features, chunks of {p['chunk_rows']:,} rows), "
         f"the others of {p['other_rows']:,} rows each in memory; PV-tree, {p['trees']} trees of depth {p['depth']}. "
-        "The models of every mode at a size are identical (trees and contributions: the model digest). The first tree "
+        "A model is its trees and every party's contributions (compared by digest). The first tree "
         "includes loading the compiled kernels in every process.",
         "",
-        "| rows | first party | peak RSS MiB | first tree s | later trees, s per tree | model digest |",
+        "| rows | first party | peak RSS MiB | first tree s | later trees, s per tree | models at this size |",
         "|---|---|---|---|---|---|",
     ]
     for key in dict.fromkeys((m["rows"], m["mode"]) for m in pooled):
@@ -356,10 +356,14 @@ def train_tables(p: dict[str, Any], pooled: list[dict[str, Any]]) -> str:
         peak = mean_se(m["peak_rss_mb"] for m in mine)
         first = mean_se(m["tree_seconds"][0] for m in mine)
         later = mean_se(s for m in mine for s in m["tree_seconds"][1:])
-        digests = ", ".join(sorted({m["model_digest"] for m in mine}))
+        models = len({m["model_digest"] for m in pooled if m["rows"] == key[0]})
+        modes = len({m["mode"] for m in pooled if m["rows"] == key[0]})
+        same = f"{models} for {modes} modes" if models != 1 else f"one, identical in all {modes} modes"
+        if modes == 1:
+            same = "one mode run"
         lines.append(
             f"| {key[0]:,} | {key[1]} | {peak[0]:.0f} ± {peak[1]:.0f} | {first[0]:.1f} ± {first[1]:.1f} | "
-            f"{later[0]:.1f} ± {later[1]:.1f} | `{digests}` |"
+            f"{later[0]:.1f} ± {later[1]:.1f} | {same} |"
         )
     return "\n".join(lines)
 
