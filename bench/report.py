@@ -41,6 +41,8 @@ class Section:
 
 SECTIONS = (
     Section("speed", "Speed: FV-tree in the simulator against LightGBM"),
+    Section("simulate_floor", "Where the simulator's time goes: kernels and the rest"),
+    Section("curves", "Scaling: time and memory against rows, parties, depth and trees"),
     Section("accuracy", "Accuracy against centralized LightGBM and the parties alone"),
     Section("figures", "The paper's figures 6 to 8"),
     Section("default_shape", "The default shape of a task"),
@@ -54,9 +56,13 @@ SECTIONS = (
     Section("comm", "Communication"),
     Section("gas", "Gas"),
     Section("chain", "Training on chain"),
+    Section("block_interval", "Training on chain at fixed block intervals"),
+    Section("embedded_evm", "The embedded chain's EVM"),
     Section("faults", "Faults: recovery and what the audit says"),
     Section("shapley_cost", "The cost of exact split Shapley"),
-    Section("scale", "A party beyond one machine: histograms from Parquet"),
+    Section("scale", "A party beyond one machine: Parquet and Dask"),
+    Section("api_load", "The REST API under load"),
+    Section("dashboard", "The dashboard at scale"),
 )
 """The page's sections in order; a results file of any other benchmark follows them under its module's name."""
 
@@ -163,6 +169,8 @@ def plotter(module: Any, bench: str) -> Plotter | None:
         )
     if bench == "speed":
         return speed_plot
+    if bench == "curves":
+        return module.plot
     return None
 
 
