@@ -22,6 +22,7 @@ parts' sums (or concatenates its rows' new nodes).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,11 @@ class DaskChunks:
     """A party's slots in parts on Dask workers (``DaskPart``: a slots dataset on a worker's disk and where its rows
     start): each pass runs on the workers, each over its part, and comes back in row order.
 
-    ``address`` is the scheduler's (the party's configuration) or a ``distributed.Client`` already connected."""
+    A per-row array is sent to the workers once, each its part's stretch, and kept there while the party holds the
+    array: a tree's fixed-point rows and vote values serve every level, a level's positions its votes and its
+    histograms, so a pass sends only its small arguments. So a per-row array given to a pass must not be changed in
+    place afterwards (``PartyWork`` makes new ones). ``address`` is the scheduler's (the party's configuration) or a
+    ``distributed.Client`` already connected."""
 
     def __init__(self, address: Any, parts: Sequence[DaskPart], n_features: int, nbins: int, chunk_rows: int) -> None:
         from distributed import Client  # the scale extra: imported when used
@@ -115,15 +120,31 @@ class DaskChunks:
             raise ValueError("the parts must cover the party's rows from 0 without gaps or overlaps")
         self.n_rows = ends[-1]
         self.n_features, self.nbins, self.chunk_rows = n_features, nbins, chunk_rows
+        self._sent: dict[int, tuple[weakref.ref[np.ndarray], list[Any]]] = {}
+
+    def _on_workers(self, a: np.ndarray) -> list[Any]:
+        """Each part's stretch of ``a`` on its worker (futures), sent when ``a`` was not sent before."""
+        self._sent = {k: v for k, v in self._sent.items() if v[0]() is not None}
+        hit = self._sent.get(id(a))
+        if hit is not None and hit[0]() is a:
+            return hit[1]
+        futures = [
+            self.client.scatter(
+                a[p.start : p.start + p.rows], workers=None if p.worker is None else [p.worker], hash=False
+            )
+            for p in self.parts
+        ]
+        self._sent[id(a)] = (weakref.ref(a), futures)
+        return futures
 
     def run(self, fn: Pass, rows: Sequence[np.ndarray | None], *args: Any) -> list[Any]:
         for a in rows:
             if a is not None and a.shape[0] != self.n_rows:
                 raise ValueError(f"{a.shape[0]} rows given, the parts hold {self.n_rows}")
+        sent = [None if a is None else self._on_workers(a) for a in rows]
         futures = []
-        for p in self.parts:
-            lo, hi = p.start, p.start + p.rows
-            part_rows = [None if a is None else a[lo:hi] for a in rows]
+        for k, p in enumerate(self.parts):
+            part_rows = [None if s is None else s[k] for s in sent]
             workers = None if p.worker is None else [p.worker]
             futures.append(
                 self.client.submit(
