@@ -27,8 +27,10 @@ epsilon, seed) triple; within a seed the partition, split and data are shared by
 * **everywhere**: the private default (``simulate --epsilon E``: random splits, 200 trees) at epsilon 1, 4 and
   inf on every data set here, real and synthetic, next to LightGBM with its defaults; ``-all`` with trees over all
   features, ``-skew`` with the parties of a label group apart in one feature as well (feature skew 0.5).
-* **small-epsilons**: the same private default at epsilon 1, 0.5, 0.25 and 0.1 on every binary data set here. The
-  regression sets (abalone, cpusmall) cannot take a budget: their gradients have no bound.
+* **small-epsilons**: the same private default at epsilon 1, 0.5, 0.25 and 0.1 on every data set here, the two
+  regression sets (abalone, cpusmall; test RMSE) included. A regression task under a budget needs its label range
+  declared by the requester (:data:`LABEL_RANGES`, each the label's documented domain, never read from the rows): it
+  bounds the squared error's gradients (``node.privacy.accountant.loss_bounds``).
 
     python -m bench.privacy --part figure9 --seeds 0-9 --jobs 2
     python -m bench.privacy --part curve --seeds 0-9 --jobs 2
@@ -62,9 +64,11 @@ from typing import Any
 import numpy as np
 
 from bench.datasets import load
+from bench.datasets import objective as dataset_objective
 from bench.plots import pyplot, save_figure
 from bench.record import Run, parameters_of, read
 from bench.stats import mean_se, seeds_of
+from fgbdt_chain.ledger.spec.modes import ObjectiveName
 from fgbdt_chain.ledger.spec.parameters import PAPER_DEPTH, PAPER_TREES
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
 from fgbdt_chain.ledger.spec.train_params import TrainParams
@@ -129,11 +133,27 @@ PARTS["everywhere"] = {
     "depth": 4,
 }
 PARTS["everywhere-all"] = {**PARTS["everywhere"], "tree_features": "all"}
-# the private default at the small budgets: epsilon 1, 0.5, 0.25 and 0.1 on every binary data set here (a budget
-# needs a binary task: the regression sets cannot take one), with LightGBM without privacy beside it
-PARTS["small-epsilons"] = {**PARTS["everywhere"], "epsilons": (1.0, 0.5, 0.25, 0.1, math.inf)}
+# the private default at the small budgets: epsilon 1, 0.5, 0.25 and 0.1 on every data set here, the regression sets
+# with their declared label ranges (LABEL_RANGES), with LightGBM without privacy beside it
+PARTS["small-epsilons"] = {
+    **PARTS["everywhere"],
+    "datasets": {**PARTS["everywhere"]["datasets"], "abalone": 200, "cpusmall": 200},
+    "epsilons": (1.0, 0.5, 0.25, 0.1, math.inf),
+}
 PARTS["everywhere-skew"] = {**PARTS["everywhere"], "feature_skew": 0.5}
 ALGO_LABELS = {"fvtree": "FV-tree", "randomsplit": "random splits, private leaves"}
+LABEL_RANGES: dict[str, tuple[float, float]] = {"abalone": (1.0, 29.0), "cpusmall": (0.0, 100.0)}
+"""The requester's declared label range of each regression set, from the label's documentation, as a requester
+knows it before any party joins: abalone's label is the number of rings, whose range the UCI data description
+gives as 1 to 29; cpusmall's is the percentage of time the CPUs run in user mode (the Delve ``comp-activ`` data's
+``usr``), 0 to 100 by definition."""
+
+
+def metric_of(part: str, name: str) -> str:
+    """The metric a data set is reported in: the part's for binary sets, test RMSE for regression sets."""
+    return "test_rmse" if dataset_objective(name) == "regression" else str(PARTS[part]["metric"])
+
+
 PARTIES, THETA, DEPTH = 4, 0.8, 3
 
 
@@ -142,7 +162,14 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
     part, name, trees, bins, seed = task
     start = time.perf_counter()
     train, test = load(name, seed)
-    params = TrainParams(trees=trees, depth=PARTS[part].get("depth", DEPTH), bins=bins, voted_trees=ALL_TREES_VOTED)
+    objective: ObjectiveName = "regression" if dataset_objective(name) == "regression" else "binary"
+    params = TrainParams(
+        trees=trees,
+        depth=PARTS[part].get("depth", DEPTH),
+        bins=bins,
+        voted_trees=ALL_TREES_VOTED,
+        objective=objective,
+    )
     row: dict[str, Any] = {"dataset": name, "seed": seed, "trees": trees, "bins": bins, "runs": {}}
     for eps in PARTS[part]["epsilons"]:
         config = PrepConfig(
@@ -154,19 +181,20 @@ def one_task(task: tuple[str, str, int, int, int]) -> dict[str, Any]:
             colluders=PARTS[part].get("colluders"),
             feature_skew=PARTS[part].get("feature_skew", 0.0),
             dp_noise="seeded",  # an experiment: runs pair by seed across epsilons and code versions
+            label_range=LABEL_RANGES.get(name) if objective == "regression" else None,
         )
         prep = prepare(train, test, params, config)
         report, _, _ = run(prep, PARTS[part].get("algo", "fvtree"))
+        metrics: dict[str, float] = {k: report[k] for k in ("test_error", "test_auc", "test_rmse") if k in report}
         row["runs"][repr(eps)] = {
-            "test_error": report["test_error"],
-            "test_auc": report["test_auc"],
+            **metrics,
             "accounted_epsilon": report["privacy"]["accounted_epsilon"],
             "lambda": report["params"]["lam"],
             "tree_features": report["params"].get("tree_features"),
             "colluders": report["privacy"].get("colluders"),
             "all_others_epsilon": report["privacy"].get("all_others_epsilon"),
         }
-    paper = TrainParams(trees=PAPER_TREES, depth=PAPER_DEPTH, voted_trees=ALL_TREES_VOTED)
+    paper = TrainParams(trees=PAPER_TREES, depth=PAPER_DEPTH, voted_trees=ALL_TREES_VOTED, objective=objective)
     ref_params = paper if part.startswith("figure9") else params
     booster = baselines.train_own_bins(train.X, train.y, ref_params, threads=1, seed=seed)
     row["lightgbm"] = evaluate(ref_params, test.y, np.asarray(booster.predict(test.X), dtype=np.float64))
@@ -188,15 +216,18 @@ def label(eps: str) -> str:
 
 
 def table(part: str, rows: list[dict[str, Any]]) -> str:
-    metric = PARTS[part]["metric"]
     eps_keys = [repr(e) for e in PARTS[part]["epsilons"]]
     out: list[str] = []
     for name, bins in ((n, b) for n in PARTS[part]["datasets"] for b in PARTS[part]["bins"]):
         group = [r for r in rows if r["dataset"] == name and r.get("bins", 16) == bins]
         if not group:
             continue
+        metric = metric_of(part, name)
         algo = ALGO_LABELS[PARTS[part].get("algo", "fvtree")]
         shape = f"{algo}, {group[0]['trees']} trees of depth {PARTS[part].get('depth', DEPTH)}, {bins} bins"
+        if name in LABEL_RANGES and metric == "test_rmse":
+            lo, hi = LABEL_RANGES[name]
+            shape += f", label range declared [{lo:g}, {hi:g}]"
         out.append(f"{chr(10) if out else ''}**{name}** ({shape}, {len(group)} seeds; {metric})\n")
         out.append(
             "| epsilon | min | mean ± SE | max | accounted epsilon (max) | lambda | features per tree "
@@ -233,13 +264,13 @@ def table(part: str, rows: list[dict[str, Any]]) -> str:
 def plot(part: str, rows: list[dict[str, Any]], path: Path) -> None:
     """The figure: the metric against epsilon (inf drawn at the right end), min-max band, mean line, references."""
     plt = pyplot()
-    metric = PARTS[part]["metric"]
     names = [n for n in PARTS[part]["datasets"] if any(r["dataset"] == n for r in rows)]
     all_bins = PARTS[part]["bins"]
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
     finite = [e for e in PARTS[part]["epsilons"] if math.isfinite(e)]
     x_inf = max(finite) * 2
     for ax, name in zip(axes[0], names, strict=True):
+        metric = metric_of(part, name)
         group = [r for r in rows if r["dataset"] == name]
         xs = [e if math.isfinite(e) else x_inf for e in PARTS[part]["epsilons"]]
         for bins in all_bins:
@@ -285,10 +316,10 @@ def paired(new: Path, old: Path) -> str:
     docs = {"new": read(new)["runs"][-1], "old": read(old)["runs"][-1]}
     rows = {k: {(r["dataset"], r["seed"]): r for r in doc["results"]["rows"]} for k, doc in docs.items()}
     part = docs["new"]["parameters"]["part"]
-    metric = PARTS[part]["metric"]
-    out = [f"`{new}` - `{old}` ({metric}, paired by seed)", "", "| data | epsilon | new | old | new - old | seeds |"]
-    out.append("|---|---|---|---|---|---|")
+    out = [f"`{new}` - `{old}` (paired by seed)", "", "| data | metric | epsilon | new | old | new - old | seeds |"]
+    out.append("|---|---|---|---|---|---|---|")
     for name in dict.fromkeys(d for d, _ in rows["new"]):
+        metric = metric_of(part, name)
         keys = sorted(k for k in rows["new"] if k[0] == name and k in rows["old"])
         if not keys:
             continue
@@ -299,7 +330,7 @@ def paired(new: Path, old: Path) -> str:
             b = [rows["old"][k]["runs"][e][metric] for k in keys]
             (ma, sa), (mb, sb), (md, sd) = mean_se(a), mean_se(b), mean_se([x - y for x, y in zip(a, b, strict=True)])
             cells = f"{ma:.4f} ± {sa:.4f} | {mb:.4f} ± {sb:.4f} | {md:+.4f} ± {sd:.4f}"
-            out.append(f"| {name} | {label(e)} | {cells} | {len(keys)} |")
+            out.append(f"| {name} | {metric} | {label(e)} | {cells} | {len(keys)} |")
     return "\n".join(out)
 
 

@@ -8,24 +8,27 @@ not by hand.
 
 The mechanisms, and what their guarantee rests on (neighbouring datasets differ by one row of the party):
 
-* **bin sketch** and **PSD**: pure ``eps``-DP each (``node.privacy.binning``, ``node.privacy.psd``, Laplace noise on
-counts); any
-  pure ``eps``-DP mechanism is ``eps^2 / 2``-zCDP (Bun and Steinke 2016), which is how they enter the accountant;
-* **votes**: at every level the party votes, per open node, for one feature by the exponential mechanism (Gumbel noise
-  on the utilities, the argmax) with utility the count-hessian gain ``G_L^2/(n_L+l) + G_R^2/(n_R+l) - G^2/(n+l)`` of
-  the feature's best split on clipped gradients (``|g| <= 1``): one row moves each of the three terms by at most 3
-  (for ``|G| <= n``, ``l >= 0``), so the utility's sensitivity is ``VOTE_SENSITIVITY = 6``. The rows of a level fall
-  in disjoint nodes (parallel composition), so a level's votes are one ``eps_v``-DP exponential mechanism, which is
-  ``eps_v^2 / 8``-zCDP (bounded range, Cesar and Rogers 2021);
+* **bin sketch** and **PSD**: pure ``eps``-DP each (``node.privacy.binning``, ``node.privacy.psd``, discrete
+  Laplace noise on integer counts); any pure ``eps``-DP mechanism is ``eps^2 / 2``-zCDP (Bun and Steinke 2016),
+  which is how they enter the accountant;
+* **votes**: at every level the party votes, per open node, for one feature by the exponential mechanism (sampled
+  exactly by rejection, :func:`exponential_votes`) with utility the count-hessian gain ``G_L^2/(n_L+l) +
+  G_R^2/(n_R+l) - G^2/(n+l)`` of the feature's best split on clipped gradients (``|g| <= 1``): one row moves each
+  of the three terms by at most 3 (for ``|G| <= n``, ``l >= 0``), so the utility's sensitivity is
+  ``VOTE_SENSITIVITY = 6``. The rows of a level fall in disjoint nodes (parallel composition), so a level's votes
+  are one ``eps_v``-DP exponential mechanism, which is ``eps_v^2 / 8``-zCDP (bounded range, Cesar and Rogers 2021);
 * **histograms**: at every level the party releases, per open node, its (G, H, n) sums of both candidates' bins plus,
   at a tree's root, the node totals (below the root the totals are the parent's released sides). One row changes one
   bin of each candidate (g by at most 1, h by 1/4 for the logistic loss, n by 1) and the totals, so with every
-  quantity in units of its own sensitivity the release has L2 sensitivity ``sqrt(9) = 3``; Gaussian noise of standard
-  deviation ``noise_multiplier * 3`` in those units makes it a Gaussian mechanism of that noise multiplier.
-  Projections that keep the exact rules (both candidates summing to the totals) are post-processing.
+  quantity in units of its own sensitivity the release has L2 sensitivity ``sqrt(9) = 3``; discrete Gaussian noise
+  (Canonne, Kamath and Steinke 2020) of parameter ``noise_multiplier * 3`` in those units, on the integer sums
+  (fixed point, row counts), makes it a Gaussian mechanism of that noise multiplier: the discrete Gaussian has the
+  continuous one's zCDP on integer queries, so the accountant's Gaussian events hold for it as they are (their
+  Theorem 14). Projections that keep the exact rules (both candidates summing to the totals) are post-processing.
 
-Binary logistic loss only: its per-row gradient and hessian are bounded (``|g| <= 1``, ``h <= 1/4``), the
-sensitivities above need it; squared error has unbounded gradients.
+FV-tree's plan is for the binary logistic loss only: its per-row gradient and hessian are bounded (``|g| <= 1``,
+``h <= 1/4``), the sensitivities above need it. Random-split trees (:func:`leaf_plan`) also take squared error with
+a declared label range (:func:`loss_bounds`).
 """
 
 from __future__ import annotations
@@ -35,14 +38,20 @@ import hmac
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from fgbdt_chain.ledger.spec.fixed_point import ONE
 from fgbdt_chain.node.kernels import limbs
-from fgbdt_chain.node.kernels.histogram import FixedSums, votes_from_gains
-from fgbdt_chain.node.privacy.discrete_gaussian import discrete_gaussians_at_least
+from fgbdt_chain.node.kernels.histogram import FixedSums
+from fgbdt_chain.node.privacy.discrete_gaussian import (
+    Uniform,
+    discrete_gaussians_at_least,
+    exponential_choice,
+    lattice_release,
+)
 
 SPLIT: dict[str, float] = {"sketch": 0.05, "psd": 0.15, "votes": 0.15, "histograms": 0.65}
 """Shares of the party's budget, in zCDP terms (rho) for the training mechanisms and of epsilon for the two pure ones.
@@ -100,7 +109,8 @@ class PrivacyPlan:
 
     @property
     def vote_scale(self) -> float:
-        """Gumbel scale of the exponential mechanism: ``2 * sensitivity / eps_v`` (0: exact argmax)."""
+        """Scale of the exponential mechanism, ``2 * sensitivity / eps_v``: weights ``exp(u / scale)`` (0: exact
+        argmax)."""
         return 2.0 * VOTE_SENSITIVITY / self.vote_epsilon if self.private else 0.0
 
     def report(self) -> dict[str, Any]:
@@ -196,11 +206,35 @@ its conservative end, best at ``r = 1``; for small steps its variance is at most
 An unrecorded prototype with 0.9 (3 seeds, UCI credit and the heavy-tailed set, epsilon 1) gained nothing over 0.8."""
 
 
-def leaf_noise_scale(quantity: str) -> float:
+def leaf_noise_scale(quantity: str, bound: float | None = None) -> float:
     """Standard deviation of a leaf release's noise on ``quantity`` (g or h) per unit of noise multiplier, in the
-    quantity's own units (:data:`LEAF_GRADIENT_SHARE`)."""
+    quantity's own units (:data:`LEAF_GRADIENT_SHARE`), for a per-row ``bound`` (the logistic loss's by default)."""
     share = {"g": LEAF_GRADIENT_SHARE, "h": 1.0 - LEAF_GRADIENT_SHARE}[quantity]
-    return ROW_BOUNDS[quantity] / math.sqrt(share)
+    return (ROW_BOUNDS[quantity] if bound is None else bound) / math.sqrt(share)
+
+
+def loss_bounds(objective: str, label_range: tuple[float, float] | None = None) -> tuple[float, float]:
+    """The per-row bounds ``(|g|, h)`` a private leaf release is calibrated to: the logistic loss's ``(1, 1/4)``;
+    for squared error, from the requester's declared label range ``[lo, hi]``, ``((hi - lo) / 2, 1)``.
+
+    Why half the range: random-split regression starts every score at the range's midpoint, where every declared
+    label is at most ``(hi - lo) / 2`` away, so no row's first gradient ``score - y`` is clipped; later trees move
+    the scores towards the labels, and a gradient beyond the bound (a score that overshoots) is clipped to it, which
+    biases that step but keeps the sensitivity. Squared error's hessian is 1 per row. The range must be declared,
+    not read from the parties' rows: it sets the noise, and rows outside it are clipped into it."""
+    if objective == "binary":
+        return ROW_BOUNDS["g"], ROW_BOUNDS["h"]
+    if objective != "regression":
+        raise ValueError(f"no per-row bounds for the objective {objective!r}")
+    if label_range is None:
+        raise ValueError(
+            "a private regression task needs its label range declared (label_range: the label's documented "
+            "domain, (low, high)): the gradients' bound and so the noise come from it"
+        )
+    lo, hi = float(label_range[0]), float(label_range[1])
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"the declared label range must be finite with low < high, got {label_range!r}")
+    return (hi - lo) / 2.0, 1.0
 
 
 def default_colluders(parties: int) -> int:
@@ -241,8 +275,9 @@ def noise_seed(source: str, seed: int) -> int | None:
 
 
 def check_private_objective(epsilon: float, objective: str) -> None:
-    """Refuse a budget on a task whose per-row gradients have no bound: every sensitivity here rests on the logistic
-    loss's ``|g| <= 1``, ``h <= 1/4``."""
+    """Refuse a budget on an FV-tree task whose per-row gradients have no bound: every sensitivity of
+    :func:`plan` rests on the logistic loss's ``|g| <= 1``, ``h <= 1/4``. (Random-split trees take a regression
+    task under a budget with a declared label range: :func:`loss_bounds`.)"""
     if math.isfinite(epsilon) and objective != "binary":
         raise ValueError(
             "a privacy budget (epsilon) needs a binary task: the noise is calibrated to the logistic loss's bounded "
@@ -282,23 +317,33 @@ class LeafPlan:
     colluders: int = 0
     all_others_epsilon: float = 0.0
     """The accountant's epsilon if all ``parties - 1`` others pool their rows and noise against one party."""
+    gradient_bound: float = ROW_BOUNDS["g"]
+    """Per-row bound of ``|g|`` the noise is calibrated to (:func:`loss_bounds`); rows are clipped to it."""
+    hessian_bound: float = ROW_BOUNDS["h"]
+    """Per-row bound of ``h`` (:func:`loss_bounds`)."""
 
     @property
     def private(self) -> bool:
         return math.isfinite(self.epsilon)
 
+    def bound(self, quantity: str) -> float:
+        """The per-row bound of ``quantity`` (g or h)."""
+        return {"g": self.gradient_bound, "h": self.hessian_bound}[quantity]
+
     def noise_sd(self, quantity: str) -> float:
         """Standard deviation of the noise one party adds to one leaf's sum of ``quantity`` (g or h), in its own
         units: its share of the variance (class docstring)."""
-        return self.noise_multiplier * leaf_noise_scale(quantity) / math.sqrt(self.parties - self.colluders)
+        scale = leaf_noise_scale(quantity, self.bound(quantity))
+        return self.noise_multiplier * scale / math.sqrt(self.parties - self.colluders)
 
     def sum_noise_sd(self, quantity: str) -> float:
         """Standard deviation of the noise on the released sum of one leaf's ``quantity`` over all parties."""
         return math.sqrt(self.parties) * self.noise_sd(quantity)
 
     def regularisation(self, lam: float) -> float:
-        """As :meth:`PrivacyPlan.regularisation`: lambda at least the released sum's gradient noise."""
-        return max(lam, self.sum_noise_sd("g")) if self.private else lam
+        """As :meth:`PrivacyPlan.regularisation`: lambda at least the released sum's gradient noise over the
+        gradient bound, so that noise moves a leaf by at most about one bound (one logit for the logistic loss)."""
+        return max(lam, self.sum_noise_sd("g") / self.gradient_bound) if self.private else lam
 
     def report(self) -> dict[str, Any]:
         out = asdict(self)
@@ -336,17 +381,26 @@ def smallest_noise_multiplier(accounted: Callable[[float], float], epsilon: floa
     return hi
 
 
-def leaf_plan(epsilon: float, delta: float, trees: int, parties: int = 1, colluders: int | None = None) -> LeafPlan:
+def leaf_plan(
+    epsilon: float,
+    delta: float,
+    trees: int,
+    parties: int = 1,
+    colluders: int | None = None,
+    bounds: tuple[float, float] = (ROW_BOUNDS["g"], ROW_BOUNDS["h"]),
+) -> LeafPlan:
     """Calibrate the leaf releases of ``trees`` trees so that, with the sketch's share, each of ``parties`` parties
     is ``(epsilon, delta)``-DP against any ``colluders`` others (:class:`LeafPlan`; None: :func:`default_colluders`):
     the smallest noise multiplier (bisection) whose composition the accountant puts at most at ``epsilon``.
-    ``inf``: no noise."""
+    ``bounds``: the per-row ``(|g|, h)`` of the task's loss (:func:`loss_bounds`). ``inf``: no noise."""
     if parties < 1:
         raise ValueError(f"a task needs at least one party, got {parties}")
     colluders = default_colluders(parties) if colluders is None else colluders
     check_colluders(parties, colluders)
+    if not all(math.isfinite(b) and b > 0 for b in bounds):
+        raise ValueError(f"the per-row bounds must be positive and finite, got {bounds!r}")
     if math.isinf(epsilon) and epsilon > 0:
-        return LeafPlan(math.inf, 0.0, math.inf, 0.0, 0, 0.0, parties, colluders, 0.0)
+        return LeafPlan(math.inf, 0.0, math.inf, 0.0, 0, 0.0, parties, colluders, 0.0, *bounds)
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be positive (inf: no privacy), got {epsilon}")
     if not 0 < delta < 1:
@@ -361,7 +415,7 @@ def leaf_plan(epsilon: float, delta: float, trees: int, parties: int = 1, collud
     hi = smallest_noise_multiplier(accounted, epsilon, f"epsilon {epsilon} over {trees} trees")
     # all others pooled: only the party's own share of the noise is left
     alone = accounted(hi / math.sqrt(parties - colluders))
-    return LeafPlan(epsilon, delta, sketch_eps, hi, trees, accounted(hi), parties, colluders, alone)
+    return LeafPlan(epsilon, delta, sketch_eps, hi, trees, accounted(hi), parties, colluders, alone, *bounds)
 
 
 VOTES, HISTOGRAMS, LEAVES = 0, 1, 2
@@ -421,27 +475,48 @@ def vote_floor(group_of_row: np.ndarray, groups: int, g_vote: np.ndarray, h_vote
     return np.where(denominator > 0, G * G / np.where(denominator > 0, denominator, 1.0), 0.0)
 
 
+VOTE_LATTICE = 2.0**-18
+"""The votes' utilities are rounded to multiples of this before the exponential mechanism draws from them, so that
+its probabilities are exact rationals: rounding moves a neighbour's utility by at most ``VOTE_SENSITIVITY +
+VOTE_LATTICE``, the sensitivity the mechanism is then calibrated to (``1 + 2^-20`` times the noise)."""
+
+
 def exponential_votes(
     best: np.ndarray, plan: PrivacyPlan, rng: np.random.Generator, floor: np.ndarray | None = None
 ) -> np.ndarray:
-    """Each node's vote by the exponential mechanism: the argmax of the utilities plus Gumbel noise of scale
-    ``2 * sensitivity / eps_v`` (the Gumbel-max form of the mechanism). ``best`` is (nodes, F); with ``floor``
-    (:func:`vote_floor`, one per node) every utility is at least the node's one-sided gain, so every feature is
-    electable in every node whatever the rows; without it a feature with no finite utility is never chosen."""
+    """Each node's vote by the exponential mechanism: feature ``j`` with probability proportional to
+    ``exp(eps_v u_j / (2 sensitivity))``, sampled exactly (``node.privacy.discrete_gaussian.exponential_choice``,
+    with the utilities on the lattice of :data:`VOTE_LATTICE` and the sensitivity raised by it), not by Gumbel
+    noise drawn in floating point. ``best`` is (nodes, F); with ``floor`` (:func:`vote_floor`, one per node) every
+    utility is at least the node's one-sided gain, so every feature is electable in every node whatever the rows;
+    without it a feature with no finite utility is never chosen (a node with none votes -1)."""
     if floor is not None:
         best = np.maximum(best, np.asarray(floor, dtype=np.float64)[:, None])
-    noisy = best + rng.gumbel(0.0, plan.vote_scale, size=best.shape)
-    return votes_from_gains(np.where(np.isfinite(best), noisy, -np.inf))
+    steps = 1.0 / VOTE_LATTICE
+    scale = 2 * (Fraction(VOTE_SENSITIVITY) + Fraction(VOTE_LATTICE)) / Fraction(plan.vote_epsilon)
+    per_step = 1 / (scale * Fraction(steps))  # a utility gap of one lattice step, in the mechanism's units
+    uniform = Uniform(rng)
+    votes = np.full(best.shape[0], -1, dtype=np.int64)
+    for node in range(best.shape[0]):
+        finite = np.flatnonzero(np.isfinite(best[node]))
+        if finite.size == 0:
+            continue
+        u = [int(v) for v in np.rint(best[node, finite] * steps).tolist()]
+        top = max(u)
+        votes[node] = finite[exponential_choice([(top - v) * per_step for v in u], uniform)]
+    return votes
 
 
-def _noise(quantity: str, sd: float, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Noise of standard deviation ``sd`` on ``size`` sums of ``quantity``, as Python integers in the sums' units:
-    on row counts the exact discrete Gaussian of variance ``sd^2`` rounded up (at least the noise the plan asks
-    for; ``node.privacy.discrete_gaussian``), on the gradient and hessian sums a Gaussian drawn in floating point and
-    put in fixed point."""
+def _release(quantity: str, values: np.ndarray, sd: float, rng: np.random.Generator) -> np.ndarray:
+    """Exact integer sums of ``quantity`` (an object array) with noise of standard deviation ``sd`` in its units,
+    every draw an exact discrete Gaussian (``node.privacy.discrete_gaussian``), as Python integers: row counts get
+    the variance ``sd^2`` rounded up (at least the noise the plan asks for); the gradient and hessian sums, integers
+    in fixed point (every row's g and h rounded to ``1 / ONE`` before summing, so a row moves a sum by at most its
+    bound, 1 or 1/4, in those steps), are released by ``lattice_release``: exactly the Gaussian mechanism the
+    accountant counts, at least ``sd``."""
     if quantity == "n":
-        return discrete_gaussians_at_least(sd, size, rng).astype(object)
-    return np.array([round(v * ONE) for v in rng.normal(0.0, sd, size).tolist()], dtype=object)
+        return values + discrete_gaussians_at_least(sd, values.size, rng).astype(object).reshape(values.shape)
+    return lattice_release(values, sd, ONE, ROW_BOUNDS[quantity], rng)
 
 
 def _project(bins: np.ndarray, total: int) -> np.ndarray:
@@ -464,8 +539,8 @@ def noisy_sums(
 ) -> FixedSums:
     """A level's histograms with the party's Gaussian noise, kept to the exact totals rules.
 
-    Every bin of both candidates gets noise of ``plan.noise_sd`` (g and h in fixed point, n in whole rows; the
-    counts' from the exact discrete Gaussian, :func:`_noise`). The node
+    Every bin of both candidates gets noise of ``plan.noise_sd`` (g and h in fixed point, n in whole rows; all from
+    the exact discrete Gaussian, :func:`_release`). The node
     totals are ``totals`` (below a tree's root: the party's own released sides at the parent split) or, at a root,
     the exact totals plus noise of the same scale; each candidate's noisy bins are then shifted to sum to them, so
     both candidates hold the same totals and children inherit their parent's released sides exactly
@@ -487,12 +562,11 @@ def noisy_sums(
     out: dict[str, np.ndarray] = {}
     for q, (name, values) in enumerate(exact.items()):
         sd = plan.noise_sd(name)
-        noise = np.zeros(values.shape, dtype=object)
-        noise[inside] = _noise(name, sd, int(inside.sum()), rng)
-        noisy = values + noise
+        noisy = values.copy()
+        noisy[inside] = _release(name, values[inside], sd, rng)
         for j in range(nodes):
             if totals is None:
-                target = int(sum(values[j, 0].tolist())) + int(_noise(name, sd, 1, rng)[0])
+                target = int(_release(name, np.array([int(sum(values[j, 0].tolist()))], dtype=object), sd, rng)[0])
             else:
                 target = int(totals[j][q])
             for c in range(ncand):

@@ -39,14 +39,15 @@ the task then has one useful bin for it. So the sketch's resolution is spent whe
 present (a missing value changes none) by one. Only the ``F'`` features whose schema range is not a single point
 have cells, so each stage's counts, all features together, have L1 sensitivity ``F'``. Each stage adds two-sided
 geometric noise (the discrete Laplace mechanism, Ghosh, Roughgarden and Sundararajan 2009) with ``P(k) ~ exp(-|k| /
-b)`` and ``b = F' / epsilon_stage``: each stage is ``epsilon_stage``-DP, with integer outputs and therefore without
-the floating-point leaks of sampled continuous noise. Stage 2's grid depends only on stage 1's noisy output and the
-public schema, so the stages compose sequentially (adaptively): ``epsilon = epsilon1 + epsilon2``. Neither stage can
-be spared (no grid without stage 1, no counts on it without stage 2) and no model says one matters more, so the
-budget is split evenly (:data:`STAGE1_SHARE`); shares of 0.3 or 0.7 moved the edges' mean excess bin share over
-exact quantiles by at most 0.011 on the benchmark sets. Everything the requester derives (clipping, merging, the
-cuts) is post-processing. Per-count scale: :func:`sketch_noise_scale`; at epsilon 1 and 10 features it is 20 rows.
-``epsilon = inf`` (experiments only) adds no noise and selects every non-empty cell.
+b)`` and ``b = F' / epsilon_stage`` (rounded up to a multiple of 2^-20 and sampled exactly,
+``node.privacy.discrete_gaussian.discrete_laplaces``): each stage is ``epsilon_stage``-DP, with integer outputs and
+therefore without the floating-point leaks of sampled continuous noise. Stage 2's grid depends only on stage 1's
+noisy output and the public schema, so the stages compose sequentially (adaptively): ``epsilon = epsilon1 +
+epsilon2``. Neither stage can be spared (no grid without stage 1, no counts on it without stage 2) and no model says
+one matters more, so the budget is split evenly (:data:`STAGE1_SHARE`); shares of 0.3 or 0.7 moved the edges' mean
+excess bin share over exact quantiles by at most 0.011 on the benchmark sets. Everything the requester derives
+(clipping, merging, the cuts) is post-processing. Per-count scale: :func:`sketch_noise_scale`; at epsilon 1 and 10
+features it is 20 rows. ``epsilon = inf`` (experiments only) adds no noise and selects every non-empty cell.
 
 **Integer columns.** The schema also says which features hold integers only (``schema_integers``: counts, codes,
 one-hot flags). No integer lies strictly between k and k + 1, so a cut anywhere in that gap parts the rows as the
@@ -56,9 +57,9 @@ same side of every cut as before, so no split, gain or model changes, but the em
 more than a few bins (one-hot data), the task's histograms narrow with them (``ledger.spec.edges.histogram_slots``); a
 binary flag, which the noise used to cut 15 times between 0 and 1, has one cut at 0.5.
 
-``dp-equal-width`` is the previous sketch (Laplace counts in ``resolution`` equal-width buckets over [low, high],
-scale ``F / epsilon``), kept for measuring; ``exact`` (pooled quantiles, not private) and ``uniform`` (equal-width
-cuts of the schema range, no data at all) are kept for measuring what the private edges cost.
+``dp-equal-width`` is the previous sketch (discrete Laplace counts in ``resolution`` equal-width buckets over
+[low, high], scale ``F / epsilon``), kept for measuring; ``exact`` (pooled quantiles, not private) and ``uniform``
+(equal-width cuts of the schema range, no data at all) are kept for measuring what the private edges cost.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ import numpy as np
 
 from fgbdt_chain.ledger.spec.fixed_point import from_fixed, to_fixed
 from fgbdt_chain.ledger.spec.modes import BINNING_METHODS as BINNING_METHODS
+from fgbdt_chain.node.privacy.discrete_gaussian import discrete_laplaces
 
 DEFAULT_RESOLUTION = 64
 """``K``: the buckets a party spends on one feature's grid (the payload bound)."""
@@ -214,18 +216,6 @@ def sketch_noise_scale(epsilon: float, features: int, share: float = STAGE1_SHAR
     return features / (share * epsilon)
 
 
-def discrete_laplace(rng: np.random.Generator, scale: float, size: int) -> np.ndarray:
-    """Two-sided geometric noise, ``P(k) ~ exp(-|k| / scale)`` on the integers (zeros when ``scale`` is 0).
-
-    The difference of two geometric variables with ``q = exp(-1 / scale)``; its variance is ``2q / (1 - q)^2``,
-    about ``2 scale^2`` as for Laplace noise of the same scale.
-    """
-    if scale <= 0:
-        return np.zeros(size, dtype=np.int64)
-    p = -math.expm1(-1.0 / scale)  # 1 - q, exact for small 1 / scale
-    return (rng.geometric(p, size) - rng.geometric(p, size)).astype(np.int64)
-
-
 # ------------------------------------------------------------------------------------------------------ the sketch
 
 
@@ -302,10 +292,10 @@ def local_sketch(
             continue
         col = X[:, f]
         stage1 = bucket_counts(col, cell_bounds(float(low[f]), float(high[f])))
-        noisy = stage1 + discrete_laplace(rng, b1, stage1.size)
+        noisy = stage1 + discrete_laplaces(b1, stage1.size, rng)
         starts, splits = plan_spans(noisy, b1, resolution)
         stage2 = bucket_counts(col, grid_bounds(float(low[f]), float(high[f]), starts, splits))
-        out.append(FeatureSketch(starts, splits, stage2 + discrete_laplace(rng, b2, stage2.size)))
+        out.append(FeatureSketch(starts, splits, stage2 + discrete_laplaces(b2, stage2.size, rng)))
     return Sketch(tuple(out))
 
 
@@ -455,7 +445,8 @@ def bucket_bounds(low: float, high: float, resolution: int) -> np.ndarray:
 def equal_width_sketch(
     X: np.ndarray, low: np.ndarray, high: np.ndarray, *, resolution: int, epsilon: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """The previous sketch (``dp-equal-width``): Laplace(F / epsilon) counts in equal-width buckets, shape (F, R).
+    """The previous sketch (``dp-equal-width``): counts in equal-width buckets with discrete Laplace noise of scale
+    ``F / epsilon`` (exact, ``node.privacy.discrete_gaussian.discrete_laplaces``), shape (F, R).
 
     One row changes one bucket of every feature, so the whole sketch has L1 sensitivity F; clipping at 0 is
     post-processing. Kept to measure what following the mass gains."""
@@ -472,7 +463,7 @@ def equal_width_sketch(
     if np.isfinite(epsilon):
         if epsilon <= 0:
             raise ValueError("epsilon for the binning sketch must be positive")
-        sketch += rng.laplace(0.0, num_features / epsilon, size=sketch.shape)
+        sketch += discrete_laplaces(num_features / epsilon, sketch.shape, rng)
     return np.clip(sketch, 0.0, None)
 
 

@@ -30,15 +30,38 @@ NOT_RELEASED = "not released under a budget"
 RELEASES: tuple[Release, ...] = (
     Release("schema ranges", PUBLIC, "-", "declared by the requester or read from its own rows; party rows clipped"),
     Release("integer flags", PUBLIC, "-", "declared by the requester or read from its own rows"),
-    Release("label range", PUBLIC, "-", "[0, 1]: a budget needs a binary task"),
+    Release(
+        "label range",
+        PUBLIC,
+        "-",
+        "binary: [0, 1]; regression (random splits only): declared by the requester, party labels clipped",
+    ),
     Release("sketch", "discrete Laplace, two stages", "L1 F' per stage", "SPLIT sketch share, pure epsilon"),
     Release("edges", PUBLIC, "-", "post-processing of the sketches and the schema"),
-    Release("PSD", "Laplace leaf counts and noisy stops", "1 per level", "SPLIT psd share; weights nothing under one"),
-    Release("votes", "exponential mechanism over every threshold", "6", "SPLIT votes share, zCDP"),
     Release(
-        "histograms", "Gaussian; discrete on counts", "g in [-1, 1], h <= 1/4 per row", "SPLIT histograms share, zCDP"
+        "PSD",
+        "discrete Laplace leaf counts and noisy stops",
+        "1 per level",
+        "SPLIT psd share; weights nothing under one",
     ),
-    Release("leaf sums", "Gaussian, summed by secure aggregation", "g in [-1, 1], h <= 1/4", "leaf plan, RDP"),
+    Release(
+        "votes",
+        "exponential mechanism over every threshold, sampled exactly",
+        "6 + 2^-18 (utilities on a lattice)",
+        "SPLIT votes share, zCDP",
+    ),
+    Release(
+        "histograms",
+        "discrete Gaussian on fixed-point sums and counts",
+        "g in [-1, 1], h <= 1/4 per row",
+        "SPLIT histograms share, zCDP",
+    ),
+    Release(
+        "leaf sums",
+        "discrete Gaussian on fixed-point sums, summed by secure aggregation",
+        "binary: g in [-1, 1], h <= 1/4; regression: g in [-r, r] for r half the label range, h = 1",
+        "leaf plan, RDP",
+    ),
     Release("masked vectors", "secure aggregation", "-", "uniform given the sum; keys from entropy"),
     Release("model", PUBLIC, "-", "post-processing of edges, votes, histograms or leaf sums"),
     Release("contributions", PUBLIC, "-", "post-processing of the released histograms at neutral credit"),
@@ -51,7 +74,13 @@ RELEASES: tuple[Release, ...] = (
     Release("report parameters", PUBLIC, "-", "the task's parameters and the privacy plan"),
     Release("test metrics", PUBLIC, "-", "the model on the requester's test rows"),
     Release("timings", PUBLIC, "-", "wall-clock of the run: a side channel outside the guarantee"),
-    Release("baselines", "none", "-", "simulate's comparison on exact rows (--no-baselines): never a party's release"),
+    Release(
+        "baselines",
+        "none",
+        "-",
+        "simulate's comparison on exact rows (--no-baselines): never a party's release; the seed systems' own "
+        "random draws (SimFL's hashes, FedXGBllr's initial weights) are no privacy noise and run under no budget",
+    ),
 )
 """What a party releases in a private task, each once."""
 

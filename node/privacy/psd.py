@@ -2,7 +2,10 @@
 
 The tree is a kd-tree over the F features plus the label (dimension F). Only three things in the released object
 depend on the data: which nodes stop early (decided on noisy counts), a real label's split points (quantiles from a
-private sketch of the labels, ``label_sketched``) and the leaf counts (Laplace noise, clipped at 0). The privacy
+private sketch of the labels, ``label_sketched``) and the leaf counts (discrete Laplace noise, clipped at 0). The
+counts and the stopping tests' counts are integers of sensitivity 1, so their noise is the discrete Laplace
+(two-sided geometric) mechanism, sampled exactly (``node.privacy.discrete_gaussian.discrete_laplaces``): the
+guarantee rests on no floating-point noise. The privacy
 accounting is in docs/how-it-works.md ("The PSD"); `psd_budget` is the single place that implements it.
 
 Layout: nodes are stored in breadth-first order and the k-th internal node (in node order) has children 2k+1 (left)
@@ -24,6 +27,7 @@ from eth_utils import keccak
 
 from fgbdt_chain.ledger.spec.task_params import label_scale
 from fgbdt_chain.node.privacy.binning import local_sketch, mass_cuts, merged_mass
+from fgbdt_chain.node.privacy.discrete_gaussian import discrete_laplaces
 
 FORMAT_NAME = "fgbdt-psd"
 FORMAT_VERSION = 1
@@ -51,12 +55,12 @@ class PSDBudget:
 
     @property
     def stop_scale(self) -> float:
-        """Laplace scale of the stopping-test noise (sensitivity 1)."""
+        """Discrete Laplace scale of the stopping-test noise (sensitivity 1)."""
         return 0.0 if math.isinf(self.epsilon_per_test_level) else 1.0 / self.epsilon_per_test_level
 
     @property
     def leaf_scale(self) -> float:
-        """Laplace scale of the leaf-count noise (sensitivity 1)."""
+        """Discrete Laplace scale of the leaf-count noise (sensitivity 1)."""
         return 0.0 if math.isinf(self.epsilon_leaves) else 1.0 / self.epsilon_leaves
 
     @property
@@ -255,9 +259,7 @@ def build_psd(
         if level < forced:
             split = np.ones(k, dtype=bool)  # the label levels: data-independent, no count looked at
         elif level - forced < budget.test_levels:
-            noisy = exact.astype(np.float64)
-            if budget.stop_scale > 0:
-                noisy += rng.laplace(0.0, budget.stop_scale, size=k)
+            noisy = exact + discrete_laplaces(budget.stop_scale, k, rng)
             split = noisy > max_rows
         else:
             # Past the test levels a node splits iff depth and dims allow it: data-independent.
@@ -296,9 +298,8 @@ def build_psd(
         level_nodes = next_nodes
         level += 1
 
-    counts = np.concatenate(leaf_exact).astype(np.float64)
-    if budget.leaf_scale > 0:
-        counts += rng.laplace(0.0, budget.leaf_scale, size=counts.shape[0])
+    exact_counts = np.concatenate(leaf_exact)
+    counts = (exact_counts + discrete_laplaces(budget.leaf_scale, exact_counts.shape[0], rng)).astype(np.float64)
     counts = np.maximum(counts, 0.0) + 0.0  # clipping is post-processing; + 0.0 normalises -0.0
     return PSD(
         num_dims=D,

@@ -25,7 +25,17 @@ from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.data.partition import feature_skewed, skewed_partition
 from fgbdt_chain.node.model.metrics import auc, error_rate, rmse
 from fgbdt_chain.node.model.trees import Model, Tree, bin_matrix, slot_widths
-from fgbdt_chain.node.privacy.accountant import NO_PRIVACY, SPLIT, LeafPlan, PrivacyPlan, leaf_plan, noise_seed, plan
+from fgbdt_chain.node.privacy.accountant import (
+    NO_PRIVACY,
+    SPLIT,
+    LeafPlan,
+    PrivacyPlan,
+    check_private_objective,
+    leaf_plan,
+    loss_bounds,
+    noise_seed,
+    plan,
+)
 from fgbdt_chain.node.privacy.binning import (
     DEFAULT_RESOLUTION,
     edges_and_sketch_bytes,
@@ -121,6 +131,10 @@ class PrepConfig:
     schema: Declared | None = None
     """The requester's declared feature ranges and integer flags (``node.privacy.schema``); under a budget without
     one, the test rows (the requester's) set them."""
+    label_range: tuple[float, float] | None = None
+    """The requester's declared label range ``(low, high)`` (the task's ``label_min``, ``label_max``): a regression
+    task needs it under a budget, where it bounds the gradients (``node.privacy.accountant.loss_bounds``) and the
+    parties' labels are clipped to it; otherwise (and for a binary task, whose labels are 0 and 1) unused."""
     dp_noise: str | None = None
     """Where the privacy noise comes from (``node.privacy.accountant.NOISE_SOURCES``): ``seeded`` from ``seed``
     (an experiment that repeats, asked for by name; the guarantee line says so), ``entropy`` from the operating
@@ -141,13 +155,16 @@ class PrepConfig:
         return noise_seed(self.noise_source, self.seed)
 
     def privacy(self, params: TrainParams) -> PrivacyPlan:
-        """The parties' mechanisms for a task of these GBDT parameters."""
+        """The parties' mechanisms for a task of these GBDT parameters (FV-tree: a budget needs a binary task)."""
+        check_private_objective(self.epsilon, params.objective)
         return plan(self.epsilon, self.dp_delta, params.trees, params.depth)
 
     def leaf_privacy(self, params: TrainParams) -> LeafPlan:
         """The parties' leaf releases for random-split trees of these parameters
         (``node.privacy.accountant.leaf_plan``)."""
-        return leaf_plan(self.epsilon, self.dp_delta, params.trees, self.parties, self.colluders)
+        private = math.isfinite(self.epsilon)
+        bounds = loss_bounds(params.objective, self.label_range) if private else loss_bounds("binary")
+        return leaf_plan(self.epsilon, self.dp_delta, params.trees, self.parties, self.colluders, bounds)
 
     def sketch_epsilon(self, params: TrainParams) -> float:
         """The bin sketch's epsilon: its ``SPLIT`` share of the budget (every algorithm's plan gives it that), or
@@ -370,6 +387,13 @@ def prepare(
         integers=integers,
     )
     label_range = schema_label_range(params.objective, train.y)
+    if math.isfinite(config.epsilon) and params.objective == "regression":
+        # under a budget the label's range is the requester's declaration, never the parties' rows (loss_bounds)
+        loss_bounds(params.objective, config.label_range)
+        assert config.label_range is not None
+        low, high = fixed_round(np.array(config.label_range, dtype=np.float64))
+        label_range = (float(low), float(high))
+        train = dataclasses.replace(train, y=np.clip(train.y, low, high))
     params = dataclasses.replace(params, label_scale=label_scale(*label_range))
     prepared = Prepared(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges

@@ -5,8 +5,9 @@ budget, so at epsilon 1 the noise on a bin is larger than the rows behind it bel
 random-split trees). Here, as in Maddock et al. ("Federated Boosted Decision Trees with Differential
 Privacy", CCS 2022), each tree's split features and thresholds are drawn from a public seed over the public bin
 edges, independently of every row, so they cost no privacy; each party then releases, once per tree, its gradient
-and hessian sums per leaf with Gaussian noise (``node.privacy.accountant.leaf_plan``: one release per tree, the leaves
-disjoint, T releases composed by the RDP accountant), and the leaf values are ``-lr * G / (H + lambda)`` of the
+and hessian sums per leaf with discrete Gaussian noise (``node.privacy.accountant.leaf_plan``: one release per tree, the
+leaves disjoint, T releases composed by the RDP accountant; exact integer noise on sums kept on a lattice,
+:func:`party_leaf_sums`), and the leaf values are ``-lr * G / (H + lambda)`` of the
 parties' noisy sums, with lambda raised to the aggregated gradient noise as FV-tree's private tasks do.
 
 Under privacy every tree splits on one feature (``tree_features``, Maddock et al.'s cyclic one-way interactions,
@@ -27,6 +28,7 @@ only (``--algo randomsplit``), as the measured alternative to the private FV-tre
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -38,6 +40,7 @@ from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.model.objective import gradients
 from fgbdt_chain.node.model.trees import Node, Tree
 from fgbdt_chain.node.privacy.accountant import LEAVES, LeafPlan, noise_rng
+from fgbdt_chain.node.privacy.discrete_gaussian import lattice_release
 from fgbdt_chain.node.privacy.secure_agg import SecureSum, fraction_bits, to_fixed
 
 DEFAULT_TREES, DEFAULT_DEPTH = 200, 4
@@ -144,26 +147,45 @@ def bin_tree(feature: int, width: int, values: Sequence[int]) -> Tree:
 
 
 def party_leaf_sums(
-    leaf: np.ndarray, g: np.ndarray, h: np.ndarray, leaves: int, plan: LeafPlan, rng: np.random.Generator
+    leaf: np.ndarray,
+    g: np.ndarray,
+    h: np.ndarray,
+    leaves: int,
+    plan: LeafPlan,
+    rng: np.random.Generator,
+    bits: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """What one party releases for one tree: its gradient and hessian sums per leaf, with the plan's Gaussian
-    noise when private (every leaf, empty ones too: which leaves hold rows is itself private)."""
-    g_sum: np.ndarray = np.bincount(leaf, g, minlength=leaves).astype(np.float64)
-    h_sum: np.ndarray = np.bincount(leaf, h, minlength=leaves).astype(np.float64)
-    if plan.private:
-        g_sum = g_sum + rng.normal(0.0, plan.noise_sd("g"), leaves)
-        h_sum = h_sum + rng.normal(0.0, plan.noise_sd("h"), leaves)
-    return g_sum, h_sum
+    """What one party releases for one tree: its gradient and hessian sums per leaf, every leaf (empty ones too:
+    which leaves hold rows is itself private).
+
+    Without privacy, the sums as floats. Under a plan, integers at the secure sum's scale ``2^bits`` with exact
+    discrete Gaussian noise (``node.privacy.discrete_gaussian.lattice_release``): every row's g and h is rounded
+    to a multiple of ``2^-bits`` first and clipped to the plan's bounds there (rounded down to that lattice), so
+    the sums are integers and one row moves each by at most its bound in steps of ``2^-bits``; the noise of at
+    least the plan's standard deviation is then exactly the Gaussian mechanism the accountant counts, and no
+    floating-point noise is involved."""
+    if not plan.private:
+        g_sum: np.ndarray = np.bincount(leaf, g, minlength=leaves).astype(np.float64)
+        h_sum: np.ndarray = np.bincount(leaf, h, minlength=leaves).astype(np.float64)
+        return g_sum, h_sum
+    out = []
+    for q, values in (("g", g), ("h", h)):
+        top = math.floor(plan.bound(q) * 2.0**bits)  # the bound on the lattice, rounded down
+        steps = np.clip(to_fixed(values, bits), -top, top)
+        sums = np.zeros(leaves, dtype=np.int64)
+        np.add.at(sums, leaf, steps)
+        out.append(lattice_release(sums, plan.noise_sd(q), 1 << bits, top / 2.0**bits, rng).astype(np.int64))
+    return out[0], out[1]
 
 
 def masked_leaf_sums(
     released: Sequence[tuple[np.ndarray, np.ndarray]], secure: SecureSum, bits: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The sums over the parties of their noisy leaf releases ``(g, h)``, added by secure aggregation: each party
-    scales its release to integers at ``2^bits`` (after its noise, so the noise is on the real values) and masks it;
-    the masks cancel in the sum, so the sum is all that anyone reads (``LeafPlan`` rests its guarantee on it)."""
+    """The sums over the parties of their noisy leaf releases ``(g, h)``, integers at ``2^bits``
+    (:func:`party_leaf_sums`), added by secure aggregation: each party masks its release; the masks cancel in the
+    sum, so the sum is all that anyone reads (``LeafPlan`` rests its guarantee on it). Returned as reals."""
     leaves = released[0][0].size
-    vectors = [np.concatenate([to_fixed(g, bits), to_fixed(h, bits)]) for g, h in released]
+    vectors = [np.concatenate([g, h]).astype(np.int64) for g, h in released]
     total = secure.sum(vectors).astype(np.float64) / 2.0**bits
     return total[:leaves], total[leaves:]
 
@@ -178,18 +200,25 @@ def train_random_split(
     tree_features: str = "auto",
     noise_seed: int | Literal["seed"] | None = "seed",
     progress: Callable[[int], None] | None = None,
+    base_score: float = 0.0,
 ) -> RandomSplitResult:
     """Boost ``params.trees`` random-split trees of ``params.depth`` on the parties' rows (bin slots).
 
     Every party's noise comes from its own stream (``noise_rng``, purpose ``LEAVES``, from ``noise_seed``: ``seed``
     unless told, None for the operating system's entropy); the split draws from a public one, from ``seed``.
-    ``progress(t)`` is called after tree ``t``. A private plan needs the binary objective: its sensitivities rest
-    on ``|g| <= 1``, ``h <= 1/4``; its releases are added by secure aggregation (:func:`masked_leaf_sums`), so only
-    their sum is read."""
+    ``progress(t)`` is called after tree ``t``; every score starts at ``base_score`` (a public value: for
+    regression the midpoint of the task's label range), which the first tree's leaves carry. A private plan's
+    sensitivities rest on its per-row bounds (``LeafPlan.gradient_bound``, ``hessian_bound``: the logistic loss's
+    ``|g| <= 1``, ``h <= 1/4``, or the squared error's from a declared label range, ``accountant.loss_bounds``), to
+    which every row's gradient is clipped; its releases are added by secure aggregation (:func:`masked_leaf_sums`),
+    so only their sum is read."""
     if len(party_slots) != len(party_y) or len(party_slots) < 1:
         raise ValueError("need one label array per party and at least one party")
-    if plan.private and params.objective != "binary":
-        raise ValueError("private random-split trees need the binary objective (bounded gradients)")
+    if plan.private and params.objective != "binary" and plan.hessian_bound < 1.0:
+        raise ValueError(
+            "private random-split trees of a regression task need the squared error's bounds in their plan "
+            "(node.privacy.accountant.loss_bounds of the declared label range); this plan holds the binary loss's"
+        )
     if plan.private and plan.parties != len(party_slots):
         raise ValueError(f"the privacy plan is for {plan.parties} parties, the task has {len(party_slots)}")
     noisy = seed if noise_seed == "seed" else noise_seed
@@ -197,11 +226,16 @@ def train_random_split(
     depth, m = params.depth, len(party_slots)
     lam = plan.regularisation(params.lam)
     secure = SecureSum(m, seed=noisy) if plan.private else None
-    # the sum's scale: every row moves a leaf's gradient sum by at most 1, and the noise stays far inside 64 sd
-    bits = fraction_bits(sum(len(y) for y in party_y) + 64 * plan.sum_noise_sd("g")) if plan.private else 0
+    # the sum's scale: every row moves a leaf's sums by at most its bounds, and the noise stays far inside 64 sd
+    rows = sum(len(y) for y in party_y)
+    if plan.private:
+        largest = max(plan.gradient_bound, plan.hessian_bound)
+        bits = fraction_bits(rows * largest + 64 * max(plan.sum_noise_sd("g"), plan.sum_noise_sd("h")))
+    else:
+        bits = 0
+    scores = [np.zeros(len(y)) for y in party_y]  # the base score comes with the first tree's leaves
     public = np.random.default_rng([seed, SPLIT_SEED_TAG])
     turns: list[int | None] = [*feature_turns(widths, params.trees, public)] if single else [None] * params.trees
-    scores = [np.zeros(len(y)) for y in party_y]
     trees: list[Tree] = []
     released = 0
     for t in range(params.trees):
@@ -214,18 +248,19 @@ def train_random_split(
         released_sums = []
         where = []
         for i, (slots, y) in enumerate(zip(party_slots, party_y, strict=True)):
-            g, h = gradients(params.objective, y, scores[i])
+            g, h = gradients(params.objective, y, scores[i] + base_score if t == 0 else scores[i])
             if feature is None:
                 leaf = leaf_index(slots, features, thresholds, depth)
             else:
                 leaf = np.asarray(slots[:, feature], dtype=np.int64)
             where.append(leaf)
-            released_sums.append(party_leaf_sums(leaf, g, h, leaves, plan, noise_rng(noisy, i, t, 0, LEAVES)))
+            released_sums.append(party_leaf_sums(leaf, g, h, leaves, plan, noise_rng(noisy, i, t, 0, LEAVES), bits))
         if secure is None:
             g_sum, h_sum = np.sum(released_sums, axis=0)
         else:
             g_sum, h_sum = masked_leaf_sums(released_sums, secure, bits)
-        values = [ref.to_fixed(v) for v in -params.learning_rate * g_sum / (np.maximum(h_sum, 0.0) + lam)]
+        step = -params.learning_rate * g_sum / (np.maximum(h_sum, 0.0) + lam)
+        values = [ref.to_fixed(v) for v in (step + base_score if t == 0 else step)]
         applied = np.array([ref.from_fixed(v) for v in values])  # what the model will predict, to the last bit
         for i, leaf in enumerate(where):
             scores[i] += applied[leaf]

@@ -51,7 +51,7 @@ def federated(job: Job) -> Trained:
 
 def random_split(job: Job) -> Trained:
     """Random-split trees with (private) leaves (``node.sim.random_split``), at the lambda asked for: their noise
-    sets its own regularisation."""
+    sets its own regularisation. A regression task's scores start at the midpoint of its label range (public)."""
     prep, p, c, report = job.prep, job.prep.params, job.prep.config, job.report
     assert isinstance(job.privacy, LeafPlan)  # their privacy: a leaf plan, already in the report
     lam = p.lam if prep.lam_given is None else prep.lam_given
@@ -66,6 +66,7 @@ def random_split(job: Job) -> Trained:
         c.tree_features,
         noise_seed=c.noise_seed,
         progress=job.progress,
+        base_score=sum(prep.label_range) / 2 if p.objective == "regression" else 0.0,
     )
     seconds = time.perf_counter() - start
     model = make_model(prep, rs.trees, job.algo)

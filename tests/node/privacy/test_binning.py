@@ -25,7 +25,6 @@ from fgbdt_chain.node.privacy.binning import (
     cell_bounds,
     common_edges,
     decode_sketch,
-    discrete_laplace,
     edges_from_sketch,
     encode_sketch,
     exact_edges,
@@ -38,6 +37,7 @@ from fgbdt_chain.node.privacy.binning import (
     sketch_noise_scale,
     sketch_rng,
 )
+from fgbdt_chain.node.privacy.discrete_gaussian import discrete_laplaces
 
 BINS = 16
 
@@ -139,14 +139,14 @@ def test_noise_scale_is_features_over_the_stage_budget() -> None:
 
 
 def test_discrete_laplace_has_the_documented_distribution() -> None:
-    noise = discrete_laplace(np.random.default_rng(0), 5.0, 200_000)
+    noise = discrete_laplaces(5.0, 200_000, np.random.default_rng(0))
     q = math.exp(-1 / 5.0)
     assert noise.dtype == np.int64
     assert abs(noise.mean()) < 0.1
     assert noise.var() == pytest.approx(2 * q / (1 - q) ** 2, rel=0.03)
     # P(k) ~ q^|k|: the frequencies of 0 and 1 are in ratio q
     assert np.mean(noise == 1) / np.mean(noise == 0) == pytest.approx(q, rel=0.03)
-    assert np.all(discrete_laplace(np.random.default_rng(0), 0.0, 5) == 0)
+    assert np.all(discrete_laplaces(0.0, 5, np.random.default_rng(0)) == 0)
 
 
 def test_published_counts_carry_noise_of_the_stage_two_scale() -> None:
@@ -168,7 +168,7 @@ def test_selection_threshold_bounds_false_selections() -> None:
     """An empty cell passes tau = b ln(O / alpha) with probability at most alpha / O."""
     cells, scale = 100, 8.0
     tau = selection_threshold(cells, scale)
-    noise = discrete_laplace(np.random.default_rng(1), scale, 2_000_000)
+    noise = discrete_laplaces(scale, 2_000_000, np.random.default_rng(1))
     assert np.mean(noise > tau) <= FALSE_SELECTION_RATE / cells
     assert tau == pytest.approx(scale * math.log(cells / FALSE_SELECTION_RATE))
 

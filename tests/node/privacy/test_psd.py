@@ -220,22 +220,28 @@ def test_nan_goes_left() -> None:
 
 
 def test_leaf_noise_scale_matches_budget() -> None:
-    """Mean |noise| of Laplace(b) is b; with the default split the leaves get epsilon/2, so b = 2/epsilon."""
+    """The leaf noise is the discrete Laplace of scale b: integers, mean |noise| ``2q / (1 - q^2)`` and variance
+    ``2q / (1 - q)^2`` for ``q = exp(-1 / b)``, within four standard errors over the 1,024 leaves; with the default
+    split the leaves get epsilon/2, so b = 2/epsilon."""
     rng = np.random.default_rng(123)
-    n, F = 30000, 10
+    n, F = 300_000, 10
     X = rng.random((n, F))
     y = (rng.random(n) < 0.5).astype(np.float64)
-    eps = 10.0  # leaf counts ~29 >> scale 0.2: clipping never bites, and max_rows=0 never stops early
+    eps = 2.0  # leaf counts ~293 >> stop scale 10 and leaf scale 1: clipping never bites, max_rows=0 never stops
     psd = build_psd(
         X, y, np.zeros(F + 1), np.ones(F + 1), depth=10, max_rows=0, epsilon=eps, rng=np.random.default_rng(321)
     )
     assert psd.num_leaves == 1024
     exact = np.bincount(psd.leaf_of(X, y), minlength=psd.num_leaves)
     noise = psd.counts - exact
+    assert np.all(noise == np.round(noise))  # integer noise on integer counts
     b = psd_budget(eps, 10, F + 1).leaf_scale
-    assert b == pytest.approx(0.2)
-    assert np.mean(np.abs(noise)) == pytest.approx(b, rel=0.12)
-    assert abs(np.mean(noise)) < 0.3 * b  # centred (standard error is ~0.044 b)
+    assert b == pytest.approx(1.0)
+    q = math.exp(-1 / b)
+    mean_abs, second = 2 * q / (1 - q * q), 2 * q / (1 - q) ** 2
+    se_abs, se_mean = math.sqrt((second - mean_abs**2) / 1024), math.sqrt(second / 1024)
+    assert abs(np.mean(np.abs(noise)) - mean_abs) < 4 * se_abs
+    assert abs(np.mean(noise)) < 4 * se_mean  # centred
 
 
 def test_bad_inputs_are_rejected() -> None:

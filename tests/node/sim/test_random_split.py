@@ -3,6 +3,7 @@ the accounting of ``node.privacy.accountant.leaf_plan``, and a model that predic
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -14,7 +15,14 @@ from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.model.metrics import auc
 from fgbdt_chain.node.model.trees import bin_matrix, slot_widths
-from fgbdt_chain.node.privacy.accountant import LEAF_GRADIENT_SHARE, ROW_BOUNDS, SPLIT, default_colluders, leaf_plan
+from fgbdt_chain.node.privacy.accountant import (
+    LEAF_GRADIENT_SHARE,
+    ROW_BOUNDS,
+    SPLIT,
+    default_colluders,
+    leaf_plan,
+    loss_bounds,
+)
 from fgbdt_chain.node.sim.experiment import PrepConfig, make_model, prepare, run
 from fgbdt_chain.node.sim.random_split import (
     bin_tree,
@@ -151,19 +159,25 @@ def test_the_leaf_plan_spends_the_budget_and_no_more(epsilon: float, trees: int)
 
 
 def test_private_leaves_carry_the_planned_noise() -> None:
-    """A party's release per leaf: the exact sums plus noise of the plan's standard deviation, on every leaf."""
+    """A party's release per leaf: the exact sums on the lattice of 2^-bits plus integer noise of the plan's
+    standard deviation, on every leaf; the standard deviations within 0.05 (over four standard errors of a standard
+    deviation from 4,000 draws, 1 / sqrt(2 * 4000) = 0.011) and the means within four standard errors."""
     rng = np.random.default_rng(0)
     leaf = rng.integers(0, 3, size=400)  # leaf 3 of 4 is empty: it is released too
     g, h = rng.uniform(-1, 1, size=400), rng.uniform(0, 0.25, size=400)
-    plan = leaf_plan(1.0, 1e-5, 50)
+    plan, bits = leaf_plan(1.0, 1e-5, 50), 30
     exact_g, exact_h = party_leaf_sums(leaf, g, h, 4, leaf_plan(math.inf, 1e-5, 50), rng)
     np.testing.assert_allclose(exact_g, np.bincount(leaf, g, minlength=4))
-    draws = [party_leaf_sums(leaf, g, h, 4, plan, np.random.default_rng(s)) for s in range(4000)]
-    noise_g = np.array([d[0] for d in draws]) - exact_g
-    noise_h = np.array([d[1] for d in draws]) - exact_h
+    np.testing.assert_allclose(exact_h, np.bincount(leaf, h, minlength=4))
+    lattice = [np.bincount(leaf, np.rint(v * 2.0**bits), minlength=4).astype(np.int64) for v in (g, h)]
+    draws = [party_leaf_sums(leaf, g, h, 4, plan, np.random.default_rng(s), bits) for s in range(4000)]
+    assert all(d[0].dtype == d[1].dtype == np.int64 for d in draws)  # integers: exact discrete noise
+    noise_g = (np.array([d[0] for d in draws]) - lattice[0]) / 2.0**bits
+    noise_h = (np.array([d[1] for d in draws]) - lattice[1]) / 2.0**bits
     assert np.all(np.abs(noise_g.std(axis=0) / plan.noise_sd("g") - 1) < 0.05)
     assert np.all(np.abs(noise_h.std(axis=0) / plan.noise_sd("h") - 1) < 0.05)
     assert np.all(np.abs(noise_g.mean(axis=0)) < 4 * plan.noise_sd("g") / math.sqrt(4000))
+    assert np.all(np.abs(noise_h.mean(axis=0)) < 4 * plan.noise_sd("h") / math.sqrt(4000))
 
 
 def test_default_colluders_are_fewer_than_half_of_the_others_and_at_least_one() -> None:
@@ -225,14 +239,16 @@ def test_the_released_sums_carry_each_partys_share_of_the_noise(monkeypatch: pyt
     real_sums, real_masked = rs.party_leaf_sums, rs.masked_leaf_sums
     calls: list[tuple[np.ndarray, np.ndarray]] = []
 
-    def record_party(leaf, g, h, leaves, plan_, rng):  # type: ignore[no-untyped-def]
-        out = real_sums(leaf, g, h, leaves, plan_, rng)
-        calls.append((out[0] - np.bincount(leaf, g, minlength=leaves), out[1] - np.bincount(leaf, h, minlength=leaves)))
+    def record_party(leaf, g, h, leaves, plan_, rng, bits):  # type: ignore[no-untyped-def]
+        out = real_sums(leaf, g, h, leaves, plan_, rng, bits)
+        assert out[0].dtype == out[1].dtype == np.int64  # integers at 2^bits, exact noise on them
+        exact = [np.bincount(leaf, np.rint(v * 2.0**bits), minlength=leaves) for v in (g, h)]
+        calls.append(((out[0] - exact[0]) / 2.0**bits, (out[1] - exact[1]) / 2.0**bits))
         return out
 
     def record_masked(released, secure, bits):  # type: ignore[no-untyped-def]
         out = real_masked(released, secure, bits)
-        masked.append((bits, np.sum([r[0] for r in released], axis=0), out[0], out[1]))
+        masked.append((bits, np.sum([r[0] for r in released], axis=0) / 2.0**bits, out[0], out[1]))
         return out
 
     monkeypatch.setattr(rs, "party_leaf_sums", record_party)
@@ -243,8 +259,8 @@ def test_the_released_sums_carry_each_partys_share_of_the_noise(monkeypatch: pyt
     assert len(masked) == params.trees and len(calls) == 4 * params.trees  # every tree through the secure sum
     rows = sum(len(y) for y in prep.party_y())
     assert {b for b, *_ in masked} == {fraction_bits(rows + 64 * plan.sum_noise_sd("g"))}
-    for bits, plain, g_out, _ in masked:
-        np.testing.assert_allclose(g_out, plain, rtol=0, atol=4 * 2.0**-bits)
+    for _, plain, g_out, _ in masked:
+        np.testing.assert_array_equal(g_out, plain)  # integer sums: the secure sum adds them exactly
     per_party = [np.concatenate([calls[4 * t + i][0] for t in range(params.trees)]) for i in range(4)]
     for q, idx in (("g", 0), ("h", 1)):
         party_noise = [np.concatenate([calls[4 * t + i][idx] for t in range(params.trees)]) for i in range(4)]
@@ -275,13 +291,20 @@ def test_masked_leaf_sums_add_the_releases_and_show_none_of_them() -> None:
     from fgbdt_chain.node.privacy.secure_agg import SecureSum
 
     rng = np.random.default_rng(5)
-    released = [(rng.normal(0, 50, 17), rng.normal(10, 5, 17)) for _ in range(4)]
+    scale = 2.0**30
+    released = [
+        (
+            np.rint(rng.normal(0, 50, 17) * scale).astype(np.int64),
+            np.rint(rng.normal(10, 5, 17) * scale).astype(np.int64),
+        )
+        for _ in range(4)
+    ]
     secure = SecureSum(4, seed=9)
     g, h = masked_leaf_sums(released, secure, 30)
-    np.testing.assert_allclose(g, sum(r[0] for r in released), rtol=0, atol=4 * 2.0**-30)
-    np.testing.assert_allclose(h, sum(r[1] for r in released), rtol=0, atol=4 * 2.0**-30)
+    np.testing.assert_array_equal(g, np.sum([r[0] for r in released], axis=0) / scale)
+    np.testing.assert_array_equal(h, np.sum([r[1] for r in released], axis=0) / scale)
     for (rg, _), sent in zip(released, secure.last_masked, strict=True):
-        assert not np.any(sent[:17].view(np.int64) == np.rint(rg * 2.0**30).astype(np.int64))
+        assert not np.any(sent[:17].view(np.int64) == rg)
     assert list(secure.bytes_sent) == [8 * 34] * 4
     slots, y = [rng.integers(1, 4, size=(50, 2))] * 2, [rng.integers(0, 2, 50).astype(float)] * 2
     with pytest.raises(ValueError, match="plan is for 3 parties, the task has 2"):
@@ -322,14 +345,30 @@ def test_each_algorithm_reports_the_privacy_it_spends() -> None:
         assert baseline["privacy"]["epsilon"] == math.inf and baseline["privacy"]["accounted_epsilon"] == 0, algo
 
 
-def test_private_random_split_needs_a_binary_objective() -> None:
+def test_private_random_split_regression_needs_the_squared_errors_bounds() -> None:
+    """A plan calibrated to the logistic loss's bounds is refused for a regression task; one of a declared label
+    range (loss_bounds) trains, clips every gradient to half the range, and starts the scores at its midpoint."""
     rng = np.random.default_rng(0)
-    slots, y = [rng.integers(1, 4, size=(50, 2))], [rng.normal(size=50)]
+    slots, y = [rng.integers(1, 4, size=(50, 2))], [rng.uniform(2.0, 10.0, size=50)]
     params = TrainParams(trees=1, depth=1, objective="regression")
-    with pytest.raises(ValueError, match="binary"):
+    with pytest.raises(ValueError, match="squared error's bounds"):
         train_random_split(slots, y, params, np.array([5, 5]), leaf_plan(1.0, 1e-5, 1), seed=0)
     public = train_random_split(slots, y, params, np.array([5, 5]), leaf_plan(math.inf, 1e-5, 1), seed=0)
     assert len(public.trees) == 1  # regression without privacy trains
+    bounds = loss_bounds("regression", (0.0, 12.0))
+    assert bounds == (6.0, 1.0)
+    plan = leaf_plan(1.0, 1e-5, 1, bounds=bounds)
+    assert plan.noise_sd("g") == pytest.approx(6.0 * plan.noise_multiplier / math.sqrt(LEAF_GRADIENT_SHARE))
+    assert plan.noise_sd("h") == pytest.approx(plan.noise_multiplier / math.sqrt(1 - LEAF_GRADIENT_SHARE))
+    assert plan.regularisation(0.0) == pytest.approx(plan.sum_noise_sd("g") / 6.0)
+    big = TrainParams(trees=1, depth=1, objective="regression", learning_rate=1.0, lam=0.0)
+    one = train_random_split(slots, y, big, np.array([5, 5]), leaf_plan(math.inf, 1e-5, 1), seed=0, base_score=6.0)
+    leaves = [n.value_fixed for n in one.trees[0].nodes.values() if n.is_leaf]
+    assert all(2.0 <= ref_value / 1e18 <= 10.0 for ref_value in leaves if ref_value != 6 * 10**18)  # means, from 6
+    with pytest.raises(ValueError, match="label range declared"):
+        loss_bounds("regression", None)
+    with pytest.raises(ValueError, match="low < high"):
+        loss_bounds("regression", (3.0, 3.0))
 
 
 def test_one_feature_trees_take_turns_over_the_splittable_features() -> None:
@@ -360,3 +399,26 @@ def test_auto_trees_split_on_one_feature_under_privacy(epsilon: float, expected:
         assert sorted(f.pop() for f in per_tree[:4]) == [0, 1, 2, 3]  # feature 4 is constant: never a turn
     else:
         assert any(len(f) > 1 for f in per_tree)
+
+
+def test_a_private_regression_task_trains_on_its_declared_label_range() -> None:
+    """Under a budget a regression task is refused without a declared label range; with one, the parties' labels
+    are clipped to it, the plan's gradient bound is half of it, and the model learns (its RMSE below the labels'
+    spread around the range's midpoint, where every score starts)."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(6_000, 3))
+    y = np.clip(10.0 + 3.0 * X[:, 0] + rng.normal(size=6_000), 0.0, 20.0)
+    y[0] = 25.0  # outside the declared range: clipped
+    train, test = Dataset(X[:4_500], y[:4_500]), Dataset(X[4_500:], y[4_500:])
+    params = TrainParams(trees=40, depth=3, bins=16, objective="regression")
+    config = PrepConfig(parties=2, theta=0.5, seed=2, epsilon=4.0, dp_noise="seeded")
+    with pytest.raises(ValueError, match="label range declared"):
+        prepare(train, test, params, config)
+    prep = prepare(train, test, params, dataclasses.replace(config, label_range=(0.0, 20.0)))
+    assert prep.label_range == (0.0, 20.0) and float(prep.train.y.max()) == 20.0
+    report, model, _ = run(prep, "randomsplit")
+    assert model is not None and report["privacy"]["gradient_bound"] == 10.0
+    assert report["privacy"]["hessian_bound"] == 1.0 and report["privacy"]["accounted_epsilon"] <= 4.0
+    assert report["test_rmse"] < float(np.sqrt(np.mean((test.y - 10.0) ** 2)))
+    with pytest.raises(ValueError, match="binary task"):
+        run(prep, "fvtree")  # FV-tree's plan rests on the logistic loss's bounds
