@@ -128,9 +128,10 @@ class DaskChunks:
         hit = self._sent.get(id(a))
         if hit is not None and hit[0]() is a:
             return hit[1]
+        # copies: a view would keep ``a`` alive from an in-process worker, and with it this entry, for ever
         futures = [
             self.client.scatter(
-                a[p.start : p.start + p.rows], workers=None if p.worker is None else [p.worker], hash=False
+                a[p.start : p.start + p.rows].copy(), workers=None if p.worker is None else [p.worker], hash=False
             )
             for p in self.parts
         ]
