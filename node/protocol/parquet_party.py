@@ -11,8 +11,8 @@ Configuration (:class:`ParquetParty`, party-local: nothing of it goes on chain o
   (``DaskPart``), for a party whose rows live on several machines; without them the passes run in this process.
 
 Memory: one chunk of raw rows or slots at a time, plus what the party keeps per row (label, score, gradients, its
-weight, fixed-point rows, each row's node: under 100 bytes a row) and, while the weights are taken, each row's leaf in
-every party's PSD (4 bytes per row and party).
+weight, fixed-point rows, each row's node: 100 to 150 bytes a row) and, while the weights are taken, each row's leaf
+in every party's PSD and its weight towards it (12 bytes per row and party).
 """
 
 from __future__ import annotations
