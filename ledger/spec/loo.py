@@ -29,7 +29,7 @@ and no ``2^M``. Integers throughout, truncating divisions (``fixed_point.tdiv``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fgbdt_chain.ledger.spec import reference as ref
@@ -89,10 +89,11 @@ def value(leaves: Leaves, judge: Sides) -> int:
     return tdiv(ref.check_int256(2 * ONE * linear + quadratic), 2 * ONE * ONE)
 
 
-def node_values(sides: Sequence[Sides], lam: int) -> list[int]:
+def node_values(sides: Sequence[Sides], lam: int, estimate: Callable[[Sides, int], Leaves] = Leaves.of) -> list[int]:
     """Each party's summed judged marginal at one split, ``sum_{r != p} [v_r(N \\ r) - v_r(N \\ {r, p})]``, from
     every submitting party's sums at the model's cut (``Sides.of``), in party order. The coalitions' sums are the
-    total minus the parties left out (the same integers as summing the others)."""
+    total minus the parties left out (the same integers as summing the others). ``estimate``: a coalition's steps
+    from its sums (``ledger.spec.centred`` passes the split's contrast)."""
     m = len(sides)
     out = [0] * m
     if m < 2:
@@ -102,13 +103,13 @@ def node_values(sides: Sequence[Sides], lam: int) -> list[int]:
     for r in range(m):
         judge = sides[r]
         without_r = total - judge
-        base = value(Leaves.of(without_r, lam), judge)
+        base = value(estimate(without_r, lam), judge)
         for p in range(m):
             if p == r:
                 continue
             key = (min(p, r), max(p, r))
             if key not in pair:
-                pair[key] = Leaves.of(without_r - sides[p], lam)
+                pair[key] = estimate(without_r - sides[p], lam)
             out[p] += base - value(pair[key], judge)
     return out
 

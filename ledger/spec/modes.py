@@ -43,11 +43,17 @@ ENDORSE_RULE_NAMES: dict[int, EndorseRuleName] = {code: name for name, code in E
 
 # how a party's contribution is measured: the split Shapley value of every split over the training histograms plus
 # alpha times the voting contribution (the paper's equations 8 to 10), or the cross-fitted leave-one-out value of every
-# split, judged on rows the coalition did not train on (``ledger.spec.loo``)
+# split, judged on rows the coalition did not train on (``ledger.spec.loo``), or that value on each party's sums centred
+# at its own base rate, which judges a split's contrast and not its level (``ledger.spec.centred``)
 CONTRIBUTION_SHAPLEY: int = 0
 CONTRIBUTION_LOO: int = 1
-ContributionName = Literal["shapley", "loo"]
-CONTRIBUTIONS: dict[ContributionName, int] = {"shapley": CONTRIBUTION_SHAPLEY, "loo": CONTRIBUTION_LOO}
+CONTRIBUTION_CENTRED: int = 2
+ContributionName = Literal["shapley", "loo", "centred"]
+CONTRIBUTIONS: dict[ContributionName, int] = {
+    "shapley": CONTRIBUTION_SHAPLEY,
+    "loo": CONTRIBUTION_LOO,
+    "centred": CONTRIBUTION_CENTRED,
+}
 CONTRIBUTION_NAMES: dict[int, ContributionName] = {code: name for name, code in CONTRIBUTIONS.items()}
 
 OnChainAlgorithmName = Literal["fvtree", "drawn"]

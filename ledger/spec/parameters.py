@@ -489,8 +489,10 @@ PARAMETERS: tuple[Parameter, ...] = (
         "How a party's contribution is measured: `shapley`, the split Shapley value of every split over the training "
         "histograms plus alpha times the voting contribution (the paper's equations 8 to 10), or `loo`, what the "
         "party's rows add to every split's leaves as each other party's rows judge it, rows that coalition did not "
-        "train on (cross-fitted leave-one-out); measured not to pay for copied rows, synthetic near-copies or extra "
-        "identities among honest parties (threat model). Simulated only so far: a task on chain computes `shapley`.",
+        "train on (cross-fitted leave-one-out); or `centred`, that value on each party's sums centred at its own base "
+        "rate, judging a split's contrast rather than its level, so that label skew does not make the others look "
+        "harmful (threat model: what each measure pays for copied rows, synthetic near-copies and extra identities). "
+        "Simulated only so far: a task on chain computes `shapley`.",
         choices=tuple(modes.CONTRIBUTIONS),
         codes=modes.CONTRIBUTIONS,
     ),

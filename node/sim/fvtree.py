@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numba import njit
 
-from fgbdt_chain.ledger.spec import loo
+from fgbdt_chain.ledger.spec import centred, loo
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.spec.parameters import default
@@ -295,7 +295,7 @@ class Federation:
         rec = self.record
         for t in range(self.done_trees, end):
             tree, tree_total, tree_levels, traffic, tree_credits = self._grow_tree(t)
-            loo_paid = self.params.contribution == "loo"
+            loo_paid = self.params.contribution in centred.NODE_VALUES
             for level in tree_levels:
                 phi, kappa = level.results.phi_sums, level.results.kappa_sums
                 for k, i in enumerate(level.submitters):
@@ -583,7 +583,7 @@ class Federation:
             next_sides: dict[int, dict[int, Sides]] = {i: {} for i in accepted}
             # sides kept where a rule can break (an attacker) or a private party projects onto them
             keep_sides = [i for i in accepted if self.parties[i].attacks(t) is not None or self.privacy.private]
-            if p.contribution == "loo":
+            if p.contribution in centred.NODE_VALUES:
                 if level == 0:
                     for i in accepted:
                         judges[i] = int(sums[i].n[0, 0].sum())
@@ -634,7 +634,7 @@ class Federation:
             open_nodes, before = next_open, k
         for party, ids in zip(self.parties, node_ids, strict=True):
             party.score += leaf_value[ids]
-        if p.contribution == "loo":
+        if p.contribution in centred.NODE_VALUES:
             tree_total = loo.per_judged_row(judged, judges)
         if carrying:
             values = [v for rec in records for v in rec.results.leaf_values()]
@@ -664,7 +664,7 @@ class Federation:
                 )
                 for s in per_party
             ]
-            for q, v in enumerate(loo.node_values(sides, lam)):
+            for q, v in enumerate(centred.NODE_VALUES[self.params.contribution](sides, lam)):
                 out[q] += v
         return out
 
