@@ -1,4 +1,5 @@
-"""A party of millions of rows building its histograms from Parquet, chunk by chunk: time per level and peak memory.
+"""A party of millions of rows from Parquet, chunk by chunk: one tree's histograms (time per level and peak memory),
+and a whole model with the party in a process of its own, from Parquet, in memory and on two Dask workers.
 
     python -m bench.scale --rows 10000000 --features 10 --depth 6 --chunk-rows 262144
 
