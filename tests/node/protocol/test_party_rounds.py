@@ -8,14 +8,17 @@ dozens of chunks per pass) while the others hold their slots in memory.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fgbdt_chain.ledger.spec.train_params import TrainParams
+from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedSums
+from fgbdt_chain.node.privacy.accountant import plan
 from fgbdt_chain.node.protocol.chunked_party import ChunkedSlots, DaskPart
 from fgbdt_chain.node.protocol.chunked_rows import ChunkedRows, DaskChunks, LocalChunks
 from fgbdt_chain.node.protocol.local_party import LocalParty, route
@@ -171,3 +174,23 @@ def test_a_chunked_party_refuses_what_needs_its_slots_whole(tmp_path: Path) -> N
     bad = ChunkedSlots.write(tmp_path / "bad", np.full((10, 2), 5, dtype=np.uint8), 4, chunk_rows=4)
     with pytest.raises(ValueError, match="out of range for 4 slots"):
         ChunkedRows(LocalChunks(bad))
+
+
+def test_what_a_task_trained_party_by_party_does_not_play_is_refused_by_name() -> None:
+    rng = np.random.default_rng(0)
+    slots, y = rng.integers(0, 5, size=(50, 3), dtype=np.uint8), (rng.random(50) < 0.5).astype(float)
+    params = TrainParams(trees=1, depth=2, bins=4)
+    work = PartyWork(LocalParty(slots, y, params))
+    with pytest.raises(ValueError, match="unknown algorithm 'allfeatures'"):
+        train_rounds([work, work], params, 3, "allfeatures")
+    with pytest.raises(ValueError, match="contribution 'loo'"):
+        train_rounds([work, work], dataclasses.replace(params, contribution="loo"), 3)
+    with pytest.raises(ValueError, match="0 parties"):
+        train_rounds([], params, 3)
+    private = LocalParty(slots, y, params, privacy=plan(1.0, 1e-6, params.trees, params.depth))
+    with pytest.raises(ValueError, match="without differential privacy"):
+        PartyWork(private)
+    greedy = LocalParty(slots, y, params)
+    greedy.attack = Attack("gradients", 2.0)
+    with pytest.raises(ValueError, match="without attacks"):
+        PartyWork(greedy)
