@@ -39,7 +39,10 @@ import numpy as np
 WORD_BITS = 62
 """Bits of one uniform word (a numpy generator's integers are int64)."""
 BLOCK = 4096
-"""Words drawn from a numpy generator at once: one call per block, not per draw."""
+"""The most words drawn from a numpy generator at once: one call per block, not per draw."""
+FIRST_BLOCK = 64
+"""The first block's words, doubled at every refill up to :data:`BLOCK`: a release of a few draws (one tree's
+leaves) then does not pay for thousands of words it never uses."""
 
 
 class Uniform:
@@ -49,12 +52,14 @@ class Uniform:
     def __init__(self, rng: np.random.Generator | None) -> None:
         self.rng = rng
         self._words: list[int] = []
+        self._block = FIRST_BLOCK
 
     def _word(self) -> int:
         if self.rng is None:
             return secrets.randbits(WORD_BITS)
         if not self._words:
-            self._words = self.rng.integers(0, 1 << WORD_BITS, size=BLOCK, dtype=np.int64).tolist()
+            self._words = self.rng.integers(0, 1 << WORD_BITS, size=self._block, dtype=np.int64).tolist()
+            self._block = min(BLOCK, 2 * self._block)
         return self._words.pop()
 
     def bits(self, count: int) -> int:
@@ -93,11 +98,11 @@ def bernoulli_exp(num: int, den: int, uniform: Uniform) -> bool:
     return k % 2 == 1
 
 
-def discrete_laplace(t: int, uniform: Uniform) -> int:
-    """``P[X = x] ~ exp(-|x| / t)`` on the integers, ``t >= 1`` an integer, exactly (Algorithm 2 with s = 1); the
-    proposal of :func:`discrete_gaussian`. Noise of a real scale: :func:`discrete_laplaces`."""
-    if t < 1:
-        raise ValueError(f"the discrete Laplace scale must be a positive integer, got {t}")
+def discrete_laplace(t: int, uniform: Uniform, s: int = 1) -> int:
+    """``P[X = x] ~ exp(-|x| s / t)`` on the integers, ``t, s >= 1`` integers, exactly (Algorithm 2): with ``s = 1``
+    the proposal of :func:`discrete_gaussian`. Noise of a real scale: :func:`discrete_laplaces`."""
+    if t < 1 or s < 1:
+        raise ValueError(f"the discrete Laplace scale must be a ratio of positive integers, got {t} / {s}")
     while True:
         u = uniform.below(t)
         if not bernoulli_exp(u, t, uniform):
@@ -105,7 +110,7 @@ def discrete_laplace(t: int, uniform: Uniform) -> int:
         v = 0
         while bernoulli_exp(1, 1, uniform):
             v += 1
-        x = u + t * v
+        x = (u + t * v) // s
         negative = uniform.bits(1) == 1
         if negative and x == 0:
             continue
@@ -164,6 +169,11 @@ def _one_by_one(sigma2: Fraction, size: int | tuple[int, ...], rng: np.random.Ge
         out[i] = discrete_gaussian(sigma2, uniform)
     return out.reshape(shape)
 
+
+SCALAR_BELOW = 128
+"""Fewer draws than this are made one by one with Python integers (about 20 microseconds each), more vectorised in
+numpy (a few microseconds each, but every call pays a fixed cost for its rejection loops, about a millisecond, so a
+release of one tree's 17 leaves costs less one by one). Both are the same exact distribution."""
 
 VECTOR_VARIANCE = 1 << 24
 """The largest variance (rounded up to an integer) the vectorised sampler takes: every integer it forms stays below
@@ -261,7 +271,7 @@ def discrete_gaussians_at_least(
     variance = math.ceil(Fraction(sigma) ** 2)
     if variance == 0:
         return np.zeros(shape, dtype=np.int64)
-    if variance > VECTOR_VARIANCE:
+    if variance > VECTOR_VARIANCE or count < SCALAR_BELOW:
         return _one_by_one(Fraction(variance), shape, rng).astype(np.int64)
     generator = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
     return _discrete_gaussians_vec(variance, count, generator).reshape(shape)
@@ -296,8 +306,12 @@ def discrete_laplaces(scale: float, size: int | tuple[int, ...], rng: np.random.
         return np.zeros(shape, dtype=np.int64)
     t, s = laplace_steps(scale), LAPLACE_GRID
     common = math.gcd(t, s)
+    t, s = t // common, s // common
+    if count < SCALAR_BELOW:
+        uniform = Uniform(rng)
+        return np.array([discrete_laplace(t, uniform, s) for _ in range(count)], dtype=np.int64).reshape(shape)
     generator = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
-    return _discrete_laplace_vec(t // common, count, generator, s // common).reshape(shape)
+    return _discrete_laplace_vec(t, count, generator, s).reshape(shape)
 
 
 LATTICE_SIGMA_BITS = 30
@@ -356,8 +370,11 @@ def lattice_release(
         return values.copy()
     gamma, sigma = lattice_step(sd, steps, bound)
     t = math.ceil(sigma / gamma)
-    generator = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
-    noise = _integer_sigma_gaussians_vec(t, values.size, generator).astype(object).reshape(values.shape)
+    if values.size < SCALAR_BELOW:
+        noise = _one_by_one(Fraction(t * t), values.shape, rng)
+    else:
+        generator = rng if rng is not None else np.random.default_rng(secrets.randbits(128))
+        noise = _integer_sigma_gaussians_vec(t, values.size, generator).astype(object).reshape(values.shape)
     if gamma > 1:
         half = gamma // 2
         values = np.array([(int(v) + half) // gamma * gamma for v in values.ravel()], dtype=object).reshape(

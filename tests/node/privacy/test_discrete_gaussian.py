@@ -13,6 +13,7 @@ import pytest
 from fgbdt_chain.node.privacy.discrete_gaussian import (
     LAPLACE_GRID,
     LATTICE_SIGMA_BITS,
+    SCALAR_BELOW,
     Uniform,
     _integer_sigma_gaussians_vec,
     bernoulli_exp,
@@ -213,3 +214,11 @@ def test_the_exponential_choice_has_its_probabilities() -> None:
     for bad in ([], [Fraction(1)], [Fraction(0), Fraction(-1)]):
         with pytest.raises(ValueError, match="gaps"):
             exponential_choice(bad, uniform)
+
+
+def test_few_discrete_laplaces_are_drawn_one_by_one_from_the_same_distribution() -> None:
+    """Below SCALAR_BELOW draws the one-by-one sampler (Algorithm 2 with ``s > 1``) serves: the same frequencies."""
+    rng = np.random.default_rng(12)
+    x = np.concatenate([discrete_laplaces(2.5, SCALAR_BELOW - 1, rng) for _ in range(DRAWS // (SCALAR_BELOW - 1))])
+    for v in range(-6, 7):
+        assert within(int(np.sum(x == v)), _discrete_laplace_pmf(2.5, v), x.size), v
