@@ -194,3 +194,24 @@ def test_what_a_task_trained_party_by_party_does_not_play_is_refused_by_name() -
     greedy.attack = Attack("gradients", 2.0)
     with pytest.raises(ValueError, match="without attacks"):
         PartyWork(greedy)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        TrainParams(trees=3, depth=3, bins=8, hessian="count", tie_break="index"),
+        TrainParams(trees=3, depth=3, bins=8, objective="regression", voted_trees=2),
+    ],
+    ids=["count-hessians-index-ties", "regression"],
+)
+def test_a_chunked_party_follows_the_task_s_loss_and_rules(params: TrainParams, tmp_path: Path) -> None:
+    prep = prepare(_data(900, seed=5), _data(60, seed=6), params, PrepConfig(parties=3, seed=3, endorse="none"))
+    sim = federation(prep, "pvtree").train()
+    fitted = prep.params.fitted(prep.edges)
+    slots = prep.party_slots()[0]
+    chunked = ChunkedRows(LocalChunks(ChunkedSlots.write(tmp_path / "p0", slots, fitted.nbins, chunk_rows=CHUNK)))
+    works = [PartyWork(LocalParty(chunked, prep.party_y()[0], fitted))]
+    works += [
+        PartyWork(LocalParty(s, y, fitted)) for s, y in zip(prep.party_slots()[1:], prep.party_y()[1:], strict=True)
+    ]
+    _same_model(train_rounds(works, fitted, slots.shape[1], "pvtree"), sim)
