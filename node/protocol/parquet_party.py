@@ -1,5 +1,6 @@
-"""A party whose rows are a Parquet dataset: its configuration, its slots binned chunk by chunk with the task's edges,
-its distribution weights chunk by chunk, and its ``LocalParty`` over those slots (``node.protocol.chunked_rows``).
+"""A party whose rows are a Parquet dataset: its configuration, its binning sketch, its slots binned with the task's
+edges and its distribution weights, each taken chunk by chunk, and its ``LocalParty`` over those slots
+(``node.protocol.chunked_rows``).
 
 Configuration (:class:`ParquetParty`, party-local: nothing of it goes on chain or into the task's parameters):
 
@@ -27,6 +28,19 @@ import numpy as np
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.parquet import DEFAULT_CHUNK_ROWS, LABEL, ParquetRows
 from fgbdt_chain.node.model.trees import EdgesLike, bin_matrix
+from fgbdt_chain.node.privacy.binning import (
+    DEFAULT_RESOLUTION,
+    MAX_RESOLUTION,
+    STAGE1_SHARE,
+    FeatureSketch,
+    Sketch,
+    bucket_counts,
+    cell_bounds,
+    grid_bounds,
+    plan_spans,
+    sketch_noise_scale,
+)
+from fgbdt_chain.node.privacy.discrete_gaussian import discrete_laplaces
 from fgbdt_chain.node.privacy.psd import PSD
 from fgbdt_chain.node.privacy.weights import leaf_weights
 from fgbdt_chain.node.protocol.chunked_party import ChunkedSlots, DaskPart
@@ -95,6 +109,18 @@ class ParquetParty:
         features = self.features()
         return ChunkedSlots.binned(self.reader, features, lambda x: bin_matrix(x, edges), self.slots, nbins)
 
+    def sketch(
+        self,
+        low: np.ndarray,
+        high: np.ndarray,
+        *,
+        epsilon: float,
+        rng: np.random.Generator,
+        resolution: int = DEFAULT_RESOLUTION,
+    ) -> Sketch:
+        """The party's binning sketch (``node.privacy.binning.local_sketch``), its raw rows read chunk by chunk."""
+        return chunked_sketch(self.reader, self.features(), low, high, epsilon=epsilon, rng=rng, resolution=resolution)
+
     def weights(self, psds: Sequence[PSD], delta: float) -> np.ndarray:
         """w* of every row (``node.privacy.weights.distribution_weights``' second value), its raw rows read chunk
         by chunk: each row's leaf in every PSD from its chunk, then the weights from the whole party's leaf counts."""
@@ -111,6 +137,53 @@ class ParquetParty:
         """The party's ``LocalParty`` over its slots (written by :meth:`bin`), with ``params`` fitted to the task's
         edges and its w* (None: votes on raw gradients)."""
         return LocalParty(self.rows_of(n_features, params.nbins, client), self.labels(), params, weights)
+
+
+def chunked_sketch(
+    rows: ParquetRows,
+    features: Sequence[str],
+    low: np.ndarray,
+    high: np.ndarray,
+    *,
+    epsilon: float,
+    rng: np.random.Generator,
+    resolution: int = DEFAULT_RESOLUTION,
+) -> Sketch:
+    """``local_sketch(X, low, high, ...)`` with X read chunk by chunk, the same sketch bit for bit: a stage's bucket
+    counts add up over the chunks, and its noise is drawn in ``local_sketch``'s order (per feature, the first stage's,
+    then the second's, whose size the first stage's plan fixes), so only the counts take a pass each."""
+    if not 1 <= resolution <= MAX_RESOLUTION:
+        raise ValueError(f"binning resolution must be in [1, {MAX_RESOLUTION}], got {resolution}")
+    n_features = len(features)
+    if len(low) != n_features or len(high) != n_features:
+        raise ValueError(f"low and high need one value per feature ({n_features})")
+    sketched = [f for f in range(n_features) if high[f] > low[f]]
+    cells = {f: cell_bounds(float(low[f]), float(high[f])) for f in sketched}
+    stage1 = {f: np.zeros(cells[f].size + 1, dtype=np.int64) for f in sketched}
+    for _, X in rows.chunks(features):
+        for f in sketched:
+            stage1[f] += bucket_counts(X[:, f], cells[f])
+    b1 = sketch_noise_scale(epsilon, len(sketched), STAGE1_SHARE)
+    b2 = sketch_noise_scale(epsilon, len(sketched), 1.0 - STAGE1_SHARE)
+    plans: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    for f in sketched:
+        noisy = stage1[f] + discrete_laplaces(b1, stage1[f].size, rng)
+        starts, splits = plan_spans(noisy, b1, resolution)
+        grid = grid_bounds(float(low[f]), float(high[f]), starts, splits)
+        plans[f] = (starts, splits, grid, discrete_laplaces(b2, grid.size + 1, rng))
+    stage2 = {f: np.zeros(plans[f][2].size + 1, dtype=np.int64) for f in sketched}
+    for _, X in rows.chunks(features):
+        for f in sketched:
+            stage2[f] += bucket_counts(X[:, f], plans[f][2])
+    empty = np.zeros(0, dtype=np.int64)
+    return Sketch(
+        tuple(
+            FeatureSketch(plans[f][0], plans[f][1], stage2[f] + plans[f][3])
+            if f in plans
+            else FeatureSketch(empty, empty, empty)
+            for f in range(n_features)
+        )
+    )
 
 
 def chunked_weights(

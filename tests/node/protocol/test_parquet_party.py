@@ -1,5 +1,6 @@
-"""A party from its raw Parquet rows, chunk by chunk: its slots, its distribution weights w* and a whole FV-tree
-model, each the in-memory party's (the simulator's) to the last bit; its configuration refused by name when wrong."""
+"""A party from its raw Parquet rows, chunk by chunk: its binning sketch, its slots, its distribution weights w* and a
+whole FV-tree model, each the in-memory party's (the simulator's) to the last bit; its configuration refused by name
+when wrong."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.data.parquet import write_rows
+from fgbdt_chain.node.privacy.binning import encode_sketch, local_sketch, sketch_rng
 from fgbdt_chain.node.privacy.psd import PSD, build_psd, psd_rng
 from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.chunked_party import DaskPart
@@ -66,6 +68,12 @@ def test_a_party_from_its_raw_parquet_rows_trains_the_simulator_s_model(prep: Pr
     slots = party.bin(prep.edges, fitted.nbins)
     assert len(list(slots.chunks())) > 5
     np.testing.assert_array_equal(np.vstack([s for _, s in slots.chunks()]), prep.party_slots()[2])
+    low, high = prep.ranges
+    for epsilon in (1.0, 0.1):
+        sketch = local_sketch(raw.X, low, high, epsilon=epsilon, rng=sketch_rng(5, 2))
+        chunked = party.sketch(low, high, epsilon=epsilon, rng=sketch_rng(5, 2))
+        assert encode_sketch(chunked) == encode_sketch(sketch)
+        assert sum(len(f.counts) for f in chunked.features) > 2 * raw.X.shape[1]  # both stages, every feature
     psds = _psds(prep)
     np.testing.assert_array_equal(distribution_weights(raw.X, raw.y, psds, prep.params.delta)[1], prep.weights()[2])
     w = party.weights(psds, prep.params.delta)
