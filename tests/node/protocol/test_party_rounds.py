@@ -151,6 +151,7 @@ def test_chunked_votes_gains_and_routing_are_the_in_memory_party_s(tmp_path: Pat
     slots = rng.integers(0, nbins, size=(n, f), dtype=np.uint8)
     slots[:, 2] = np.where(rng.random(n) < 0.9, 4, slots[:, 2])  # a feature with a dominant slot
     slots[:, 3] = np.where(slots[:, 3] == 6, 7, slots[:, 3])  # and one with a slot no row takes
+    slots[:, 4] = np.where(rng.random(n) < 0.3, 3, 0).astype(np.uint8)  # and a binary one (two slots)
     g, h = rng.normal(size=n), rng.random(n) + 0.1
     k_of_row = rng.integers(-1, 4, size=n)
     memory = BinnedRows(slots, nbins)
@@ -160,7 +161,7 @@ def test_chunked_votes_gains_and_routing_are_the_in_memory_party_s(tmp_path: Pat
     np.testing.assert_array_equal(got, want)
     assert np.isfinite(want).sum() > 10
     node_id = rng.integers(1, 8, size=n)
-    splits = {1: (2, 4), 3: (0, 3), 6: (4, 0)}
+    splits = {1: (2, 4), 3: (0, 3), 6: (4, 0), 7: (1, 5)}
     np.testing.assert_array_equal(chunked.route(node_id, splits), route(slots, node_id, splits))
 
 
