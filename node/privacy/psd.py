@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,7 +217,45 @@ def build_psd(
     values public knowledge. Rows with NaN in a split dimension go left, as missing values go left in the trees.
     """
     X, y = _check_data(X, y)
-    n, F = X.shape
+    return build_psd_of(
+        X.shape[1],
+        y,
+        lambda rows, dims: _column_values(X, y, rows, dims),
+        lows,
+        highs,
+        depth=depth,
+        max_rows=max_rows,
+        epsilon=epsilon,
+        rng=rng,
+        structure_fraction=structure_fraction,
+        label_first=label_first,
+        label_levels=label_levels,
+    )
+
+
+ColumnValues = Callable[[np.ndarray, np.ndarray], np.ndarray]
+"""``column(rows, dims)``: dimension ``dims[k]`` of row ``rows[k]`` (dimension F is the label; ``rows`` increasing)."""
+
+
+def build_psd_of(
+    F: int,
+    y: np.ndarray,
+    column: ColumnValues,
+    lows: np.ndarray,
+    highs: np.ndarray,
+    *,
+    depth: int = 8,
+    max_rows: int = 500,
+    epsilon: float = 1.0,
+    rng: np.random.Generator,
+    structure_fraction: float = 0.5,
+    label_first: bool = False,
+    label_levels: int | None = None,
+) -> PSD:
+    """``build_psd`` of rows read through ``column``, one call per level (a party reading its rows chunk by chunk
+    from disk: ``node.protocol.parquet_party``): the same PSD for the same values, labels and noise stream."""
+    y = np.asarray(y, dtype=np.float64)
+    n = y.shape[0]
     D = F + 1
     lows = np.asarray(lows, dtype=np.float64)
     highs = np.asarray(highs, dtype=np.float64)
@@ -265,7 +304,7 @@ def build_psd(
             # Past the test levels a node splits iff depth and dims allow it: data-independent.
             split = np.full(k, level < split_levels(depth, D, label_levels))
         dims = np.full(k, -1, dtype=np.int64)
-        values = np.zeros(k, dtype=np.float64)
+        split_at = np.zeros(k, dtype=np.float64)
         next_nodes: list[tuple[str, frozenset[int]]] = []
         for i, (path, used) in enumerate(level_nodes):
             if split[i]:
@@ -281,7 +320,7 @@ def build_psd(
                     value = float(midpoints[d])
                     label_box[path + "0"] = label_box[path + "1"] = (lo, hi)
                 dims[i] = d
-                values[i] = value
+                split_at[i] = value
                 split_dim.append(d)
                 split_value.append(value)
                 next_nodes += [(path + "0", used | {d}), (path + "1", used | {d})]
@@ -293,7 +332,7 @@ def build_psd(
         rows, loc = rows[keep], loc[keep]
         rank = np.cumsum(split) - 1
         node_dims = dims[loc]
-        go_right = _column_values(X, y, rows, node_dims) > values[loc]  # NaN > v is False: NaN goes left
+        go_right = column(rows, node_dims) > split_at[loc]  # NaN > v is False: NaN goes left
         loc = 2 * rank[loc] + go_right
         level_nodes = next_nodes
         level += 1
