@@ -1,5 +1,5 @@
-"""A party whose rows are a Parquet dataset: its configuration, its binning sketch, its slots binned with the task's
-edges and its distribution weights, each taken chunk by chunk, and its ``LocalParty`` over those slots
+"""A party whose rows are a Parquet dataset: its configuration, its binning sketch, its PSD, its slots binned with the
+task's edges and its distribution weights, each taken chunk by chunk, and its ``LocalParty`` over those slots
 (``node.protocol.chunked_rows``).
 
 Configuration (:class:`ParquetParty`, party-local: nothing of it goes on chain or into the task's parameters):
@@ -41,7 +41,7 @@ from fgbdt_chain.node.privacy.binning import (
     sketch_noise_scale,
 )
 from fgbdt_chain.node.privacy.discrete_gaussian import discrete_laplaces
-from fgbdt_chain.node.privacy.psd import PSD
+from fgbdt_chain.node.privacy.psd import PSD, build_psd_of
 from fgbdt_chain.node.privacy.weights import leaf_weights
 from fgbdt_chain.node.protocol.chunked_party import ChunkedSlots, DaskPart
 from fgbdt_chain.node.protocol.chunked_rows import ChunkedRows, DaskChunks, LocalChunks
@@ -121,6 +121,13 @@ class ParquetParty:
         """The party's binning sketch (``node.privacy.binning.local_sketch``), its raw rows read chunk by chunk."""
         return chunked_sketch(self.reader, self.features(), low, high, epsilon=epsilon, rng=rng, resolution=resolution)
 
+    def psd(self, lows: np.ndarray, highs: np.ndarray, **options: Any) -> PSD:
+        """The party's PSD (``node.privacy.psd.build_psd`` with ``options``), its raw rows read chunk by chunk: one
+        pass per level of the tree, its labels in memory."""
+        features = self.features()
+        column = ChunkedColumns(self.reader, features, self.label, self.labels())
+        return build_psd_of(len(features), column.y, column, lows, highs, **options)
+
     def weights(self, psds: Sequence[PSD], delta: float) -> np.ndarray:
         """w* of every row (``node.privacy.weights.distribution_weights``' second value), its raw rows read chunk
         by chunk: each row's leaf in every PSD from its chunk, then the weights from the whole party's leaf counts."""
@@ -137,6 +144,35 @@ class ParquetParty:
         """The party's ``LocalParty`` over its slots (written by :meth:`bin`), with ``params`` fitted to the task's
         edges and its w* (None: votes on raw gradients)."""
         return LocalParty(self.rows_of(n_features, params.nbins, client), self.labels(), params, weights)
+
+
+@dataclass(frozen=True)
+class ChunkedColumns:
+    """``build_psd_of``'s column function over a Parquet dataset: each call one pass over the chunks, reading every
+    feature column and taking the asked rows' values (the label's from ``y``, held in memory)."""
+
+    rows: ParquetRows
+    features: Sequence[str]
+    label: str
+    y: np.ndarray
+
+    def __call__(self, rows: np.ndarray, dims: np.ndarray) -> np.ndarray:
+        out = np.empty(rows.shape[0], dtype=np.float64)
+        n_features = len(self.features)
+        is_label = dims == n_features
+        out[is_label] = self.y[rows[is_label]]
+        want = np.flatnonzero(~is_label)
+        if want.size == 0:
+            return out
+        if np.any(np.diff(rows) <= 0):
+            raise ValueError("rows must be increasing")
+        at = rows[want]
+        for lo, X in self.rows.chunks(self.features):
+            a, b = np.searchsorted(at, [lo, lo + X.shape[0]])
+            if a < b:
+                mine = want[a:b]
+                out[mine] = X[rows[mine] - lo, dims[mine]]
+        return out
 
 
 def chunked_sketch(

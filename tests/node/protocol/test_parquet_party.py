@@ -75,6 +75,25 @@ def test_a_party_from_its_raw_parquet_rows_trains_the_simulator_s_model(prep: Pr
         assert encode_sketch(chunked) == encode_sketch(sketch)
         assert sum(len(f.counts) for f in chunked.features) > 2 * raw.X.shape[1]  # both stages, every feature
     psds = _psds(prep)
+    c = prep.config
+    lows, highs = np.append(low, prep.label_range[0]), np.append(high, prep.label_range[1])
+    epsilon = c.psd_budget_epsilon(prep.params)
+    own = party.psd(
+        lows,
+        highs,
+        depth=c.psd_depth,
+        max_rows=c.psd_max_rows,
+        epsilon=epsilon,
+        rng=psd_rng(c.noise_seed, 2),
+        label_levels=prep.label_levels,
+    )
+    assert own == psds[2]
+    # a deeper PSD, whose nodes stop on their noisy counts: one pass over the chunks per level
+    deep = party.psd(lows, highs, depth=6, max_rows=40, epsilon=epsilon, rng=psd_rng(7, 2), label_levels=1)
+    assert deep == build_psd(
+        raw.X, raw.y, lows, highs, depth=6, max_rows=40, epsilon=epsilon, rng=psd_rng(7, 2), label_levels=1
+    )
+    assert deep.num_leaves > 8
     np.testing.assert_array_equal(distribution_weights(raw.X, raw.y, psds, prep.params.delta)[1], prep.weights()[2])
     w = party.weights(psds, prep.params.delta)
     np.testing.assert_array_equal(w, prep.weights()[2])
