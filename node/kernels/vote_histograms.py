@@ -126,6 +126,25 @@ def scan(  # pragma: no cover - compiled
         return
     for f in range(default_cell.shape[0]):
         lo, hi, d = cell_start[f], cell_start[f + 1], default_cell[f]
+        if hi - lo == 2:
+            # a feature of two cells (a binary one: a9a's all are) has one threshold and one cell besides the
+            # default: the loops below unrolled, the same integer and float steps (a group's scan took 0.91 ->
+            # 0.75 us on a9a's features, the loops' branches mispredicted at every feature)
+            o = 2 * lo + 1 - d
+            hist[k, d, 0] = tg - hist[k, o, 0]
+            hist[k, d, 1] = th - hist[k, o, 1]
+            hist[k, d, 2] = tn - hist[k, o, 2]
+            gl, hl, nl = hist[k, lo, 0], hist[k, lo, 1], hist[k, lo, 2]
+            b = -np.inf
+            nr = tn - nl
+            if nl >= min_rows and nr >= min_rows:
+                fgl, fgr = gl * inv, (tg - gl) * inv
+                dl, dr = hl * inv + lam, (th - hl) * inv + lam
+                gain = (fgl * fgl / dl if dl > 0 else 0.0) + (fgr * fgr / dr if dr > 0 else 0.0)
+                if gain > b:
+                    b = gain
+            best[k, f] = b
+            continue
         sg, sh, sn = 0, 0, 0
         for c in range(lo, hi):
             if c != d:

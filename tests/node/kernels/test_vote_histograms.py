@@ -84,3 +84,74 @@ def test_the_larger_child_by_subtraction_is_the_one_from_its_rows(seed: int) -> 
         assert a.tobytes() == b.tobytes()
     assert np.isinf(by_rows[2][:, 0]).all()  # the constant feature never splits
     assert np.isfinite(by_rows[2]).any()
+
+
+def _scan_reference(
+    hist: np.ndarray, tot: np.ndarray, cell_start: np.ndarray, default_cell: np.ndarray, inv: float, lam: float, m: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``scan``'s general loop in plain Python (Python floats are IEEE doubles: the same operations, the same
+    values), every feature through it whatever its cells."""
+    hist, best = hist.copy(), np.full((hist.shape[0], default_cell.shape[0]), -np.inf)
+    for k in range(hist.shape[0]):
+        tg, th, tn = (int(v) for v in tot[k])
+        if tn == 0:
+            continue
+        for f in range(default_cell.shape[0]):
+            lo, hi, d = int(cell_start[f]), int(cell_start[f + 1]), int(default_cell[f])
+            others = [c for c in range(lo, hi) if c != d]
+            hist[k, d] = (tg, th, tn) - hist[k, others].sum(axis=0)
+            gl = hl = nl = 0
+            b = -np.inf
+            for c in range(lo, hi - 1):
+                gl, hl, nl = gl + int(hist[k, c, 0]), hl + int(hist[k, c, 1]), nl + int(hist[k, c, 2])
+                if nl < m or tn - nl < m:
+                    continue
+                fgl, fgr = gl * inv, (tg - gl) * inv
+                dl, dr = hl * inv + lam, (th - hl) * inv + lam
+                gain = (fgl * fgl / dl if dl > 0 else 0.0) + (fgr * fgr / dr if dr > 0 else 0.0)
+                b = max(b, gain)
+            best[k, f] = b
+    return hist, best
+
+
+@pytest.mark.parametrize("min_rows", [0, 1, 3])
+def test_the_scan_of_two_cell_features_is_the_general_loops_bit_for_bit(min_rows: int) -> None:
+    """Two-cell features (binary ones; their default cell first or second) take an unrolled scan: its filled cells
+    and gains are the general loop's, bit for bit, next to features of one and of several cells."""
+    rng = np.random.default_rng(7)
+    n = 300
+    slots = np.stack(
+        [
+            (rng.random(n) < 0.3).astype(np.uint8),  # default slot 0
+            (rng.random(n) < 0.8).astype(np.uint8) * 3,  # default slot 3
+            rng.integers(0, 5, n).astype(np.uint8),  # five cells
+            np.full(n, 2, dtype=np.uint8),  # one cell
+            (rng.random(n) < 0.01).astype(np.uint8),  # nearly constant: a side below min_rows
+        ],
+        axis=1,
+    )
+    rows = BinnedRows(slots, 5)
+    assert sorted(np.diff(rows.cell_start).tolist()) == [1, 2, 2, 2, 5]
+    g, h = rng.normal(size=n), rng.random(n)
+    s = vote_scale(g, h)
+    qg, qh = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    quantise(g, s, qg)
+    quantise(h, s, qh)
+    groups = RowGroups.of(rng.integers(-1, 4, n), 4)
+    cells = int(rows.cell_start[-1]) + rows.row_cells.shape[1]
+    hist, tot = np.empty((4, cells, 3), dtype=np.int64), np.empty((4, 3), dtype=np.int64)
+    best = np.full((4, 5), -np.inf)
+    none = np.zeros(0, dtype=np.int64)
+    level_gains(
+        groups.order, groups.start, none, hist[:0], tot[:0], hist, tot, rows.row_cells, rows.tail_ptr, rows.tail_cell,
+        rows.cell_start, rows.default_cell, qg, qh, 2.0 ** (-s), 0.5, min_rows, best,
+    )  # fmt: skip
+    unfilled = hist.copy()
+    for k in range(4):  # the defaults as the rows left them (nothing added), for the reference to fill
+        unfilled[k, rows.default_cell] = 0
+    want_hist, want_best = _scan_reference(
+        unfilled, tot, rows.cell_start, rows.default_cell, 2.0 ** (-s), 0.5, min_rows
+    )
+    assert hist.tobytes() == want_hist.tobytes()
+    assert best.tobytes() == want_best.tobytes()
+    assert np.isfinite(best[:, [0, 1]]).all() and np.isinf(best[:, 3]).all()
