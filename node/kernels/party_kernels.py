@@ -40,6 +40,8 @@ from fgbdt_chain.node.kernels.histogram import (
     _check_features,
     _check_splits,
     candidates_into,
+    counts_from_votes,
+    pair_limbs_into,
     partition_into,
     votes_into,
 )
@@ -242,6 +244,53 @@ def _quantise_votes(  # pragma: no cover - compiled
     return -1
 
 
+@njit(cache=True, nogil=True)
+def _party_candidates(  # pragma: no cover - compiled
+    p: int,
+    order: Arrays,
+    start: np.ndarray,
+    slots_t: Arrays,
+    features: np.ndarray,
+    g_hi: Arrays,
+    g_lo: Arrays,
+    h_hi: Arrays,
+    h_lo: Arrays,
+    count: Arrays,
+    from_votes: np.ndarray,
+    cell_of: Arrays,
+    vote_hist: Arrays,
+    ghi: np.ndarray,
+    glo: np.ndarray,
+    hhi: np.ndarray,
+    hlo: np.ndarray,
+    hn: np.ndarray,
+) -> None:
+    """Party ``p``'s candidate sums into zeroed (groups, C, nbins) arrays: its counts from its vote histograms of
+    the level where ``from_votes[p]`` (``TreeLevels.candidates_fixed``), else summed with the limbs."""
+    if from_votes[p]:
+        pair_limbs_into(
+            order[p], start[p], slots_t[p], features, g_hi[p], g_lo[p], h_hi[p], h_lo[p], ghi, glo, hhi, hlo
+        )
+        counts_from_votes(features, cell_of[p], vote_hist[p], hn)
+    else:
+        candidates_into(
+            order[p],
+            start[p],
+            slots_t[p],
+            features,
+            g_hi[p],
+            g_lo[p],
+            h_hi[p],
+            h_lo[p],
+            count[p],
+            ghi,
+            glo,
+            hhi,
+            hlo,
+            hn,
+        )
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _candidates_parallel(  # pragma: no cover - compiled
     block_start: np.ndarray,
@@ -255,6 +304,9 @@ def _candidates_parallel(  # pragma: no cover - compiled
     h_hi: Arrays,
     h_lo: Arrays,
     count: Arrays,
+    from_votes: np.ndarray,
+    cell_of: Arrays,
+    vote_hist: Arrays,
     ghi: np.ndarray,
     glo: np.ndarray,
     hhi: np.ndarray,
@@ -268,16 +320,20 @@ def _candidates_parallel(  # pragma: no cover - compiled
             # summed in arrays of the thread's own, then copied: the parties' slices of the outputs share cache lines
             # at a level of one or two nodes, and two threads adding into one line take turns owning it
             sums = np.zeros((5, ghi.shape[1], ghi.shape[2], ghi.shape[3]), dtype=np.int64)
-            candidates_into(
-                order[p],
-                start[p],
-                slots_t[p],
+            _party_candidates(
+                p,
+                order,
+                start,
+                slots_t,
                 features,
-                g_hi[p],
-                g_lo[p],
-                h_hi[p],
-                h_lo[p],
-                count[p],
+                g_hi,
+                g_lo,
+                h_hi,
+                h_lo,
+                count,
+                from_votes,
+                cell_of,
+                vote_hist,
                 sums[0],
                 sums[1],
                 sums[2],
@@ -304,6 +360,9 @@ def _candidates_serial(  # pragma: no cover - compiled
     h_hi: Arrays,
     h_lo: Arrays,
     count: Arrays,
+    from_votes: np.ndarray,
+    cell_of: Arrays,
+    vote_hist: Arrays,
     ghi: np.ndarray,
     glo: np.ndarray,
     hhi: np.ndarray,
@@ -314,16 +373,20 @@ def _candidates_serial(  # pragma: no cover - compiled
     for b in range(block_start.shape[0] - 1):
         for t in range(block_start[b], block_start[b + 1]):
             p = block_party[t]
-            candidates_into(
-                order[p],
-                start[p],
-                slots_t[p],
+            _party_candidates(
+                p,
+                order,
+                start,
+                slots_t,
                 features,
-                g_hi[p],
-                g_lo[p],
-                h_hi[p],
-                h_lo[p],
-                count[p],
+                g_hi,
+                g_lo,
+                h_hi,
+                h_lo,
+                count,
+                from_votes,
+                cell_of,
+                vote_hist,
                 ghi[p],
                 glo[p],
                 hhi[p],
@@ -570,6 +633,11 @@ class PartyKernels:
         self.cell_start = _listed([r.cell_start for r in rows], np.int64)
         self.default_cell = _listed([r.default_cell for r in rows], np.int64)
         self.slots_t = _listed([r.slots_t for r in rows], np.uint8)
+        self.cell_of = _listed([r.cell_of for r in rows], np.int64)
+        """Per party, each (feature, slot)'s cell of its vote histograms (-1: unused), where the candidates' counts
+        are read (``TreeLevels.candidates_fixed``)."""
+        self._no_hist = _listed([np.zeros((0, 1, 3), dtype=np.int64) for _ in rows])
+        """Stands for the vote histograms where the candidates' counts are summed from the rows."""
         # a tree's rows, in buffers the lists share with these arrays (a list costs 20 us per party to build): the
         # rows' places and node ids, the votes' gradients, the fixed-point rows, and the row groups (the current
         # order and a spare that the partition writes into, then swapped)
@@ -628,7 +696,7 @@ class PartyKernels:
             for a, f in zip(into, fixed, strict=True):
                 np.copyto(a, getattr(f, name))
         self._look()
-        return TreeLevels(self)
+        return TreeLevels(self, unit_counts=all(bool((f.count == 1).all()) for f in fixed))
 
     def logistic_tree(
         self, scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], weights: Sequence[np.ndarray] | None
@@ -670,7 +738,7 @@ class PartyKernels:
         # ``FixedRows.of``'s bound on the limb sums, every row counted once
         if any(b < 0 or max(int(b), 1) * max(n, 1) >= 2**62 for b, n in zip(bound.tolist(), self.n_rows, strict=True)):
             return None
-        return list(zip(self._g, self._h, strict=True)), TreeLevels(self)
+        return list(zip(self._g, self._h, strict=True)), TreeLevels(self, unit_counts=True)
 
     def _look(self) -> None:
         """The threads this tree's kernels take (``free_threads``): fewer only when the cores were busy at this look
@@ -723,8 +791,14 @@ class TreeLevels:
     """One tree's rows of every party, level by level: the votes' gains, the candidate histograms and the
     partition, each one call for all parties (``PartyKernels.tree``)."""
 
-    def __init__(self, kernels: PartyKernels) -> None:
+    def __init__(self, kernels: PartyKernels, unit_counts: bool = False) -> None:
         self.kernels = kernels
+        self.unit_counts = unit_counts
+        """Whether every row of every party counts one (no attack's weights): the candidates' counts are then the
+        rows' counts, which a level's vote histograms hold already."""
+        self._vote_hist = kernels._no_hist
+        self._filled = np.zeros(kernels.parties, dtype=np.bool_)
+        """Per party, whether ``_vote_hist`` holds its histograms of this level's groups (it voted at this level)."""
         lists = kernels._lists
         self.group_of_row, self.node_id = lists["group_of_row"], lists["node_id"]
         self.g_vote, self.h_vote = lists["g_vote"], lists["h_vote"]
@@ -805,6 +879,8 @@ class TreeLevels:
             votes,
         )
         self._voted = True
+        self._vote_hist = hist
+        self._filled[:] = self.keeps
         if not keeping:
             self.keeps[:] = False
         return out, votes
@@ -819,6 +895,9 @@ class TreeLevels:
             raise ValueError(f"features must have shape ({self.num_groups}, C), got {features.shape}")
         shape = (k.parties, self.num_groups, features.shape[1], k.nbins)
         ghi, glo, hhi, hlo, hn = (np.zeros(shape, dtype=np.int64) for _ in range(5))
+        # the counts from the level's vote histograms where every row counts one and the party voted on these
+        # groups (two candidates, the votes' own level): the same integers, two updates a row fewer
+        counted = self._voted and self.unit_counts and features.shape[1] == 2
         try:
             k._run(
                 _candidates_parallel,
@@ -828,6 +907,9 @@ class TreeLevels:
                 k.slots_t,
                 np.ascontiguousarray(features, dtype=np.int64),
                 *self.fixed,
+                self._filled if counted else np.zeros(k.parties, dtype=np.bool_),
+                k.cell_of,
+                self._vote_hist if counted else k._no_hist,
                 ghi,
                 glo,
                 hhi,
@@ -861,6 +943,7 @@ class TreeLevels:
         )
         self.order, self.spare, self.start = self.spare, self.order, new_start
         self.kernels._orders = self.order, self.spare
+        self._filled[:] = False  # the vote histograms are of the groups before the split
         # the next level's groups are the splits' children in pairs: their histograms subtract from this level's
         if self._voted:
             self.parents = np.flatnonzero(split_feature >= 0).astype(np.int64)

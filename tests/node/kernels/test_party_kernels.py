@@ -85,6 +85,49 @@ def test_a_tree_grown_by_the_one_call_kernels_is_each_partys_own(threads: int) -
 
 
 @pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("keep_up_to", [None, 2])
+def test_candidate_counts_read_off_the_vote_histograms_are_the_rows_counts(
+    threads: int, keep_up_to: int | None
+) -> None:
+    """Rows that each count one: a level's candidate counts come from its vote histograms (subtracted or summed,
+    kept or too wide to keep) where a party voted on the level, else from its rows (a level without votes, a party
+    out of the votes, three candidates); every sum is the party's own kernel's, bit for bit."""
+    rng = np.random.default_rng(17)
+    sizes = [700, 90, 350]
+    rows = _parties(9, sizes, features=7, nbins=6)
+    kernels = PartyKernels(rows, threads)
+    if keep_up_to is not None:
+        kernels.KEPT_BYTES = 2 * keep_up_to * sum(int(r.cell_start[-1]) + r.row_cells.shape[1] for r in rows) * 24
+    for tree in range(2):
+        g = [rng.normal(size=n) for n in sizes]
+        h = [rng.uniform(0.05, 0.25, n) for n in sizes]
+        fixed = [FixedRows.of(a, b) for a, b in zip(g, h, strict=True)]
+        levels = kernels.tree(g, h, fixed)
+        assert levels.unit_counts
+        groups = [RowGroups.everything(n) for n in sizes]
+        ids = [np.ones(n, dtype=np.int64) for n in sizes]
+        k_of = [np.zeros(n, dtype=np.int64) for n in sizes]
+        k = 1
+        for level in range(5):
+            if level != 3:  # level 3 takes no votes
+                levels.votes(1.0, 1, [True, level != 1, tree == 0 or level != 2])
+            features = rng.integers(0, 7, (k, 3 if level == 4 else 2))
+            sums = levels.candidates_fixed(features)
+            for p, party in enumerate(rows):
+                own = party.group_candidates_fixed(groups[p], features, fixed[p])
+                for mine, theirs in zip(sums, (own.g_hi, own.g_lo, own.h_hi, own.h_lo, own.n), strict=True):
+                    assert np.array_equal(mine[p], theirs)
+            split_feature = rng.choice([0, 2, 3, 4, 5, 6], k)
+            threshold = rng.integers(0, 5, k)
+            levels.split(split_feature, threshold)
+            for p, party in enumerate(rows):
+                groups[p] = party.split_groups(groups[p], split_feature, threshold, ids[p], k_of[p])
+            k = 2 * int((split_feature >= 0).sum())
+    weighted = [FixedRows.of(a, b, np.full(a.shape[0], 2)) for a, b in zip(g, h, strict=True)]
+    assert not kernels.tree(g, h, weighted).unit_counts  # rows that count two: counted from the rows
+
+
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("keep_up_to", [None, 4])
 def test_votes_by_subtraction_survive_growing_buffers_and_skipped_levels(threads: int, keep_up_to: int | None) -> None:
     """Nodes split at every level (1, 2, 4, 8 nodes, then 4, 8 and 16: the kept histograms' buffers grow twice,
