@@ -117,6 +117,7 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
     before = rss_mb()
     start = time.perf_counter()
     phases: dict[str, float] = {}
+    phases_cpu: dict[str, float] = {}
     if args.one == "lightgbm-user":
         rows = np.sort(np.concatenate(prep.parts))  # the federation's training rows, in the file's order
         seconds, cpu, error = user_lightgbm(prep.train.subset(rows), prep.test, prep.params, args.seed)
@@ -132,7 +133,7 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         pred = make_model(prep, trained, "fvtree").predict(prep.test.X)
         report = {"train_seconds": seconds, "train_cpu_seconds": cpu, **evaluate(prep.params, prep.test.y, pred)}
-        phases = trained.seconds
+        phases, phases_cpu = trained.seconds, trained.cpu_seconds
     else:
         report, _, result = run(prep, args.one)
         phases = result.seconds if result else {}
@@ -151,6 +152,7 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
         "rss_before_mb": before,
         "peak_rss_mb": peak,
         "phases": phases,
+        "phases_cpu": phases_cpu,
         "threads": args.threads,
         "env": {name: os.environ.get(name) for name in THREAD_ENV},
         "load_average_before": [round(x, 2) for x in load_before],
@@ -263,8 +265,10 @@ def tables(runs: list[dict[str, Any]]) -> str:
             f"training: {m['prep_seconds']:.2f} s):",
             "",
         ]
+        cpu = m.get("phases_cpu") or {}  # empty for a run that did not record it
         for phase, sec in sorted(m["phases"].items(), key=lambda kv: -kv[1]):
-            lines.append(f"- {phase}: {sec:.2f} s ({100 * sec / m['train_seconds']:.0f}%)")
+            of_cpu = f", CPU {cpu[phase]:.2f} s" if phase in cpu else ""
+            lines.append(f"- {phase}: {sec:.2f} s ({100 * sec / m['train_seconds']:.0f}%{of_cpu})")
     return "\n".join(lines)
 
 

@@ -311,23 +311,28 @@ def resolve_level(
 
 def resolve_level_view(
     level: FixedLevel,
-    candidates: Sequence[tuple[int, ...]],
-    node_votes: Sequence[Sequence[int]],
+    candidates: Sequence[tuple[int, ...]] | np.ndarray,
+    node_votes: Sequence[Sequence[int]] | np.ndarray,
     inherited: Inherited,
     last_level: bool,
     params: ref.Params,
     credits: Sequence[ref.Credit] | None = None,
 ) -> ResolvedLevel:
-    """``resolve_level`` as a ``ResolvedLevel``: what training reads of it without building every node's result."""
+    """``resolve_level`` as a ``ResolvedLevel``: what training reads of it without building every node's result.
+    The candidates (nodes, C) and votes (nodes, parties) may come as arrays, as the simulator holds them: the
+    compiled path takes them as they are (converting a deep level's lists cost 20-40 us)."""
     if params.min_rows < 1:
         raise ValueError("min_rows must be at least 1")
     resolved = _compiled(level, candidates, node_votes, inherited, last_level, params, credits)
     if resolved is not None:
         return resolved
-    searched = _searched(level, len(candidates), params)
-    results, totals = _resolve_python(
-        searched, level, candidates, node_votes, inherited.totals, last_level, params, credits
+    # the reference's path reads Python integers (arrays are what the compiled path takes without converting)
+    cands: Sequence[tuple[int, ...]] = (
+        [tuple(c) for c in candidates.tolist()] if isinstance(candidates, np.ndarray) else candidates
     )
+    votes: Sequence[Sequence[int]] = node_votes.tolist() if isinstance(node_votes, np.ndarray) else node_votes
+    searched = _searched(level, len(cands), params)
+    results, totals = _resolve_python(searched, level, cands, votes, inherited.totals, last_level, params, credits)
     return ResolvedLevel.of_results(results, totals, level.n.shape[0], last_level)
 
 
@@ -344,8 +349,8 @@ def _searched(level: FixedLevel, num_nodes: int, params: ref.Params) -> _Searche
 
 def _compiled(
     level: FixedLevel,
-    candidates: Sequence[tuple[int, ...]],
-    node_votes: Sequence[Sequence[int]],
+    candidates: Sequence[tuple[int, ...]] | np.ndarray,
+    node_votes: Sequence[Sequence[int]] | np.ndarray,
     inherited: Inherited,
     last_level: bool,
     params: ref.Params,

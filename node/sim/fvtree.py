@@ -30,6 +30,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
@@ -145,6 +146,9 @@ class TrainResult:
     """Per tree, every party's credit multipliers (``NEUTRAL`` for parties out of the tree)."""
     finished: list[bool] = field(default_factory=list)
     """Whether each party still takes part after the last tree grown (empty: everyone)."""
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """``seconds``' phases in CPU time (``time.process_time``: every thread of the process): on a machine shared
+    with other work the wall time of a phase includes waiting for a core, its CPU time what it computed."""
 
     def shares(self) -> list[float]:
         """Each party's share of the reward (``reference.reward_shares``): of the positive contributions, and 0 for a
@@ -237,6 +241,8 @@ class Federation:
         self.done_trees = 0
         self.record = TrainResult([], [0] * self.m, [0] * self.m, [0] * self.m, [], [0] * self.m, [], [], {}, [], [])
         self.seconds: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
+        self._cpu_clock = 0.0
         self.level_observer: Callable[[LevelView], None] | None = None
         self.measure_every_level = False
         """Whether observers also get the verifiers' statistics below a tree's root, where no verdict rests on them
@@ -258,8 +264,10 @@ class Federation:
         return np.concatenate([p.y for p in self.parties])
 
     def _tick(self, phase: str, since: float) -> float:
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         self.seconds[phase] = self.seconds.get(phase, 0.0) + now - since
+        self.cpu_seconds[phase] = self.cpu_seconds.get(phase, 0.0) + cpu - self._cpu_clock
+        self._cpu_clock = cpu
         return now
 
     def train(self, progress: Callable[[int], None] | None = None, until: int | None = None) -> TrainResult:
@@ -288,6 +296,7 @@ class Federation:
             list(self.refusals),
             list(rec.credits),
             list(self.active),
+            dict(self.cpu_seconds),
         )
 
     def _train_trees(self, end: int, progress: Callable[[int], None] | None) -> None:
@@ -475,7 +484,7 @@ class Federation:
         return None
 
     def _grow_tree(self, t: int) -> tuple[Tree, list[int], list[LevelRecord], list[int], list[ref.Credit]]:
-        clock = time.perf_counter()
+        clock, self._cpu_clock = time.perf_counter(), time.process_time()
         p = self.params
         # on the cores: the votes and the verifiers' statistics (``_each``). The gradients here, the candidate
         # histograms and the splits' partitions below stay on this thread: tens of microseconds per party, which a
@@ -506,6 +515,11 @@ class Federation:
         before = 0  # the open nodes of the level before
         judged = [0] * self.m  # under loo: each party's judged marginals summed over the tree's splits
         judges = [0] * self.m  # and its rows at the root, which judge the others
+        private = self.privacy.private
+        attackers = [i for i, party in enumerate(self.parties) if party.attacks(t) is not None]
+        # the sums each party sends are its exact sums unless an attack or privacy noise changes them
+        # (``LocalParty.sent_sums``): asked only then, not four times a level
+        as_computed = not private and not attackers
         for level in range(p.depth):
             if not open_nodes:
                 break
@@ -519,7 +533,6 @@ class Federation:
             else:
                 votes = self._votes(t, level, rows)
                 cands = top2_level(votes, self.n_features, ref.TIE_RULES[p.tie_break], t, open_nodes)
-            node_votes = votes.T.tolist()
             clock = self._tick("party: votes (refitted histograms, local search)", clock)
             cand_arr = np.asarray(cands, dtype=np.int64)
             taking_part = [i for i in range(self.m) if self.active[i]]
@@ -527,16 +540,20 @@ class Federation:
             raw = [
                 FixedSums(exact.g_hi[i], exact.g_lo[i], exact.h_hi[i], exact.h_lo[i], exact.n[i]) for i in range(self.m)
             ]
-            sums = [
-                party.sent_sums(
-                    raw[i],
-                    cand_arr,
-                    t,
-                    level,
-                    _released_totals(sides.get(i), open_nodes, level) if self.privacy.private else None,
-                )
-                for i, party in enumerate(self.parties)
-            ]
+            sums = (
+                raw
+                if as_computed
+                else [
+                    party.sent_sums(
+                        raw[i],
+                        cand_arr,
+                        t,
+                        level,
+                        _released_totals(sides.get(i), open_nodes, level) if private else None,
+                    )
+                    for i, party in enumerate(self.parties)
+                ]
+            )
             clock = self._tick("party: candidate histograms", clock)
             accepted, credit, claims, verdicts, measured = self._submissions(
                 t, level, open_nodes, cands, sums, k_of_rows, grads, sides
@@ -567,9 +584,11 @@ class Federation:
                     )
                 )
             last = level == p.depth - 1
-            sub_votes = [[row[i] for i in accepted] for row in node_votes]
+            everyone = len(accepted) == self.m
+            # the accepted parties' votes, node by node ((nodes, accepted) as the resolution takes them)
+            sub_votes = votes.T if everyone else votes[accepted].T
             sub_credits = [tree_credit[i] for i in accepted]
-            as_sent = len(accepted) == self.m and all(s is r for s, r in zip(sums, raw, strict=True))
+            as_sent = everyone and all(s is r for s, r in zip(sums, raw, strict=True))
             results = self._resolve(
                 [sums[i] for i in accepted],
                 cands,
@@ -578,11 +597,12 @@ class Federation:
                 last,
                 sub_credits,
                 exact if as_sent else None,
+                cand_arr,
             )
             next_open: list[int] = []
             next_sides: dict[int, dict[int, Sides]] = {i: {} for i in accepted}
             # sides kept where a rule can break (an attacker) or a private party projects onto them
-            keep_sides = [i for i in accepted if self.parties[i].attacks(t) is not None or self.privacy.private]
+            keep_sides = accepted if private else [i for i in accepted if i in attackers]
             if p.contribution in centred.NODE_VALUES:
                 if level == 0:
                     for i in accepted:
@@ -622,7 +642,7 @@ class Federation:
             ncand = self.n_features if self.algo == "allfeatures" else 2
             # below a root the votes went ahead with the level before's resolution: two per node of that level
             ahead_of = before if level > 0 else None
-            level_bytes = level_traffic(k, ncand, p.nbins, self.m, self.quorum, voting=voting, ahead_of=ahead_of).total
+            level_bytes = _level_bytes(k, ncand, p.nbins, self.m, self.quorum, voting, ahead_of)
             for i in taking_part:
                 traffic[i] += level_bytes
             clock = self._tick("contract: top-2, best split, leaves, Shapley (ledger.reference)", clock)
@@ -782,19 +802,23 @@ class Federation:
         self,
         sums: Sequence[FixedSums],
         cands: list[tuple[int, ...]],
-        node_votes: Sequence[Sequence[int]],
+        votes: np.ndarray,
         inherited: Inherited,
         last: bool,
         credits: Sequence[ref.Credit],
         stacked: FixedSums | None = None,
+        cand_arr: np.ndarray | None = None,
     ) -> ResolvedLevel:
         """The contract's resolution of the level from the accepted parties' sums (``stacked``: the same, stacked
-        by party): on exact limbs when they carry the sums, else on the messages as Python integers (where the
-        contract would revert, this raises)."""
+        by party) and their ``votes`` (nodes, parties): on exact limbs when they carry the sums, else on the
+        messages as Python integers (where the contract would revert, this raises). ``cand_arr``: ``cands`` as an
+        array, which the compiled path takes without converting them again."""
         level = level_of(sums, stacked)
         if level is not None:
             with contextlib.suppress(ref.FixedPointOverflow):
-                return resolve_level_view(level, cands, node_votes, inherited, last, self.cparams, credits)
+                at = cands if cand_arr is None else cand_arr
+                return resolve_level_view(level, at, votes, inherited, last, self.cparams, credits)
+        node_votes = np.asarray(votes).tolist()
         hists = [messages_of(s, cands) for s in sums]
         results, totals = [], []
         for j, node_totals in enumerate(inherited.totals):
@@ -838,6 +862,15 @@ class _CarrySource:
     levels: list[tuple[ResolvedLevel, list[FixedSums], list[int], bool]]
     score_bound: int
     active: list[bool]
+
+
+@lru_cache(maxsize=1024)
+def _level_bytes(
+    k: int, candidates: int, nbins: int, parties: int, quorum: int, voting: bool, ahead_of: int | None
+) -> int:
+    """``level_traffic``'s total, remembered: a task's levels come back to a few shapes, and the sum of its parts
+    cost 5 us a level."""
+    return level_traffic(k, candidates, nbins, parties, quorum, voting=voting, ahead_of=ahead_of).total
 
 
 def _released_totals(
