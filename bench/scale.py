@@ -21,6 +21,15 @@ and node positions stay in memory (a few float64 per row), its slots never whole
 party also trains in memory (``LocalParty`` over its slots) and on a two-worker Dask cluster (``DaskChunks``, one
 part per worker): the three models (trees and contributions) must be identical. The algorithm is PV-tree (votes on
 the parties' raw gradients): the slots are synthetic, without raw rows for the PSDs that FV-tree's weights need.
+
+    python -m bench.scale --part fvtree --rows 10000000 --trees 10 --check-rows 1000000
+
+The ``fvtree`` part starts from raw rows (normal features, one log-normal, 2% missing), the first party's as a
+Parquet dataset written a chunk at a time: each party publishes its binning sketch and its PSD, the edges come from
+the sketches, and each party bins its rows and takes its FV-tree weights from every PSD; the first party does all of
+it chunk by chunk (``node.protocol.parquet_party``) in its own process, whose peak memory covers it, and the time
+before training is reported with it. At ``--check-rows`` rows the first party also does it all in memory and on two
+Dask workers: the models must be identical.
 """
 
 from __future__ import annotations
@@ -184,13 +193,17 @@ def _serve(conn: Any, mode: str, path: str, rows: int, features: int, chunk_rows
 class RemoteParty:
     """A party in a process of its own (``_serve``), asked as ``train_rounds`` asks a ``PartyWork``."""
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: Any, target: Any = None) -> None:
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, *args))
+        self.process = ctx.Process(target=target or _serve, args=(child, *args))
         self.process.start()
+
+    def ask(self, name: str, *args: Any) -> Any:
+        """Any of the party's own calls (the fvtree part's ``sketch``, ``psd`` and ``prepare``)."""
+        return self._ask(name, *args)
 
     def _ask(self, name: str, *args: Any) -> Any:
         self.conn.send((name, args))
@@ -216,6 +229,183 @@ class RemoteParty:
         stats = dict(self.conn.recv())
         self.process.join()
         return stats
+
+
+SCHEMA = (-5.0, 5.0)
+"""The fvtree part's declared feature range (the skewed second feature: 0 to 50); the label's is 0 to 1."""
+
+
+def raw_chunk(k: int, rows: int, features: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk ``k``'s raw rows: normal features, the second one log-normal (skewed), 2% missing, and a label of the
+    first two with noise; from its own seed, so that no process holds more than a chunk while writing."""
+    rng = np.random.default_rng([seed, k, 7])
+    X = rng.normal(size=(rows, features))
+    y = (X[:, 0] + 0.5 * X[:, 1] + rng.normal(size=rows) > 0).astype(np.float64)
+    X[:, 1] = np.exp(X[:, 1])
+    X[rng.random(X.shape) < 0.02] = np.nan
+    return X, y
+
+
+def schema(features: int) -> tuple[np.ndarray, np.ndarray]:
+    low, high = np.full(features, SCHEMA[0]), np.full(features, SCHEMA[1])
+    low[1], high[1] = 0.0, 50.0
+    return low, high
+
+
+def write_raw(rows: int, features: int, chunk_rows: int, seed: int, path: Path) -> None:
+    """The first party's raw rows as a Parquet dataset, one file per chunk, written a chunk at a time."""
+    from fgbdt_chain.node.data.parquet import write_rows
+
+    for k, lo in enumerate(range(0, rows, chunk_rows)):
+        X, y = raw_chunk(k, min(chunk_rows, rows - lo), features, seed)
+        write_rows(path / f"part-{k:05d}.parquet", X, y, row_group_rows=chunk_rows)
+
+
+class RawParty:
+    """The fvtree part's first party, in its own process: publishes its binning sketch and PSD from its raw rows,
+    then bins them with the task's edges, takes its weights and trains (``mode``: from Parquet chunk by chunk, in
+    memory, or on two Dask workers)."""
+
+    def __init__(self, mode: str, raw: str, slots: str, chunk_rows: int, seed: int, epsilon: float, delta: float):
+        from fgbdt_chain.node.protocol.parquet_party import ParquetParty
+
+        self.mode, self.seed, self.epsilon, self.delta = mode, seed, epsilon, delta
+        self.source = ParquetParty(Path(raw), Path(slots), chunk_rows)
+        self.X: np.ndarray | None = None
+        self.y: np.ndarray | None = None
+        if mode == "memory":
+            from fgbdt_chain.node.data.parquet import read_party
+
+            self.X, self.y, _ = read_party(raw, chunk_rows=chunk_rows)
+        self.work: Any = None
+        self.closers: list[Any] = []
+
+    def sketch(self, low: np.ndarray, high: np.ndarray) -> Any:
+        from fgbdt_chain.node.privacy.binning import local_sketch, sketch_rng
+
+        rng = sketch_rng(self.seed, 0)
+        if self.X is not None:
+            return local_sketch(self.X, low, high, epsilon=self.epsilon, rng=rng)
+        return self.source.sketch(low, high, epsilon=self.epsilon, rng=rng)
+
+    def psd(self, lows: np.ndarray, highs: np.ndarray) -> Any:
+        from fgbdt_chain.node.privacy.psd import build_psd, psd_rng
+
+        rng = psd_rng(self.seed, 0)
+        if self.X is not None and self.y is not None:
+            return build_psd(self.X, self.y, lows, highs, epsilon=self.epsilon, rng=rng)
+        return self.source.psd(lows, highs, epsilon=self.epsilon, rng=rng)
+
+    def prepare(self, edges: list[np.ndarray], psds: list[Any], params: Any) -> None:
+        from fgbdt_chain.node.data.parquet import files_of
+        from fgbdt_chain.node.model.trees import bin_matrix
+        from fgbdt_chain.node.privacy.weights import distribution_weights
+        from fgbdt_chain.node.protocol.chunked_party import ChunkedSlots, DaskPart
+        from fgbdt_chain.node.protocol.chunked_rows import ChunkedRows, DaskChunks
+        from fgbdt_chain.node.protocol.local_party import LocalParty
+        from fgbdt_chain.node.protocol.party_rounds import PartyWork
+
+        if self.X is not None and self.y is not None:
+            w = distribution_weights(self.X, self.y, psds, self.delta)[1]
+            party = LocalParty(bin_matrix(self.X, edges), self.y, params, w)
+            self.X = None
+        elif self.mode == "parquet":
+            self.source.bin(edges, params.nbins)
+            party = self.source.party(params, self.source.weights(psds, self.delta), len(edges))
+        else:
+            from distributed import Client, LocalCluster
+
+            self.source.bin(edges, params.nbins)
+            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None)
+            client = Client(cluster)
+            self.closers += [client, cluster]
+            workers = sorted(client.scheduler_info()["workers"])
+            parts: list[DaskPart] = []
+            for i, f in enumerate(files_of(self.source.slots)):
+                n = ChunkedSlots(f, len(edges), params.nbins, self.source.chunk_rows).n_rows
+                parts.append(DaskPart(str(f), sum(p.rows for p in parts), n, workers[i % 2]))
+            rows = ChunkedRows(DaskChunks(client, parts, len(edges), params.nbins, self.source.chunk_rows))
+            party = LocalParty(rows, self.source.labels(), params, self.source.weights(psds, self.delta))
+        self.work = PartyWork(party)
+
+    def __getattr__(self, name: str) -> Any:  # the PartyWork calls, once prepared
+        return getattr(self.__dict__["work"], name)
+
+    def close(self) -> None:
+        for c in self.closers:
+            c.close()
+
+
+def _serve_raw(conn: Any, *args: Any) -> None:
+    """The fvtree part's first party's process (``RawParty``): answers until told to stop, then sends its peak
+    resident memory and the seconds it computed."""
+    party = RawParty(*args)
+    busy = 0.0
+    while True:
+        name, call = conn.recv()
+        if name == "stop":
+            break
+        start = time.perf_counter()
+        answer = getattr(party, name)(*call)
+        busy += time.perf_counter() - start
+        conn.send(answer)
+    party.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    conn.send({"setup_seconds": 0.0, "party_seconds": busy, "peak_rss_mb": peak})
+
+
+def fvtree_one(args: argparse.Namespace, rows: int, mode: str, raw: Path, tmp: Path) -> dict[str, Any]:
+    """FV-tree from raw rows with the first party (``rows`` rows, ``mode``) in its own process: its sketch, PSD,
+    slots and weights from its rows, then the model; the seconds before training and per tree, and its peak memory."""
+    from fgbdt_chain.ledger.spec.train_params import TrainParams
+    from fgbdt_chain.node.model.trees import bin_matrix
+    from fgbdt_chain.node.privacy.binning import edges_from_sketch, local_sketch, sketch_rng
+    from fgbdt_chain.node.privacy.psd import build_psd, psd_rng
+    from fgbdt_chain.node.privacy.weights import distribution_weights
+    from fgbdt_chain.node.protocol.local_party import LocalParty
+    from fgbdt_chain.node.protocol.party_rounds import PartyWork, train_rounds
+
+    eps, delta = 1.0, 1.0
+    start = time.perf_counter()
+    first = RemoteParty(
+        mode, str(raw), str(tmp / f"slots-{mode}"), args.chunk_rows, args.seed, eps, delta, target=_serve_raw
+    )
+    low, high = schema(args.features)
+    lows, highs = np.append(low, 0.0), np.append(high, 1.0)
+    others = [raw_chunk(0, args.other_rows, args.features, args.seed + 1000 * i) for i in (1, 2)]
+    try:
+        sketches = [first.ask("sketch", low, high)]
+        sketches += [
+            local_sketch(X, low, high, epsilon=eps, rng=sketch_rng(args.seed, i)) for i, (X, _) in enumerate(others, 1)
+        ]
+        edges = edges_from_sketch(sketches, low, high, NBINS - 1)
+        psds = [first.ask("psd", lows, highs)]
+        psds += [
+            build_psd(X, y, lows, highs, epsilon=eps, rng=psd_rng(args.seed, i)) for i, (X, y) in enumerate(others, 1)
+        ]
+        params = TrainParams(trees=args.trees, depth=args.depth, bins=NBINS - 1).fitted(edges)
+        first.ask("prepare", edges, psds, params)
+        works = [
+            PartyWork(LocalParty(bin_matrix(X, edges), y, params, distribution_weights(X, y, psds, delta)[1]))
+            for X, y in others
+        ]
+        ticks = [time.perf_counter()]
+        result = train_rounds(
+            [first, *works], params, args.features, "fvtree", progress=lambda _: ticks.append(time.perf_counter())
+        )
+    finally:
+        stats = first.stop()
+    trees = [sorted((k, repr(v)) for k, v in t.nodes.items()) for t in result.trees]
+    digest = hashlib.sha256(repr((trees, result.phi, result.kappa, result.total)).encode()).hexdigest()[:16]
+    return {
+        "mode": mode,
+        "rows": rows,
+        "model_digest": digest,
+        "prepare_seconds": ticks[0] - start,
+        "tree_seconds": [b - a for a, b in itertools.pairwise(ticks)],
+        "nodes": sum(len(t.nodes) for t in result.trees),
+        **stats,
+    }
 
 
 def train_one(args: argparse.Namespace, rows: int, mode: str, path: Path) -> dict[str, Any]:
@@ -258,11 +448,18 @@ def train_part(args: argparse.Namespace, record: Run) -> list[dict[str, Any]]:
     sizes.append((args.rows, ("parquet",)))
     for rows, modes in sizes:
         with tempfile.TemporaryDirectory(prefix="fgbdt-scale-") as tmp:
-            path = Path(tmp) / "slots"
-            write_parts(rows, args.features, args.chunk_rows, args.seed, path)
+            path = Path(tmp) / ("raw" if args.part == "fvtree" else "slots")
+            if args.part == "fvtree":
+                write_raw(rows, args.features, args.chunk_rows, args.seed, path)
+            else:
+                write_parts(rows, args.features, args.chunk_rows, args.seed, path)
             for rep in range(args.repeat):
                 for mode in modes:
-                    results.append({**train_one(args, rows, mode, path), "repeat": rep})
+                    if args.part == "fvtree":
+                        measured = fvtree_one(args, rows, mode, path, Path(tmp))
+                    else:
+                        measured = train_one(args, rows, mode, path)
+                    results.append({**measured, "repeat": rep})
                     print(json.dumps(results[-1]), file=sys.stderr, flush=True)
                     record.save({"measurements": results}, complete=False)
         same = {r["model_digest"] for r in results if r["rows"] == rows}
@@ -278,7 +475,7 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=6)
     ap.add_argument("--chunk-rows", type=int, default=262_144)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--part", choices=("histograms", "train"), default="histograms")
+    ap.add_argument("--part", choices=("histograms", "train", "fvtree"), default="histograms")
     ap.add_argument("--modes", default="parquet,memory", help="histograms part: the modes compared")
     ap.add_argument("--trees", type=int, default=5, help="train part: trees of the model")
     ap.add_argument("--other-rows", type=int, default=100_000, help="train part: rows of each in-memory party")
@@ -293,7 +490,7 @@ def main() -> int:
     if args.one:
         print(json.dumps(one(args)))
         return 0
-    if args.part == "train":
+    if args.part in ("train", "fvtree"):
         drop: tuple[str, ...] = ("one", "path", "repeat", "modes")
         record = Run("scale", parameters_of(args, drop=drop), args.out)
         measured = train_part(args, record)
@@ -324,7 +521,7 @@ def tables(runs: list[dict[str, Any]]) -> str:
     """Markdown: per mode, one tree's histogram seconds and the peak memory (mean ± SE over the repetitions)."""
     pooled = [m for run in runs for m in run["results"]["measurements"]]
     p = runs[0]["parameters"]
-    if p.get("part") == "train":
+    if p.get("part") in ("train", "fvtree"):
         return train_tables(p, pooled)
     lines = [
         f"{p['rows']:,} rows of {p['features']} features, a tree of depth {p['depth']} (two candidates per node), "
@@ -343,19 +540,23 @@ def tables(runs: list[dict[str, Any]]) -> str:
 
 def train_tables(p: dict[str, Any], pooled: list[dict[str, Any]]) -> str:
     """Markdown of the train part: per size and mode, the first party's peak memory and the seconds per tree."""
+    fvtree = p.get("part") == "fvtree"
+    algo = "FV-tree from raw rows (each party's sketch, PSD, slots and weights its own)" if fvtree else "PV-tree"
     lines = [
         f"Three parties, the first of the given rows ({p['features']} features, chunks of {p['chunk_rows']:,} rows), "
-        f"the others of {p['other_rows']:,} rows each in memory; PV-tree, {p['trees']} trees of depth {p['depth']}. "
+        f"the others of {p['other_rows']:,} rows each in memory; {algo}, {p['trees']} trees of depth {p['depth']}. "
         "A model is its trees and every party's contributions (compared by digest). The first tree "
         "includes loading the compiled kernels in every process.",
         "",
-        "| rows | first party | peak RSS MiB | first tree s | later trees, s per tree | models at this size |",
-        "|---|---|---|---|---|---|",
+        "| rows | first party | peak RSS MiB | before training s | first tree s | later trees, s per tree "
+        "| models at this size |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key in dict.fromkeys((m["rows"], m["mode"]) for m in pooled):
         mine = [m for m in pooled if (m["rows"], m["mode"]) == key]
         peak = mean_se(m["peak_rss_mb"] for m in mine)
         first = mean_se(m["tree_seconds"][0] for m in mine)
+        prepare = mean_se(m.get("prepare_seconds", m["setup_seconds"]) for m in mine)
         later = mean_se(s for m in mine for s in m["tree_seconds"][1:])
         models = len({m["model_digest"] for m in pooled if m["rows"] == key[0]})
         modes = len({m["mode"] for m in pooled if m["rows"] == key[0]})
@@ -363,7 +564,8 @@ def train_tables(p: dict[str, Any], pooled: list[dict[str, Any]]) -> str:
         if modes == 1:
             same = "one mode run"
         lines.append(
-            f"| {key[0]:,} | {key[1]} | {peak[0]:.0f} ± {peak[1]:.0f} | {first[0]:.1f} ± {first[1]:.1f} | "
+            f"| {key[0]:,} | {key[1]} | {peak[0]:.0f} ± {peak[1]:.0f} | {prepare[0]:.1f} ± {prepare[1]:.1f} | "
+            f"{first[0]:.1f} ± {first[1]:.1f} | "
             f"{later[0]:.1f} ± {later[1]:.1f} | {same} |"
         )
     return "\n".join(lines)
