@@ -359,7 +359,7 @@ def main() -> int:
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for row in pool.map(one_task, tasks):
             rows.append(row)
-            metric = PARTS[args.part]["metric"]
+            metric = metric_of(args.part, row["dataset"])
             brief = {e: round(v[metric], 4) for e, v in row["runs"].items()}
             print(json.dumps({"dataset": row["dataset"], "seed": row["seed"], metric: brief}), file=sys.stderr)
             record.save({"rows": rows}, complete=False)  # a stopped run keeps what it measured
