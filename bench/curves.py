@@ -12,8 +12,10 @@ seconds, since a shared machine's waits for a core vary from run to run; both ar
     python -m bench.curves                          # every axis (an hour or more on two cores)
     python -m bench.curves --axis rows --values 10000,100000,1000000,10000000
 
-Parties stop at the federation's ``MAX_PARTIES``: beyond it a task has no contribution rule it can compute exactly.
-LightGBM has no parties; its column on that axis is the same pooled rows at every point.
+Parties stop at the federation's ``MAX_PARTIES`` and depth at the task's maximum depth (the contract's open-node mask
+of 256 bits). LightGBM has no parties; its column on that axis is the same pooled rows at every point. Peak memory
+includes the interpreter, numpy, numba and LightGBM (about 300 MiB before any data), so its exponent over the whole
+axis understates the growth; the exponent between the axis's two largest points is given beside it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from bench.plots import pyplot, save_figure
 from bench.record import Run
 from bench.speed import THREAD_ENV
 from bench.stats import mean_se
-from fgbdt_chain.ledger.spec.parameters import MAX_PARTIES
+from fgbdt_chain.ledger.spec.parameters import MAX_PARTIES, parameter
 from fgbdt_chain.node.kernels.parallel import default_threads
 
 BASE: dict[str, Any] = {"data": "stress", "rows": 250_000, "parties": 4, "theta": 0.8, "trees": 20, "depth": 6}
@@ -40,7 +42,7 @@ BASE: dict[str, Any] = {"data": "stress", "rows": 250_000, "parties": 4, "theta"
 AXES: dict[str, tuple[int, ...]] = {
     "rows": (10_000, 100_000, 1_000_000, 10_000_000),
     "parties": tuple(m for m in (2, 4, 8, 16) if m <= MAX_PARTIES),
-    "depth": (4, 6, 8, 10),
+    "depth": tuple(d for d in (2, 4, 6, 8, 10) if d <= (parameter("depth").maximum or d)),
     "trees": (10, 20, 50, 100),
 }
 """Each axis's default points."""
@@ -55,8 +57,11 @@ def measure(setting: dict[str, Any], run: str, threads: int) -> dict[str, Any]:
     for key, value in setting.items():
         cmd += [f"--{key}", str(value)]
     env = {**os.environ, **{var: str(threads) for var in THREAD_ENV}}
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-3:])
+        raise SystemExit(f"bench.speed --one {run} at {setting} failed:\n{tail}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -83,10 +88,13 @@ def summary(points: list[dict[str, Any]]) -> dict[str, Any]:
                 row[key] = mean_se(m[key] for m in ms if m.get(key) is not None)
             rows.append(row)
         xs = [float(r["value"]) for r in rows]
+        cpu, memory = [r["train_cpu_seconds"][0] for r in rows], [r["peak_rss_mb"][0] for r in rows]
         out[run] = {
             "points": rows,
-            "cpu_exponent": slope(xs, [r["train_cpu_seconds"][0] for r in rows]),
-            "memory_exponent": slope(xs, [r["peak_rss_mb"][0] for r in rows]),
+            "cpu_exponent": slope(xs, cpu),
+            "memory_exponent": slope(xs, memory),
+            "cpu_exponent_top": slope(xs[-2:], cpu[-2:]),
+            "memory_exponent_top": slope(xs[-2:], memory[-2:]),
         }
     return out
 
@@ -154,11 +162,14 @@ def tables(runs: list[dict[str, Any]]) -> str:
             f"| {value:,} | {_ms(r['train_seconds'])} | {_ms(r['train_cpu_seconds'])} | {_ms(r['prep_seconds'])} "
             f"| {_ms(r['peak_rss_mb'], 0)} | {' | '.join(lg)} | {ratio} |"
         )
+    sim_s, lgb_s = s["fvtree"], s["lightgbm-user"]
     lines += [
         "",
-        f"Fitted exponent of CPU seconds against {axis}: simulate {_exp(s['fvtree']['cpu_exponent'])}, LightGBM "
-        f"{_exp(s['lightgbm-user']['cpu_exponent'])}; of peak memory: simulate "
-        f"{_exp(s['fvtree']['memory_exponent'])}, LightGBM {_exp(s['lightgbm-user']['memory_exponent'])}.",
+        f"Growth exponent against {axis}, fitted over every point (between the two largest points): CPU seconds "
+        f"simulate {_exp(sim_s['cpu_exponent'])} ({_exp(sim_s.get('cpu_exponent_top'))}), LightGBM "
+        f"{_exp(lgb_s['cpu_exponent'])} ({_exp(lgb_s.get('cpu_exponent_top'))}); peak memory simulate "
+        f"{_exp(sim_s['memory_exponent'])} ({_exp(sim_s.get('memory_exponent_top'))}), LightGBM "
+        f"{_exp(lgb_s['memory_exponent'])} ({_exp(lgb_s.get('memory_exponent_top'))}).",
     ]
     return "\n".join(lines)
 

@@ -49,6 +49,6 @@ def test_the_summary_fits_each_run_and_the_table_shows_the_ratio(tmp_path: Path)
     text = curves.tables([run])
     ratio = 1e-3 * 100_000**1.0 / (1e-3 * 100_000**0.8)
     assert "| 100,000 |" in text and f"{ratio:.2f}x" in text
-    assert "simulate 1.00, LightGBM 0.80" in text
+    assert "CPU seconds simulate 1.00 (1.00), LightGBM 0.80 (0.80)" in text
     curves.plot([run], tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 1000
