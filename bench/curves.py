@@ -147,7 +147,8 @@ def tables(runs: list[dict[str, Any]]) -> str:
     """Markdown of one axis: each point's simulate and LightGBM figures, the CPU ratio, and the fitted exponents."""
     run = runs[-1]
     axis = run["parameters"]["axis"]
-    s = run["results"]["summary"]
+    points = run["results"].get("points")
+    s = summary(points) if points else run["results"]["summary"]  # the points, where recorded, fitted as now
     sim = {r["value"]: r for r in s["fvtree"]["points"]}
     lgb = {r["value"]: r for r in s["lightgbm-user"]["points"]}
     lines = [
