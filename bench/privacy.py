@@ -267,17 +267,18 @@ def plot(part: str, rows: list[dict[str, Any]], path: Path) -> None:
     names = [n for n in PARTS[part]["datasets"] if any(r["dataset"] == n for r in rows)]
     all_bins = PARTS[part]["bins"]
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
-    finite = [e for e in PARTS[part]["epsilons"] if math.isfinite(e)]
+    finite = sorted(e for e in PARTS[part]["epsilons"] if math.isfinite(e))
     x_inf = max(finite) * 2
     for ax, name in zip(axes[0], names, strict=True):
         metric = metric_of(part, name)
         group = [r for r in rows if r["dataset"] == name]
-        xs = [e if math.isfinite(e) else x_inf for e in PARTS[part]["epsilons"]]
+        epsilons = sorted(PARTS[part]["epsilons"])  # a part may list them in any order; lines run left to right
+        xs = [e if math.isfinite(e) else x_inf for e in epsilons]
         for bins in all_bins:
             same = [r for r in group if r.get("bins", 16) == bins]
             if not same:
                 continue
-            vals = [[r["runs"][repr(e)][metric] for r in same] for e in PARTS[part]["epsilons"]]
+            vals = [[r["runs"][repr(e)][metric] for r in same] for e in epsilons]
             algo = ALGO_LABELS[PARTS[part].get("algo", "fvtree")]
             tag = f"{algo}, {bins} bins" if len(all_bins) > 1 else algo
             ax.fill_between(xs, [min(v) for v in vals], [max(v) for v in vals], alpha=0.2, label=f"{tag} min-max")
