@@ -9,7 +9,7 @@ points, with the change of the test metric. The honest ladder gives the holder f
 labels (10, 30, 50% flipped; for a regression label, that share replaced by other rows' labels) or uninformative rows
 (every feature shuffled among its rows), and reports the share each earns, with the honest federation's test
 metric next to LightGBM's with its defaults on the same rows. ``--contribution`` chooses the measure played
-(``shapley`` or ``loo``); ``--noisy-party J`` gives another party coin-flip labels in every run of a point.
+(``shapley``, ``loo`` or ``centred``); ``--noisy-party J`` gives another party coin-flip labels in every run of a point.
 
     python -m bench.manipulation           # all shared data sets, M 4, k 2 3, s 2 3, theta 0.5, 3 seeds (minutes)
     python -m bench.manipulation --full    # + synthetic stress, heavy and claims data, M 2 4 8, k 2 3 5, s 2 3 4,
