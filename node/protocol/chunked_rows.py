@@ -34,6 +34,7 @@ from numba import njit
 from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, FixedSums, RowGroups
 from fgbdt_chain.node.kernels.vote_histograms import MIN_SCALE, quantise, scan, vote_scale
 from fgbdt_chain.node.protocol.chunked_party import ChunkedSlots, DaskPart, _empty, total_sums
+from fgbdt_chain.node.protocol.local_party import route
 
 Pass = Callable[..., Any]
 """A per-chunk function: ``fn(slots, *row_slices, *args)``, with ``slots`` the chunk's (rows, features) ``uint8``
@@ -255,6 +256,25 @@ def _candidate_pass(
     return candidate_sums(groups, np.ascontiguousarray(slots.T, dtype=np.uint8), candidates, rows, nbins)
 
 
+def _cells_pass(slots: np.ndarray, k_of_row: np.ndarray, candidates: np.ndarray, nbins: int) -> np.ndarray:
+    """A chunk's rows in the level (group >= 0), each one's cell (group * nbins + slot) in both candidates: what
+    ``node.protocol.verify.VerifierLevel.of`` takes from the slots in memory, the same integers."""
+    idx = np.flatnonzero(k_of_row >= 0)
+    node = k_of_row[idx]
+    out = np.empty((2, idx.size), dtype=np.int64)
+    for r in range(2):
+        out[r] = node * nbins + slots[idx, candidates[node, r]].astype(np.int64)
+    return out
+
+
+def route_rows(rows: BinnedRows, node_id: np.ndarray, splits: dict[int, tuple[int, int]]) -> np.ndarray:
+    """Each row at a split node to its child: over the chunks for ``ChunkedRows``, else over the slots in memory
+    (``node.protocol.local_party.route``), the same node ids either way."""
+    if isinstance(rows, ChunkedRows):
+        return rows.route(node_id, splits)
+    return route(rows.slots, node_id, splits)
+
+
 def _route_pass(slots: np.ndarray, node_id: np.ndarray, feature: np.ndarray, threshold: np.ndarray) -> np.ndarray:
     """``node.protocol.local_party.route`` of a chunk's rows, the splits as arrays by node id (-1: no split)."""
     out = node_id.copy()
@@ -273,9 +293,10 @@ class RowsAt(RowGroups):
 
 
 class ChunkedRows(BinnedRows):
-    """``BinnedRows``' searches a party runs (``LocalParty``'s votes and candidate histograms, and routing) with its
-    slots read chunk by chunk from ``chunks`` (module docstring). The slots are never held whole: the simulator's
-    own partitions (``split_groups``) and the verifiers' row lists, which need them, are refused by name."""
+    """``BinnedRows``' searches a party runs (``LocalParty``'s votes and candidate histograms, and routing, and a
+    verifier's cells, ``level_cells``) with its slots read chunk by chunk from ``chunks`` (module docstring). The
+    slots are never held whole: the simulator's own partitions (``split_groups``) and the float histograms of the
+    overlap rule's estimate, which need them, are refused by name."""
 
     def __init__(self, chunks: Chunks) -> None:
         self.chunks = chunks
@@ -349,6 +370,22 @@ class ChunkedRows(BinnedRows):
             feature[nid], threshold[nid] = f, t
         parts = self.chunks.run(_route_pass, [np.ascontiguousarray(node_id, np.int64)], feature, threshold)
         return np.concatenate(parts) if parts else node_id.copy()
+
+    def level_cells(self, k_of_row: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """The verifier's cells of a level over the chunks (``_cells_pass``): for the rows in the level (group
+        ``k_of_row`` >= 0), in row order, their cell in each of their group's two candidate features, (2, rows).
+        The only part of a verifier's work that reads the slots; its statistics then run on per-row arrays."""
+        self._check_rows(k_of_row)
+        cand = np.ascontiguousarray(candidates, dtype=np.int64)
+        if cand.ndim != 2 or cand.shape[1] != 2:
+            raise ValueError(f"candidates must have shape (groups, 2), got {cand.shape}")
+        if cand.size and not (int(cand.min()) >= 0 and int(cand.max()) < self.n_features):
+            raise ValueError(f"candidate features must be in [0, {self.n_features})")
+        k = np.ascontiguousarray(k_of_row, dtype=np.int64)
+        if k.size and int(k.max()) >= cand.shape[0]:
+            raise ValueError("a row's group is not below the number of candidate rows")
+        parts = self.chunks.run(_cells_pass, [k], cand, self.nbins)
+        return np.concatenate(parts, axis=1) if parts else np.zeros((2, 0), dtype=np.int64)
 
     def candidate_histograms(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("a chunked party sends exact histograms only (group_candidates_fixed)")

@@ -46,6 +46,7 @@ from fgbdt_chain.node.privacy.weights import leaf_weights
 from fgbdt_chain.node.protocol.chunked_party import ChunkedSlots, DaskPart
 from fgbdt_chain.node.protocol.chunked_rows import ChunkedRows, DaskChunks, LocalChunks
 from fgbdt_chain.node.protocol.local_party import LocalParty
+from fgbdt_chain.node.protocol.verify import PartyEstimator
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,22 @@ class ParquetParty:
         """w* of every row (``node.privacy.weights.distribution_weights``' second value), its raw rows read chunk
         by chunk: each row's leaf in every PSD from its chunk, then the weights from the whole party's leaf counts."""
         return chunked_weights(self.reader, self.features(), self.label, psds, delta)
+
+    def distribution(self, psds: Sequence[PSD], delta: float) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """W, w* and each row's leaf in every PSD (``chunked_distribution``), its raw rows read chunk by chunk."""
+        return chunked_distribution(self.reader, self.features(), self.label, psds, delta)
+
+    def estimators(
+        self, W: np.ndarray, leaves: Sequence[np.ndarray], psds: Sequence[PSD], scales: Sequence[float]
+    ) -> list[PartyEstimator]:
+        """This party's view of every party as a verifier (``node.protocol.endorsement.estimators_for``) from W and
+        its rows' leaves (:meth:`distribution`): the same estimators, no pass over the rows."""
+        if W.shape != (W.shape[0], len(psds)) or len(scales) != len(psds) or len(leaves) != len(psds):
+            raise ValueError("one weight column, leaf array, PSD and noise scale per party is required")
+        return [
+            PartyEstimator.build(W[:, m], leaves[m], psd.num_leaves, float(scales[m]), psd.total)
+            for m, psd in enumerate(psds)
+        ]
 
     def rows_of(self, n_features: int, nbins: int, client: Any = None) -> ChunkedRows:
         """The party's slots for ``LocalParty``: read here chunk by chunk, or on the Dask workers of ``parts``
@@ -225,9 +242,17 @@ def chunked_sketch(
 def chunked_weights(
     rows: ParquetRows, features: Sequence[str], label: str, psds: Sequence[PSD], delta: float
 ) -> np.ndarray:
-    """``distribution_weights(X, y, psds, delta)[1]`` with X and y read chunk by chunk: each row's leaf in every PSD
-    from its chunk, then the same steps on the leaves (``leaf_weights``, W times the parties' shares), so the same
-    values bit for bit. W (8 bytes per row and party) is held while w* is taken, before training starts."""
+    """``distribution_weights(X, y, psds, delta)[1]`` with X and y read chunk by chunk (``chunked_distribution``).
+    W (8 bytes per row and party) is held while w* is taken, before training starts."""
+    return chunked_distribution(rows, features, label, psds, delta)[1]
+
+
+def chunked_distribution(
+    rows: ParquetRows, features: Sequence[str], label: str, psds: Sequence[PSD], delta: float
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """``distribution_weights(X, y, psds, delta)`` (W and w*) with X and y read chunk by chunk, and each row's leaf
+    in every PSD (what a verifier's ``PartyEstimator`` of that party takes): each row's leaf from its chunk, then
+    the same steps on the leaves (``leaf_weights``, W times the parties' shares), so the same values bit for bit."""
     columns = [*features, label]
     leaves: list[list[np.ndarray]] = [[] for _ in psds]
     n = 0
@@ -236,12 +261,12 @@ def chunked_weights(
         for j, psd in enumerate(psds):
             leaves[j].append(psd.leaf_of(X, y).astype(np.int32))
         n += chunk.shape[0]
+    leaf = [np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64) for parts in leaves]
+    W = np.zeros((n, len(psds)), dtype=np.float64)
+    for j, psd in enumerate(psds):
+        W[:, j] = leaf_weights(leaf[j], psd.counts)
     totals = np.array([psd.total for psd in psds], dtype=np.float64)
     total = float(totals.sum())
     if not psds or total <= 0.0:
-        return np.zeros(n, dtype=np.float64)
-    W = np.zeros((n, len(psds)), dtype=np.float64)
-    for j, psd in enumerate(psds):
-        W[:, j] = leaf_weights(np.concatenate(leaves[j]).astype(np.int64), psd.counts)
-        leaves[j] = []
-    return delta * (W @ (totals / total))
+        return W, np.zeros(n, dtype=np.float64), leaf
+    return W, delta * (W @ (totals / total)), leaf

@@ -79,6 +79,7 @@ from fgbdt_chain.ledger.spec.fixed_point import ONE_FLOAT
 from fgbdt_chain.node.kernels import limbs
 from fgbdt_chain.node.kernels.histogram import BinnedRows
 from fgbdt_chain.node.kernels.party_kernels import blocks_of, compile_both, run_on_cores
+from fgbdt_chain.node.protocol.chunked_rows import ChunkedRows
 
 TESTS = 5
 """Tests per check (gradient, hessian and count stretch, gradient flip, and the root count): ``alpha`` is split evenly
@@ -467,6 +468,12 @@ class VerifierLevel:
         until the next root of these rows built with the same cache)."""
         nbins = rows.nbins
         cand = np.asarray(candidates, dtype=np.int64)
+        if isinstance(rows, ChunkedRows):
+            # slots on disk or on Dask workers: the same cells, read chunk by chunk; the statistics then run on
+            # these per-row arrays exactly as in memory
+            idx = np.flatnonzero(k_of_row >= 0)
+            xs = np.stack([g[idx], h[idx], np.ones(idx.size)])
+            return cls(idx, rows.level_cells(k_of_row, cand), xs, int(cand.shape[0]), nbins)
         if cand.shape[0] == 1 and k_of_row.size and int(k_of_row.min()) == 0:
             return cls._root(rows, k_of_row.size, cand[0], g, h, cache)
         idx = np.flatnonzero(k_of_row >= 0)

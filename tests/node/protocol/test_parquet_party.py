@@ -18,6 +18,7 @@ from fgbdt_chain.node.privacy.binning import encode_sketch, local_sketch, sketch
 from fgbdt_chain.node.privacy.psd import PSD, build_psd, psd_rng
 from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.chunked_party import DaskPart
+from fgbdt_chain.node.protocol.endorsement import estimators_for
 from fgbdt_chain.node.protocol.local_party import LocalParty
 from fgbdt_chain.node.protocol.parquet_party import ParquetParty
 from fgbdt_chain.node.protocol.party_rounds import PartyWork, train_rounds
@@ -98,6 +99,17 @@ def test_a_party_from_its_raw_parquet_rows_trains_the_simulator_s_model(prep: Pr
     w = party.weights(psds, prep.params.delta)
     np.testing.assert_array_equal(w, prep.weights()[2])
     assert len(np.unique(w)) > 1  # weights that differ from row to row
+    # a verifier's view of every party: W and each row's leaf in every PSD, the in-memory estimators' arrays
+    W, w_star, leaves = party.distribution(psds, prep.params.delta)
+    want_W = distribution_weights(raw.X, raw.y, psds, prep.params.delta)[0]
+    np.testing.assert_array_equal(W, want_W)
+    np.testing.assert_array_equal(w_star, w)
+    scales = [0.5, 1.0, 2.0]
+    for got_e, want_e in zip(
+        party.estimators(W, leaves, psds, scales), estimators_for(raw.X, raw.y, want_W, psds, scales), strict=True
+    ):
+        for name in ("weight", "leaf", "leaf_rows", "psd_scale", "psd_total"):
+            np.testing.assert_array_equal(getattr(got_e, name), getattr(want_e, name))
 
     sim = federation(prep, "fvtree").train()
     works = [
