@@ -4,6 +4,10 @@ Where it runs on its own host, its options can come from a TOML file (``--config
 ``data``, ``listen``, ``public-url``, ``rpc``, ``contract`` or ``deployment``, ``devnet-dir``, ``tls-cert``,
 ``tls-key``, ``tls-ca``, ``plain-http`` and ``block-time``, named as the long options; an option on the command line
 wins over the file, and a relative path in the file is taken from the file's folder.
+
+In place of ``data``, the file may give a ``[parquet]`` table: the party's rows are then a Parquet dataset, read chunk
+by chunk (``node.protocol.parquet_party.ParquetParty``: ``rows``, ``slots``, optionally ``chunk_rows`` and
+``label``), so that they need not fit in the node's memory.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from fgbdt_chain.ledger.wrappers.contracts import TaskContract
 from fgbdt_chain.node.data.loaders import DataFormatError, load_dataset
 from fgbdt_chain.node.party.endorse_server import EndorsementServer
 from fgbdt_chain.node.party.party_node import NodeError, NodeSettings, PartyNode
+from fgbdt_chain.node.party.session import PartyData
+from fgbdt_chain.node.protocol.parquet_party import ParquetParty
 
 
 def register(sub: Any) -> None:
@@ -35,7 +41,11 @@ def register(sub: Any) -> None:
     p.add_argument("--config", help="TOML file of options (the long options' names as keys; the command line wins)")
     p.add_argument("--task", type=int, help="task id (required, here or in --config)")
     p.add_argument("--key", help="file holding this party's private key (hex; required, here or in --config)")
-    p.add_argument("--data", help="this party's rows (libsvm or CSV, label first, or .npz with X and y; required)")
+    p.add_argument(
+        "--data",
+        help="this party's rows (libsvm or CSV, label first, or .npz with X and y; required unless --config gives a "
+        "[parquet] table)",
+    )
     p.add_argument("--listen", help=f"HOST:PORT of the party's endpoint (default {DEFAULT_LISTEN})")
     p.add_argument(
         "--public-url",
@@ -73,11 +83,11 @@ def register(sub: Any) -> None:
         default=NodeSettings.resolve_batch,
         help="nodes resolved per transaction (bounded by the chain's block gas limit)",
     )
-    p.set_defaults(func=run_node)
+    p.set_defaults(func=run_node, parquet=None)
 
 
 DEFAULT_LISTEN = "127.0.0.1:0"
-REQUIRED = ("task", "key", "data")
+REQUIRED = ("task", "key")
 FROM_CONFIG: dict[str, type] = {
     "task": int,
     "key": Path,
@@ -106,9 +116,11 @@ def apply_config(args: argparse.Namespace) -> None:
             config = tomllib.loads(path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise UserError(f"--config {path}: {exc}") from exc
-        unknown = sorted(set(config) - set(FROM_CONFIG))
+        unknown = sorted(set(config) - set(FROM_CONFIG) - {"parquet"})
         if unknown:
             raise UserError(f"--config {path}: not options of fgbdt node: {', '.join(unknown)}")
+        if "parquet" in config:
+            args.parquet = parquet_party(config.pop("parquet"), path)
         for name, value in config.items():
             kind = FROM_CONFIG[name]
             expected = str if kind is Path else kind
@@ -119,11 +131,40 @@ def apply_config(args: argparse.Namespace) -> None:
             dest = name.replace("-", "_")
             if getattr(args, dest) is None:
                 setattr(args, dest, str(path.parent / str(value)) if kind is Path else value)
+    parquet = getattr(args, "parquet", None)
+    if parquet is not None and args.data is not None:
+        raise UserError("--data and a [parquet] table in --config: this party's rows come from one of them")
     missing = [f"--{name}" for name in REQUIRED if getattr(args, name) is None]
+    if args.data is None and parquet is None:
+        missing.append("--data")
     if missing:
-        raise UserError(f"the following arguments are required (here or in --config): {', '.join(missing)}")
+        raise UserError(
+            f"the following arguments are required (here or in --config): {', '.join(missing)}"
+            + (" (or a [parquet] table in --config)" if "--data" in missing else "")
+        )
     if args.listen is None:
         args.listen = DEFAULT_LISTEN
+
+
+def parquet_party(table: object, config: Path) -> ParquetParty:
+    """The ``[parquet]`` table of the config file ``config`` as a ``ParquetParty`` (its ``rows`` and ``slots`` taken
+    from the file's folder where relative); UserError naming what is wrong."""
+    if not isinstance(table, dict):
+        raise UserError(f"--config {config}: parquet must be a table ([parquet]), got {table!r}")
+    settings = dict(table)
+    for key in ("rows", "slots"):
+        value = settings.get(key)
+        if key in settings and not isinstance(value, str):
+            raise UserError(f"--config {config}: [parquet] {key} must be a path (a string), got {value!r}")
+        if isinstance(value, str):
+            settings[key] = str(config.parent / value)
+    try:
+        party = ParquetParty.of(settings)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"--config {config}: [parquet]: {exc}") from exc
+    if not party.rows.exists():
+        raise UserError(f"--config {config}: [parquet] rows: no such file or folder: {party.rows}")
+    return party
 
 
 def _tls(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -185,10 +226,14 @@ def run_node(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"the chain at {target.rpc_url} does not answer ({type(exc).__name__})") from exc
     task = TaskContract.at(client, target.contract)
-    try:  # the labels are read as the task's loss needs them: two classes, or any real value for squared error
-        data = load_dataset(args.data, task=TaskParameters.of(task.config(args.task)).objective)
-    except (DataFormatError, OSError) as exc:
-        raise UserError(str(exc)) from exc
+    data: PartyData
+    if args.parquet is not None:
+        data = args.parquet  # read chunk by chunk, its labels checked against the task's as the node starts
+    else:
+        try:  # the labels are read as the task's loss needs them: two classes, or any real value for squared error
+            data = load_dataset(args.data, task=TaskParameters.of(task.config(args.task)).objective)
+        except (DataFormatError, OSError) as exc:
+            raise UserError(str(exc)) from exc
     settings = NodeSettings(
         delta=args.delta,
         psd_depth=args.psd_depth,

@@ -17,16 +17,17 @@ from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.wrappers.chain_model import ModelNotReady, task_edges
 from fgbdt_chain.ledger.wrappers.contracts import Membership, Status, TaskContract
 from fgbdt_chain.node.data.loaders import Dataset
-from fgbdt_chain.node.model.trees import bin_matrix, slot_widths
+from fgbdt_chain.node.model.trees import EdgesLike, bin_matrix, slot_widths
 from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS, RelayChannel, measured_block_seconds, relay_ttl
-from fgbdt_chain.node.party.session import NodeError, NodeSettings, PartySession
+from fgbdt_chain.node.party.session import NodeError, NodeSettings, PartyData, PartySession
 from fgbdt_chain.node.privacy.accountant import PrivacyPlan, plan, secret_noise_seed
 from fgbdt_chain.node.privacy.binning import fixed_round, local_sketch, sketch_rng
-from fgbdt_chain.node.privacy.psd import build_psd, label_levels_for, psd_budget, psd_rng
+from fgbdt_chain.node.privacy.psd import PSD, build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.privacy.publish import decode_join, encode_join
 from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule, estimators_for
 from fgbdt_chain.node.protocol.local_party import LocalParty
+from fgbdt_chain.node.protocol.parquet_party import ParquetParty
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,17 @@ class TaskTerms:
     rule: EndorsementRule
 
 
-def read_terms(task: TaskContract, task_id: int, data: Dataset, settings: NodeSettings) -> TaskTerms:
+def _shape(data: PartyData) -> tuple[str, int, np.ndarray]:
+    """This party's data's name, number of features and labels (a Parquet party's read from its dataset)."""
+    if isinstance(data, ParquetParty):
+        return str(data.rows), len(data.features()), data.labels()
+    return data.name, data.n_features, data.y
+
+
+def read_terms(task: TaskContract, task_id: int, data: PartyData, settings: NodeSettings) -> TaskTerms:
     """The task's terms from the chain (its config and ``TaskCreated``); ``NodeError`` where this party's data does
-    not fit them (another number of features, labels outside the task's range or not 0/1 for a classifier)."""
+    not fit them (another number of features, labels outside the task's range or not 0/1 for a classifier), or
+    where a Parquet party's rows cannot play them (``_chunked_refusal``)."""
     cfg = task.config(task_id)
     created = task.client.logs(task.contract, ["TaskCreated"], task_id)
     if not created:
@@ -55,18 +64,19 @@ def read_terms(task: TaskContract, task_id: int, data: Dataset, settings: NodeSe
     args = created[0].args
     feature_low = fixed_round(np.array([ref.from_fixed(int(v)) for v in args["featureMin"]]))
     feature_high = fixed_round(np.array([ref.from_fixed(int(v)) for v in args["featureMax"]]))
-    if len(feature_low) != data.n_features:
-        raise NodeError(f"task {task_id} has {len(feature_low)} features but {data.name} has {data.n_features}")
+    name, n_features, y = _shape(data)
+    if len(feature_low) != n_features:
+        raise NodeError(f"task {task_id} has {len(feature_low)} features but {name} has {n_features}")
     task_params = TaskParameters.of(cfg)
-    if task_params.objective == "binary" and not set(np.unique(data.y).tolist()) <= {0.0, 1.0}:
+    if task_params.objective == "binary" and not set(np.unique(y).tolist()) <= {0.0, 1.0}:
         raise NodeError("the task trains a binary classifier: labels must be 0/1")
     label_range = task_params.label_range()
     low, high = label_range
-    outside = np.flatnonzero(~((data.y >= low) & (data.y <= high)))  # binary labels, 0/1, are always inside
+    outside = np.flatnonzero(~((y >= low) & (y <= high)))  # binary labels, 0/1, are always inside
     if outside.size:
         raise NodeError(
-            f"{outside.size} of {data.name}'s labels lie outside the task's label range [{low:g}, {high:g}] (the "
-            f"first: {data.y[outside[0]]:g} in row {outside[0] + 1}): the task divides its labels by "
+            f"{outside.size} of {name}'s labels lie outside the task's label range [{low:g}, {high:g}] (the "
+            f"first: {y[outside[0]]:g} in row {outside[0] + 1}): the task divides its labels by "
             f"{task_params.label_scale:g} from that range, so labels in other units would not train"
         )
     params = TrainParams.of_task(task_params, settings.delta)
@@ -77,7 +87,29 @@ def read_terms(task: TaskContract, task_id: int, data: Dataset, settings: NodeSe
         task_params.overlap_threshold,
         privacy,
     )
+    if isinstance(data, ParquetParty):
+        refusal = _chunked_refusal(data, rule, settings)
+        if refusal:
+            raise NodeError(f"{name}: a party whose rows are a Parquet dataset {refusal}")
     return TaskTerms(cfg, feature_low, feature_high, label_range, params, privacy, rule)
+
+
+def _chunked_refusal(data: ParquetParty, rule: EndorsementRule, settings: NodeSettings) -> str | None:
+    """What a party reading its rows chunk by chunk does not play, or None: slots in parts on Dask workers (the node
+    bins its rows into ``slots`` when the task's edges are published, on its own disk), a privacy budget (its noisy
+    histograms and votes are built over slots in memory), the overlap rule (its estimate sums float histograms of the
+    verifier's rows, which the chunked rows do not sum) and attacks (experiments on rows in memory)."""
+    if data.parts or data.scheduler is not None:
+        return (
+            "bins its rows into slots on this machine when training starts: scheduler and parts are not node settings"
+        )
+    if rule.private:
+        return "does not train a task with a privacy budget (epsilon); give its rows with --data"
+    if rule.rule == ref.ENDORSE_OVERLAP:
+        return "endorses under the statistical rule only, not the task's overlap rule"
+    if settings.attack is not None:
+        return "runs no attack"
+    return None
 
 
 class Joiner:
@@ -122,29 +154,23 @@ class Joiner:
             return
         s = self.s.settings
         sketch_noise, psd_noise = self.rngs()
-        sketch = local_sketch(
-            data.X,
-            self.low,
-            self.high,
-            resolution=s.binning_resolution,
-            epsilon=privacy.sketch_epsilon if privacy.private else s.binning_epsilon,
-            rng=sketch_noise,
-        )
+        sketch_epsilon = privacy.sketch_epsilon if privacy.private else s.binning_epsilon
         lows, highs = np.append(self.low, self.label_range[0]), np.append(self.high, self.label_range[1])
         levels = label_levels_for(params.objective, params.bins) if s.psd_label_first else 0
         psd_epsilon = privacy.psd_epsilon if privacy.private else s.psd_epsilon
-        scale = psd_budget(psd_epsilon, s.psd_depth, data.n_features + 1, label_levels=levels).leaf_scale
-        psd = build_psd(
-            data.X,
-            data.y,
-            lows,
-            highs,
-            depth=s.psd_depth,
-            max_rows=s.psd_max_rows,
-            epsilon=psd_epsilon,
-            rng=psd_noise,
-            label_levels=levels,
-        )
+        n_features = _shape(data)[1]
+        scale = psd_budget(psd_epsilon, s.psd_depth, n_features + 1, label_levels=levels).leaf_scale
+        psd_options = {"depth": s.psd_depth, "max_rows": s.psd_max_rows, "epsilon": psd_epsilon, "rng": psd_noise}
+        if isinstance(data, ParquetParty):  # chunk by chunk: the same sketch and PSD, bit for bit
+            sketch = data.sketch(
+                self.low, self.high, resolution=s.binning_resolution, epsilon=sketch_epsilon, rng=sketch_noise
+            )
+            psd = data.psd(lows, highs, label_levels=levels, **psd_options)
+        else:
+            sketch = local_sketch(
+                data.X, self.low, self.high, resolution=s.binning_resolution, epsilon=sketch_epsilon, rng=sketch_noise
+            )
+            psd = build_psd(data.X, data.y, lows, highs, label_levels=levels, **psd_options)  # type: ignore[arg-type]
         payload = encode_join(psd, scale, sketch)
         task.join(self.s.account, task_id, payload, self.endpoint)
         self.s.log(f"joined task {task_id}: PSD with {psd.num_leaves} leaves, {len(payload)} bytes published")
@@ -199,24 +225,14 @@ class Joiner:
             published.append(decode_join(bytes(payloads[p].args["psd"])))
             s.endpoints[p] = str(payloads[p].args["endpoint"])
         psds = [pub.psd for pub in published]
-        s.W, w_star = distribution_weights(data.X, data.y, psds, s.settings.delta)
-        if s.privacy.private:
-            # under a budget rows weigh delta each: w* divides by this party's exact rows per PSD leaf, which no
-            # mechanism covers (node.privacy.inventory; the simulator does the same)
-            w_star = np.full(data.n_rows, min(s.settings.delta, 1.0))  # weights up to 1 keep the per-row bounds
-        s.estimators = estimators_for(data.X, data.y, s.W, psds, [pub.psd_scale for pub in published])
-        slots = bin_matrix(data.X, edges)
+        scales = [pub.psd_scale for pub in published]
+        party = (
+            self._chunked(edges, psds, scales)
+            if isinstance(data, ParquetParty)
+            else self._in_memory(edges, psds, scales)
+        )
         with s.lock:
-            s.party = LocalParty(
-                slots,
-                data.y,
-                s.params,
-                w_star,
-                privacy=s.privacy,
-                noise_seed=self.noise_seed(),
-                index=s.settings.party_index,
-                widths=slot_widths(edges),
-            )
+            s.party = party
             s.party.attack = s.settings.attack
         if s.settings.relay:
             block_seconds = s.settings.block_seconds
@@ -226,4 +242,48 @@ class Joiner:
             s.relay = RelayChannel(task, task_id, s.account, s.parties, s.endpoints, s.verifiers, ttl)
             if ttl > RELAY_TTL_SECONDS:
                 s.log(f"blocks every {block_seconds:g} s: relayed requests live {ttl} s")
-        s.log(f"training started: party {s.index} of {len(s.parties)}, {data.n_rows} rows")
+        s.log(f"training started: party {s.index} of {len(s.parties)}, {s.party.n_rows} rows")
+
+    def _in_memory(self, edges: EdgesLike, psds: list[PSD], scales: list[float]) -> LocalParty:
+        """This party over its rows in memory: W, its verifier's estimators, and its slots binned with ``edges``."""
+        s = self.s
+        data = s.data
+        assert isinstance(data, Dataset)
+        s.W, w_star = distribution_weights(data.X, data.y, psds, s.settings.delta)
+        if s.privacy.private:
+            # under a budget rows weigh delta each: w* divides by this party's exact rows per PSD leaf, which no
+            # mechanism covers (node.privacy.inventory; the simulator does the same)
+            w_star = np.full(data.n_rows, min(s.settings.delta, 1.0))  # weights up to 1 keep the per-row bounds
+        s.estimators = estimators_for(data.X, data.y, s.W, psds, scales)
+        return LocalParty(
+            bin_matrix(data.X, edges),
+            data.y,
+            s.params,
+            w_star,
+            privacy=s.privacy,
+            noise_seed=self.noise_seed(),
+            index=s.settings.party_index,
+            widths=slot_widths(edges),
+        )
+
+    def _chunked(self, edges: EdgesLike, psds: list[PSD], scales: list[float]) -> LocalParty:
+        """This party over its Parquet rows (``ParquetParty``): W, each row's leaf in every PSD and w* in one pass,
+        its slots written chunk by chunk (or read from its Dask workers' parts), votes, histograms, routing and its
+        verifier's cells then chunk by chunk; the same values as in memory (``node.protocol.chunked_rows``)."""
+        s = self.s
+        data = s.data
+        assert isinstance(data, ParquetParty)
+        s.W, w_star, leaves = data.distribution(psds, s.settings.delta)
+        s.estimators = data.estimators(s.W, leaves, psds, scales)
+        nbins = s.params.nbins
+        data.bin(edges, nbins)
+        return LocalParty(
+            data.rows_of(len(data.features()), nbins),
+            data.labels(),
+            s.params,
+            w_star,
+            privacy=s.privacy,
+            noise_seed=self.noise_seed(),
+            index=s.settings.party_index,
+            widths=slot_widths(edges),
+        )

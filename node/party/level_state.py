@@ -19,7 +19,8 @@ from fgbdt_chain.ledger.spec.histogram_rules import Sides
 from fgbdt_chain.node.kernels.histogram import FixedRows
 from fgbdt_chain.node.party.following import ChainFollower, ChainLag, splits_open
 from fgbdt_chain.node.party.session import NodeError, PartySession
-from fgbdt_chain.node.protocol.local_party import open_positions, route
+from fgbdt_chain.node.protocol.chunked_rows import route_rows
+from fgbdt_chain.node.protocol.local_party import open_positions
 
 
 @dataclass
@@ -119,7 +120,7 @@ class LevelState:
         ids = np.ones(party.n_rows, dtype=np.int64)
         splits = self.chain.trees.splits.get(tree, {})
         for _ in range(levels):
-            ids = route(party.rows.slots, ids, splits)
+            ids = route_rows(party.rows, ids, splits)
         return ids
 
     def context(self, tree: int, level: int, open_nodes: Sequence[int]) -> LevelContext:

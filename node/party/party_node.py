@@ -30,7 +30,6 @@ from fgbdt_chain.ledger.spec.task_params import TaskConfig
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.spec.tree_carry import Carry
 from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
-from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.party.endorse_asking import EndorsementAsker
 from fgbdt_chain.node.party.endorsing import Endorser
 from fgbdt_chain.node.party.following import ChainFollower, ChainLag
@@ -41,7 +40,7 @@ from fgbdt_chain.node.party.relay import RelayChannel
 from fgbdt_chain.node.party.relaying import Relayer
 from fgbdt_chain.node.party.resolution import Resolver
 from fgbdt_chain.node.party.sent import SentLog
-from fgbdt_chain.node.party.session import CHAIN_DOWN, NodeError, NodeSettings, PartySession
+from fgbdt_chain.node.party.session import CHAIN_DOWN, NodeError, NodeSettings, PartyData, PartySession
 from fgbdt_chain.node.party.tree_log import TreeLog
 from fgbdt_chain.node.party.votes_ahead import VotesAhead
 from fgbdt_chain.node.protocol.local_party import LocalParty
@@ -60,7 +59,7 @@ class PartyNode:
         task: TaskContract,
         task_id: int,
         account: LocalAccount,
-        data: Dataset,
+        data: PartyData,
         endpoint: str,
         settings: NodeSettings = DEFAULT_SETTINGS,
         log: Callable[[str], None] = print,

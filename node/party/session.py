@@ -30,7 +30,11 @@ from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS, RelayChannel, relay_
 from fgbdt_chain.node.privacy.accountant import PrivacyPlan
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule
 from fgbdt_chain.node.protocol.local_party import LocalParty
+from fgbdt_chain.node.protocol.parquet_party import ParquetParty
 from fgbdt_chain.node.protocol.verify import PartyEstimator
+
+PartyData = Dataset | ParquetParty
+"""This party's rows: loaded in memory, or a Parquet dataset read chunk by chunk (``node.protocol.parquet_party``)."""
 
 CHAIN_DOWN: tuple[type[BaseException], ...] = (OSError, TimeoutError)
 """Transport failures of the JSON-RPC client (requests' ConnectionError and Timeout are OSErrors)."""
@@ -105,7 +109,7 @@ class PartySession:
         task: TaskContract,
         task_id: int,
         account: LocalAccount,
-        data: Dataset,
+        data: PartyData,
         settings: NodeSettings,
         log: Callable[[str], None],
         cfg: TaskConfig,

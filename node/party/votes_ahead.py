@@ -27,7 +27,8 @@ from fgbdt_chain.node.party.relaying import Relayer
 from fgbdt_chain.node.party.resolution import Resolver
 from fgbdt_chain.node.party.sent import SentLog
 from fgbdt_chain.node.party.session import PartySession
-from fgbdt_chain.node.protocol.local_party import open_positions, route
+from fgbdt_chain.node.protocol.chunked_rows import route_rows
+from fgbdt_chain.node.protocol.local_party import open_positions
 from fgbdt_chain.node.protocol.resolve import level_splits, tree_end
 
 
@@ -172,7 +173,7 @@ class VotesAhead:
         # moves), then one routing step: not the whole tree routed again from its root
         nodes = np.asarray(ctx.open_nodes, dtype=np.int64)
         at = np.where(ctx.k_of_row >= 0, nodes[np.maximum(ctx.k_of_row, 0)], 0)
-        ids = route(party.rows.slots, at, local)
+        ids = route_rows(party.rows, at, local)
         self.levels.routed = (ctx.tree, nxt, tuple(next_open), local, ids)  # the next level's context reuses these
         k_of_row = open_positions(ids, next_open, self.s.params.depth)
         votes = party.votes(k_of_row, len(next_open), ctx.g, ctx.h_vote, ctx.tree, nxt)
@@ -203,7 +204,7 @@ class VotesAhead:
             return None
         splits, leaves = end
         leaves = {**trees.leaves.get(tree, {}), **leaves}
-        ids = route(party.rows.slots, self.levels.route(tree, ctx.level), splits)
+        ids = route_rows(party.rows, self.levels.route(tree, ctx.level), splits)
         if not set(np.unique(ids).tolist()) <= set(leaves):
             return None  # a leaf of a level before is not served yet
         values = np.zeros(1 << (self.s.params.depth + 1))

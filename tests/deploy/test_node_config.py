@@ -10,6 +10,7 @@ import pytest
 
 from fgbdt_chain.deploy.cli import UserError, build_parser
 from fgbdt_chain.deploy.cmd_node import DEFAULT_LISTEN, _tls, apply_config
+from fgbdt_chain.node.protocol.parquet_party import ParquetParty
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -76,3 +77,36 @@ def test_plain_http_only_when_asked_for_and_https_from_a_certificate(tmp_path: P
     assert _tls(_args("--tls-cert", str(cert), "--tls-key", str(key))) == (str(cert), str(key))
     with pytest.raises(UserError, match="choose one"):
         _tls(_args("--tls-cert", str(cert), "--tls-key", str(key), "--plain-http"))
+
+
+def test_a_parquet_table_gives_the_party_s_rows_read_chunk_by_chunk(tmp_path: Path) -> None:
+    folder = tmp_path / "bank"
+    (folder / "rows").mkdir(parents=True)
+    config = folder / "node.toml"
+    config.write_text('task = 3\nkey = "party.key"\n[parquet]\nrows = "rows"\nslots = "/srv/slots"\nchunk_rows = 500\n')
+    args = _args("--config", str(config))
+    apply_config(args)
+    assert args.data is None
+    assert args.parquet == ParquetParty(folder / "rows", Path("/srv/slots"), chunk_rows=500)
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('[parquet]\nrows = "rows"\nslots = "s"\nchunks = 5\n', "unknown Parquet party setting(s) chunks"),
+        ('[parquet]\nrows = "rows"\n', "a Parquet party needs 'slots'"),
+        ('[parquet]\nrows = "rows"\nslots = "s"\nchunk_rows = 0\n', "chunk_rows must be at least 1"),
+        ('[parquet]\nrows = "missing"\nslots = "s"\n', "no such file or folder"),
+        ('[parquet]\nrows = 5\nslots = "s"\n', "rows must be a path"),
+        ('parquet = "rows"\n', "parquet must be a table"),
+        ('data = "d.csv"\n[parquet]\nrows = "rows"\nslots = "s"\n', "come from one of them"),
+        ("", "--data (or a [parquet] table"),
+    ],
+    ids=["unknown", "no-slots", "chunk", "no-rows", "rows-type", "not-table", "both", "neither"],
+)
+def test_a_parquet_table_that_cannot_be_used_says_why(tmp_path: Path, text: str, error: str) -> None:
+    (tmp_path / "rows").mkdir()
+    config = tmp_path / "node.toml"
+    config.write_text('task = 1\nkey = "k"\n' + text)
+    with pytest.raises(UserError, match=error.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        apply_config(_args("--config", str(config)))
