@@ -31,3 +31,20 @@ def test_the_guide_lists_every_key_a_configuration_file_may_hold() -> None:
     listed = re.search(r"Keys a configuration file may hold: (.*?); any other key is refused", text)
     assert listed is not None
     assert set(re.findall(r"`([\w-]+)`", listed.group(1))) == set(FROM_CONFIG)
+
+
+def test_the_guides_parquet_table_is_taken_by_fgbdt_node(tmp_path: Path) -> None:
+    m = re.search(
+        r"\*\*Rows as a Parquet dataset\.\*\*.*?^```toml\n(?P<toml>.*?)^```$", DEPLOYING.read_text(), re.M | re.S
+    )
+    assert m is not None, "the guide shows no [parquet] table"
+    path = tmp_path / "bank-a.toml"
+    path.write_text('task = 1\nkey = "bank-a.key"\n' + m.group("toml"))
+    (tmp_path / "bank-a-rows").mkdir()
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["node", "--config", str(path)])
+    apply_config(args)
+    assert args.data is None
+    assert args.parquet.rows == tmp_path / "bank-a-rows" and args.parquet.slots == tmp_path / "bank-a-slots"
+    assert args.parquet.chunk_rows == 262144
