@@ -277,9 +277,15 @@ class Joiner:
         s.estimators = data.estimators(s.W, leaves, psds, scales)
         nbins = s.params.nbins
         data.bin(edges, nbins)
+        rows, labels = data.rows_of(len(data.features()), nbins), data.labels()
+        if rows.n_rows != labels.shape[0]:
+            raise NodeError(
+                f"{data.slots} holds {rows.n_rows} rows of slots for {labels.shape[0]} rows in {data.rows}: it holds "
+                "files of other rows too; give slots an empty folder"
+            )
         return LocalParty(
-            data.rows_of(len(data.features()), nbins),
-            data.labels(),
+            rows,
+            labels,
             s.params,
             w_star,
             privacy=s.privacy,
