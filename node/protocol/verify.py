@@ -13,16 +13,18 @@ model makes improbable at the task's false-refusal rate ``alpha`` (one per check
 **The noise model.** Under the hypothesis that m is honest, m's rows in a PSD leaf and j's rows in the same leaf come
 from the same distribution, so a cell's claim minus its estimate is a sum of independent row terms: m's rows (each
 ``x``, variance estimated by j's rows re-weighted, ``sum W x^2``), j's rows (``-W x``, variance ``sum W^2 x^2``) and
-the PSD's Laplace noise on every leaf count (scale ``b``, public: it comes with the PSD), which moves every estimate
-of that leaf together. Other public noise (differential privacy on the histograms) adds its own variance here.
+the PSD's discrete Laplace noise on every leaf count (``node.privacy.discrete_gaussian``; scale ``b``, public: it
+comes with the PSD), which moves every estimate of that leaf together. The model counts it at the continuous
+Laplace's variance ``2 b^2``; the discrete one's, ``2q / (1 - q)^2`` with ``q = exp(-1/b)``, is below it by up to
+1/6 at the same scale. Other public noise (differential privacy on the histograms) adds its own variance here.
 
 **The statistics**, each a weighted sum of claims minus estimates over a level's cells (both candidates averaged, so
 that each row counts once): with weights ``w_c = est_c / V_c`` (a cell's estimate over its variance, floored at the
 median cell variance so that no thin cell dominates), ``D = sum w (claim - est)`` is the score test of "the claims
 are the estimates times s" at s = 1; it grows with a stretch (s > 1) and is refused when ``D / sd(D) > z``, ``z`` the
 normal quantile at ``alpha`` split over the tests. The same scale test runs on the hessians and the counts (a stretch
-of those), and at a tree's root the party's total count is checked against its PSD's total, whose Laplace noise is
-bounded exactly (a Chernoff bound, no normal approximation).
+of those), and at a tree's root the party's total count is checked against its PSD's total, whose discrete Laplace
+noise is bounded exactly (a Chernoff bound, no normal approximation).
 
 **Where the test runs: a tree's root.** The model's premise, m's rows and j's rows in a cell drawn alike, holds
 where the cells are the global bins of every row. Below the root the cells are nodes the tree chose with m's own
@@ -100,7 +102,7 @@ class PartyEstimator:
     leaf_rows: np.ndarray
     """j's rows per leaf of m's PSD."""
     psd_scale: float
-    """Laplace scale of m's released leaf counts (public, published with the PSD)."""
+    """Discrete Laplace scale of m's released leaf counts (public, published with the PSD)."""
     psd_total: float
     """m's released total count."""
 
@@ -377,11 +379,13 @@ def _row_variances(  # pragma: no cover - compiled
 
 @lru_cache(maxsize=4096)
 def count_bound(num_leaves: int, scale: float, alpha: float) -> float:
-    """The t with P(sum of ``num_leaves`` Laplace(``scale``) >= t) <= alpha, by the Chernoff bound.
+    """The t with P(sum of ``num_leaves`` discrete Laplace(``scale``) >= t) <= alpha, by the Chernoff bound.
 
     Why exact: an honest party's true count N and its PSD's released total (every leaf ``max(0, n_l + noise_l)``)
-    satisfy ``N - total <= -sum noise_l`` (a clipped leaf only adds), and the log-MGF of Laplace(b) is
-    ``-log(1 - l^2 b^2)`` for ``l < 1/b``; the bound minimises ``exp(-l t) / (1 - l^2 b^2)^L`` over l.
+    satisfy ``N - total <= -sum noise_l`` (a clipped leaf only adds), and the discrete Laplace's moment generating
+    function, ``(1 - q)^2 / ((1 - q e^l)(1 - q e^-l))`` with ``q = exp(-1/b)``, is at most the continuous
+    Laplace's of the same scale, ``1 / (1 - l^2 b^2)`` for ``l < 1/b``; the bound minimises
+    ``exp(-l t) / (1 - l^2 b^2)^L`` over l, so it holds for the discrete noise the PSD draws.
     """
     if scale <= 0 or num_leaves <= 0:
         return 0.0
