@@ -95,14 +95,12 @@ def read_terms(task: TaskContract, task_id: int, data: PartyData, settings: Node
 
 
 def _chunked_refusal(data: ParquetParty, rule: EndorsementRule, settings: NodeSettings) -> str | None:
-    """What a party reading its rows chunk by chunk does not play, or None: slots in parts on Dask workers (the node
-    bins its rows into ``slots`` when the task's edges are published, on its own disk), a privacy budget (its noisy
-    histograms and votes are built over slots in memory), the overlap rule (its estimate sums float histograms of the
-    verifier's rows, which the chunked rows do not sum) and attacks (experiments on rows in memory)."""
-    if data.parts or data.scheduler is not None:
-        return (
-            "bins its rows into slots on this machine when training starts: scheduler and parts are not node settings"
-        )
+    """What a party reading its rows chunk by chunk does not play, or None: a scheduler without parts (its passes
+    run on the parts' workers), a privacy budget (its noisy histograms and votes are built over slots in memory), the
+    overlap rule (its estimate sums float histograms of the verifier's rows, which the chunked rows do not sum) and
+    attacks (experiments on rows in memory)."""
+    if data.scheduler is not None and not data.parts:
+        return "runs on Dask workers over its parts: a scheduler needs parts"
     if rule.private:
         return "does not train a task with a privacy budget (epsilon); give its rows with --data"
     if rule.rule == ref.ENDORSE_OVERLAP:
@@ -268,15 +266,19 @@ class Joiner:
 
     def _chunked(self, edges: EdgesLike, psds: list[PSD], scales: list[float]) -> LocalParty:
         """This party over its Parquet rows (``ParquetParty``): W, each row's leaf in every PSD and w* in one pass,
-        its slots written chunk by chunk (or read from its Dask workers' parts), votes, histograms, routing and its
-        verifier's cells then chunk by chunk; the same values as in memory (``node.protocol.chunked_rows``)."""
+        its slots written chunk by chunk (here, or on its Dask workers' disks for its parts), votes, histograms,
+        routing and its verifier's cells then chunk by chunk; the same values as in memory
+        (``node.protocol.chunked_rows``)."""
         s = self.s
         data = s.data
         assert isinstance(data, ParquetParty)
         s.W, w_star, leaves = data.distribution(psds, s.settings.delta)
         s.estimators = data.estimators(s.W, leaves, psds, scales)
         nbins = s.params.nbins
-        data.bin(edges, nbins)
+        if data.parts:  # binned here chunk by chunk, each part's slots written on its worker's disk
+            data.bin_parts(edges, nbins)
+        else:
+            data.bin(edges, nbins)
         rows, labels = data.rows_of(len(data.features()), nbins), data.labels()
         if rows.n_rows != labels.shape[0]:
             raise NodeError(

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from fgbdt_chain.ledger.spec.train_params import TrainParams
-from fgbdt_chain.node.data.parquet import DEFAULT_CHUNK_ROWS, LABEL, ParquetRows
+from fgbdt_chain.node.data.parquet import DEFAULT_CHUNK_ROWS, LABEL, ParquetRows, _pyarrow, slot_columns
 from fgbdt_chain.node.model.trees import EdgesLike, bin_matrix
 from fgbdt_chain.node.privacy.binning import (
     DEFAULT_RESOLUTION,
@@ -150,6 +150,39 @@ class ParquetParty:
             for m, psd in enumerate(psds)
         ]
 
+    def bin_parts(self, edges: EdgesLike, nbins: int, client: Any = None) -> None:
+        """The party's slots with the task's ``edges`` written to its ``parts`` on the Dask workers' disks: its raw
+        rows binned here chunk by chunk, each chunk's stretch of a part sent to that part's worker, which writes it as
+        the part's next file (``_write_part_chunk``). One chunk of raw rows and slots in this process at a time; a
+        part's folder must hold no other files."""
+        from distributed import Client  # the scale extra: imported when used
+
+        if not self.parts:
+            raise ValueError("bin_parts writes the slots of parts on Dask workers: this party has none")
+        own = client is None
+        client = Client(self.scheduler) if own else client
+        try:
+            parts = sorted(self.parts, key=lambda p: p.start)
+            features = self.features()
+            written = [0] * len(parts)
+            futures: list[Any] = []
+            for lo, x in self.reader.chunks(features):
+                slots = np.asarray(bin_matrix(x, edges), dtype=np.uint8)
+                hi = lo + slots.shape[0]
+                for k, p in enumerate(parts):
+                    a, b = max(lo, p.start), min(hi, p.start + p.rows)
+                    if a < b:
+                        workers = None if p.worker is None else [p.worker]
+                        chunk = slots[a - lo : b - lo]
+                        task = client.submit(_write_part_chunk, p.path, written[k], chunk, workers=workers, pure=False)
+                        futures.append(task)
+                        written[k] += 1
+                client.gather(futures)  # written before the next chunk is read: one chunk in flight at a time
+                futures = []
+        finally:
+            if own:
+                client.close()
+
     def rows_of(self, n_features: int, nbins: int, client: Any = None) -> ChunkedRows:
         """The party's slots for ``LocalParty``: read here chunk by chunk, or on the Dask workers of ``parts``
         (``client``: a connected ``distributed.Client``, else one to ``scheduler``)."""
@@ -161,6 +194,17 @@ class ParquetParty:
         """The party's ``LocalParty`` over its slots (written by :meth:`bin`), with ``params`` fitted to the task's
         edges and its w* (None: votes on raw gradients)."""
         return LocalParty(self.rows_of(n_features, params.nbins, client), self.labels(), params, weights)
+
+
+def _write_part_chunk(path: str, k: int, slots: np.ndarray) -> None:
+    """A worker's task: a chunk of its part's slots as the part's ``k``-th file (``node.data.parquet.write_slots``'
+    layout, so that ``ChunkedSlots`` reads the part's files in order)."""
+    pa, pq = _pyarrow()
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    names = slot_columns(slots.shape[1])
+    table = pa.table({name: np.ascontiguousarray(slots[:, j]) for j, name in enumerate(names)})
+    pq.write_table(table, out / f"part-{k:05d}.parquet", row_group_size=max(slots.shape[0], 1))
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ STATISTICAL = EndorsementRule(ref.ENDORSE_STATISTICAL)
 
 def test_a_public_task_under_the_statistical_rule_is_played() -> None:
     assert _chunked_refusal(LOCAL, STATISTICAL, NodeSettings()) is None
+    dask = ParquetParty(Path("rows"), Path("slots"), scheduler="tcp://h:8786", parts=(DaskPart("p", 0, 10),))
+    assert _chunked_refusal(dask, STATISTICAL, NodeSettings()) is None
 
 
 @pytest.mark.parametrize(
@@ -34,13 +36,13 @@ def test_a_public_task_under_the_statistical_rule_is_played() -> None:
         (LOCAL, EndorsementRule(ref.ENDORSE_OVERLAP), NodeSettings(), "statistical rule only"),
         (LOCAL, STATISTICAL, NodeSettings(attack=Attack("gradients", 2.0)), "no attack"),
         (
-            ParquetParty(Path("rows"), Path("slots"), scheduler="tcp://h:8786", parts=(DaskPart("p", 0, 10),)),
+            ParquetParty(Path("rows"), Path("slots"), scheduler="tcp://h:8786"),
             STATISTICAL,
             NodeSettings(),
-            "scheduler and parts are not node settings",
+            "a scheduler needs parts",
         ),
     ],
-    ids=["private", "overlap", "attack", "dask"],
+    ids=["private", "overlap", "attack", "scheduler-without-parts"],
 )
 def test_what_a_parquet_node_does_not_play_is_named(
     party: ParquetParty, rule: EndorsementRule, settings: NodeSettings, error: str
