@@ -7,7 +7,8 @@ wins over the file, and a relative path in the file is taken from the file's fol
 
 In place of ``data``, the file may give a ``[parquet]`` table: the party's rows are then a Parquet dataset, read chunk
 by chunk (``node.protocol.parquet_party.ParquetParty``: ``rows``, ``slots``, optionally ``chunk_rows`` and
-``label``), so that they need not fit in the node's memory.
+``label``, and a Dask ``scheduler`` with the ``parts`` its workers hold), so that they need not fit in the node's
+memory.
 """
 
 from __future__ import annotations
