@@ -27,6 +27,11 @@ from bench.record import Run, parameters_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = ROOT / "build" / "foundry" / "invariant-summary.txt"
+GAS_LIMIT = 2**50
+"""Gas per test: far above the 1.3e10 that the largest differential test (`test_top2`, 10,000 cases) was measured to
+use, so the limit never decides a bench-size run."""
+MEMORY_LIMIT = 2**32
+"""EVM memory per test in bytes (forge's default is 128 MiB)."""
 
 
 def forge() -> str:
@@ -47,6 +52,10 @@ def run_forge(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
         "FOUNDRY_FUZZ_SEED": hex(args.seed),
         "FOUNDRY_INVARIANT_RUNS": str(args.invariant_runs),
         "FOUNDRY_INVARIANT_DEPTH": str(args.depth),
+        # a differential test decodes all of a property's cases from one ffi answer: 10,000 cases take some 1e10 gas
+        # and more EVM memory than forge's defaults (2^30 gas, 128 MiB) allow, which would end the test as out of gas
+        "FOUNDRY_GAS_LIMIT": str(GAS_LIMIT),
+        "FOUNDRY_MEMORY_LIMIT": str(MEMORY_LIMIT),
         "FGBDT_DIFF_CASES": str(args.cases),
         "FGBDT_DIFF_SEED": str(args.seed),
         "FGBDT_PYTHON": sys.executable,

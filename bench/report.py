@@ -58,6 +58,7 @@ SECTIONS = (
     Section("chain", "Training on chain"),
     Section("block_interval", "Training on chain at fixed block intervals"),
     Section("embedded_evm", "The embedded chain's EVM"),
+    Section("fuzz", "The contract checks at bench size"),
     Section("faults", "Faults: recovery and what the audit says"),
     Section("shapley_cost", "The cost of exact split Shapley"),
     Section("scale", "A party beyond one machine: Parquet and Dask"),
