@@ -141,6 +141,14 @@ class TaskParameters(BaseModel):
         if to_fixed(self.learning_rate) <= 0:
             raise ValueError("learning_rate is below the fixed-point resolution (1e-18)")
         label_range(self.objective, self.label_min, self.label_max)
+        if self.epsilon is not None and self.objective != "binary":
+            # a task on chain trains FV-tree, whose noise rests on the logistic loss's bounded gradients
+            raise ValueError(
+                "a task with a privacy budget (epsilon) trains FV-tree on chain, whose noise is calibrated to the "
+                "binary objective's bounded gradients; private regression with a declared label_min and label_max "
+                "trains random-split trees, in the simulator (fgbdt simulate --label-min --label-max, "
+                "fgbdt_chain.train)"
+            )
         return self
 
 

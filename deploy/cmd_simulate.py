@@ -24,7 +24,7 @@ from fgbdt_chain.node.attacks.data import DataAttack, apply_to_dataset, manipula
 from fgbdt_chain.node.baselines.seed_systems import refusal
 from fgbdt_chain.node.data.loaders import DataFormatError, Dataset, DataWarning, load_train_test
 from fgbdt_chain.node.model.trees import slot_widths
-from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_colluders, check_private_objective, plan
+from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_colluders, plan
 from fgbdt_chain.node.privacy.binning import BINNING_METHODS
 from fgbdt_chain.node.protocol.shapley_cost import shapley_seconds, slow_shapley_message
 from fgbdt_chain.node.sim.algorithms import (
@@ -38,6 +38,8 @@ from fgbdt_chain.node.sim.algorithms import (
 from fgbdt_chain.node.sim.experiment import (
     Prepared,
     PrepConfig,
+    check_label_range,
+    declared_label_range,
     default_algorithm,
     default_shape,
     partition,
@@ -109,6 +111,8 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"{parameter('epsilon').help} Split and accounted in node/privacy/accountant.py.",
     )
     table_option(parser, "delta")
+    for name in ("label_min", "label_max"):
+        table_option(parser, name, help=parameter(name).help)
     parser.add_argument("--binning-epsilon", type=float, default=1.0, help="the bin sketch's epsilon without --epsilon")
     parser.add_argument("--psd-depth", type=int, default=8)
     parser.add_argument("--psd-max-rows", type=int, default=500)
@@ -279,6 +283,13 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         raise UserError(f"--epsilon must be positive (inf: no privacy noise), got {args.epsilon}")
     if math.isfinite(args.epsilon) and not 0 < args.dp_delta < 1:
         raise UserError(f"--dp-delta must be in (0, 1), got {args.dp_delta}")
+    label = getattr(args, "label_min", None), getattr(args, "label_max", None)
+    if (label[0] is None) != (label[1] is None):
+        raise UserError("--label-min and --label-max declare the label range together; give both")
+    try:
+        label_range = None if label[0] is None else declared_label_range(label)
+    except ValueError as exc:
+        raise UserError(f"--label-min/--label-max: {exc}") from exc
     return PrepConfig(
         parties=args.parties,
         theta=args.theta,
@@ -297,6 +308,7 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         tree_features=getattr(args, "tree_features", "auto"),
         colluders=getattr(args, "dp_colluders", None),
         dp_noise=getattr(args, "dp_noise", None),
+        label_range=label_range,
     )
 
 
@@ -412,7 +424,7 @@ def simulate(args: argparse.Namespace) -> int:
     train, test = load_data(args)
     params = training_params(args, objective_of(train.y, args.task))
     try:
-        check_private_objective(args.epsilon, params.objective)
+        check_label_range(args.algo, prep_config(args), params.objective, "--label-min and --label-max")
     except ValueError as exc:
         raise UserError(f"--epsilon on {train.name}: {exc}") from exc
     note_private_releases(args)

@@ -439,7 +439,8 @@ PARAMETERS: tuple[Parameter, ...] = (
         float,
         math.inf,
         "Every party's differential-privacy budget for all it releases (bin sketch, PSD, votes, histograms); inf: no "
-        "privacy noise (Config.epsilon 0). A private task trains the binary objective.",
+        "privacy noise (Config.epsilon 0). A private FV-tree task trains the binary objective; random-split trees also "
+        "train regression with a declared label range (label_min, label_max).",
         "",
         0.0,
         min_open=True,
@@ -467,20 +468,26 @@ PARAMETERS: tuple[Parameter, ...] = (
         float,
         None,
         "The label's smallest value in the data schema: every party's PSD splits the label over [label_min, "
-        "label_max], and the labels are divided by the power of two at or above its largest magnitude before "
-        "training. Required for regression; a binary task's range is [0, 1] (None means that).",
+        "label_max], the labels are clipped to it, and they are divided by the power of two at or above its largest "
+        "magnitude before training. Required for regression on chain and for private regression anywhere, declared "
+        "by the requester from the label's documented domain, never read from the parties' rows: under a budget it "
+        "bounds every row's gradient by (label_max - label_min) / 2 around the scores' start at its midpoint, and "
+        "so sets the noise. Without a budget the simulator takes the training labels' range when none is declared. "
+        "A binary task's range is [0, 1] (None means that).",
         nullable=True,
         config="label_min",
         encoding="fixed",
+        cli="--label-min",
     ),
     Parameter(
         "label_max",
         float,
         None,
-        "The label's largest value in the data schema (see label_min).",
+        "The label's largest value in the data schema (see label_min); above label_min.",
         nullable=True,
         config="label_max",
         encoding="fixed",
+        cli="--label-max",
     ),
     Parameter(
         "contribution",

@@ -33,11 +33,19 @@ from fgbdt_chain.node.data.inputs import column_names, dense_features, labels, n
 from fgbdt_chain.node.data.loaders import Dataset, check_labels
 from fgbdt_chain.node.data.parquet import read_party
 from fgbdt_chain.node.model.trees import Model
-from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES, check_private_objective
+from fgbdt_chain.node.privacy.accountant import NOISE_SOURCES
 from fgbdt_chain.node.privacy.binning import BINNING_METHODS
 from fgbdt_chain.node.privacy.schema import Declared
 from fgbdt_chain.node.protocol.shapley_cost import SlowShapleyWarning, slow_shapley_message
-from fgbdt_chain.node.sim.experiment import PrepConfig, default_algorithm, default_shape, prepare, run
+from fgbdt_chain.node.sim.experiment import (
+    PrepConfig,
+    check_label_range,
+    declared_label_range,
+    default_algorithm,
+    default_shape,
+    prepare,
+    run,
+)
 from fgbdt_chain.node.sim.fvtree import ALGORITHMS
 from fgbdt_chain.node.sim.random_split import TREE_FEATURES
 
@@ -161,6 +169,8 @@ PARAMS: tuple[Param, ...] = (
         help="the requester's declared (low, high) per feature; rows are clipped to them. With epsilon: needed "
         "unless valid_set gives the ranges (never taken from the parties' rows, node.privacy.schema)",
     ),
+    Param("label_min", "prep", "label_min", float, help=parameter("label_min").help),
+    Param("label_max", "prep", "label_max", float, help=parameter("label_max").help),
     Param(
         "integer_features",
         "prep",
@@ -238,16 +248,21 @@ class Settings:
             raise ValueError(f"invalid params: {exc} (given: {self._given(self.train)})") from exc
 
     def prep_config(self, parties: int) -> PrepConfig:
-        """``PrepConfig`` with the given fields; ``feature_ranges`` and ``integer_features`` as its ``schema``."""
+        """``PrepConfig`` with the given fields; ``feature_ranges`` and ``integer_features`` as its ``schema``,
+        ``label_min`` and ``label_max`` as its ``label_range``."""
         prep = dict(self.prep)
         ranges, integers = prep.pop("feature_ranges", None), prep.pop("integer_features", None)
         if integers is not None and ranges is None:
             raise ValueError("integer_features needs feature_ranges: they declare one schema together")
+        label = prep.pop("label_min", None), prep.pop("label_max", None)
+        if (label[0] is None) != (label[1] is None):
+            raise ValueError("label_min and label_max declare the label range together; give both")
         try:
             schema = None if ranges is None else Declared.of(ranges, integers)
+            label_range = None if label[0] is None else declared_label_range(label)
         except (TypeError, IndexError, ValueError) as exc:
             raise ValueError(f"invalid params: {exc}") from exc
-        return dataclasses.replace(PrepConfig(), parties=parties, schema=schema, **prep)
+        return dataclasses.replace(PrepConfig(), parties=parties, schema=schema, label_range=label_range, **prep)
 
 
 def valid_keys() -> str:
@@ -425,7 +440,8 @@ def train(
     """Train a federated model on ``parties``, one ``(X, y)`` pair per party, as ``lightgbm.train`` trains one.
 
     ``X``: a numpy array, scipy sparse matrix (absent entries are 0) or pandas frame, NaN for missing values;
-    ``y``: 0/1 labels for ``objective='binary'`` (the default), any finite numbers for ``'regression'``.
+    ``y``: 0/1 labels for ``objective='binary'`` (the default), any finite numbers for ``'regression'``; a private
+    regression task (``epsilon``) declares its label range with ``label_min`` and ``label_max``.
     A party may instead be the path of its rows as a Parquet dataset (``node.data.parquet``: every column but ``y`` a
     feature, read chunk by chunk; the ``scale`` extra): the same rows as an ``(X, y)`` pair give the same model.
     ``feature_names`` default to pandas column names (or a Parquet party's), else ``f0, f1, ...``. ``params``: see
@@ -443,7 +459,8 @@ def train(
     settings = parse_params(params)
     pooled, parts = pool_parties(parties, feature_names)
     tp = settings.train_params()
-    check_private_objective(settings.prep.get("epsilon", math.inf), tp.objective)
+    config = settings.prep_config(len(parts))
+    check_label_range(settings.algo, config, tp.objective)
     for i, idx in enumerate(parts):
         check_objective_labels(pooled.y[idx], tp.objective, what=f"party {i}: y", both=False)
     check_objective_labels(pooled.y, tp.objective, what="y (all parties)")
@@ -458,7 +475,6 @@ def train(
             raise ValueError(f"valid_set X has {vX.shape[1]} features but the parties have {pooled.n_features}")
         check_objective_labels(vy, tp.objective, what="valid_set y", both=False)
         test = Dataset(vX, vy, pooled.feature_names, name="valid_set")
-    config = settings.prep_config(len(parts))
     slow = slow_shapley_message(len(parts), tp.trees, tp.depth) if settings.algo != "randomsplit" else None
     if slow:
         warnings.warn(f"{slow}; fewer parties, num_trees or max_depth run faster", SlowShapleyWarning, stacklevel=2)

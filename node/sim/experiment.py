@@ -60,6 +60,40 @@ from fgbdt_chain.node.sim.algorithms import LEAVES, PROTOCOL, Job, algorithm, bu
 from fgbdt_chain.node.sim.fvtree import Federation, LevelView, TrainResult, params_dict
 
 
+def declared_label_range(value: Any) -> tuple[float, float]:
+    """A declared label range as ``(low, high)`` floats: two finite numbers with low < high (the table's
+    ``label_min`` below its ``label_max``), or a ValueError naming them. Why strict: the range sets the label's PSD
+    splits and, under a budget, the gradients' bound, half its width, which an empty range makes zero."""
+    try:
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"the label range (label_min, label_max) must be a pair of numbers (low, high), got {value!r}"
+        ) from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(
+            f"the label range (label_min, label_max) must be finite with label_min < label_max, got {value!r}"
+        )
+    return low, high
+
+
+def check_label_range(algo: str, config: PrepConfig, objective: str, names: str = "label_min and label_max") -> None:
+    """Refuse, before any work, a private regression task that cannot train: FV-tree's noise is calibrated to the
+    logistic loss (``check_private_objective``), and random-split trees need the declared label range that bounds
+    the gradients (``node.privacy.accountant.loss_bounds``); ``names`` is how the caller's surface sets it."""
+    if objective == "binary" or not math.isfinite(config.epsilon):
+        return
+    spends = algorithm(algo).privacy
+    if spends == PROTOCOL:
+        check_private_objective(config.epsilon, objective)
+    if spends == LEAVES and config.label_range is None:
+        raise ValueError(
+            f"a private regression task needs its label range declared: set {names} (the label's documented "
+            "domain, known before any party joins, never the parties' rows): every row's gradient is bounded by "
+            "half its width, which sets the noise, and the parties' labels are clipped to it"
+        )
+
+
 def default_algorithm(epsilon: float) -> str:
     """What a task trains when the user names no algorithm: FV-tree, the protocol with its split Shapley
     contributions, unless a privacy budget is set; then random-split trees with private leaves, the model a private
@@ -132,14 +166,20 @@ class PrepConfig:
     """The requester's declared feature ranges and integer flags (``node.privacy.schema``); under a budget without
     one, the test rows (the requester's) set them."""
     label_range: tuple[float, float] | None = None
-    """The requester's declared label range ``(low, high)`` (the task's ``label_min``, ``label_max``): a regression
-    task needs it under a budget, where it bounds the gradients (``node.privacy.accountant.loss_bounds``) and the
-    parties' labels are clipped to it; otherwise (and for a binary task, whose labels are 0 and 1) unused."""
+    """The requester's declared label range ``(low, high)`` (the task's ``label_min``, ``label_max``, the parameter
+    table's): a regression task needs it under a budget, where it bounds the gradients
+    (``node.privacy.accountant.loss_bounds``); whenever declared it is the schema's label range, the parties' labels
+    are clipped to it and the scores start at its midpoint. None: a binary task's [0, 1], or without a budget the
+    training labels' range. A binary task may declare only ``(0, 1)``."""
     dp_noise: str | None = None
     """Where the privacy noise comes from (``node.privacy.accountant.NOISE_SOURCES``): ``seeded`` from ``seed``
     (an experiment that repeats, asked for by name; the guarantee line says so), ``entropy`` from the operating
     system. None: entropy under a budget (a guarantee over seeded noise holds only against those who do not know
     the seed), seeded without one (nothing is promised, and runs repeat)."""
+
+    def __post_init__(self) -> None:
+        if self.label_range is not None:
+            object.__setattr__(self, "label_range", declared_label_range(self.label_range))
 
     @property
     def noise_source(self) -> str:
@@ -386,14 +426,17 @@ def prepare(
         ranges=ranges,
         integers=integers,
     )
-    label_range = schema_label_range(params.objective, train.y)
+    if params.objective == "binary" and config.label_range not in (None, (0.0, 1.0)):
+        raise ValueError(f"a binary task's labels are 0 and 1; the label range {config.label_range} says otherwise")
     if math.isfinite(config.epsilon) and params.objective == "regression":
         # under a budget the label's range is the requester's declaration, never the parties' rows (loss_bounds)
         loss_bounds(params.objective, config.label_range)
-        assert config.label_range is not None
+    if config.label_range is not None and params.objective == "regression":
         low, high = fixed_round(np.array(config.label_range, dtype=np.float64))
         label_range = (float(low), float(high))
         train = dataclasses.replace(train, y=np.clip(train.y, low, high))
+    else:
+        label_range = schema_label_range(params.objective, train.y)
     params = dataclasses.replace(params, label_scale=label_scale(*label_range))
     prepared = Prepared(
         train, test, config, params, parts, edges, bin_matrix(train.X, edges), bin_matrix(test.X, edges), 0.0, ranges

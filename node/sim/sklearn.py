@@ -78,6 +78,8 @@ class _FGBDTModel(BaseEstimator):
         tree_features: str | None = None,
         feature_ranges: Any = None,
         integer_features: Any = None,
+        label_min: float | None = None,
+        label_max: float | None = None,
         importance_type: str = "split",
     ) -> None:
         self.n_estimators = n_estimators
@@ -106,6 +108,8 @@ class _FGBDTModel(BaseEstimator):
         self.tree_features = tree_features
         self.feature_ranges = feature_ranges
         self.integer_features = integer_features
+        self.label_min = label_min
+        self.label_max = label_max
         self.importance_type = importance_type
 
     def __sklearn_tags__(self) -> Any:

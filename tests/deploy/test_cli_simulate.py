@@ -437,17 +437,46 @@ def test_a_budget_without_an_algorithm_trains_the_private_model(
     assert json.loads(out.read_text())["algo"] == "fvtree"
 
 
-@pytest.mark.parametrize("algo", [[], ["--algo", "fvtree"]])
+@pytest.mark.parametrize(
+    "flags, reason",
+    [
+        ([], "needs its label range declared: set --label-min and --label-max"),
+        (["--label-min", "-40", "--label-max", "40", "--algo", "fvtree"], "a privacy budget (epsilon) needs a binary"),
+        (["--label-min", "-40"], "--label-min and --label-max declare the label range together; give both"),
+        (
+            ["--label-min", "40", "--label-max", "-40"],
+            "--label-min/--label-max: the label range (label_min, label_max)",
+        ),
+    ],
+)
 def test_a_private_regression_task_is_refused_with_its_reason(
-    tmp_path: Path, algo: list[str], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, flags: list[str], reason: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rng = np.random.default_rng(0)
     data = tmp_path / "reg.csv"
-    rows = np.column_stack([rng.normal(size=60) * 10, rng.normal(size=(60, 2))])
-    data.write_text("\n".join(",".join(f"{v:.4f}" for v in r) for r in rows) + "\n")
-    assert main(["simulate", "--data", str(data), "--epsilon", "1", "--quiet", *algo]) == 2
+    data.write_text("\n".join(",".join(f"{v:.4f}" for v in r) for r in _regression_rows()) + "\n")
+    assert main(["simulate", "--data", str(data), "--epsilon", "1", "--quiet", *flags]) == 2
     err = capsys.readouterr().err
-    assert "--epsilon on reg: a privacy budget (epsilon) needs a binary task" in err and "Traceback" not in err
+    assert reason in err and "Traceback" not in err
+
+
+def _regression_rows() -> np.ndarray:
+    """Label (first column) about 10 times a standard normal, and two features."""
+    rng = np.random.default_rng(0)
+    return np.column_stack([rng.normal(size=60) * 10, rng.normal(size=(60, 2))])
+
+
+def test_a_private_regression_task_trains_from_the_declared_label_range(tmp_path: Path) -> None:
+    """``--label-min``/``--label-max``: every score starts at the range's midpoint (one tree at a negligible
+    learning rate predicts it everywhere) and the gradients' bound is half its width."""
+    data, out, model_path = tmp_path / "reg.csv", tmp_path / "r.json", tmp_path / "m.json"
+    data.write_text("\n".join(",".join(f"{v:.4f}" for v in r) for r in _regression_rows()) + "\n")
+    flags = ["--epsilon", "1", "--label-min", "10", "--label-max", "50", "--trees", "1", "--lr", "1e-9"]
+    base = ["simulate", "--data", str(data), "--parties", "2", "--quiet", "--no-baselines", "--dp-noise", "seeded"]
+    assert main([*base, *flags, "--json", str(out), "--model", str(model_path)]) == 0
+    privacy = json.loads(out.read_text())["privacy"]
+    assert privacy["gradient_bound"] == 20.0 and privacy["accounted_epsilon"] <= 1.0
+    predictions = Model.load(model_path).predict(_regression_rows()[:, 1:])
+    assert np.allclose(predictions, 30.0, atol=1e-3)
 
 
 def test_random_splits_refuse_data_without_an_edge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from fgbdt_chain.api import models as m
 from fgbdt_chain.api.service import config_of, parameters_of
 from fgbdt_chain.deploy.cli import build_parser
-from fgbdt_chain.deploy.cmd_simulate import TRAIN_DEPTH, TRAIN_TREES, shape_defaults, training_params
+from fgbdt_chain.deploy.cmd_simulate import TRAIN_DEPTH, TRAIN_TREES, prep_config, shape_defaults, training_params
 from fgbdt_chain.ledger.spec import fixed_point, modes
 from fgbdt_chain.ledger.spec import parameters as P
 from fgbdt_chain.ledger.spec import reference as ref
@@ -25,7 +25,7 @@ from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.model import trees
 from fgbdt_chain.node.protocol import endorsement
 from fgbdt_chain.node.sim import fvtree
-from fgbdt_chain.node.sim.engine import parse_params
+from fgbdt_chain.node.sim.engine import PARAMS, parse_params
 from fgbdt_chain.node.sim.experiment import PrepConfig
 from fgbdt_chain.node.sim.sklearn import FGBDTClassifier, FGBDTRegressor
 
@@ -309,3 +309,28 @@ def test_the_docs_table_lists_every_parameter_with_its_default() -> None:
         assert cells[3] == f"`{p.default if isinstance(p.default, str) else repr(p.default)}`"
     assert "| `depth` | `int` | `[1, 8]` | `6` | levels |" in table
     assert "`(0, inf]`" in table  # epsilon: inf is no privacy
+
+
+def test_the_label_range_is_the_tables_label_min_and_label_max_on_every_surface() -> None:
+    """One declaration, the table's ``label_min``/``label_max``: the command line's options carry the table's help,
+    ``train``'s keys and the estimators' arguments reach ``PrepConfig.label_range``, and the REST API's task (FV-tree
+    on chain) names them when a regression task lacks them and refuses a budget on regression with its reason."""
+    for name, option in (("label_min", "--label-min"), ("label_max", "--label-max")):
+        assert P.parameter(name).cli == option
+        for command in ("simulate", "train"):
+            args = build_parser(command).parse_args([command, "--data", "r.csv", option, "2.5"])
+            assert getattr(args, name) == 2.5
+        assert P.parameter(name).help == next(p.help for p in PARAMS if p.name == name)
+    simulate = build_parser("simulate").parse_args(
+        ["simulate", "--data", "r.csv", "--label-min", "1", "--label-max", "29"]
+    )
+    shape_defaults(simulate)
+    assert prep_config(simulate).label_range == (1.0, 29.0)
+    assert parse_params({"label_min": 1, "label_max": 29}).prep_config(2).label_range == (1.0, 29.0)
+    assert parse_params(FGBDTRegressor(label_min=1, label_max=29)._train_params()).prep_config(2).label_range == (1, 29)
+    with pytest.raises(ValidationError, match=r"needs its label's range \(label_min, label_max\)"):
+        m.TaskParameters(objective="regression", epsilon=1.0)
+    with pytest.raises(ValidationError, match="trains FV-tree on chain"):
+        m.TaskParameters(objective="regression", epsilon=1.0, label_min=1, label_max=29)
+    task = m.TaskParameters(objective="regression", label_min=1, label_max=29)  # no budget: FV-tree on chain
+    assert (config_of(task).label_min, config_of(task).label_max) == (fixed_point.to_fixed(1), fixed_point.to_fixed(29))

@@ -159,8 +159,9 @@ def test_params_aliases_map_to_one_field() -> None:
     for p in PARAMS:
         if p.target == "train":
             assert p.field in TrainParams.__dataclass_fields__
-        elif p.target == "prep":  # the declared schema's two keys make PrepConfig.schema together
-            assert p.field in {*PrepConfig.__dataclass_fields__, "feature_ranges", "integer_features"}
+        elif p.target == "prep":  # the declared schema's and label range's two keys make one field together
+            declared = {"feature_ranges", "integer_features", "label_min", "label_max"}
+            assert p.field in {*PrepConfig.__dataclass_fields__, *declared}
     schema = parse_params({"feature_ranges": [(0, 1), (2, 5)], "integer_features": [True, False]}).prep_config(2)
     assert schema.schema is not None and schema.schema.ranges == ((0.0, 1.0), (2.0, 5.0))
     assert schema.schema.integers == (True, False)
@@ -405,10 +406,66 @@ def test_a_private_classifier_trains_the_same_private_model_as_train() -> None:
     assert steps == [0, 1, 2]
 
 
-def test_a_private_regression_is_refused_before_any_work() -> None:
+def test_a_private_regression_without_a_label_range_is_refused_by_its_name() -> None:
+    """Random splits (the private default) need the declared range and say which parameters set it; FV-tree's noise
+    rests on the logistic loss, which no range changes."""
     X, y = make_data(task="regression")
+    ranges = [(-5.0, 5.0)] * X.shape[1]
+    with pytest.raises(ValueError, match="needs its label range declared: set label_min and label_max"):
+        FGBDTRegressor(n_estimators=2, epsilon=1.0, parties=3, feature_ranges=ranges).fit(X, y)
+    with pytest.raises(ValueError, match="needs its label range declared: set label_min and label_max"):
+        train({"objective": "regression", "epsilon": 1.0, "feature_ranges": ranges}, split(X, y))
+    declared = {"objective": "regression", "epsilon": 1.0, "label_min": -10.0, "label_max": 10.0}
     with pytest.raises(ValueError, match="a privacy budget \\(epsilon\\) needs a binary task"):
-        FGBDTRegressor(n_estimators=2, epsilon=1.0, parties=3).fit(X, y)
+        train({**declared, "algo": "fvtree", "feature_ranges": ranges}, split(X, y))
+    with pytest.raises(ValueError, match="label_min and label_max declare the label range together; give both"):
+        train({"objective": "regression", "label_min": 1.0}, split(X, y))
+    with pytest.raises(ValueError, match=r"must be finite with label_min < label_max, got \(3.0, 3.0\)"):
+        train({"objective": "regression", "label_min": 3.0, "label_max": 3.0}, split(X, y))
+    with pytest.raises(ValueError, match="parameter 'label_max' must be float"):
+        train({"objective": "regression", "label_min": 3.0, "label_max": "high"}, split(X, y))
+
+
+@pytest.mark.parametrize("low, high", [(-10.0, 10.0), (20.0, 100.0)])
+def test_a_private_regression_trains_from_its_declared_label_range(low: float, high: float) -> None:
+    """With the range declared, every score starts at its midpoint (a first tree at a negligible learning rate
+    predicts it everywhere, whatever the labels) and the gradients' bound is half its width."""
+    X, y = make_data(task="regression")
+    params = {
+        "objective": "regression",
+        "epsilon": 1.0,
+        "label_min": low,
+        "label_max": high,
+        "feature_ranges": [(-5.0, 5.0)] * X.shape[1],
+        "num_trees": 1,
+        "max_depth": 2,
+        "learning_rate": 1e-9,
+        "dp_noise": "seeded",
+    }
+    model = train(params, split(X, y))
+    assert np.allclose(model.predict(X), (low + high) / 2, atol=1e-3)
+    privacy = model.report["privacy"]
+    assert privacy["gradient_bound"] == (high - low) / 2 and privacy["accounted_epsilon"] <= 1.0
+    reg = FGBDTRegressor(parties=3, n_estimators=1, learning_rate=1e-9, epsilon=1.0, label_min=low, label_max=high)
+    reg.set_params(feature_ranges=params["feature_ranges"], dp_noise="seeded")
+    assert np.allclose(reg.fit(X, y).predict(X), (low + high) / 2, atol=1e-3)
+
+
+def test_a_declared_label_range_is_the_schemas_and_clips_the_labels() -> None:
+    """Without a budget too, a declared range replaces the training labels' own: the PSDs split the label over it
+    and the rows' labels are clipped into it; a binary task may declare only [0, 1]."""
+    X, y = make_data(task="regression")
+    data = Dataset(X, y, [f"f{i}" for i in range(X.shape[1])])
+    test = Dataset(X[:0], y[:0], data.feature_names)
+    params = TrainParams(trees=1, depth=2, objective="regression")
+    prep = prepare(data, test, params, PrepConfig(parties=2, label_range=(-1.0, 2.0)))
+    assert prep.label_range == (-1.0, 2.0)
+    assert prep.train.y.min() == -1.0 and prep.train.y.max() == 2.0 < y.max()
+    assert prepare(data, test, params, PrepConfig(parties=2)).label_range == (y.min(), y.max())
+    with pytest.raises(ValueError, match="a binary task's labels are 0 and 1"):
+        prepare(data, test, TrainParams(trees=1, depth=2), PrepConfig(parties=2, label_range=(0.0, 2.0)))
+    with pytest.raises(ValueError, match="finite with label_min < label_max"):
+        PrepConfig(label_range=(0.0, float("inf")))
 
 
 def test_regressor_fits() -> None:
