@@ -1,7 +1,7 @@
 """The contract checks (``docs/contract-checks.md``) keep covering what they claim to.
 
 forge runs the guard, invariant and differential tests of ``tests/foundry/`` (``make contract-checks``, part of
-``make test``; halmos's symbolic checks run apart, ``make symbolic``); these tests hold their coverage to the
+``make test``, which runs halmos's symbolic checks too, ``make symbolic``); these tests hold their coverage to the
 contracts as they are: every custom error a contract of ours can raise is reached by a guard test or a differential
 case, and the differential cases still reach each rule's error (a generator that drifted to always-valid histograms
 would pass vacuously).

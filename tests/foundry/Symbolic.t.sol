@@ -13,6 +13,12 @@ import {vm} from "./Vm.sol";
 ///         |G| <= 2^60 * 1e18 < 2^120 and 0 <= H <= 2^40 * 1e18 < 2^100; lambda up to 2^100, a learning rate up to
 ///         2^64 (18.4); rewards below 2^128 wei (`createTask` refuses more). A revert (overflow panic 0x11, division
 ///         by zero 0x12) counts as a failure (`--panic-error-codes`), as does a failed `assert`.
+///         A gradient sum enters as a magnitude and a sign (`_signed`), so that every path has a term of known sign
+///         to square, and the references in the assertions are computed without checked multiplication (each
+///         product is below 2^256 by the ranges, argued where it is made), so the only checked multiplications the
+///         solver meets are the contract's own (tests/foundry/halmos_solver.py says how its queries are proven).
+///         `make test` runs sideScore, splitGain and leafValue; splitShapley2 and payout run with `make symbolic
+///         SYMBOLIC_CHECKS=check_` (docs/contract-checks.md).
 contract SymbolicTest {
     int256 internal constant ONE = 1e18;
     int256 internal constant MAX_G = 2 ** 120;
@@ -28,42 +34,61 @@ contract SymbolicTest {
         vm.assume(g >= -MAX_G && g <= MAX_G && h >= 0 && h <= MAX_H);
     }
 
-    /// @notice A side's score `g^2 / (h + lambda)` does not overflow and is the exact floor of the quotient.
-    function check_sideScore(int256 g, int256 h, int256 lam) public pure {
-        _side(g, h);
-        vm.assume(lam >= 0 && lam <= MAX_LAMBDA);
+    /// @dev A gradient sum of magnitude `a` and the sign `negative`: each path of a check sees `a` or `-a`, a term of
+    ///      known sign, which the solver's integer encoding reasons about where a term of either sign defeats it.
+    function _signed(uint256 a, bool negative) internal pure returns (int256) {
+        vm.assume(a <= uint256(MAX_G));
+        return negative ? -int256(a) : int256(a);
+    }
+
+    /// @dev `h + lambda` within the ranges, below 2^101.
+    function _denominator(int256 h, int256 lam) internal pure returns (uint256) {
+        vm.assume(h >= 0 && h <= MAX_H && lam >= 0 && lam <= MAX_LAMBDA);
+        return uint256(h + lam);
+    }
+
+    /// @notice A side's score `g^2 / (h + lambda)` does not overflow, is not negative and is the exact square divided
+    ///         by `d = h + lambda` (the EVM's division: the floor, both being non-negative), 0 when `d` is 0. The
+    ///         reference `a * a` is exact: `a <= 2^120` squares below 2^240.
+    function check_sideScore(uint256 a, bool negative, int256 h, int256 lam) public pure {
+        int256 g = _signed(a, negative);
+        uint256 d = _denominator(h, lam);
         int256 s = FGBDTMathLib.sideScore(g, h, lam);
-        int256 d = h + lam;
-        if (d == 0) {
-            assert(s == 0);
-        } else {
-            assert(s >= 0 && s * d <= g * g && g * g - s * d < d);
+        unchecked {
+            assert(d == 0 ? s == 0 : s >= 0 && s == int256(a * a) / int256(d));
         }
     }
 
-    /// @notice Equation 7 of a split (both sides' scores) does not overflow and is their exact sum.
-    function check_splitGain(int256 gL, int256 hL, int256 gR, int256 hR, int256 lam) public pure {
-        _side(gL, hL);
-        _side(gR, hR);
-        vm.assume(lam >= 0 && lam <= MAX_LAMBDA);
+    /// @notice Equation 7 of a split does not overflow and is the sum of both sides' exact squares, each divided by
+    ///         its `h + lambda` (0 where that is 0), whatever the signs of the two gradient sums.
+    function check_splitGain(uint256 aL, bool negL, int256 hL, uint256 aR, bool negR, int256 hR, int256 lam)
+        public
+        pure
+    {
+        int256 gL = _signed(aL, negL);
+        int256 gR = _signed(aR, negR);
+        uint256 dL = _denominator(hL, lam);
+        uint256 dR = _denominator(hR, lam);
         int256 gain = FGBDTMathLib.splitGain(gL, hL, gR, hR, lam);
-        assert(gain == FGBDTMathLib.sideScore(gL, hL, lam) + FGBDTMathLib.sideScore(gR, hR, lam));
-        assert(gain >= 0);
+        unchecked {
+            int256 left = dL == 0 ? int256(0) : int256(aL * aL) / int256(dL);
+            int256 right = dR == 0 ? int256(0) : int256(aR * aR) / int256(dR);
+            // each below 2^240, so the sum is exact
+            assert(left >= 0 && right >= 0 && gain == left + right);
+        }
     }
 
-    /// @notice A leaf value `-G * lr / (H + lambda)` does not overflow and is the quotient truncated toward zero.
-    function check_leafValue(int256 g, int256 h, int256 lam, int256 lr) public pure {
-        _side(g, h);
-        vm.assume(lam >= 0 && lam <= MAX_LAMBDA && lr > 0 && lr <= MAX_LR);
+    /// @notice A leaf value `-G * lr / (H + lambda)` does not overflow, has the sign opposite to G's and is the
+    ///         exact product `-G * lr` divided by `d` (the EVM's signed division: truncated toward zero), 0 when `d`
+    ///         is 0. The reference `a * lr` is exact: below 2^120 * 2^64 = 2^184.
+    function check_leafValue(uint256 a, bool negative, int256 h, int256 lam, int256 lr) public pure {
+        int256 g = _signed(a, negative);
+        uint256 d = _denominator(h, lam);
+        vm.assume(lr > 0 && lr <= MAX_LR);
         int256 v = FGBDTMathLib.leafValue(g, h, lam, lr);
-        int256 d = h + lam;
-        if (d == 0) {
-            assert(v == 0);
-        } else {
-            int256 num = -g * lr;
-            int256 rem = num - v * d;
-            assert(rem > -d && rem < d);
-            assert(rem == 0 || (rem > 0) == (num > 0));
+        unchecked {
+            int256 num = negative ? int256(a * uint256(lr)) : -int256(a * uint256(lr));
+            assert(d == 0 ? v == 0 : v == num / int256(d) && (negative ? v >= 0 : v <= 0));
         }
     }
 
@@ -128,8 +153,13 @@ contract SymbolicTest {
         if (positive > 0 && positive < 2 ** 128) {
             for (uint256 p = 0; p < 3; ++p) {
                 if (c[p] > 0 && !(p == 1 && left1)) {
-                    uint256 exact = reward * uint256(c[p]);
-                    assert(owed[parties[p]] * positive <= exact && exact - owed[parties[p]] * positive < positive);
+                    // unchecked: reward, c[p], positive and the amount (at most the reward) are below 2^128, so
+                    // neither product reaches 2^256
+                    unchecked {
+                        uint256 exact = reward * uint256(c[p]);
+                        uint256 back = owed[parties[p]] * positive;
+                        assert(back <= exact && exact - back < positive);
+                    }
                 }
             }
         }

@@ -1,0 +1,226 @@
+"""halmos's solver: ``python halmos_solver.py QUERY.smt2`` prints ``sat`` and a model, ``unsat``, or ``unknown``.
+
+halmos (``make symbolic``) writes each query as an SMT-LIB file and runs its solver command on it. The checks' queries
+are about Solidity's checked multiplication, whose overflow test divides the 256-bit product by a symbolic factor
+(``sdiv(x * y, x) == y``): bit-blasting solvers (Bitwuzla, yices, z3) do not prove even ``x * x / x == x`` for a
+32-bit ``x`` within a minute, while cvc5's integer encoding of bit-vectors (``solve-bv-as-int``) proves it in
+milliseconds, provided the squared term has a sign it can see and the query holds little else. So each query goes
+through these steps, the first definite answer winning:
+
+1. Bitwuzla for one second: halmos's first, abstracted queries (products and quotients uninterpreted) are mostly
+   satisfiable at once, and Bitwuzla gives the model halmos needs to refine them;
+2. the query with every product and quotient of two non-constant terms replaced by a fresh variable (Bitwuzla): what
+   follows from the linear part alone (the efficiency of Shapley values given the coalitions' utilities);
+3. slices of the query, smallest first: the assertions over the variables of the last one (the violated property or
+   panic), then those sharing a variable with them, and so on up to the whole query; each with cvc5's integer
+   encoding, then split into sign cases: every sum that is a factor of a product is replaced by a fresh ``n``
+   (with ``n >= 0``) or ``-n`` (with ``n > 0``) and the equation that defines it;
+4. Bitwuzla on the whole query, until halmos's assertion timeout ends it.
+
+Each step is sound for ``unsat``: a slice holds a subset of the assertions, a replaced term only drops what was known
+about it, and the sign cases cover every value. Only the whole query's answer (steps 1 and 4) is printed as ``sat``.
+The solvers come from PyPI as Python bindings (``bitwuzla``, ``cvc5``; z3 comes with halmos); halmos would otherwise
+download a solver binary.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+
+import z3
+
+QUICK_MS = 1000
+"""Bitwuzla's first look (step 1)."""
+SLICE_MS = 3000
+"""cvc5 on a slice as it is (step 3)."""
+CASE_MS = 10000
+"""cvc5 on each sign case of a slice (step 3)."""
+MAX_SUMS = 4
+"""Sums split into sign cases at most (2^4 cases)."""
+
+NONLINEAR = {
+    z3.Z3_OP_BMUL,
+    z3.Z3_OP_BSDIV,
+    z3.Z3_OP_BUDIV,
+    z3.Z3_OP_BSDIV_I,
+    z3.Z3_OP_BUDIV_I,
+    z3.Z3_OP_BSREM,
+    z3.Z3_OP_BUREM,
+    z3.Z3_OP_BSREM_I,
+    z3.Z3_OP_BUREM_I,
+    z3.Z3_OP_BSMOD,
+    z3.Z3_OP_BSMOD_I,
+}
+
+
+def bitwuzla_main(path: str, ms: int) -> int:
+    """Bitwuzla on a file (``-``: standard input), printing what the ``bitwuzla`` binary would; ``ms`` 0: no limit."""
+    import bitwuzla
+
+    if path == "-":
+        with tempfile.NamedTemporaryFile("w", suffix=".smt2", delete=False) as f:
+            f.write(sys.stdin.read())
+        path = f.name
+    options = bitwuzla.Options()
+    options.set(bitwuzla.Option.PRODUCE_MODELS, True)
+    if ms:
+        options.set(bitwuzla.Option.TIME_LIMIT_PER, ms)
+    bitwuzla.Parser(bitwuzla.TermManager(), options).parse(path)
+    return 0
+
+
+def bitwuzla(path: str, ms: int, text: str | None = None) -> str:
+    """Bitwuzla's whole output in a process of its own (its parser prints to the process's standard output)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--bitwuzla", "-" if text is not None else path, str(ms)],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout
+
+
+def first_word(output: str) -> str:
+    return (output.split() or ["unknown"])[0]
+
+
+def cvc5_int(text: str, ms: int) -> str:
+    """cvc5 with bit-vectors encoded as integers: ``sat``, ``unsat`` or ``unknown``."""
+    import cvc5
+
+    tm = cvc5.TermManager()
+    solver = cvc5.Solver(tm)
+    solver.setOption("solve-bv-as-int", "sum")
+    solver.setOption("tlimit-per", str(ms))
+    symbols = cvc5.SymbolManager(tm)
+    parser = cvc5.InputParser(solver, symbols)
+    parser.setStringInput(cvc5.InputLanguage.SMT_LIB_2_6, text, "query")
+    while not (command := parser.nextCommand()).isNull():
+        if out := command.invoke(solver, symbols):
+            return first_word(out)
+    return "unknown"
+
+
+def smtlib(assertions: list[z3.BoolRef]) -> str:
+    solver = z3.Solver()
+    solver.add(*assertions)
+    return "(set-logic ALL)\n" + solver.to_smt2()
+
+
+def walk(assertions: list[z3.BoolRef], stop: set[int]) -> Iterator[z3.ExprRef]:
+    """Every distinct subterm, not below a kind in ``stop``."""
+    seen: set[int] = set()
+    stack: list[z3.ExprRef] = list(assertions)
+    while stack:
+        e = stack.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        yield e
+        if not (z3.is_app(e) and e.decl().kind() in stop):
+            stack.extend(e.children())
+
+
+def nonlinear(e: z3.ExprRef) -> bool:
+    return z3.is_app(e) and e.decl().kind() in NONLINEAR and not any(z3.is_bv_value(c) for c in e.children())
+
+
+def generalised(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
+    """Step 2: every outermost product or quotient of two non-constant terms replaced by a fresh variable."""
+    terms = {e.get_id(): e for e in walk(assertions, NONLINEAR) if nonlinear(e)}
+    if not terms:
+        return None
+    subst = [(e, z3.FreshConst(e.sort(), "opaque")) for e in terms.values()]
+    return [z3.substitute(a, *subst) for a in assertions]
+
+
+def variables(e: z3.ExprRef, memo: dict[int, frozenset[str]]) -> frozenset[str]:
+    if e.get_id() in memo:
+        return memo[e.get_id()]
+    if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        out = frozenset({e.decl().name()})
+    else:
+        out = frozenset().union(*(variables(c, memo) for c in e.children()))
+    memo[e.get_id()] = out
+    return out
+
+
+def slices(assertions: list[z3.BoolRef]) -> Iterator[list[z3.BoolRef]]:
+    """Step 3's slices, smallest first, the whole query last."""
+    memo: dict[int, frozenset[str]] = {}
+    found = [variables(a, memo) for a in assertions]
+    known = set(found[-1])
+    size = 0
+    while True:
+        chosen = [a for a, v in zip(assertions, found, strict=True) if v <= known]
+        if len(chosen) > size:
+            size = len(chosen)
+            yield chosen
+        if size == len(assertions):
+            return
+        grown = known.union(*(v for v in found if v & known))
+        if grown == known:
+            yield assertions
+            return
+        known = grown
+
+
+def sign_cases(assertions: list[z3.BoolRef]) -> Iterator[list[z3.BoolRef]]:
+    """Step 3's sign cases: each sum that is a factor of a product becomes ``n >= 0`` or ``-n`` with ``n > 0``."""
+    sums = {
+        c.get_id(): c
+        for e in walk(assertions, set())
+        if z3.is_app_of(e, z3.Z3_OP_BMUL) and nonlinear(e)
+        for c in e.children()
+        if z3.is_app_of(c, z3.Z3_OP_BADD)
+    }
+    if not sums or len(sums) > MAX_SUMS:
+        return
+    for signs in itertools.product((False, True), repeat=len(sums)):
+        subst, defining = [], []
+        for i, (s, negative) in enumerate(zip(sums.values(), signs, strict=True)):
+            n = z3.BitVec(f"sign_case_{i}", s.size())
+            if negative:
+                subst.append((s, -n))
+                defining += [-n == s, z3.ULE(1, n), z3.ULE(n, 1 << (s.size() - 1))]
+            else:
+                subst.append((s, n))
+                defining += [n == s, n >= 0]
+        yield [z3.substitute(a, *subst) for a in assertions] + defining
+
+
+def proven(assertions: list[z3.BoolRef]) -> bool:
+    """Steps 2 and 3: whether the query is shown unsatisfiable."""
+    general = generalised(assertions)
+    if general is not None and first_word(bitwuzla("", SLICE_MS, smtlib(general))) == "unsat":
+        return True
+    for chosen in slices(assertions):
+        if cvc5_int(smtlib(chosen), SLICE_MS) == "unsat":
+            return True
+        cases = list(sign_cases(chosen))
+        if cases and all(cvc5_int(smtlib(case), CASE_MS) == "unsat" for case in cases):
+            return True
+    return False
+
+
+def main(path: str) -> int:
+    quick = bitwuzla(path, QUICK_MS)
+    if first_word(quick) in ("sat", "unsat"):
+        sys.stdout.write(quick)
+        return 0
+    if proven(list(z3.parse_smt2_file(path))):
+        print("unsat")
+        return 0
+    sys.stdout.write(bitwuzla(path, 0))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--bitwuzla":
+        sys.exit(bitwuzla_main(sys.argv[2], int(sys.argv[3])))
+    sys.exit(main(sys.argv[1]))
