@@ -66,6 +66,17 @@ def page() -> str:
                 "Python API and the model format refuse deeper trees too."
             )
             + "\n",
+            "## The label range\n",
+            cell(
+                "A regression task declares its label's range with `label_min` and `label_max` (`--label-min` and "
+                "`--label-max`, `fgbdt_chain.train`'s keys of the same names, the REST API's `parameters`), from the "
+                "label's documented domain. On chain every regression task needs it: each party's PSD splits the "
+                "label over it. Under a privacy budget it also bounds every row's gradient by half its width around "
+                "the scores' start at its midpoint, which sets the noise, so a private regression task without it is "
+                "refused by the parameters' names; it is never read from the parties' rows, whose extremes it would "
+                "leak. The parties' labels are clipped to it. See [Privacy](../privacy.md)."
+            )
+            + "\n",
             "## Where each parameter is set\n",
             surfaces(),
         ]
