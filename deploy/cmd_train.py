@@ -46,6 +46,7 @@ from fgbdt_chain.ledger.rpc.errors import ChainRefused
 from fgbdt_chain.ledger.spec.modes import ON_CHAIN_ALGORITHMS
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.model.trees import Model
+from fgbdt_chain.node.privacy.accountant import check_private_objective
 
 
 def register(sub: Any) -> None:
@@ -133,6 +134,10 @@ def train(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: PartyForks | None) -> int:
     train_set, test_set = load_data(args)
     params = training_params(args, objective_of(train_set.y))
+    try:  # on chain every task trains FV-tree, whose noise is calibrated to the logistic loss: refused before any work
+        check_private_objective(args.epsilon, params.objective)
+    except ValueError as exc:
+        raise UserError(f"{exc}; private regression runs in fgbdt simulate with --label-min and --label-max") from exc
     note_private_releases(args, "train")
     try:
         prep, manipulation = prepare_parties(train_set, test_set, params, args)

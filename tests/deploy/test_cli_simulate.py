@@ -511,3 +511,21 @@ def test_a_private_task_on_chain_says_what_it_releases_before_any_transaction(
     assert "fgbdt train: note: each party releases its histograms 4 times (2 trees x 2 levels)" in err
     assert "random splits, which release once per tree, run in simulate and the Python API only" in err
     assert "does not answer" in err
+
+
+def test_a_private_regression_task_on_chain_is_refused_before_the_chain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On chain every task trains FV-tree, whose noise assumes the logistic loss's bounded gradients: a budget on a
+    regression task is refused before the chain is reached (nothing answers at the address), declared range or not,
+    and the refusal says where private regression runs."""
+    data = tmp_path / "reg.csv"
+    data.write_text("y,a,b\n" + "".join(f"{(i * 7) % 23 + 0.5},{i % 11},{(i * 3) % 5}\n" for i in range(120)))
+    flags = ["--parties", "3", "--trees", "2", "--depth", "2", "--epsilon", "1", "--quiet"]
+    chain = ["--rpc", "http://127.0.0.1:9", "--contract", "0x" + "00" * 20]
+    for declared in ([], ["--label-min", "0", "--label-max", "24"]):
+        assert main(["train", "--data", str(data), *flags, *declared, *chain]) == 2
+        err = capsys.readouterr().err
+        assert "a privacy budget (epsilon) needs a binary task" in err
+        assert "private regression runs in fgbdt simulate with --label-min and --label-max" in err
+        assert "does not answer" not in err
