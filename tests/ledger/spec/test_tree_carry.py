@@ -136,26 +136,34 @@ def test_simulated_honest_roots_keep_the_carry_and_stretches_do_not(objective: s
     assert not any(c.allows(Totals(t.g, t.h, t.n * 3 // 2)) for c, t in roots)
 
 
+CARRY = "the verifiers refuse the histograms: Carried"
+"""The verifiers' carry rule's refusals (``CarriedGradientOutOfRange``, ``CarriedCountMismatch``, ...)."""
+
+
 @pytest.mark.parametrize(
-    ("objective", "kind", "rule"),
+    ("objective", "kind", "rules"),
     [
-        ("regression", "gradients", "the verifiers refuse the histograms: CarriedGradientOutOfRange"),
-        ("binary", "counts", "the verifiers refuse the histograms: CarriedCountMismatch"),
-        ("binary", "gradients-hessians", "the contract refuses the histograms: HessianOutOfRange"),
-        # a bin of rows that share their label leaves no room: the contract's bound is first
-        ("binary", "gradients", "the contract refuses the histograms: LogisticBound"),
-        ("regression", "counts", "the contract refuses the histograms: HessianOutOfRange"),
+        ("regression", "gradients", ("the verifiers refuse the histograms: CarriedGradientOutOfRange",)),
+        ("binary", "counts", ("the verifiers refuse the histograms: CarriedCountMismatch",)),
+        # a logistic stretch breaks the contract's bin bound where a bin's rows leave it no room (rows that share
+        # their label, which the noisy bin edges make or not), else the carry rule refuses it: either is exact
+        ("binary", "gradients-hessians", ("the contract refuses the histograms: HessianOutOfRange", CARRY)),
+        ("binary", "gradients", ("the contract refuses the histograms: LogisticBound", CARRY)),
+        ("regression", "counts", ("the contract refuses the histograms: HessianOutOfRange",)),
     ],
 )
-def test_a_stretch_started_later_is_refused_at_its_first_root(objective: str, kind: str, rule: str) -> None:
-    """A party honest for three trees that then stretches by 2%: refused at that root, by the carry rule where the
-    stretch keeps every bin rule of the contract."""
+def test_a_stretch_started_later_is_refused_at_its_first_root(
+    objective: str, kind: str, rules: tuple[str, ...]
+) -> None:
+    """A party honest for three trees that then stretches by 2%: refused at that root by an exact rule, the
+    contract's where the stretch breaks one of its bin rules (the contract checks first), else the verifiers'
+    carry rule, and paid nothing."""
     attack = Attack(kind, 1.02, start_tree=3)  # type: ignore[arg-type]
     fed = federation(_prep(objective, 0.8, 0.0), "fvtree", attacks={1: attack})  # type: ignore[arg-type]
     result = fed.train()
     [refusal] = result.refusals
     assert (refusal.party, refusal.tree, refusal.level) == (1, 3, 0)
-    assert rule in refusal.reason
+    assert any(rule in refusal.reason for rule in rules), refusal.reason
     assert result.shares()[1] == 0.0
 
 
