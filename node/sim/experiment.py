@@ -44,7 +44,7 @@ from fgbdt_chain.node.privacy.binning import (
     schema_label_range,
     schema_ranges,
 )
-from fgbdt_chain.node.privacy.psd import build_psd, label_levels_for, psd_budget, psd_rng
+from fgbdt_chain.node.privacy.psd import PSD, build_psd, label_levels_for, psd_budget, psd_rng
 from fgbdt_chain.node.privacy.schema import (
     DECLARED,
     POOLED,
@@ -295,27 +295,33 @@ class Prepared:
             return c.psd_label_levels
         return label_levels_for(self.params.objective, self.params.bins) if c.psd_label_first else 0
 
+    def psds(self) -> list[PSD]:
+        """Every party's PSD of its own rows, each drawing its noise from its own stream (``psd_rng``: with a noise
+        seed, the same PSDs on every call; without one, fresh entropy)."""
+        c = self.config
+        low, high = self.ranges
+        lows, highs = np.append(low, self.label_range[0]), np.append(high, self.label_range[1])
+        return [
+            build_psd(
+                self.train.X[idx],
+                self.train.y[idx],
+                lows,
+                highs,
+                depth=c.psd_depth,
+                max_rows=c.psd_max_rows,
+                epsilon=c.psd_budget_epsilon(self.params),
+                rng=psd_rng(c.noise_seed, p),
+                label_levels=self.label_levels,
+            )
+            for p, idx in enumerate(self.parts)
+        ]
+
     def weights(self) -> list[np.ndarray]:
         """Each party's w* from all parties' PSDs (Algorithm 2, equation 3), computed once per run."""
         if self._weights is None:
             start = time.perf_counter()
             c = self.config
-            low, high = self.ranges
-            lows, highs = np.append(low, self.label_range[0]), np.append(high, self.label_range[1])
-            psds = [
-                build_psd(
-                    self.train.X[idx],
-                    self.train.y[idx],
-                    lows,
-                    highs,
-                    depth=c.psd_depth,
-                    max_rows=c.psd_max_rows,
-                    epsilon=c.psd_budget_epsilon(self.params),
-                    rng=psd_rng(c.noise_seed, p),
-                    label_levels=self.label_levels,
-                )
-                for p, idx in enumerate(self.parts)
-            ]
+            psds = self.psds()
             self.psd_bytes = [len(psd.encode()) for psd in psds]
             pairs = [
                 distribution_weights(self.train.X[idx], self.train.y[idx], psds, self.params.delta)

@@ -15,7 +15,7 @@ from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.data.parquet import write_rows
 from fgbdt_chain.node.privacy.binning import encode_sketch, local_sketch, sketch_rng
-from fgbdt_chain.node.privacy.psd import PSD, build_psd, psd_rng
+from fgbdt_chain.node.privacy.psd import build_psd, psd_rng
 from fgbdt_chain.node.privacy.weights import distribution_weights
 from fgbdt_chain.node.protocol.chunked_party import DaskPart
 from fgbdt_chain.node.protocol.endorsement import estimators_for
@@ -39,27 +39,6 @@ def prep() -> Prepared:
     return prepare(_data(1500), _data(60, seed=12), params, PrepConfig(parties=3, theta=0.6, seed=2, endorse="none"))
 
 
-def _psds(prep: Prepared) -> list[PSD]:
-    """Every party's PSD as ``Prepared.weights`` builds them (the same seeds)."""
-    c = prep.config
-    low, high = prep.ranges
-    lows, highs = np.append(low, prep.label_range[0]), np.append(high, prep.label_range[1])
-    return [
-        build_psd(
-            prep.train.X[idx],
-            prep.train.y[idx],
-            lows,
-            highs,
-            depth=c.psd_depth,
-            max_rows=c.psd_max_rows,
-            epsilon=c.psd_budget_epsilon(prep.params),
-            rng=psd_rng(c.noise_seed, p),
-            label_levels=prep.label_levels,
-        )
-        for p, idx in enumerate(prep.parts)
-    ]
-
-
 def test_a_party_from_its_raw_parquet_rows_trains_the_simulator_s_model(prep: Prepared, tmp_path: Path) -> None:
     idx = prep.parts[2]
     raw = prep.train.subset(idx)
@@ -75,7 +54,7 @@ def test_a_party_from_its_raw_parquet_rows_trains_the_simulator_s_model(prep: Pr
         chunked = party.sketch(low, high, epsilon=epsilon, rng=sketch_rng(5, 2))
         assert encode_sketch(chunked) == encode_sketch(sketch)
         assert sum(len(f.counts) for f in chunked.features) > 2 * raw.X.shape[1]  # both stages, every feature
-    psds = _psds(prep)
+    psds = prep.psds()
     c = prep.config
     lows, highs = np.append(low, prep.label_range[0]), np.append(high, prep.label_range[1])
     epsilon = c.psd_budget_epsilon(prep.params)
