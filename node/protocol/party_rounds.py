@@ -28,11 +28,11 @@ from fgbdt_chain.ledger.spec import modes
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.kernels.histogram import FixedRows, FixedSums
-from fgbdt_chain.node.model.trees import Node, Tree
+from fgbdt_chain.node.model.trees import Tree
 from fgbdt_chain.node.protocol.chunked_rows import ChunkedRows
 from fgbdt_chain.node.protocol.local_party import LocalParty, messages_of, open_positions, route
 from fgbdt_chain.node.protocol.resolve import level_of, resolve_level_view, top2_level
-from fgbdt_chain.node.protocol.resolved_level import Inherited, ResolvedLevel
+from fgbdt_chain.node.protocol.resolved_level import Inherited, ResolvedLevel, grow_level
 
 ROUND_ALGORITHMS = ("fvtree", "pvtree", "drawn")
 """What a task trained party by party runs (``node.sim.fvtree.ALGORITHMS`` but the pooled ``allfeatures``)."""
@@ -200,28 +200,11 @@ def train_rounds(
                 out.phi[i] += phi
                 out.kappa[i] += kappa
                 tree_total[i] += total
-            gains, leaves = results.gains(), results.leaves()
-            child_leaves = results.child_leaves() if last else []
             splits: dict[int, tuple[int, int]] = {}
             next_open: list[int] = []
-            for j, (nid, (_, feature, threshold, n_left, n_right, count)) in enumerate(
-                zip(open_nodes, results.ints.tolist(), strict=True)
-            ):
-                leaf = leaves[j]
-                if leaf is not None:
-                    tree.nodes[nid] = Node.leaf(leaf, count)
-                    leaf_value[nid] = leaf / ref.ONE
-                    continue
-                tree.nodes[nid] = Node.split(feature, threshold, gains[j], n_left + n_right)
+            for _, nid, _, feature, threshold in grow_level(tree, leaf_value, open_nodes, results, last):
                 splits[nid] = (feature, threshold)
-                if last:
-                    pair = child_leaves[j]
-                    assert pair is not None
-                    tree.nodes[2 * nid] = Node.leaf(pair[0], n_left)
-                    tree.nodes[2 * nid + 1] = Node.leaf(pair[1], n_right)
-                    leaf_value[2 * nid] = pair[0] / ref.ONE
-                    leaf_value[2 * nid + 1] = pair[1] / ref.ONE
-                else:
+                if not last:
                     next_open += [2 * nid, 2 * nid + 1]
             inherited = results.children()
             if splits:

@@ -19,6 +19,7 @@ import numpy as np
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.node.kernels import resolve_kernel as rk
 from fgbdt_chain.node.kernels import wide_int as wi
+from fgbdt_chain.node.model.trees import Node, Tree
 
 _WIDTH = 4 * wi.DIGITS
 """Bytes of one value's digits, as little-endian 32-bit words."""
@@ -320,3 +321,34 @@ class ResolvedLevel(Sequence[ref.NodeResult]):
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # mutable caches; equality is by value
+
+
+def grow_level(
+    tree: Tree, leaf_value: np.ndarray, open_nodes: Sequence[int], results: ResolvedLevel, last: bool
+) -> list[tuple[int, int, int, int, int]]:
+    """Write a resolved level into the tree being grown: each open node a leaf or a split, and on the last level
+    both children of each split as leaves; ``leaf_value`` (by heap id) takes every leaf's value. Returns the splits
+    as ``(j, node id, rank, feature, threshold)`` (``j`` the node's place in ``open_nodes``), for what the caller
+    keeps per split. One place for the simulator and a task trained party by party, which must grow the same
+    trees."""
+    gains, leaves = results.gains(), results.leaves()
+    child_leaves = results.child_leaves() if last else []
+    splits: list[tuple[int, int, int, int, int]] = []
+    for j, (nid, (rank, feature, threshold, n_left, n_right, count)) in enumerate(
+        zip(open_nodes, results.ints.tolist(), strict=True)
+    ):
+        leaf = leaves[j]
+        if leaf is not None:
+            tree.nodes[nid] = Node.leaf(leaf, count)
+            leaf_value[nid] = leaf / ref.ONE
+            continue
+        tree.nodes[nid] = Node.split(feature, threshold, gains[j], n_left + n_right)
+        splits.append((j, nid, rank, feature, threshold))
+        if last:
+            pair = child_leaves[j]
+            assert pair is not None
+            tree.nodes[2 * nid] = Node.leaf(pair[0], n_left)
+            tree.nodes[2 * nid + 1] = Node.leaf(pair[1], n_right)
+            leaf_value[2 * nid] = pair[0] / ref.ONE
+            leaf_value[2 * nid + 1] = pair[1] / ref.ONE
+    return splits

@@ -48,13 +48,13 @@ from fgbdt_chain.node.kernels.frozen_heap import frozen_heap
 from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedSums
 from fgbdt_chain.node.kernels.parallel import PartyThreads
 from fgbdt_chain.node.kernels.party_kernels import PartyKernels, TreeLevels
-from fgbdt_chain.node.model.trees import Node, Tree
+from fgbdt_chain.node.model.trees import Tree
 from fgbdt_chain.node.privacy.accountant import NO_PRIVACY, PrivacyPlan
 from fgbdt_chain.node.protocol.endorsement import EndorsementRule, choose, decide, quorum, statistical_verdict
 from fgbdt_chain.node.protocol.local_party import LocalParty, messages_of
 from fgbdt_chain.node.protocol.messages import level_traffic
 from fgbdt_chain.node.protocol.resolve import level_of, resolve_level_view, top2_level
-from fgbdt_chain.node.protocol.resolved_level import Inherited, ResolvedLevel
+from fgbdt_chain.node.protocol.resolved_level import Inherited, ResolvedLevel, grow_level
 from fgbdt_chain.node.protocol.verify import Claims, Measurement, PartyEstimator, Verdict, VerifierLevel, measure_many
 
 T = TypeVar("T")
@@ -612,25 +612,8 @@ class Federation:
             else:
                 for q, i in enumerate(accepted):
                     tree_total[i] += results.contribution_sums[q]
-            gains, leaves = results.gains(), results.leaves()
-            child_leaves = results.child_leaves() if last else []
-            for j, (nid, (rank, feature, threshold, n_left, n_right, count)) in enumerate(
-                zip(open_nodes, results.ints.tolist(), strict=True)
-            ):
-                leaf = leaves[j]
-                if leaf is not None:
-                    tree.nodes[nid] = Node.leaf(leaf, count)
-                    leaf_value[nid] = leaf / ref.ONE
-                    continue
-                tree.nodes[nid] = Node.split(feature, threshold, gains[j], n_left + n_right)
-                if last:
-                    pair = child_leaves[j]
-                    assert pair is not None
-                    tree.nodes[2 * nid] = Node.leaf(pair[0], n_left)
-                    tree.nodes[2 * nid + 1] = Node.leaf(pair[1], n_right)
-                    leaf_value[2 * nid] = pair[0] / ref.ONE
-                    leaf_value[2 * nid + 1] = pair[1] / ref.ONE
-                else:
+            for j, nid, rank, _, threshold in grow_level(tree, leaf_value, open_nodes, results, last):
+                if not last:
                     next_open += [2 * nid, 2 * nid + 1]
                     for i in keep_sides:
                         next_sides[i][nid] = _sides(sums[i], [j], [rank], [threshold])[0]
