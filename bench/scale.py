@@ -174,15 +174,7 @@ def _serve(conn: Any, mode: str, path: str, rows: int, features: int, chunk_rows
         party = LocalParty(ChunkedRows(DaskChunks(client, parts, features, NBINS, chunk_rows)), y, params)
     work = PartyWork(party)
     setup = time.perf_counter() - start
-    busy = 0.0
-    while True:
-        name, args = conn.recv()
-        if name == "stop":
-            break
-        start = time.perf_counter()
-        answer = getattr(work, name)(*args)
-        busy += time.perf_counter() - start
-        conn.send(answer)
+    busy = _answer(conn, work)
     if client is not None and cluster is not None:
         client.close()
         cluster.close()
@@ -336,19 +328,24 @@ class RawParty:
             c.close()
 
 
-def _serve_raw(conn: Any, *args: Any) -> None:
-    """The fvtree part's first party's process (``RawParty``): answers until told to stop, then sends its peak
-    resident memory and the seconds it computed."""
-    party = RawParty(*args)
+def _answer(conn: Any, party: Any) -> float:
+    """Answer the parent's calls of ``party``'s methods over ``conn`` until told to stop; the seconds computed."""
     busy = 0.0
     while True:
         name, call = conn.recv()
         if name == "stop":
-            break
+            return busy
         start = time.perf_counter()
         answer = getattr(party, name)(*call)
         busy += time.perf_counter() - start
         conn.send(answer)
+
+
+def _serve_raw(conn: Any, *args: Any) -> None:
+    """The fvtree part's first party's process (``RawParty``): answers until told to stop, then sends its peak
+    resident memory and the seconds it computed."""
+    party = RawParty(*args)
+    busy = _answer(conn, party)
     party.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     conn.send({"setup_seconds": 0.0, "party_seconds": busy, "peak_rss_mb": peak})
