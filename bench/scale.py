@@ -487,6 +487,12 @@ def main() -> int:
     if args.one:
         print(json.dumps(one(args)))
         return 0
+    if args.part == "train" and args.check_rows and args.check_rows <= args.chunk_rows:
+        # the Dask mode gives each of its two workers half the chunks: one chunk would leave a worker no rows
+        raise SystemExit(
+            f"--check-rows {args.check_rows:,} makes one chunk of --chunk-rows {args.chunk_rows:,}: the train part's "
+            "Dask mode needs at least two, one per worker"
+        )
     if args.part in ("train", "fvtree"):
         drop: tuple[str, ...] = ("one", "path", "repeat", "modes")
         record = Run("scale", parameters_of(args, drop=drop), args.out)
