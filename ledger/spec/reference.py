@@ -53,6 +53,7 @@ from fgbdt_chain.ledger.spec.modes import TieRuleName as TieRuleName
 from fgbdt_chain.ledger.spec.parameters import ALL_TREES_VOTED as ALL_TREES_VOTED
 from fgbdt_chain.ledger.spec.parameters import MAX_PARTIES as MAX_PARTIES
 from fgbdt_chain.ledger.spec.parameters import endorsement_quorum as endorsement_quorum
+from fgbdt_chain.ledger.spec.shapley_estimate import estimated, split_shapley_estimate
 
 # fixed point (``ledger.spec.fixed_point``), the mode names and codes (``ledger.spec.modes``) and the task's limits
 # and quorum rule (``ledger.spec.parameters``) are defined once there and named here too, as the contracts use them
@@ -536,6 +537,7 @@ def resolve_node(
     last_level: bool,
     params: Params,
     credits: Sequence[Credit] | None = None,
+    shapley_seed: int | None = None,
 ) -> NodeResult:
     """Resolve one node once its level is complete (every party submitted, or the deadline closed the step).
 
@@ -544,6 +546,8 @@ def resolve_node(
     None). ``inherited`` is the node's totals from its parent's split (None for the root, whose totals are the sums
     of candidate 0). The split and the leaves use the sums as sent; the split Shapley values and the voting
     contributions use the credited sums. Parties without accepted histograms take no part and earn nothing.
+    Above ``shapley_estimate.EXACT_MAX_PARTIES`` submitting parties the split Shapley values are estimated from the
+    node's seed ``shapley_seed`` (``shapley_estimate.node_seed``), which such a node requires.
     """
     hm = params.hessian_mode
     if len(votes) != len(party_hists):
@@ -563,9 +567,13 @@ def resolve_node(
         credited_sides(raw_side_sums(p, split.rank, split.threshold), c, hm)
         for p, c in zip(party_hists, party_credits, strict=True)
     ]
-    credited_gain, phi = split_shapley(
-        [s[0] for s in sides], [s[1] for s in sides], [s[2] for s in sides], [s[3] for s in sides], params.lam
-    )
+    columns = ([s[0] for s in sides], [s[1] for s in sides], [s[2] for s in sides], [s[3] for s in sides])
+    if estimated(len(sides)):
+        if shapley_seed is None:
+            raise ValueError(f"{len(sides)} parties: an estimated split Shapley value needs the node's seed")
+        credited_gain, phi = split_shapley_estimate(*columns, params.lam, shapley_seed)
+    else:
+        credited_gain, phi = split_shapley(*columns, params.lam)
     kappa = tuple(voting_contribution(v, split.feature, credited_gain) for v in votes)
     contrib = tuple(contribution(p, k, params.alpha) for p, k in zip(phi, kappa, strict=True))
     left = Totals(split.g_left, split.h_left, split.n_left)
