@@ -40,7 +40,7 @@ import {Status, Phase, Task, Node, nodeOf, openNode, drawn} from "./FGBDTTask.so
 contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     // ------------------------------------------------------------------ constants
 
-    /// @notice Upper bound on approved parties (exact Shapley cost is M * 2^M).
+    /// @notice Upper bound on approved parties (split Shapley is estimated above 16).
     uint256 public constant MAX_PARTIES = FGBDTConfigLib.MAX_PARTIES;
     /// @notice Upper bound on tree depth (a level's open nodes fit one 256-bit mask).
     uint256 public constant MAX_DEPTH = FGBDTConfigLib.MAX_DEPTH;
@@ -192,6 +192,11 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         t.slots = slots;
         t.binEdgesHash = edgesHash;
         t.status = Status.Training;
+        // the seed of the estimated split Shapley values: fixed now, after every party committed its data (its PSD
+        // when it joined), by a block hash none of them chooses
+        uint256 seed = uint256(keccak256(abi.encode(blockhash(block.number - 1), taskId)));
+        t.shapleySeed = seed;
+        emit ShapleySeedFixed(taskId, seed);
         emit BinEdgesFixed(taskId, edgesHash, binEdges);
         emit TrainingStarted(taskId, t.parties);
         _startTree(taskId, t, 0);
@@ -352,9 +357,9 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         m.histStep = t.step;
         if (level == 0) (m.creditG, m.creditH, m.creditN) = (uint80(credit[0]), uint80(credit[1]), uint80(credit[2]));
         t.histCount += 1;
-        // the party's bit: its index is below MAX_PARTIES (16), so the bit fits 16 bits
+        // the party's bit: its index is below MAX_PARTIES (64), so the bit fits 64 bits
         // forge-lint: disable-next-line(incorrect-shift)
-        t.histMask |= uint16(1 << m.index);
+        t.histMask |= uint64(1 << m.index);
         emit HistogramsSubmitted(taskId, tree, level, _msgSender(), root, valid, credit, data);
         if (_histogramsComplete(t)) _closeHistograms(taskId, t);
     }
@@ -745,7 +750,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         uint256 active = 0;
         uint256 mCount = t.parties.length;
         for (uint256 p = 0; p < mCount; ++p) if (_active(t, _members[taskId][t.parties[p]])) ++active;
-        // at most the task's parties (MAX_PARTIES, 16)
+        // at most the task's parties (MAX_PARTIES, 64)
         // forge-lint: disable-next-line(unsafe-typecast)
         t.activeCount = uint16(active);
         t.stepDeadline = uint64(block.number) + t.cfg.stepBlocks;
@@ -769,7 +774,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
             m.votedStep = uint32(step);
             ++taken;
         }
-        // at most the task's parties (MAX_PARTIES, 16)
+        // at most the task's parties (MAX_PARTIES, 64)
         // forge-lint: disable-next-line(unsafe-typecast)
         t.voteCount = uint16(taken);
         if (taken > 0 && taken == t.activeCount) _closeVoting(taskId, t);

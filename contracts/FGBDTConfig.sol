@@ -46,8 +46,9 @@ library FGBDTConfigLib {
         int256 labelMax;
     }
 
-    /// @notice The most parties a task may have (exact Shapley costs M * 2^M; see `FGBDTMathLib.splitShapley`).
-    uint256 internal constant MAX_PARTIES = 16;
+    /// @notice The most parties a task may have (a submitter bit fits `Task.histMask`'s 64 bits). Split Shapley is
+    ///         exact up to `FGBDTEstimateLib.EXACT_MAX_PARTIES` parties and estimated above.
+    uint256 internal constant MAX_PARTIES = 64;
     /// @notice The deepest tree (a level's open nodes fit one 256-bit mask).
     uint256 internal constant MAX_DEPTH = 8;
     /// @notice The longest join window and step, in blocks (`ledger/spec/parameters.py`): a deadline is the block

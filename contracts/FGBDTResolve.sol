@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {popcount} from "./FGBDTBits.sol";
 import {FGBDTCommitLib} from "./FGBDTCommit.sol";
 import {FGBDTConfigLib} from "./FGBDTConfig.sol";
+import {FGBDTEstimateLib} from "./FGBDTEstimate.sol";
 import {IFGBDTEvents} from "./FGBDTEvents.sol";
 import {FGBDTMathLib} from "./FGBDTMath.sol";
 import {Member} from "./FGBDTMember.sol";
@@ -222,7 +223,17 @@ library FGBDTResolveLib {
             }
             (gl[p], hl[p], gr[p], hr[p]) = _creditedSides(acc, m, t.cfg.hessianMode);
         }
-        (int256 creditedGain, int256[] memory phi) = FGBDTMathLib.splitShapley(gl, hl, gr, hr, t.cfg.lambda);
+        (int256 creditedGain, int256[] memory phi) = s > FGBDTEstimateLib.EXACT_MAX_PARTIES
+            ? FGBDTEstimateLib.splitShapleyEstimate(
+                gl,
+                hl,
+                gr,
+                hr,
+                t.cfg.lambda,
+                FGBDTEstimateLib.nodeSeed(t.shapleySeed, t.tree, r.node),
+                FGBDTEstimateLib.PERMUTATIONS
+            )
+            : FGBDTMathLib.splitShapley(gl, hl, gr, hr, t.cfg.lambda);
         int256[] memory kappa = new int256[](s);
         int256[] memory contrib = new int256[](s);
         int256 alpha = t.cfg.alpha;

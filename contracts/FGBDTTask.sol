@@ -31,7 +31,7 @@ struct Task {
     uint32 step;
     uint16 voteCount;
     uint16 histCount;
-    uint16 histMask;
+    uint64 histMask;
     uint16 declineCount;
     uint16 activeCount;
     uint16 slots;
@@ -43,6 +43,7 @@ struct Task {
     uint256 reward;
     bytes32 schemaHash;
     bytes32 binEdgesHash;
+    uint256 shapleySeed;
     FGBDTConfigLib.Config cfg;
     address[] parties;
 }

@@ -225,14 +225,14 @@ def print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessag
 def check_party_count(parties: int, algo: str = "fvtree") -> None:
     """Refuse a federation the contract would not accept (``ledger.spec.reference.MAX_PARTIES``).
 
-    Only the federated algorithms compute split Shapley values (2^M coalitions per split) and model the contract,
-    so the standalone and centralized LightGBM baselines take any M."""
+    Only the federated algorithms compute split Shapley values and model the contract, so the standalone and
+    centralized LightGBM baselines take any M."""
     if parties < 1:
         raise UserError(f"--parties must be at least 1, got {parties}")
     if algorithm(algo).contributions and parties > ref.MAX_PARTIES:
         raise UserError(
             f"--parties {parties}: a federated task accepts at most {ref.MAX_PARTIES} parties (the contract's "
-            f"MAX_PARTIES: exact split Shapley costs M * 2^M per split); use --parties {ref.MAX_PARTIES} or fewer "
+            f"MAX_PARTIES); use --parties {ref.MAX_PARTIES} or fewer "
             "(the LightGBM baselines --algo standalone/centralized/lightgbm/lightgbm-defaults take any M)"
         )
 
@@ -400,7 +400,7 @@ def simulate(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     given_shape = {"trees": args.trees is not None, "depth": args.depth is not None}
     shape_defaults(args)
-    # before any work: M > MAX_PARTIES would enumerate 2^M coalitions per split (M = 200 grew to 23 GB)
+    # before any work: a federation no task on chain accepts is refused before its data is read
     check_party_count(args.parties, args.algo)
     warn_if_slow(args, args.algo)
     spec = algorithm(args.algo)

@@ -16,6 +16,7 @@ from fgbdt_chain.ledger.audit.state import Replay
 from fgbdt_chain.ledger.rpc.client import Event
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.histogram_rules import Sides
+from fgbdt_chain.ledger.spec.shapley_estimate import node_seed
 
 
 def resolve(
@@ -52,6 +53,7 @@ def resolve(
             last,
             rp.task.params,
             [rp.credits.get(p, ref.NEUTRAL) for p in accepted],
+            node_seed(rp.task.shapley_seed, tree, nd),
         )
     except (ref.FixedPointOverflow, ZeroDivisionError, ValueError) as exc:
         fail("reference resolution (the contract would revert)", f"revert: {exc}", "resolved", **where)

@@ -42,6 +42,8 @@ class Task:
     reward: int
     nbins: int
     """Histogram slots per feature, from the fixed bin edges."""
+    shapley_seed: int = 0
+    """The seed of the estimated split Shapley values (``ShapleySeedFixed``; ``ledger.spec.shapley_estimate``)."""
 
     def is_vote(self, v: int) -> bool:
         """A vote the contract takes: a feature or ``ABSTAIN``."""
@@ -88,6 +90,9 @@ def open_task(inp: AuditInput, events: EventIndex) -> Task:
     quorum = ref.endorsement_quorum(len(parties), cfg["quorumNum"], cfg["quorumDen"])
     reward = _reward(ev, events)
     nbins = _check_hashes(ev, events)
+    seeds = events.named("ShapleySeedFixed")
+    if len(seeds) != 1:
+        fail("number of ShapleySeedFixed events", 1, len(seeds))
     return Task(
         created=ev,
         cfg=cfg,
@@ -104,6 +109,7 @@ def open_task(inp: AuditInput, events: EventIndex) -> Task:
         quorum=quorum,
         reward=reward,
         nbins=nbins,
+        shapley_seed=int(seeds[0].args["seed"]),
     )
 
 

@@ -23,11 +23,11 @@ from typing import Any, Literal
 from fgbdt_chain.ledger.spec import modes
 from fgbdt_chain.ledger.spec.fixed_point import from_fixed, to_fixed
 
-MAX_PARTIES: int = 16
-"""Most parties a task can approve (the contract's ``MAX_PARTIES``; a test reads it from the deployed contract).
-
-Exact split Shapley costs ``M * 2^M`` per split, on chain and in the reference alike, so the simulator and the command
-line refuse larger federations before doing any work."""
+MAX_PARTIES: int = 64
+"""Most parties a task can approve (the contract's ``MAX_PARTIES``; a test reads it from the deployed contract): a
+party's bit fits the contract's 64-bit mask of the parties whose histograms are in. Split Shapley is exact up to
+``shapley_estimate.EXACT_MAX_PARTIES`` parties (``M * 2^M`` per split) and estimated with a stated error bound above
+(``ledger.spec.shapley_estimate``)."""
 
 MAX_DEPTH: int = 8
 """The deepest tree a task may ask for: the contract's ``MAX_DEPTH`` (``FGBDTConfigLib.check`` reverts above it), the
@@ -335,7 +335,7 @@ PARAMETERS: tuple[Parameter, ...] = (
         "max_parties",
         int,
         MAX_PARTIES,
-        "Most parties the task approves (exact split Shapley costs M * 2^M per split).",
+        "Most parties the task approves (split Shapley is exact up to 16 parties, estimated above).",
         "parties",
         1,
         MAX_PARTIES,

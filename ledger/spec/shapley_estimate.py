@@ -26,7 +26,7 @@ What holds, for every split:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
+from functools import lru_cache
 from math import ceil, log, sqrt
 
 from fgbdt_chain.ledger.spec.fixed_point import tdiv
@@ -98,9 +98,11 @@ def permutation(seed: int, k: int, parties: int) -> list[int]:
     return order
 
 
-@cache
+@lru_cache(maxsize=64)
 def _orders(seed: int, k: int, parties: int) -> tuple[tuple[int, ...], ...]:
-    """The K orders of a node, drawn once: the simulator asks for them again at every split of a node's level."""
+    """The K orders of a node, drawn once for the last few nodes: a party that resolves a level itself and then
+    checks the chain's result asks for the same node's orders twice (each node has its own seed, so an unbounded
+    cache would grow with the model)."""
     return tuple(tuple(permutation(seed, i, parties)) for i in range(k))
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.shapley_estimate import EXACT_MAX_PARTIES
 from fgbdt_chain.node.kernels import wide_int as wi
 
 _D = wi.DIGITS
@@ -242,10 +243,11 @@ def level_phis(
     at: np.ndarray, whole: np.ndarray, credits: list[ref.Credit], hessian_mode: int, lam: int
 ) -> list[tuple[int, list[int]] | None]:
     """Each split's (credited gain, phi per party) as ``split_shapley`` over ``ref.credited_sides`` gives them, or
-    None where the split is left to those (bounds the kernel does not cover; see the module's docstring)."""
+    None where the split is left to those (bounds the kernel does not cover, see the module's docstring, and every
+    federation above ``EXACT_MAX_PARTIES``, whose values are estimated, ``ledger.spec.shapley_estimate``)."""
     m, splits = at.shape[1], at.shape[2]
     # credits for another number of parties: the Python path says what is wrong
-    if splits == 0 or not 0 < m <= ref.MAX_PARTIES or len(credits) != m or not -(2**250) < lam < 2**250:
+    if splits == 0 or not 0 < m <= EXACT_MAX_PARTIES or len(credits) != m or not -(2**250) < lam < 2**250:
         return [None] * splits
     digits, neutral = credit_digits(tuple(credits))
     steps, coef, total = plan_arrays(m)

@@ -32,6 +32,7 @@ from numba import njit
 
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.fixed_point import ONE_FLOAT
+from fgbdt_chain.ledger.spec.shapley_estimate import EXACT_MAX_PARTIES, estimated, split_shapley_estimate
 from fgbdt_chain.node.kernels import limbs, resolve_kernel, shapley_kernel
 from fgbdt_chain.node.kernels.histogram import FixedSums
 from fgbdt_chain.node.kernels.level_search import _contender_mask, _level_sums
@@ -261,10 +262,16 @@ def _sides_as_ints(at: np.ndarray, whole: np.ndarray) -> tuple[list[list[int]], 
 
 
 def _python_shapley(
-    sides: tuple[list[list[int]], ...], s: int, credits: Sequence[ref.Credit], hm: int, lam: int
+    sides: tuple[list[list[int]], ...],
+    s: int,
+    credits: Sequence[ref.Credit],
+    hm: int,
+    lam: int,
+    seed: int | None = None,
 ) -> tuple[int, list[int]]:
     """Split ``s``'s credited gain and Shapley values on Python integers: ``ref.credited_sides`` of every party (its
-    integer steps inlined) and ``split_shapley``, with their errors where the contract reverts."""
+    integer steps inlined) and ``split_shapley``, with their errors where the contract reverts; above
+    ``EXACT_MAX_PARTIES`` parties ``split_shapley_estimate`` from the node's ``seed``, as ``ref.resolve_node``."""
     g_l, h_l, n_l, g_r, h_r, n_r = (side[s] for side in sides)
     if all(c == ref.NEUTRAL for c in credits):
         gl, gr = g_l, g_r
@@ -281,6 +288,10 @@ def _python_shapley(
         else:
             hl = [_credited(v, c.h) for v, c in zip(h_l, credits, strict=True)]
             hr = [_credited(v, c.h) for v, c in zip(h_r, credits, strict=True)]
+    if estimated(len(gl)):
+        if seed is None:
+            raise ValueError(f"{len(gl)} parties: an estimated split Shapley value needs the node's seed")
+        return split_shapley_estimate(gl, hl, gr, hr, lam, seed)
     return split_shapley(gl, hl, gr, hr, lam)
 
 
@@ -292,9 +303,11 @@ def resolve_level(
     last_level: bool,
     params: ref.Params,
     credits: Sequence[ref.Credit] | None = None,
+    shapley_seeds: Sequence[int] | None = None,
 ) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
     """``resolve_node`` for every open node of a level at once, the level's submitting parties in ``level`` (with
-    their votes and credits in the same order).
+    their votes and credits in the same order); ``shapley_seeds``, one per node (``shapley_estimate.node_seed``),
+    above ``EXACT_MAX_PARTIES`` submitting parties.
 
     Returns the results and each node's totals (the inherited ones, or the root's from its candidate 0).
 
@@ -305,7 +318,9 @@ def resolve_level(
     same node, by ``_contenders`` in float64 with an error bound; neither can change which threshold wins. The rest
     runs compiled on 256-bit integers (``node.kernels.resolve_kernel``) where its bounds hold, else on Python integers.
     """
-    resolved = resolve_level_view(level, candidates, node_votes, Inherited(inherited), last_level, params, credits)
+    resolved = resolve_level_view(
+        level, candidates, node_votes, Inherited(inherited), last_level, params, credits, shapley_seeds
+    )
     return list(resolved), resolved.totals()
 
 
@@ -317,6 +332,7 @@ def resolve_level_view(
     last_level: bool,
     params: ref.Params,
     credits: Sequence[ref.Credit] | None = None,
+    shapley_seeds: Sequence[int] | None = None,
 ) -> ResolvedLevel:
     """``resolve_level`` as a ``ResolvedLevel``: what training reads of it without building every node's result.
     The candidates (nodes, C) and votes (nodes, parties) may come as arrays, as the simulator holds them: the
@@ -332,7 +348,9 @@ def resolve_level_view(
     )
     votes: Sequence[Sequence[int]] = node_votes.tolist() if isinstance(node_votes, np.ndarray) else node_votes
     searched = _searched(level, len(cands), params)
-    results, totals = _resolve_python(searched, level, cands, votes, inherited.totals, last_level, params, credits)
+    results, totals = _resolve_python(
+        searched, level, cands, votes, inherited.totals, last_level, params, credits, shapley_seeds
+    )
     return ResolvedLevel.of_results(results, totals, level.n.shape[0], last_level)
 
 
@@ -366,7 +384,7 @@ def _compiled(
     if (
         digits is None
         or len(inherited) != k
-        or not 0 < m <= ref.MAX_PARTIES
+        or not 0 < m <= EXACT_MAX_PARTIES
         or len(party_credits) != m
         or features.shape != (k, c)
         or votes.shape != (k, m)
@@ -413,9 +431,12 @@ def _resolve_python(
     last_level: bool,
     params: ref.Params,
     credits: Sequence[ref.Credit] | None = None,
+    shapley_seeds: Sequence[int] | None = None,
 ) -> tuple[list[ref.NodeResult], list[ref.Totals]]:
     """``resolve_level`` on Python integers, the reference's functions themselves (which raise where the contract
     reverts), with the split Shapley values compiled where ``node.kernels.shapley_kernel``'s bounds hold."""
+    if shapley_seeds is not None and len(shapley_seeds) != len(candidates):
+        raise ValueError(f"{len(shapley_seeds)} Shapley seeds for {len(candidates)} nodes: one per node")
     hm, lam = params.hessian_mode, params.lam
     run, tot, cand, left = searched
     tot_g = join(tot[0], tot[1]).tolist()
@@ -476,7 +497,8 @@ def _resolve_python(
             else:
                 if exact is None:
                     exact = _sides_as_ints(at, whole)
-                credited_gain, phi = _python_shapley(exact, s, party_credits, hm, lam)
+                seed = shapley_seeds[j] if shapley_seeds is not None else None
+                credited_gain, phi = _python_shapley(exact, s, party_credits, hm, lam, seed)
             feature = split.feature
             kappa = tuple(ref.voting_contribution(v, feature, credited_gain) for v in node_votes[j])
             # contribution(phi, 0, alpha) is check_int256(phi): most parties did not vote for the split feature

@@ -7,6 +7,8 @@ accepted ones will take.
 
 from __future__ import annotations
 
+from fgbdt_chain.ledger.spec.shapley_estimate import PERMUTATIONS, estimated
+
 
 class SlowShapleyWarning(UserWarning):
     """The run's exact split Shapley is estimated above :data:`SLOW_SHAPLEY_SECONDS`."""
@@ -26,11 +28,20 @@ SLOW_SHAPLEY_SECONDS = 60.0
 """Above this estimated exact-Shapley time, ``simulate`` and ``train`` say so before they start."""
 
 
+ESTIMATE_STEP_SECONDS: float = 2.6e-6
+"""One party's step of one order of the estimated split Shapley values (``ledger.spec.shapley_estimate``, Python
+integers): drawing its place in the order (one keccak256) and its marginal gain; measured by
+``python -m bench.shapley_estimate`` at M = 16 to 64."""
+
+
 def shapley_seconds(parties: int, trees: int, depth: int) -> float:
-    """Estimated exact split Shapley time of a run: ``trees * (2^depth - 1)`` splits (every node of every tree
-    split, an upper bound) at :data:`SHAPLEY_COST` per split."""
+    """Estimated split Shapley time of a run: ``trees * (2^depth - 1)`` splits (every node of every tree split, an
+    upper bound) at :data:`SHAPLEY_COST` per exact split, or ``K * M`` steps of :data:`ESTIMATE_STEP_SECONDS` per
+    estimated one (above ``EXACT_MAX_PARTIES`` parties)."""
     a, b = SHAPLEY_COST
     splits = max(trees, 0) * (2 ** min(max(depth, 0), 64) - 1)  # TrainParams refuses absurd depths later
+    if estimated(parties):
+        return splits * PERMUTATIONS * parties * ESTIMATE_STEP_SECONDS
     return splits * (a + b * parties) * 2.0**parties
 
 
@@ -40,9 +51,11 @@ def slow_shapley_message(parties: int, trees: int, depth: int) -> str | None:
     if seconds <= SLOW_SHAPLEY_SECONDS:
         return None
     splits = trees * (2**depth - 1)
+    how = f"{PERMUTATIONS} orders, estimated" if estimated(parties) else f"2^{parties} coalitions"
+    kind = "estimated" if estimated(parties) else "exact"
     return (
-        f"exact split Shapley for {parties} parties takes about {seconds / splits * 1e3:.3g} ms per split "
-        f"(2^{parties} coalitions); {trees} trees of depth {depth} have up to {splits:,} splits: up to about "
+        f"{kind} split Shapley for {parties} parties takes about {seconds / splits * 1e3:.3g} ms per split "
+        f"({how}); {trees} trees of depth {depth} have up to {splits:,} splits: up to about "
         f"{seconds:,.0f} s{_duration(seconds)}"
     )
 

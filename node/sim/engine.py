@@ -362,8 +362,7 @@ def pool_parties(
     if not MIN_PARTIES <= len(pairs) <= MAX_PARTIES:
         raise ValueError(
             f"{len(pairs)} part{'y' if len(pairs) == 1 else 'ies'}: a federation has {MIN_PARTIES} to {MAX_PARTIES} "
-            f"parties (at most MAX_PARTIES = {MAX_PARTIES}, what a task on chain accepts: split Shapley is exact "
-            "over all 2^M coalitions)"
+            f"parties (at most MAX_PARTIES = {MAX_PARTIES}, what a task on chain accepts)"
         )
     Xs: list[np.ndarray] = []
     ys: list[np.ndarray] = []

@@ -129,6 +129,9 @@ class PrepConfig:
     parties: int = 4
     theta: float = 0.8
     seed: int = 0
+    shapley_seed: int = 0
+    """The task's seed of the estimated split Shapley values above ``shapley_estimate.EXACT_MAX_PARTIES`` parties
+    (on chain: fixed when training starts, ``ledger.spec.shapley_estimate``); nothing at fewer parties."""
     feature_skew: float = 0.0
     """On top of the label skew theta, how strongly the parties of a label group differ in one feature
     (``node.data.partition.feature_skewed``): 0 none, 1 disjoint ranges."""
@@ -572,6 +575,7 @@ def federation(
         threads=threads,
         quorum_fraction=(prep.config.quorum_num, prep.config.quorum_den),
         exact_rules_only=private,
+        shapley_seed=prep.config.shapley_seed,
     )
     fed.level_observer = observer
     return fed

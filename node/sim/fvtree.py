@@ -40,6 +40,7 @@ from fgbdt_chain.ledger.spec import centred, loo
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.spec.parameters import default
+from fgbdt_chain.ledger.spec.shapley_estimate import estimated, node_seed
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.spec.tree_carry import Carry, CarryError, applies, next_score_bound
 from fgbdt_chain.node.attacks.histograms import Attack
@@ -188,16 +189,16 @@ class Federation:
         threads: int | None = None,
         quorum_fraction: tuple[int, int] = QUORUM,
         exact_rules_only: bool = False,
+        shapley_seed: int = 0,
     ) -> None:
         if algo not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
         if len(party_slots) != len(party_y) or not party_slots:
             raise ValueError("need one label array per party and at least one party")
         if len(party_slots) > ref.MAX_PARTIES:
-            raise ValueError(
-                f"{len(party_slots)} parties: exact split Shapley (2^M coalitions per split) is computed for at most "
-                f"{ref.MAX_PARTIES} parties, the most a task on chain accepts"
-            )
+            raise ValueError(f"{len(party_slots)} parties: a task on chain accepts at most {ref.MAX_PARTIES} parties")
+        if not 0 <= shapley_seed < 2**256:
+            raise ValueError(f"shapley_seed {shapley_seed} is not a uint256 (the task's seed)")
         if algo == "fvtree" and party_weights is None:
             raise ValueError("fvtree needs the parties' distribution weights w*")
         if (
@@ -232,6 +233,9 @@ class Federation:
         self.quorum = quorum(self.m, *quorum_fraction)
         self.endorsement = endorsement
         self.estimators = estimators
+        self.shapley_seed = shapley_seed
+        """The task's seed of the estimated split Shapley values (``ledger.spec.shapley_estimate``; on chain fixed
+        when training starts), used above ``EXACT_MAX_PARTIES`` accepted parties."""
         self.exact_rules_only = exact_rules_only
         """Under a privacy budget: endorse on the exact rules only, every party that keeps them at neutral credit.
         The verifiers' statistics, credits and reasons are computed from each verifier's exact rows, which no
@@ -598,6 +602,7 @@ class Federation:
                 sub_credits,
                 exact if as_sent else None,
                 cand_arr,
+                self._seeds(t, open_nodes, len(accepted)),
             )
             next_open: list[int] = []
             next_sides: dict[int, dict[int, Sides]] = {i: {} for i in accepted}
@@ -791,6 +796,7 @@ class Federation:
         credits: Sequence[ref.Credit],
         stacked: FixedSums | None = None,
         cand_arr: np.ndarray | None = None,
+        seeds: list[int] | None = None,
     ) -> ResolvedLevel:
         """The contract's resolution of the level from the accepted parties' sums (``stacked``: the same, stacked
         by party) and their ``votes`` (nodes, parties): on exact limbs when they carry the sums, else on the
@@ -800,13 +806,14 @@ class Federation:
         if level is not None:
             with contextlib.suppress(ref.FixedPointOverflow):
                 at = cands if cand_arr is None else cand_arr
-                return resolve_level_view(level, at, votes, inherited, last, self.cparams, credits)
+                return resolve_level_view(level, at, votes, inherited, last, self.cparams, credits, seeds)
         node_votes = np.asarray(votes).tolist()
         hists = [messages_of(s, cands) for s in sums]
         results, totals = [], []
         for j, node_totals in enumerate(inherited.totals):
             node_hists = [h[j] for h in hists]
-            results.append(ref.resolve_node(node_hists, node_votes[j], node_totals, last, self.cparams, credits))
+            seed = seeds[j] if seeds is not None else None
+            results.append(ref.resolve_node(node_hists, node_votes[j], node_totals, last, self.cparams, credits, seed))
             if node_totals is None:  # the root: the sums of its candidate 0, as resolve_node takes them
                 node_totals = (
                     ref.Totals(*(sum(getattr(ref.aggregate(node_hists), f)[0]) for f in ("g", "h", "n")))
@@ -815,6 +822,13 @@ class Federation:
                 )
             totals.append(node_totals)
         return ResolvedLevel.of_results(results, totals, len(sums), last)
+
+    def _seeds(self, tree: int, open_nodes: Sequence[int], parties: int) -> list[int] | None:
+        """Each open node's seed of its estimated split Shapley values (``shapley_estimate.node_seed``), or None
+        where the level's ``parties`` accepted parties get exact values."""
+        if not estimated(parties):
+            return None
+        return [node_seed(self.shapley_seed, tree, nid) for nid in open_nodes]
 
     def _allfeatures_candidates(
         self, k_of_rows: Sequence[np.ndarray], k: int, grads: Sequence[tuple[np.ndarray, ...]]

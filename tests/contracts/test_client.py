@@ -154,7 +154,7 @@ def test_endorsement_digest_matches_off_chain_encoding(chain: ChainClient, task_
     assert bytes(chain.call(harness, "digest", 3, 1, 2, party, root, [ONE, ONE, ONE])) == want
     assert bytes(chain.call(harness, "digest", 3, 1, 3, party, root, [ONE, ONE, ONE])) != want
     assert bytes(chain.call(harness, "digest", 3, 1, 2, party, root, [ONE, ONE, ONE - 1])) != want
-    assert task_contract.limits() == (16, 8)
+    assert task_contract.limits() == (MAX_PARTIES, MAX_DEPTH) == (64, 8)
     # the parameter table's limits, which the command line, the APIs and the simulator refuse with
     assert task_contract.limits() == (MAX_PARTIES, MAX_DEPTH)
 

@@ -200,7 +200,7 @@ def test_bad_parties_get_clear_errors() -> None:
     X_inf = X0.copy()
     X_inf[2, 1] = np.inf
     cases: list[tuple[Any, type[Exception], str]] = [
-        ([ok[0]], ValueError, "1 party: a federation has 2 to 16 parties"),
+        ([ok[0]], ValueError, f"1 party: a federation has 2 to {MAX_PARTIES} parties"),
         (ok * (MAX_PARTIES // 2 + 1), ValueError, f"{MAX_PARTIES + 2} parties: .*MAX_PARTIES = {MAX_PARTIES}"),
         ([ok[0], (X1[:0], y1[:0])], ValueError, "party 1 has no rows"),
         ([ok[0], (X1[:, :3], y1)], ValueError, "party 1 has 3 features but party 0 has 5"),
@@ -335,7 +335,7 @@ def test_classifier_party_argument_equals_train() -> None:
     assert clf.n_parties_ == 3
     with pytest.raises(ValueError, match="party must give one party per row: 900 rows"):
         clf.fit(X, y, party=owner[:-1])
-    with pytest.raises(ValueError, match="1 party: a federation has 2 to 16 parties"):
+    with pytest.raises(ValueError, match=f"1 party: a federation has 2 to {MAX_PARTIES} parties"):
         clf.fit(X, y, party=np.zeros(len(y)))
 
 
