@@ -44,15 +44,19 @@ ENDORSE_RULE_NAMES: dict[int, EndorseRuleName] = {code: name for name, code in E
 # how a party's contribution is measured: the split Shapley value of every split over the training histograms plus
 # alpha times the voting contribution (the paper's equations 8 to 10), or the cross-fitted leave-one-out value of every
 # split, judged on rows the coalition did not train on (``ledger.spec.loo``), or that value on each party's sums centred
-# at its own base rate, which judges a split's contrast and not its level (``ledger.spec.centred``)
+# at its own base rate, which judges a split's contrast and not its level (``ledger.spec.centred``), or the centred
+# value with each judge applying a coalition's tree at its best fraction of the steps, shared with negative totals
+# withheld (``ledger.spec.scaled``)
 CONTRIBUTION_SHAPLEY: int = 0
 CONTRIBUTION_LOO: int = 1
 CONTRIBUTION_CENTRED: int = 2
-ContributionName = Literal["shapley", "loo", "centred"]
+CONTRIBUTION_SCALED: int = 3
+ContributionName = Literal["shapley", "loo", "centred", "scaled"]
 CONTRIBUTIONS: dict[ContributionName, int] = {
     "shapley": CONTRIBUTION_SHAPLEY,
     "loo": CONTRIBUTION_LOO,
     "centred": CONTRIBUTION_CENTRED,
+    "scaled": CONTRIBUTION_SCALED,
 }
 CONTRIBUTION_NAMES: dict[int, ContributionName] = {code: name for name, code in CONTRIBUTIONS.items()}
 

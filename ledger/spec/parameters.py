@@ -498,7 +498,9 @@ PARAMETERS: tuple[Parameter, ...] = (
         "party's rows add to every split's leaves as each other party's rows judge it, rows that coalition did not "
         "train on (cross-fitted leave-one-out); or `centred`, that value on each party's sums centred at its own base "
         "rate, judging a split's contrast rather than its level, so that label skew does not make the others look "
-        "harmful (threat model: what each measure pays for copied rows, synthetic near-copies and extra identities). "
+        "harmful; or `scaled`, that value with each judge applying a coalition's tree at the fraction of its steps "
+        "that suits the judge's rows best, and negative totals withheld from the reward rather than handed to the "
+        "others (threat model: what each measure pays for copied rows, synthetic near-copies and extra identities). "
         "Simulated only so far: a task on chain computes `shapley`.",
         choices=tuple(modes.CONTRIBUTIONS),
         codes=modes.CONTRIBUTIONS,

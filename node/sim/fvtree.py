@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numba import njit
 
-from fgbdt_chain.ledger.spec import centred, loo
+from fgbdt_chain.ledger.spec import centred, loo, scaled
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.histogram_rules import HistogramRuleError, Sides, bounds_of, check_level
 from fgbdt_chain.ledger.spec.parameters import default
@@ -150,11 +150,18 @@ class TrainResult:
     cpu_seconds: dict[str, float] = field(default_factory=dict)
     """``seconds``' phases in CPU time (``time.process_time``: every thread of the process): on a machine shared
     with other work the wall time of a phase includes waiting for a core, its CPU time what it computed."""
+    withheld: bool = False
+    """Whether negative totals are withheld from the reward (``scaled.withheld_shares``, the ``scaled`` measure)
+    rather than left out of the positive ones' division (``reference.reward_shares``)."""
 
     def shares(self) -> list[float]:
         """Each party's share of the reward (``reference.reward_shares``): of the positive contributions, and 0 for a
-        party that left the task (its amount goes back to the requester)."""
-        return ref.reward_shares(self.total, self.finished or [True] * len(self.total))
+        party that left the task (its amount goes back to the requester); under ``withheld``, of every contribution's
+        magnitude (``scaled.withheld_shares``)."""
+        finished = self.finished or [True] * len(self.total)
+        if self.withheld:
+            return scaled.withheld_shares(self.total, finished)
+        return ref.reward_shares(self.total, finished)
 
 
 class Federation:
@@ -301,6 +308,7 @@ class Federation:
             list(rec.credits),
             list(self.active),
             dict(self.cpu_seconds),
+            withheld=p.contribution == scaled.SCALED,
         )
 
     def _train_trees(self, end: int, progress: Callable[[int], None] | None) -> None:
@@ -308,7 +316,7 @@ class Federation:
         rec = self.record
         for t in range(self.done_trees, end):
             tree, tree_total, tree_levels, traffic, tree_credits = self._grow_tree(t)
-            loo_paid = self.params.contribution in centred.NODE_VALUES
+            loo_paid = self.params.contribution in scaled.JUDGED
             for level in tree_levels:
                 phi, kappa = level.results.phi_sums, level.results.kappa_sums
                 for k, i in enumerate(level.submitters):
@@ -519,6 +527,7 @@ class Federation:
         before = 0  # the open nodes of the level before
         judged = [0] * self.m  # under loo: each party's judged marginals summed over the tree's splits
         judges = [0] * self.m  # and its rows at the root, which judge the others
+        fits = scaled.TreeFits(self.m) if p.contribution == scaled.SCALED else None  # under scaled: the tree's fits
         private = self.privacy.private
         attackers = [i for i, party in enumerate(self.parties) if party.attacks(t) is not None]
         # the sums each party sends are its exact sums unless an attack or privacy noise changes them
@@ -608,11 +617,11 @@ class Federation:
             next_sides: dict[int, dict[int, Sides]] = {i: {} for i in accepted}
             # sides kept where a rule can break (an attacker) or a private party projects onto them
             keep_sides = accepted if private else [i for i in accepted if i in attackers]
-            if p.contribution in centred.NODE_VALUES:
+            if p.contribution in scaled.JUDGED:
                 if level == 0:
                     for i in accepted:
                         judges[i] = int(sums[i].n[0, 0].sum())
-                for q, v in enumerate(self._loo_level([sums[i] for i in accepted], results)):
+                for q, v in enumerate(self._loo_level([sums[i] for i in accepted], results, accepted, fits)):
                     judged[accepted[q]] += v
             else:
                 for q, i in enumerate(accepted):
@@ -642,8 +651,8 @@ class Federation:
             open_nodes, before = next_open, k
         for party, ids in zip(self.parties, node_ids, strict=True):
             party.score += leaf_value[ids]
-        if p.contribution in centred.NODE_VALUES:
-            tree_total = loo.per_judged_row(judged, judges)
+        if p.contribution in scaled.JUDGED:
+            tree_total = loo.per_judged_row(judged if fits is None else fits.values(), judges)
         if carrying:
             values = [v for rec in records for v in rec.results.leaf_values()]
             self.score_bound = next_score_bound(self.score_bound, values)
@@ -651,9 +660,17 @@ class Federation:
         self._tick("party: gradients, routing, applying splits", clock)
         return tree, tree_total, records, traffic, tree_credit
 
-    def _loo_level(self, sums: Sequence[FixedSums], results: ResolvedLevel) -> list[int]:
+    def _loo_level(
+        self,
+        sums: Sequence[FixedSums],
+        results: ResolvedLevel,
+        accepted: Sequence[int] = (),
+        fits: scaled.TreeFits | None = None,
+    ) -> list[int]:
         """Each accepted party's judged marginals summed over the level's splits (``loo.node_values`` on every
-        accepted party's sums as sent, at each split's own cut); 0 where a node stays a leaf."""
+        accepted party's sums as sent, at each split's own cut); 0 where a node stays a leaf. With the tree's
+        ``fits`` (``scaled``): each split added to them instead, in party order (``accepted``: the sums' parties,
+        zeros for the others), and zeros returned."""
         out = [0] * len(sums)
         leaves = results.leaves()
         cuts = [(j, rank, threshold) for j, (rank, _, threshold, *_) in enumerate(results.ints.tolist())]
@@ -672,6 +689,12 @@ class Federation:
                 )
                 for s in per_party
             ]
+            if fits is not None:
+                every = [loo.Sides(0, 0, 0, 0)] * self.m
+                for q, i in enumerate(accepted):
+                    every[i] = sides[q]
+                fits.add(every, lam)
+                continue
             for q, v in enumerate(centred.NODE_VALUES[self.params.contribution](sides, lam)):
                 out[q] += v
         return out
