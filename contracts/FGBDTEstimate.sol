@@ -18,9 +18,9 @@ import {FGBDTMathLib} from "./FGBDTMath.sol";
 library FGBDTEstimateLib {
     /// @notice The largest federation whose split Shapley values are exact (`FGBDTMathLib.splitShapley`).
     uint256 internal constant EXACT_MAX_PARTIES = 16;
-    /// @notice K, the orders each estimated split draws: `ceil(ln(2 * 64 / 0.01) / (2 * 0.1^2))`, Hoeffding's count
-    ///         for delta = 0.01 and a tolerance of 0.1 of the marginals' range at the largest federation (64).
-    uint256 internal constant PERMUTATIONS = 473;
+    /// @notice K, the orders each estimated split draws: `ceil(ln(2 * 64 / 0.01) / (2 * 0.115^2))`, Hoeffding's count
+    ///         for delta = 0.01 and a tolerance of 0.115 of the marginals' range at the largest federation (64).
+    uint256 internal constant PERMUTATIONS = 358;
 
     /// @notice The seed of one node's orders: `uint256(keccak256(abi.encode(taskSeed, tree, node)))`.
     function nodeSeed(uint256 taskSeed, uint256 tree, uint256 node) internal pure returns (uint256) {
@@ -54,6 +54,12 @@ library FGBDTEstimateLib {
         phi = new int256[](m);
         if (m == 0) return (0, phi);
         uint256[] memory order = new uint256[](m);
+        // each party's four sums side by side (gL, hL, gR, hR): one pointer per party in the loop below, which keeps
+        // fewer variables live (measured: 1% less gas than four arrays at M = 64)
+        int256[] memory sides = new int256[](4 * m);
+        for (uint256 p = 0; p < m; ++p) {
+            (sides[4 * p], sides[4 * p + 1], sides[4 * p + 2], sides[4 * p + 3]) = (gL[p], hL[p], gR[p], hR[p]);
+        }
         // below these bounds no coalition's gradient square (|G| < 2^127), hessian plus lambda (< 2^253) or score
         // (< 2^254 per side) can leave int256, so the loop below skips those checks (same values, same reverts)
         bool safe = _below(gL, 2 ** 127) &&
@@ -92,6 +98,9 @@ library FGBDTEstimateLib {
                 }
             }
             let ord := add(order, 0x20)
+            let end := add(ord, shl(5, m))
+            let sd := add(sides, 0x20)
+            let pd := add(phi, 0x20)
             // scratch for keccak256(abi.encode(seed, k, i)): the free memory, which nothing allocates from here on
             let scratch := mload(0x40)
             mstore(scratch, seed)
@@ -101,11 +110,11 @@ library FGBDTEstimateLib {
                 k := add(k, 1)
             } {
                 for {
-                    let i := 0
-                } lt(i, m) {
-                    i := add(i, 1)
+                    let q := ord
+                } lt(q, end) {
+                    q := add(q, 0x20)
                 } {
-                    mstore(add(ord, shl(5, i)), i)
+                    mstore(q, shr(5, sub(q, ord)))
                 }
                 mstore(add(scratch, 0x20), k)
                 for {
@@ -129,18 +138,19 @@ library FGBDTEstimateLib {
                 switch safe
                 case 0 {
                     for {
-                        let i := 0
-                    } lt(i, m) {
-                        i := add(i, 1)
+                        let q := ord
+                    } lt(q, end) {
+                        q := add(q, 0x20)
                     } {
-                        let o := add(0x20, shl(5, mload(add(ord, shl(5, i)))))
-                        a1 := addc(a1, mload(add(gL, o)))
-                        a2 := addc(a2, mload(add(hL, o)))
-                        a3 := addc(a3, mload(add(gR, o)))
-                        a4 := addc(a4, mload(add(hR, o)))
+                        let p := mload(q)
+                        let base := add(sd, shl(7, p))
+                        a1 := addc(a1, mload(base))
+                        a2 := addc(a2, mload(add(base, 0x20)))
+                        a3 := addc(a3, mload(add(base, 0x40)))
+                        a4 := addc(a4, mload(add(base, 0x60)))
                         let u := addc(side(a1, a2, lam), side(a3, a4, lam))
                         // u and before are both in [0, 2^255 - 1]: their difference cannot overflow
-                        let slot := add(phi, o)
+                        let slot := add(pd, shl(5, p))
                         mstore(slot, addc(mload(slot), sub(u, before)))
                         before := u
                     }
@@ -149,15 +159,16 @@ library FGBDTEstimateLib {
                     // every coalition's |sums| below the bounds `safe` checked: no sum, square or score can
                     // overflow, so only the accumulators are checked
                     for {
-                        let i := 0
-                    } lt(i, m) {
-                        i := add(i, 1)
+                        let q := ord
+                    } lt(q, end) {
+                        q := add(q, 0x20)
                     } {
-                        let o := add(0x20, shl(5, mload(add(ord, shl(5, i)))))
-                        a1 := add(a1, mload(add(gL, o)))
-                        a2 := add(a2, mload(add(hL, o)))
-                        a3 := add(a3, mload(add(gR, o)))
-                        a4 := add(a4, mload(add(hR, o)))
+                        let p := mload(q)
+                        let base := add(sd, shl(7, p))
+                        a1 := add(a1, mload(base))
+                        a2 := add(a2, mload(add(base, 0x20)))
+                        a3 := add(a3, mload(add(base, 0x40)))
+                        a4 := add(a4, mload(add(base, 0x60)))
                         let u := 0
                         let d := add(a2, lam)
                         if sgt(d, 0) {
@@ -167,7 +178,7 @@ library FGBDTEstimateLib {
                         if sgt(d, 0) {
                             u := add(u, sdiv(mul(a3, a3), d))
                         }
-                        let slot := add(phi, o)
+                        let slot := add(pd, shl(5, p))
                         let x := mload(slot)
                         let y := sub(u, before)
                         let z := add(x, y)

@@ -28,7 +28,7 @@ SLOW_SHAPLEY_SECONDS = 60.0
 """Above this estimated exact-Shapley time, ``simulate`` and ``train`` say so before they start."""
 
 
-ESTIMATE_STEP_SECONDS: float = 2.6e-6
+ESTIMATE_STEP_SECONDS: float = 3.9e-6
 """One party's step of one order of the estimated split Shapley values (``ledger.spec.shapley_estimate``, Python
 integers): drawing its place in the order (one keccak256) and its marginal gain; measured by
 ``python -m bench.shapley_estimate`` at M = 16 to 64."""

@@ -36,7 +36,7 @@ def test_permutations_follow_the_stated_delta_and_tolerance() -> None:
     assert k == ceil(log(2 * 64 / 0.01) / (2 * 0.1**2)) == 473
     assert se.permutations_for(MAX_PARTIES) == se.PERMUTATIONS
     # the bound at K permutations is the tolerance times S (plus truncation) at the largest federation
-    assert se.error_bound(MAX_PARTIES, 10**6) <= 0.1 * 10**6 + 1
+    assert se.error_bound(MAX_PARTIES, 10**6) <= se.TOLERANCE_PPM + 1
     with pytest.raises(ValueError, match="delta"):
         se.permutations_for(4, 0, 100_000)
 
