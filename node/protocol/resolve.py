@@ -548,7 +548,9 @@ def level_splits(
     if level is not None:
         with contextlib.suppress(ref.FixedPointOverflow):
             abstain = [[ref.ABSTAIN] * len(submissions)] * len(candidates)
-            results, _ = resolve_level(level, candidates, abstain, [None] * len(candidates), False, params)
+            # the splits do not depend on the split Shapley values, so any seed does where they are estimated
+            seeds = [0] * len(candidates)
+            results, _ = resolve_level(level, candidates, abstain, [None] * len(candidates), False, params, None, seeds)
             return [r.split for r in results]
     return [
         ref.best_split(
@@ -591,7 +593,8 @@ def tree_end(
         return None
     abstain = [[ref.ABSTAIN] * len(submissions)] * len(candidates)
     try:
-        results, _ = resolve_level(level, candidates, abstain, inherited, True, params)
+        # the splits and leaves do not depend on the split Shapley values: any seed does where they are estimated
+        results, _ = resolve_level(level, candidates, abstain, inherited, True, params, None, [0] * len(candidates))
     except ref.FixedPointOverflow:
         return None
     splits: dict[int, tuple[int, int]] = {}
