@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {FGBDTEstimateLib} from "../../contracts/FGBDTEstimate.sol";
 import {FGBDTMath, FGBDTMathLib} from "../../contracts/FGBDTMath.sol";
 import {FGBDTRulesLib} from "../../contracts/FGBDTRules.sol";
 import {FGBDTPayoutLib} from "../../contracts/FGBDTPayout.sol";
@@ -13,6 +14,21 @@ import {vm, console} from "./Vm.sol";
 ///         the reference's answers, runs each through the contract and requires the same value, or exactly the revert
 ///         the reference's error stands for. `FGBDT_DIFF_CASES` cases per property (300 by default), from
 ///         `FGBDT_DIFF_SEED`.
+/// @notice The linked estimate library behind an external call, so that a test sees its outcome and revert data.
+contract EstimateHarness {
+    function splitShapleyEstimate(
+        int256[] memory gL,
+        int256[] memory hL,
+        int256[] memory gR,
+        int256[] memory hR,
+        int256 lam,
+        uint256 seed,
+        uint256 permutations
+    ) external pure returns (int256, int256[] memory) {
+        return FGBDTEstimateLib.splitShapleyEstimate(gL, hL, gR, hR, lam, seed, permutations);
+    }
+}
+
 contract DifferentialTest {
     /// @notice The contract and the reference disagree on case `index`.
     error Disagree(uint256 index, bytes want, bytes got);
@@ -20,6 +36,7 @@ contract DifferentialTest {
     bytes internal constant PANIC_OVERFLOW = abi.encodeWithSignature("Panic(uint256)", 0x11);
 
     FGBDTMath internal math;
+    EstimateHarness internal estimate;
 
     struct GainCase {
         int256 gL;
@@ -48,6 +65,19 @@ contract DifferentialTest {
         int256 lam;
         bytes err;
         bool allowPanic;
+        int256 gain;
+        int256[] phi;
+    }
+
+    struct EstimateCase {
+        int256[] gL;
+        int256[] hL;
+        int256[] gR;
+        int256[] hR;
+        int256 lam;
+        uint256 seed;
+        uint256 permutations;
+        bytes err;
         int256 gain;
         int256[] phi;
     }
@@ -117,6 +147,7 @@ contract DifferentialTest {
 
     function setUp() public {
         math = new FGBDTMath();
+        estimate = new EstimateHarness();
     }
 
     function _cases(string memory kind) internal returns (bytes memory) {
@@ -193,6 +224,25 @@ contract DifferentialTest {
             _release(m);
         }
         console.log("splitShapley cases", cs.length);
+    }
+
+    /// @notice Estimated split Shapley values (`FGBDTEstimateLib.splitShapleyEstimate`) as
+    ///         `shapley_estimate.split_shapley_estimate`: the same values, or the overflow panic where the reference
+    ///         raises, with no allowance.
+    function test_splitShapleyEstimate() public {
+        EstimateCase[] memory cs = abi.decode(_cases("estimate"), (EstimateCase[]));
+        for (uint256 i = 0; i < cs.length; ++i) {
+            uint256 m = _mark();
+            EstimateCase memory c = cs[i];
+            (bool ok, bytes memory got) = address(estimate).staticcall(
+                abi.encodeCall(
+                    estimate.splitShapleyEstimate, (c.gL, c.hL, c.gR, c.hR, c.lam, c.seed, c.permutations)
+                )
+            );
+            _check(i, ok, got, c.err, abi.encode(c.gain, c.phi));
+            _release(m);
+        }
+        console.log("splitShapleyEstimate cases", cs.length);
     }
 
     /// @notice The best split (`bestSplit`) as `reference.best_split`.

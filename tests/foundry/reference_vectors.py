@@ -37,6 +37,7 @@ from eth_utils import keccak
 from fgbdt_chain.ledger.spec import histogram_rules as rules
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.reference import INT256_MAX, INT256_MIN, ONE, FixedPointOverflow
+from fgbdt_chain.ledger.spec.shapley_estimate import split_shapley_estimate
 
 PANIC_OVERFLOW = keccak(text="Panic(uint256)")[:4] + (0x11).to_bytes(32, "big")
 MAX_SHAPLEY_PARTIES = 16
@@ -143,6 +144,28 @@ def shapley_case(rng: random.Random) -> tuple[Any, ...]:
     gain, phi = value if value is not None else (0, [])
     allow_panic = bound >= SHAPLEY_EXACT_BOUND and not err
     return (g_l, h_l, g_r, h_r, lm, err, allow_panic, gain, phi)
+
+
+def estimate_case(rng: random.Random) -> tuple[Any, ...]:
+    """``shapley_estimate.split_shapley_estimate`` (``FGBDTEstimateLib.splitShapleyEstimate``) on sides drawn as for
+    the exact values, up to 24 parties, a random node seed and a few orders (each order costs the contract M steps)."""
+    m = rng.randint(0, 6) if rng.random() < 0.7 else rng.randint(7, 24)
+    small = rng.random() < 0.5
+
+    def side(h: bool) -> list[int]:
+        if small:
+            return [rng.randint(0 if h else -5000 * ONE, 5000 * ONE) for _ in range(m)]
+        return [hessian(rng) if h else near(rng) for _ in range(m)]
+
+    g_l, h_l, g_r, h_r, lm = side(False), side(True), side(False), side(True), lam(rng)
+    seed, k = rng.getrandbits(256), rng.randint(1, 6)
+    if rng.random() < 0.03:
+        [g_l, h_l, g_r, h_r][rng.randrange(4)].append(0)
+        outcomes["estimate: ShapleyLengthMismatch"] += 1
+        return (g_l, h_l, g_r, h_r, lm, seed, k, error("ShapleyLengthMismatch()"), 0, [])
+    err, value = outcome("estimate", lambda: split_shapley_estimate(g_l, h_l, g_r, h_r, lm, seed, k))
+    gain, phi = value if value is not None else (0, [])
+    return (g_l, h_l, g_r, h_r, lm, seed, k, err, gain, phi)
 
 
 def _row_histograms(rng: random.Random, nc: int, nbins: int) -> tuple[list[int], list[int], list[int]]:
@@ -351,6 +374,7 @@ KINDS: dict[str, tuple[str, Callable[[random.Random], tuple[Any, ...]]]] = {
     "gain": ("(int256,int256,int256,int256,int256,bytes,int256)[]", gain_case),
     "leaf": ("(int256,int256,int256,int256,bytes,int256)[]", leaf_case),
     "shapley": ("(int256[],int256[],int256[],int256[],int256,bytes,bool,int256,int256[])[]", shapley_case),
+    "estimate": ("(int256[],int256[],int256[],int256[],int256,uint256,uint256,bytes,int256,int256[])[]", estimate_case),
     "split": (
         "(int256[],int256[],int256[],uint256,int256,int256,uint8,bytes,bool,uint256,uint256,int256,int256[6])[]",
         split_case,
