@@ -32,6 +32,7 @@ import numpy as np
 
 from bench.record import Run, parameters_of
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.shapley_estimate import EXACT_MAX_PARTIES
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.kernels import limbs
@@ -135,7 +136,7 @@ def model_seconds(a: float, b: float, m: int) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--max-parties", type=int, default=ref.MAX_PARTIES)
+    ap.add_argument("--max-parties", type=int, default=EXACT_MAX_PARTIES)
     ap.add_argument("--min-seconds", type=float, default=0.3, help="time spent per kernel and M (at least 3 calls)")
     ap.add_argument("--fit-from", type=int, default=6, help="smallest M in the fit")
     ap.add_argument("--seed", type=int, default=0)

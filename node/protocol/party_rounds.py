@@ -26,6 +26,7 @@ import numpy as np
 
 from fgbdt_chain.ledger.spec import modes
 from fgbdt_chain.ledger.spec import reference as ref
+from fgbdt_chain.ledger.spec.shapley_estimate import estimated, node_seed
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.kernels.histogram import FixedRows, FixedSums
 from fgbdt_chain.node.model.trees import Tree
@@ -132,19 +133,22 @@ def resolve(
     inherited: Inherited,
     last: bool,
     params: ref.Params,
+    seeds: Sequence[int] | None = None,
 ) -> ResolvedLevel:
     """The contract's resolution of a level (every party at neutral credit): on the exact limbs where they carry the
-    sums, else on the messages as Python integers, as ``node.sim.fvtree.Federation`` resolves."""
+    sums, else on the messages as Python integers, as ``node.sim.fvtree.Federation`` resolves; ``seeds``: each node's
+    seed of its estimated split Shapley values (``shapley_estimate.node_seed``) above the exact size."""
     credits = [ref.NEUTRAL] * len(sums)
     level = level_of(sums)
     if level is not None:
         with contextlib.suppress(ref.FixedPointOverflow):
-            return resolve_level_view(level, cands, node_votes, inherited, last, params, credits)
+            return resolve_level_view(level, cands, node_votes, inherited, last, params, credits, seeds)
     hists = [messages_of(s, cands) for s in sums]
     results, totals = [], []
     for j, node_totals in enumerate(inherited.totals):
         node_hists = [h[j] for h in hists]
-        results.append(ref.resolve_node(node_hists, node_votes[j], node_totals, last, params, credits))
+        seed = seeds[j] if seeds is not None else None
+        results.append(ref.resolve_node(node_hists, node_votes[j], node_totals, last, params, credits, seed))
         if node_totals is None:
             node_totals = ref.Totals(*(sum(getattr(ref.aggregate(node_hists), f)[0]) for f in ("g", "h", "n")))
         totals.append(node_totals)
@@ -158,6 +162,7 @@ def train_rounds(
     algo: str = "fvtree",
     observer: Observer | None = None,
     progress: Callable[[int], None] | None = None,
+    shapley_seed: int = 0,
 ) -> RoundsResult:
     """Grow ``params.trees`` trees with every party asked for its side of each level (module docstring). ``algo``
     says whether the parties vote (``fvtree``/``pvtree``: the first ``params.voted_trees`` trees) or the candidates
@@ -193,7 +198,8 @@ def train_rounds(
             if observer is not None:
                 observer(t, level, cands, sums)
             last = level == depth - 1
-            results = resolve(sums, cands, votes.T.tolist(), inherited, last, cparams)
+            seeds = [node_seed(shapley_seed, t, nid) for nid in open_nodes] if estimated(m) else None
+            results = resolve(sums, cands, votes.T.tolist(), inherited, last, cparams, seeds)
             for i, (phi, kappa, total) in enumerate(
                 zip(results.phi_sums, results.kappa_sums, results.contribution_sums, strict=True)
             ):

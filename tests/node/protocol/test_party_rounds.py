@@ -216,3 +216,17 @@ def test_a_chunked_party_follows_the_task_s_loss_and_rules(params: TrainParams, 
         PartyWork(LocalParty(s, y, fitted)) for s, y in zip(prep.party_slots()[1:], prep.party_y()[1:], strict=True)
     ]
     _same_model(train_rounds(works, fitted, slots.shape[1], "pvtree"), sim)
+
+
+def test_parties_above_the_exact_size_train_the_simulator_s_estimates() -> None:
+    """18 parties: the split Shapley values are estimated from the task seed, party by party as in the simulator."""
+    params = TrainParams(trees=2, depth=2, bins=8)
+    config = PrepConfig(parties=18, theta=0.7, seed=2, endorse="none", shapley_seed=99)
+    prep = prepare(_data(1800), _data(60, seed=4), params, config)
+    sim = federation(prep, "fvtree").train()
+    fitted = prep.params.fitted(prep.edges)
+    n_features = prep.party_slots()[0].shape[1]
+    got = train_rounds(_parties(prep, {}), fitted, n_features, "fvtree", shapley_seed=99)
+    _same_model(got, sim)
+    other = train_rounds(_parties(prep, {}), fitted, n_features, "fvtree", shapley_seed=100)
+    assert [t.nodes for t in other.trees] == [t.nodes for t in sim.trees] and other.phi != sim.phi
