@@ -126,6 +126,13 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         help="every PSD splits the label at its root (default: on; see docs/how-it-works.md)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--shapley-seed",
+        type=int,
+        default=0,
+        help="the task seed of the estimated split Shapley values above 16 parties (on chain: the ShapleySeedFixed "
+        "event's seed), to reproduce a task's contributions",
+    )
     table_option(parser, "refusal_rate")
     table_option(parser, "overlap_threshold")
     add_attack_arguments(parser)
@@ -271,6 +278,12 @@ def training_params(args: argparse.Namespace, objective: ref.ObjectiveName) -> T
         raise UserError(str(exc)) from exc
 
 
+def check_shapley_seed(args: argparse.Namespace) -> None:
+    """Refuse a ``--shapley-seed`` no task can have (the contract's seed is a uint256)."""
+    if not 0 <= getattr(args, "shapley_seed", 0) < 2**256:
+        raise UserError(f"--shapley-seed must be a uint256, got {args.shapley_seed}")
+
+
 def prep_config(args: argparse.Namespace) -> PrepConfig:
     check_party_count(args.parties, getattr(args, "algo", "fvtree"))
     if not 0.0 <= args.theta <= 1.0:
@@ -290,10 +303,12 @@ def prep_config(args: argparse.Namespace) -> PrepConfig:
         label_range = None if label[0] is None else declared_label_range(label)
     except ValueError as exc:
         raise UserError(f"--label-min/--label-max: {exc}") from exc
+    check_shapley_seed(args)
     return PrepConfig(
         parties=args.parties,
         theta=args.theta,
         seed=args.seed,
+        shapley_seed=getattr(args, "shapley_seed", 0),
         binning=args.binning,
         binning_epsilon=args.binning_epsilon,
         psd_depth=args.psd_depth,
@@ -402,6 +417,7 @@ def simulate(args: argparse.Namespace) -> int:
     shape_defaults(args)
     # before any work: a federation no task on chain accepts is refused before its data is read
     check_party_count(args.parties, args.algo)
+    check_shapley_seed(args)
     warn_if_slow(args, args.algo)
     spec = algorithm(args.algo)
     refused = budget_refusal(args.algo, args.epsilon)

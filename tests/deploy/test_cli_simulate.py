@@ -287,6 +287,16 @@ def test_simulate_refuses_bad_attack_and_rate_flags(
 # ------------------------------------------------------------------------------------- party count and Shapley cost
 
 
+def test_a_shapley_seed_outside_uint256_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "never-read.csv")
+    assert main(["simulate", "--data", missing, "--parties", "20", "--shapley-seed", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--shapley-seed must be a uint256, got -1" in err
+    assert "never-read" not in err
+
+
 def test_more_parties_than_the_contract_accepts_are_refused_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
