@@ -101,12 +101,15 @@ def read_state(contract: Any, task_id: int, events: list[Event], at: int) -> Cha
         k: int(v) for k, v in (cfg_raw.items() if isinstance(cfg_raw, dict) else zip(names, cfg_raw, strict=True))
     }
     parties: list[str] = []
+    seed_block_hash: bytes | None = None
     requester = checksum(st[0])
     accounts = {requester}
     nodes: set[tuple[int, int]] = set()
     for ev in events:
         if ev.name == "TrainingStarted":
             parties = [checksum(p) for p in ev.args["parties"]]
+        elif ev.name == "ShapleySeedFixed" and ev.block_number > 0:
+            seed_block_hash = bytes(contract.w3.eth.get_block(ev.block_number - 1)["hash"])
         elif ev.name in ("RewardAssigned", "Withdrawn"):
             accounts.add(checksum(ev.args["account"]))
         elif ev.name in ("CandidatesFixed", "NodeSplit", "LeafSet"):
@@ -125,4 +128,4 @@ def read_state(contract: Any, task_id: int, events: list[Event], at: int) -> Cha
         rec = view("getNode", task_id, t, nd)
         values = rec.values() if isinstance(rec, dict) else rec
         node_states[(t, nd)] = NodeState(*(int(x) for x in values))
-    return ChainState(int(st[1]), int(st[8]), config, contributions, owed, node_states)
+    return ChainState(int(st[1]), int(st[8]), config, contributions, owed, node_states, seed_block_hash)

@@ -74,6 +74,9 @@ class ChainState:
     contributions: dict[str, int]
     owed: dict[str, int]
     nodes: dict[tuple[int, int], NodeState]
+    seed_block_hash: bytes | None = None
+    """The hash of the block before the one whose ``start`` fixed the task's Shapley seed, which the seed must be
+    derived from (None where the reader could not fetch it)."""
 
 
 @dataclass

@@ -93,6 +93,12 @@ def open_task(inp: AuditInput, events: EventIndex) -> Task:
     seeds = events.named("ShapleySeedFixed")
     if len(seeds) != 1:
         fail("number of ShapleySeedFixed events", 1, len(seeds))
+    parent = inp.state.seed_block_hash if inp.state is not None else None
+    if parent is not None:
+        # the contract's derivation: keccak256(abi.encode(blockhash(block.number - 1), taskId)) in `start`
+        want = int.from_bytes(keccak(parent + inp.task_id.to_bytes(32, "big")), "big")
+        if int(seeds[0].args["seed"]) != want:
+            fail("Shapley seed (keccak of the previous block's hash and the task id)", want, seeds[0].args["seed"])
     return Task(
         created=ev,
         cfg=cfg,

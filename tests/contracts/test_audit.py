@@ -351,6 +351,13 @@ def test_tampered_phi(copy: AuditInput) -> None:
     assert m.recorded == int(ev.args["phi"][-1]) + 1 and m.expected == int(ev.args["phi"][-1])
 
 
+def test_a_shapley_seed_not_derived_from_the_block_before_start_is_caught(copy: AuditInput) -> None:
+    assert copy.state is not None and copy.state.seed_block_hash is not None
+    _replace_event(copy, lambda ev: ev.name == "ShapleySeedFixed", lambda args: args.update(seed=args["seed"] ^ 1))
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "Shapley seed (keccak of the previous block's hash and the task id)"
+
+
 @pytest.mark.parametrize("which", ["resolved leaf", "child leaf"])
 def test_tampered_leaf_value(record: AuditInput, which: str) -> None:
     """A node that could not split (its leaf value from inherited totals, zero contributions) and a last-level child
