@@ -158,6 +158,31 @@ def test_chain_model_equals_simulate(
     assert report["fits_geth_pool"] and report["fits_30m_block"]  # the toy task's transactions are small
 
 
+def test_a_task_above_the_exact_size_pays_the_simulators_estimates(
+    anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
+) -> None:
+    """17 party processes: their split Shapley values are estimated on chain from the task seed, and the simulator
+    given the same seed (``PrepConfig.shapley_seed``) trains the same model and the same contributions, bit for bit;
+    the audit replays the task."""
+    params = dataclasses.replace(PARAMS, trees=1, depth=2)
+    prep = _prep(toy_csv, dataclasses.replace(CONFIG, parties=17), params)
+    report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
+    client = ChainClient.connect(anvil_node.url)
+    task = TaskContract.at(client, e2e_contract)
+    (seed_event,) = client.logs(task.contract, ["ShapleySeedFixed"], report["task"])
+    seeded = dataclasses.replace(
+        prep, config=dataclasses.replace(prep.config, shapley_seed=int(seed_event.args["seed"]))
+    )
+    _, sim_model, sim = run(seeded, "fvtree")
+    assert sim_model is not None and sim is not None
+    assert model_from_chain(task, report["task"]).trees == sim_model.trees
+    assert [c["total_fixed"] for c in report["contributions"]] == [str(t) for t in sim.total]
+    _, _, other = run(prep, "fvtree")  # another seed: other estimates
+    assert other is not None and other.total != sim.total
+    audit = audit_events(read_task(client, e2e_contract, report["task"]))
+    assert audit.ok and audit.completed, audit.first_mismatch
+
+
 def test_a_tree_that_stops_short_of_its_depth_sends_the_next_roots_ballots_ahead(
     anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
 ) -> None:
