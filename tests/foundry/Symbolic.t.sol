@@ -17,7 +17,7 @@ import {vm} from "./Vm.sol";
 ///         to square, and the references in the assertions are computed without checked multiplication (each
 ///         product is below 2^256 by the ranges, argued where it is made), so the only checked multiplications the
 ///         solver meets are the contract's own (tests/foundry/halmos_solver.py says how its queries are proven).
-///         `make test` runs sideScore, splitGain and leafValue; splitShapley2 and payout run with `make symbolic
+///         `make test` runs sideScore, splitGain, leafValue and payout; splitShapley2 runs with `make symbolic
 ///         SYMBOLIC_CHECKS=check_` (docs/contract-checks.md).
 contract SymbolicTest {
     int256 internal constant ONE = 1e18;
@@ -121,18 +121,31 @@ contract SymbolicTest {
         assert(gap > -2 && gap < 2);
     }
 
-    /// @notice The reward split of three parties: no overflow, nobody paid more than its share, nothing paid beyond
-    ///         the reward, and (while the positive totals stay below 2^128, so no shift) less than one wei per party
-    ///         lost to rounding; a party that left is paid nothing and the requester gets the rest. Totals below 2^128
-    ///         each keep the shift loop within halmos's unrolling bound (at most two shifts), so every path is
-    ///         explored; the differential test `test_payout` covers totals up to int256's ends.
-    function check_payout(int256 c0, int256 c1, int256 c2, uint256 reward, bool left1) public {
+    /// @notice The reward split of two parties: no overflow, nobody paid more than its share, nothing paid beyond
+    ///         the reward, and (while the positive total stays below 2^128, so no shift) less than one wei per party
+    ///         lost to rounding; a party that left is paid nothing and the requester gets the rest. With the total
+    ///         shifted right by `s` so that it fits 128 bits, a party's share is `c >> s` of `total >> s`, and its
+    ///         amount is that share of the reward, rounded down. Contributions below 2^129 each make at most two
+    ///         shifts, which `--loop 3` unrolls in full; the differential test `test_payout` covers totals up to
+    ///         int256's ends.
+    ///         Two parties lose nothing of the rule: `payout` treats every party alike, its amount depending only on
+    ///         its own contribution, the positive total and the shift; party 1 takes each role (paid, nothing to be
+    ///         paid, left) beside a party 0 of either sign, and the reward's bound, the one property over several
+    ///         parties, is the same sum of rounded-down shares, whose shares add up to at most the total, for any
+    ///         number of parties.
+    /// @dev Two lemmas come first, each proven on its own and then a fact of the path: the shifted shares add up to
+    ///      at most the shifted total (bit arithmetic, no product), and each amount times the shifted total is within
+    ///      one shifted total below the reward times its shifted share (the floor of the quotient). The reward's
+    ///      bound then follows from their sum without the solver dividing again. The reference arithmetic is
+    ///      unchecked: every value is below 2^130 and both factors of each product are below 2^128 (an amount is
+    ///      asserted at most the reward), so no product reaches 2^256.
+    /// @custom:halmos --loop 3
+    function check_payout(int256 c0, int256 c1, uint256 reward, bool left1) public {
         vm.assume(reward < 2 ** 128);
-        vm.assume(c0 < 2 ** 128 && c1 < 2 ** 128 && c2 < 2 ** 128);
-        vm.assume(c0 > -(2 ** 128) && c1 > -(2 ** 128) && c2 > -(2 ** 128));
-        int256[3] memory c = [c0, c1, c2];
+        vm.assume(c0 < 2 ** 129 && c1 < 2 ** 129 && c0 > -(2 ** 129) && c1 > -(2 ** 129));
+        int256[2] memory c = [c0, c1];
         delete parties;
-        for (uint256 p = 0; p < 3; ++p) {
+        for (uint256 p = 0; p < 2; ++p) {
             address a = address(uint160(0x1000 + p));
             parties.push(a);
             members[a].contribution = c[p];
@@ -140,28 +153,33 @@ contract SymbolicTest {
         }
         address requester = address(0x2000);
         FGBDTPayoutLib.payout(members, parties, owed, 1, reward, requester, 2);
-        uint256 positive;
-        uint256 paid;
-        for (uint256 p = 0; p < 3; ++p) {
-            uint256 amount = owed[parties[p]];
+        unchecked {
             // the shares are of every positive total, a forfeited one's included
-            if (c[p] > 0) positive += uint256(c[p]);
-            if (c[p] <= 0 || (p == 1 && left1)) assert(amount == 0);
-            paid += amount;
-        }
-        assert(paid + owed[requester] == reward);
-        if (positive > 0 && positive < 2 ** 128) {
-            for (uint256 p = 0; p < 3; ++p) {
-                if (c[p] > 0 && !(p == 1 && left1)) {
-                    // unchecked: reward, c[p], positive and the amount (at most the reward) are below 2^128, so
-                    // neither product reaches 2^256
-                    unchecked {
-                        uint256 exact = reward * uint256(c[p]);
-                        uint256 back = owed[parties[p]] * positive;
-                        assert(back <= exact && exact - back < positive);
-                    }
-                }
+            uint256 positive;
+            for (uint256 p = 0; p < 2; ++p) {
+                if (c[p] > 0) positive += uint256(c[p]);
             }
+            uint256 shift;
+            while ((positive >> shift) >= 2 ** 128) ++shift;
+            uint256 total = positive >> shift;
+            uint256 shares;
+            for (uint256 p = 0; p < 2; ++p) {
+                if (c[p] > 0) shares += uint256(c[p]) >> shift;
+            }
+            assert(shares <= total && (positive == 0 || total > 0));
+            uint256 paid;
+            for (uint256 p = 0; p < 2; ++p) {
+                uint256 amount = owed[parties[p]];
+                if (c[p] <= 0 || (p == 1 && left1)) {
+                    assert(amount == 0);
+                    continue;
+                }
+                uint256 exact = reward * (uint256(c[p]) >> shift);
+                uint256 back = amount * total;
+                assert(amount <= reward && back <= exact && exact - back < total);
+                paid += amount;
+            }
+            assert(paid + owed[requester] == reward);
         }
     }
 }

@@ -7,18 +7,23 @@ are about Solidity's checked multiplication, whose overflow test divides the 256
 milliseconds, provided the squared term has a sign it can see and the query holds little else. So each query goes
 through these steps, the first definite answer winning:
 
-1. Bitwuzla for one second: halmos's first, abstracted queries (products and quotients uninterpreted) are mostly
-   satisfiable at once, and Bitwuzla gives the model halmos needs to refine them;
+1. Bitwuzla for 0.3 s: halmos's first, abstracted queries (products and quotients uninterpreted) are mostly
+   satisfiable or refuted at once, and Bitwuzla gives the model halmos needs to refine them; a refined query that
+   Bitwuzla proves within a second, cvc5's first slice (step 3) proves in as little time, so a longer first look
+   only delays the others;
 2. the query with every product and quotient of two non-constant terms replaced by a fresh variable (Bitwuzla): what
    follows from the linear part alone (the efficiency of Shapley values given the coalitions' utilities);
 3. slices of the query, smallest first: the assertions over the variables of the last one (the violated property or
    panic), then those sharing a variable with them, and so on up to the whole query; each with cvc5's integer
-   encoding, then split into sign cases: every sum that is a factor of a product is replaced by a fresh ``n``
-   (with ``n >= 0``) or ``-n`` (with ``n > 0``) and the equation that defines it;
+   encoding, then with every right shift by a constant made opaque (a fresh variable whose top bits are zero, one
+   per shifted term up to the order of a sum's operands: the payout's shifted shares, about which the check's
+   lemmas state what the property needs), then split into sign cases: every sum that is a factor of a product is
+   replaced by a fresh ``n`` (with ``n >= 0``) or ``-n`` (with ``n > 0``) and the equation that defines it;
 4. Bitwuzla on the whole query, until halmos's assertion timeout ends it.
 
 Each step is sound for ``unsat``: a slice holds a subset of the assertions, a replaced term only drops what was known
-about it, and the sign cases cover every value. Only the whole query's answer (steps 1 and 4) is printed as ``sat``.
+about it (an opaque shift keeps only what holds of every shift: its top bits are zero, and equal terms are equal),
+and the sign cases cover every value. Only the whole query's answer (steps 1 and 4) is printed as ``sat``.
 The solvers come from PyPI as Python bindings (``bitwuzla``, ``cvc5``; z3 comes with halmos); halmos would otherwise
 download a solver binary.
 """
@@ -33,12 +38,14 @@ from collections.abc import Iterator
 
 import z3
 
-QUICK_MS = 1000
+QUICK_MS = 300
 """Bitwuzla's first look (step 1)."""
+SPAWN_S = 0.25
+"""A Bitwuzla process's start and parse, beyond its time limit (``bitwuzla``)."""
 SLICE_MS = 3000
 """cvc5 on a slice as it is (step 3)."""
 CASE_MS = 10000
-"""cvc5 on each sign case of a slice (step 3)."""
+"""cvc5 on a slice with its shifts opaque, and on each of its sign cases (step 3)."""
 MAX_SUMS = 4
 """Sums split into sign cases at most (2^4 cases)."""
 
@@ -74,14 +81,22 @@ def bitwuzla_main(path: str, ms: int) -> int:
 
 
 def bitwuzla(path: str, ms: int, text: str | None = None) -> str:
-    """Bitwuzla's whole output in a process of its own (its parser prints to the process's standard output)."""
-    done = subprocess.run(
-        [sys.executable, __file__, "--bitwuzla", "-" if text is not None else path, str(ms)],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """Bitwuzla's whole output in a process of its own (its parser prints to the process's standard output).
+
+    With a limit, the process is also stopped ``SPAWN_S`` after it: Bitwuzla checks its own limit only now and then,
+    and on the payout's refined queries ran a 0.3 s limit to 0.5 to 2 s before answering ``unknown``.
+    """
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "--bitwuzla", "-" if text is not None else path, str(ms)],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=ms / 1000 + SPAWN_S if ms else None,
+        )
+    except subprocess.TimeoutExpired:
+        return "unknown"
     return done.stdout
 
 
@@ -170,6 +185,71 @@ def slices(assertions: list[z3.BoolRef]) -> Iterator[list[z3.BoolRef]]:
         known = grown
 
 
+def shift_of(e: z3.ExprRef) -> tuple[z3.ExprRef, int] | None:
+    """``(x, k)`` when ``e`` is ``x``'s bits from ``k > 0`` up (``extract(n - 1, k, x)``): ``x >> k`` as z3 writes it,
+    alone or under ``concat`` with ``k`` zero bits."""
+    if not z3.is_app_of(e, z3.Z3_OP_EXTRACT):
+        return None
+    high, low = e.params()
+    x = e.arg(0)
+    return (x, low) if high == x.size() - 1 and low > 0 else None
+
+
+def canonical(e: z3.ExprRef, memo: dict[int, str]) -> str:
+    """A key equal for terms equal up to the order of a sum's or product's operands (``c0 + c2``, ``c2 + c0``)."""
+    if e.get_id() in memo:
+        return memo[e.get_id()]
+    if z3.is_app(e) and e.num_args() > 0:
+        parts = [canonical(c, memo) for c in e.children()]
+        if z3.is_app_of(e, z3.Z3_OP_BADD) or z3.is_app_of(e, z3.Z3_OP_BMUL):
+            parts.sort()
+        key = f"({e.decl().name()}{e.params()} {' '.join(parts)})"
+    else:
+        key = e.sexpr()
+    memo[e.get_id()] = key
+    return key
+
+
+def shifts_opaque(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
+    """Step 3's shifted terms made opaque: each ``x >> k`` (constant ``k``, ``x`` holding no shift) becomes a fresh
+    ``y`` whose top ``k`` bits are zero, one ``y`` per ``x`` up to the order of its sums' operands.
+
+    cvc5's integer encoding reasons poorly about products of shifted terms (``reward * (c >> 1)``), while what a
+    property needs of them (``(c0 >> 1) + (c2 >> 1) <= (c0 + c2) >> 1``) is among the query's assertions where the
+    check proves it first. Sound for ``unsat``: every model of the query is one of this query, with ``y = x >> k``.
+    """
+    memo: dict[int, str] = {}
+    shifted: dict[int, bool] = {}
+
+    def holds_shift(e: z3.ExprRef) -> bool:
+        if e.get_id() not in shifted:
+            shifted[e.get_id()] = shift_of(e) is not None or any(holds_shift(c) for c in e.children())
+        return shifted[e.get_id()]
+
+    fresh: dict[tuple[str, int], z3.BitVecRef] = {}
+    tops: list[z3.BoolRef] = []
+
+    def opaque(x: z3.ExprRef, k: int) -> z3.BitVecRef:
+        key = (canonical(x, memo), k)
+        if key not in fresh:
+            fresh[key] = y = z3.FreshConst(x.sort(), "shifted")
+            tops.append(z3.Extract(x.size() - 1, x.size() - k, y) == 0)
+        return fresh[key]
+
+    subst: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
+    for e in walk(assertions, set()):
+        if z3.is_app_of(e, z3.Z3_OP_CONCAT) and e.num_args() == 2 and z3.is_bv_value(e.arg(0)):
+            inner = shift_of(e.arg(1))
+            if inner and e.arg(0).as_long() == 0 and e.size() == inner[0].size() and not holds_shift(inner[0]):
+                subst[e.get_id()] = (e, opaque(*inner))
+        elif (found := shift_of(e)) and not holds_shift(found[0]):
+            x, k = found
+            subst[e.get_id()] = (e, z3.Extract(x.size() - 1 - k, 0, opaque(x, k)))
+    if not subst:
+        return None
+    return [z3.substitute(a, *subst.values()) for a in assertions] + tops
+
+
 def sign_cases(assertions: list[z3.BoolRef]) -> Iterator[list[z3.BoolRef]]:
     """Step 3's sign cases: each sum that is a factor of a product becomes ``n >= 0`` or ``-n`` with ``n > 0``."""
     sums = {
@@ -201,6 +281,9 @@ def proven(assertions: list[z3.BoolRef]) -> bool:
         return True
     for chosen in slices(assertions):
         if cvc5_int(smtlib(chosen), SLICE_MS) == "unsat":
+            return True
+        opaque = shifts_opaque(chosen)
+        if opaque is not None and cvc5_int(smtlib(opaque), CASE_MS) == "unsat":
             return True
         cases = list(sign_cases(chosen))
         if cases and all(cvc5_int(smtlib(case), CASE_MS) == "unsat" for case in cases):
