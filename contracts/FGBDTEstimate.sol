@@ -200,7 +200,7 @@ library FGBDTEstimateLib {
 
     /// @dev Whether the magnitudes of `xs` add up to less than `bound` (at most 2^252).
     function _below(int256[] memory xs, uint256 bound) private pure returns (bool) {
-        uint256 total;
+        uint256 total = 0;
         for (uint256 i = 0; i < xs.length; ++i) {
             int256 x = xs[i];
             if (x == type(int256).min) return false;
