@@ -24,6 +24,8 @@ through these steps, the first definite answer winning:
 Each step is sound for ``unsat``: a slice holds a subset of the assertions, a replaced term only drops what was known
 about it (an opaque shift keeps only what holds of every shift: its top bits are zero, and equal terms are equal),
 and the sign cases cover every value. Only the whole query's answer (steps 1 and 4) is printed as ``sat``.
+z3 is imported by the functions that use it, not by the module: step 1 answers most queries (four in five of the
+payout's), and importing z3 would cost that process, and each Bitwuzla process it starts, 0.1 s.
 The solvers come from PyPI as Python bindings (``bitwuzla``, ``cvc5``; z3 comes with halmos); halmos would otherwise
 download a solver binary.
 """
@@ -34,9 +36,12 @@ import itertools
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
+from functools import cache
+from typing import TYPE_CHECKING
 
-import z3
+if TYPE_CHECKING:
+    import z3
 
 QUICK_MS = 300
 """Bitwuzla's first look (step 1)."""
@@ -49,19 +54,27 @@ CASE_MS = 10000
 MAX_SUMS = 4
 """Sums split into sign cases at most (2^4 cases)."""
 
-NONLINEAR = {
-    z3.Z3_OP_BMUL,
-    z3.Z3_OP_BSDIV,
-    z3.Z3_OP_BUDIV,
-    z3.Z3_OP_BSDIV_I,
-    z3.Z3_OP_BUDIV_I,
-    z3.Z3_OP_BSREM,
-    z3.Z3_OP_BUREM,
-    z3.Z3_OP_BSREM_I,
-    z3.Z3_OP_BUREM_I,
-    z3.Z3_OP_BSMOD,
-    z3.Z3_OP_BSMOD_I,
-}
+
+@cache
+def nonlinear_kinds() -> frozenset[int]:
+    """The kinds of a product, quotient or remainder."""
+    import z3
+
+    return frozenset(
+        (
+            z3.Z3_OP_BMUL,
+            z3.Z3_OP_BSDIV,
+            z3.Z3_OP_BUDIV,
+            z3.Z3_OP_BSDIV_I,
+            z3.Z3_OP_BUDIV_I,
+            z3.Z3_OP_BSREM,
+            z3.Z3_OP_BUREM,
+            z3.Z3_OP_BSREM_I,
+            z3.Z3_OP_BUREM_I,
+            z3.Z3_OP_BSMOD,
+            z3.Z3_OP_BSMOD_I,
+        )
+    )
 
 
 def bitwuzla_main(path: str, ms: int) -> int:
@@ -122,13 +135,17 @@ def cvc5_int(text: str, ms: int) -> str:
 
 
 def smtlib(assertions: list[z3.BoolRef]) -> str:
+    import z3
+
     solver = z3.Solver()
     solver.add(*assertions)
     return "(set-logic ALL)\n" + solver.to_smt2()
 
 
-def walk(assertions: list[z3.BoolRef], stop: set[int]) -> Iterator[z3.ExprRef]:
+def walk(assertions: list[z3.BoolRef], stop: Set[int]) -> Iterator[z3.ExprRef]:
     """Every distinct subterm, not below a kind in ``stop``."""
+    import z3
+
     seen: set[int] = set()
     stack: list[z3.ExprRef] = list(assertions)
     while stack:
@@ -142,12 +159,16 @@ def walk(assertions: list[z3.BoolRef], stop: set[int]) -> Iterator[z3.ExprRef]:
 
 
 def nonlinear(e: z3.ExprRef) -> bool:
-    return z3.is_app(e) and e.decl().kind() in NONLINEAR and not any(z3.is_bv_value(c) for c in e.children())
+    import z3
+
+    return z3.is_app(e) and e.decl().kind() in nonlinear_kinds() and not any(z3.is_bv_value(c) for c in e.children())
 
 
 def generalised(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
     """Step 2: every outermost product or quotient of two non-constant terms replaced by a fresh variable."""
-    terms = {e.get_id(): e for e in walk(assertions, NONLINEAR) if nonlinear(e)}
+    import z3
+
+    terms = {e.get_id(): e for e in walk(assertions, nonlinear_kinds()) if nonlinear(e)}
     if not terms:
         return None
     subst = [(e, z3.FreshConst(e.sort(), "opaque")) for e in terms.values()]
@@ -155,6 +176,8 @@ def generalised(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
 
 
 def variables(e: z3.ExprRef, memo: dict[int, frozenset[str]]) -> frozenset[str]:
+    import z3
+
     if e.get_id() in memo:
         return memo[e.get_id()]
     if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
@@ -188,6 +211,8 @@ def slices(assertions: list[z3.BoolRef]) -> Iterator[list[z3.BoolRef]]:
 def shift_of(e: z3.ExprRef) -> tuple[z3.ExprRef, int] | None:
     """``(x, k)`` when ``e`` is ``x``'s bits from ``k > 0`` up (``extract(n - 1, k, x)``): ``x >> k`` as z3 writes it,
     alone or under ``concat`` with ``k`` zero bits."""
+    import z3
+
     if not z3.is_app_of(e, z3.Z3_OP_EXTRACT):
         return None
     high, low = e.params()
@@ -197,6 +222,8 @@ def shift_of(e: z3.ExprRef) -> tuple[z3.ExprRef, int] | None:
 
 def canonical(e: z3.ExprRef, memo: dict[int, str]) -> str:
     """A key equal for terms equal up to the order of a sum's or product's operands (``c0 + c2``, ``c2 + c0``)."""
+    import z3
+
     if e.get_id() in memo:
         return memo[e.get_id()]
     if z3.is_app(e) and e.num_args() > 0:
@@ -218,6 +245,8 @@ def shifts_opaque(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
     property needs of them (``(c0 >> 1) + (c2 >> 1) <= (c0 + c2) >> 1``) is among the query's assertions where the
     check proves it first. Sound for ``unsat``: every model of the query is one of this query, with ``y = x >> k``.
     """
+    import z3
+
     memo: dict[int, str] = {}
     shifted: dict[int, bool] = {}
 
@@ -252,6 +281,8 @@ def shifts_opaque(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
 
 def sign_cases(assertions: list[z3.BoolRef]) -> Iterator[list[z3.BoolRef]]:
     """Step 3's sign cases: each sum that is a factor of a product becomes ``n >= 0`` or ``-n`` with ``n > 0``."""
+    import z3
+
     sums = {
         c.get_id(): c
         for e in walk(assertions, set())
@@ -296,6 +327,8 @@ def main(path: str) -> int:
     if first_word(quick) in ("sat", "unsat"):
         sys.stdout.write(quick)
         return 0
+    import z3
+
     if proven(list(z3.parse_smt2_file(path))):
         print("unsat")
         return 0
