@@ -17,7 +17,7 @@ import {FGBDTMathLib} from "./FGBDTMath.sol";
 ///      and the audit draw the same ones.
 library FGBDTEstimateLib {
     /// @notice The largest federation whose split Shapley values are exact (`FGBDTMathLib.splitShapley`).
-    uint256 internal constant EXACT_MAX_PARTIES = 16;
+    uint256 internal constant EXACT_MAX_PARTIES = 12;
     /// @notice K, the orders each estimated split draws: `ceil(ln(2 * 64 / 0.01) / (2 * 0.115^2))`, Hoeffding's count
     ///         for delta = 0.01 and a tolerance of 0.115 of the marginals' range at the largest federation (64).
     uint256 internal constant PERMUTATIONS = 358;

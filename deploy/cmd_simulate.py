@@ -130,7 +130,7 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
         "--shapley-seed",
         type=int,
         default=0,
-        help="the task seed of the estimated split Shapley values above 16 parties (on chain: the ShapleySeedFixed "
+        help="the task seed of the estimated split Shapley values above 12 parties (on chain: the ShapleySeedFixed "
         "event's seed), to reproduce a task's contributions",
     )
     table_option(parser, "refusal_rate")

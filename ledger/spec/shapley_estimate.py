@@ -35,12 +35,15 @@ from fgbdt_chain.ledger.spec.fixed_point import tdiv
 from fgbdt_chain.ledger.spec.hashing import keccak256
 from fgbdt_chain.ledger.spec.parameters import MAX_PARTIES
 
-EXACT_MAX_PARTIES: int = 16
+EXACT_MAX_PARTIES: int = 12
 """The largest federation whose split Shapley values are exact (``reference.split_shapley``); larger ones are
-estimated. Why 16: every task of at most 16 parties keeps the exact values it has always had (same models, same
-contributions). Measured (``bench.gas``), one node's exact resolution fits a 30M-gas transaction up to M = 12 only
-(18.6M gas; 36.3M at M = 13), so on a network with that block gas limit a task of 13 to 16 parties cannot resolve
-its nodes exactly."""
+estimated. Why 12: the largest M whose exact resolution of one node stays within the budget :data:`TOLERANCE_PPM` is
+derived from, 27M gas, a tenth under a 30M-gas block, so that a task of any size runs on a chain with that block gas
+limit. The cost is ``M * 2^M`` split gains, doubling with every party. Measured on anvil 1.7.1 (``bench.gas``'s
+``resolveNode`` of a root, plus the Merkle proofs of a depth-8 tree's widest level): 10.0M gas at M = 11 and 18.5M at
+M = 12 with 16 bins, 21.0M at M = 12 with 53 bins (the most bins whose resolution fits a transaction at 12 parties,
+``tx_size.check_resolution_fits``), 35.9M at M = 13 and 72.0M at M = 14. The contract's
+``FGBDTEstimateLib.EXACT_MAX_PARTIES`` is the same number (a test reads it from the source)."""
 
 DELTA_PPM: int = 10_000
 """The stated failure probability delta, in millionths (0.01): the bound of :func:`error_bound` holds for every party

@@ -136,5 +136,6 @@ def test_resolve_node_estimates_above_the_threshold_and_needs_the_seed() -> None
     assert a.phi != b.phi
     assert abs(sum(a.phi) - a.credited_gain) <= m
     # at the exact size the seed changes nothing
-    exact = ref.resolve_node(hists[:16], [0] * 16, None, False, params)
-    assert ref.resolve_node(hists[:16], [0] * 16, None, False, params, shapley_seed=3) == exact
+    k = se.EXACT_MAX_PARTIES
+    exact = ref.resolve_node(hists[:k], [0] * k, None, False, params)
+    assert ref.resolve_node(hists[:k], [0] * k, None, False, params, shapley_seed=3) == exact

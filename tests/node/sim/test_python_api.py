@@ -557,10 +557,10 @@ def test_public_surface_is_lazy() -> None:
 
 def test_train_warns_before_a_slow_exact_shapley() -> None:
     """The estimate ``simulate`` prints (``node.protocol.shapley_cost``) is a warning of ``train`` too, given before any
-    work: 16 parties at 500 trees of depth 8 is hours of exact Shapley."""
+    work: 12 parties at 500 trees of depth 8 is minutes of exact Shapley."""
     rng = np.random.default_rng(0)
-    parties = [(rng.normal(size=(4, 2)), np.array([0.0, 1.0, 0.0, 1.0])) for _ in range(16)]
+    parties = [(rng.normal(size=(4, 2)), np.array([0.0, 1.0, 0.0, 1.0])) for _ in range(12)]
     with warnings.catch_warnings():
         warnings.simplefilter("error", SlowShapleyWarning)  # raised where it is given: nothing trains after it
-        with pytest.raises(SlowShapleyWarning, match="16 parties"):
+        with pytest.raises(SlowShapleyWarning, match="exact split Shapley for 12 parties"):
             fgbdt_chain.train({"num_trees": 500, "max_depth": 8}, parties)
