@@ -18,6 +18,7 @@ from fgbdt_chain.ledger.spec.edges import EdgesFormatError, decode_edges
 from fgbdt_chain.ledger.spec.fixed_point import ONE, from_fixed, to_fixed
 from fgbdt_chain.ledger.spec.parameters import parameter
 from fgbdt_chain.ledger.spec.task_params import label_range
+from fgbdt_chain.ledger.spec.tx_size import check_resolution_fits
 
 __all__ = ["ONE", "from_fixed", "to_fixed"]
 
@@ -138,6 +139,7 @@ class TaskParameters(BaseModel):
             raise ValueError("quorum_num must not exceed quorum_den")
         if self.min_parties > self.max_parties:
             raise ValueError("min_parties must not exceed max_parties")
+        check_resolution_fits(self.max_parties, self.bins, self.depth)
         if to_fixed(self.learning_rate) <= 0:
             raise ValueError("learning_rate is below the fixed-point resolution (1e-18)")
         label_range(self.objective, self.label_min, self.label_max)

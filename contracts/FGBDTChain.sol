@@ -40,7 +40,7 @@ import {Status, Phase, Task, Node, nodeOf, openNode, drawn} from "./FGBDTTask.so
 contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     // ------------------------------------------------------------------ constants
 
-    /// @notice Upper bound on approved parties (split Shapley is estimated above 16).
+    /// @notice Upper bound on approved parties (split Shapley is estimated above 12).
     uint256 public constant MAX_PARTIES = FGBDTConfigLib.MAX_PARTIES;
     /// @notice Upper bound on tree depth (a level's open nodes fit one 256-bit mask).
     uint256 public constant MAX_DEPTH = FGBDTConfigLib.MAX_DEPTH;

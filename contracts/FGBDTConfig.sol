@@ -55,6 +55,9 @@ library FGBDTConfigLib {
     ///         number plus one of them in 64 bits, which a longer one could overflow (the task could then never open
     ///         or start).
     uint64 internal constant MAX_BLOCKS = 2 ** 32;
+    /// @notice The most calldata a transaction may carry: geth relays none over 128 KiB, less 2 KiB for the signed
+    ///         transaction's fields and a forwarder's envelope (`ledger/spec/tx_size.py`, `CALLDATA_LIMIT`).
+    uint256 internal constant CALLDATA_LIMIT = 128 * 1024 - 2048;
     int256 private constant ONE = 1e18;
     /// @notice `Config.endorseRule`: verifiers run the statistical test of `node/protocol/verify.py` at `refusalRate`.
     uint8 internal constant ENDORSE_STATISTICAL = 0;
@@ -65,6 +68,18 @@ library FGBDTConfigLib {
     /// @notice A task parameter (or the schema) breaks its rule; `field` names it.
     /// @param field The parameter's name, as a left-aligned string.
     error InvalidConfig(bytes32 field);
+
+    /// @notice One node's resolution at the task's deepest splitting level, every approved party submitting, would
+    ///         carry `size` bytes of calldata, over the `limit` a transaction may carry: no real network would relay
+    ///         it (`ledger/spec/tx_size.py`, `check_resolution_fits`, names the bins and parties that fit).
+    error ResolutionTooLarge(uint256 size, uint256 limit);
+
+    /// @notice Calldata of the largest single node resolution a task can need (`resolveNodes` of one node of level
+    ///         `depth - 1`): selector, six head words, five lengths, the node's id, and per party its three arrays of
+    ///         two candidates' `bins + 1` slots and a `depth - 1` hash Merkle proof.
+    function widestResolutionBytes(uint256 parties, uint256 bins, uint256 depth) internal pure returns (uint256) {
+        return 4 + 12 * 32 + parties * (6 * (bins + 1) + depth - 1) * 32;
+    }
 
     /// @notice Reverts with `InvalidConfig` naming the first parameter out of its range.
     /// @param cfg The parameters.
@@ -87,6 +102,8 @@ library FGBDTConfigLib {
         if (cfg.minParties == 0 || cfg.minParties > cfg.maxParties || cfg.maxParties > MAX_PARTIES) {
             revert InvalidConfig("parties");
         }
+        uint256 size = widestResolutionBytes(cfg.maxParties, cfg.bins, cfg.depth);
+        if (size > CALLDATA_LIMIT) revert ResolutionTooLarge(size, CALLDATA_LIMIT);
         if (cfg.joinBlocks > MAX_BLOCKS) revert InvalidConfig("joinBlocks");
         if (cfg.stepBlocks == 0 || cfg.stepBlocks > MAX_BLOCKS) revert InvalidConfig("stepBlocks");
         if (cfg.lambda < 0 || cfg.learningRate <= 0 || cfg.minRows < 1) revert InvalidConfig("gbdt");

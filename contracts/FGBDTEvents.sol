@@ -174,7 +174,7 @@ interface IFGBDTEvents {
     /// @param taskId The task.
     /// @param parties The approved parties in party order.
     event TrainingStarted(uint256 indexed taskId, address[] parties);
-    /// @notice The seed of the task's estimated split Shapley values (above 16 parties; `FGBDTEstimateLib`) was fixed.
+    /// @notice The seed of the task's estimated split Shapley values (above 12 parties; `FGBDTEstimateLib`) was fixed.
     /// @param taskId The task.
     /// @param seed keccak256 of the hash of the block before training started and the task id.
     event ShapleySeedFixed(uint256 indexed taskId, uint256 seed);

@@ -45,6 +45,7 @@ from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.rpc.errors import ChainRefused
 from fgbdt_chain.ledger.spec.modes import ON_CHAIN_ALGORITHMS
 from fgbdt_chain.ledger.spec.train_params import TrainParams
+from fgbdt_chain.ledger.spec.tx_size import TooWideForTransaction, check_resolution_fits
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.privacy.accountant import check_private_objective
 
@@ -134,6 +135,10 @@ def train(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, console: Console, workdir: Path, forks: PartyForks | None) -> int:
     train_set, test_set = load_data(args)
     params = training_params(args, objective_of(train_set.y))
+    try:  # every node must resolve in one transaction a real network relays: refused before the chain is touched
+        check_resolution_fits(args.parties, params.bins, params.depth)
+    except TooWideForTransaction as exc:
+        raise UserError(str(exc)) from exc
     try:  # on chain every task trains FV-tree, whose noise is calibrated to the logistic loss: refused before any work
         check_private_objective(args.epsilon, params.objective)
     except ValueError as exc:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from fgbdt_chain.ledger.spec import modes
 from fgbdt_chain.ledger.spec.fixed_point import from_fixed, to_fixed
+from fgbdt_chain.ledger.spec.tx_size import largest_fitting
 
 MAX_PARTIES: int = 64
 """Most parties a task can approve (the contract's ``MAX_PARTIES``; a test reads it from the deployed contract): a
@@ -36,6 +37,15 @@ binding limit. Why 8: the contract keeps a level's open nodes as one 256-bit mas
 nodes fit the mask. The simulator, the Python API and the model format refuse deeper trees too: a shape no task can
 train would give a model and contributions no chain can reproduce (a one-feature random-split tree over 255 slots is
 ``ceil(log2(255)) = 8`` deep, within the limit)."""
+
+DEFAULT_BINS: int = 16
+"""Value bins per feature when nobody says (each histogram has one more slot, for missing values)."""
+
+DEFAULT_MAX_PARTIES: int = largest_fitting(None, DEFAULT_BINS, MAX_DEPTH)
+"""The most parties a task approves when nobody says: the largest federation whose widest node resolution at the
+default bins and the deepest tree fits a transaction a geth network relays (``tx_size.check_resolution_fits``; 36
+at 16 bins and depth 8), so that the defaults, with any depth, make a task every real network can train. A task of
+up to :data:`MAX_PARTIES` parties asks for them with fewer bins (at most 8 bins at 64 parties and depth 8)."""
 
 ALL_TREES_VOTED: int = 2**16 - 1
 """The largest ``votedTrees`` (uint16): every tree of any task votes, the paper's FV-tree. ``Config.votedTrees`` says
@@ -232,7 +242,7 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter(
         "bins",
         int,
-        16,
+        DEFAULT_BINS,
         "Value bins per feature; each feature's histogram has one more slot, for missing values.",
         "bins",
         2,
@@ -334,8 +344,9 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter(
         "max_parties",
         int,
-        MAX_PARTIES,
-        "Most parties the task approves (split Shapley is exact up to 16 parties, estimated above).",
+        DEFAULT_MAX_PARTIES,
+        "Most parties the task approves (split Shapley is exact up to 12 parties, estimated above); with every party "
+        "submitting, a node's resolution must fit one transaction, which bounds parties times bins.",
         "parties",
         1,
         MAX_PARTIES,

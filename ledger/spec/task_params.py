@@ -21,6 +21,7 @@ from fgbdt_chain.ledger.spec.parameters import DEFAULT_REFUSAL_RATE as DEFAULT_R
 from fgbdt_chain.ledger.spec.parameters import DEFAULT_VOTED_TREES as DEFAULT_VOTED_TREES
 from fgbdt_chain.ledger.spec.parameters import PARAMETERS, default, parameter
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED, Params
+from fgbdt_chain.ledger.spec.tx_size import check_resolution_fits
 
 
 def _encoded(name: str) -> int:
@@ -154,7 +155,10 @@ class TaskParameters:
 
     def config(self) -> TaskConfig:
         """The contract's ``Config`` (integers, fixed point where real), each field by its parameter's encoding;
-        the privacy budget is 0 without privacy, and the label range a binary task's [0, 1] when implied."""
+        the privacy budget is 0 without privacy, and the label range a binary task's [0, 1] when implied. Refuses a
+        task one of whose node resolutions could not be sent in one transaction (``tx_size.check_resolution_fits``):
+        every surface that creates a task comes through here."""
+        check_resolution_fits(self.max_parties, self.bins, self.depth)
         fields: dict[str, Any] = {
             p.config: p.encode(getattr(self, p.name)) for p in PARAMETERS if p.config and p.name not in _DERIVED
         }

@@ -56,6 +56,60 @@ def histogram_parts(
     return [*parts, left]
 
 
+RESOLVE_OVERHEAD = 4 + 6 * WORD + 5 * WORD
+"""Calldata bytes of a ``resolveNodes`` call beyond its nodes: selector, six head words, five array lengths."""
+
+
+def resolution_node_bytes(submitters: int, nbins: int, proof: int) -> int:
+    """Calldata bytes one node adds to a ``resolveNodes`` call: every submitter's three arrays (g, h, n) of two
+    candidates' ``nbins`` slots and its ``proof`` Merkle hashes, and the node's id."""
+    return submitters * (3 * 2 * nbins + proof) * WORD + WORD
+
+
+def widest_resolution_bytes(parties: int, bins: int, depth: int) -> int:
+    """Calldata of the largest single node resolution a task can need: every one of ``parties`` submitting, at the
+    deepest level that splits (level ``depth - 1``, ``2^(depth - 1)`` open nodes, so ``depth - 1`` proof hashes),
+    each candidate's histogram ``bins + 1`` slots (one for missing values)."""
+    return RESOLVE_OVERHEAD + resolution_node_bytes(parties, bins + 1, max(0, depth - 1))
+
+
+def largest_fitting(parties: int | None, bins: int | None, depth: int, limit: int = CALLDATA_LIMIT) -> int:
+    """The most bins (given ``parties``) or the most parties (given ``bins``) whose widest node resolution fits
+    ``limit``; 0 if none does. Exactly one of ``parties`` and ``bins`` is given."""
+    if (parties is None) == (bins is None):
+        raise ValueError("give exactly one of parties and bins")
+    proof = max(0, depth - 1)
+    room = limit - RESOLVE_OVERHEAD - WORD
+    if parties is not None:
+        # parties * (6 * (bins + 1) + proof) * WORD <= room
+        return max(0, (room // (parties * WORD) - proof) // 6 - 1)
+    assert bins is not None
+    return max(0, room // ((6 * (bins + 1) + proof) * WORD))
+
+
+def check_resolution_fits(parties: int, bins: int, depth: int, limit: int = CALLDATA_LIMIT) -> None:
+    """Refuse a task one of whose nodes could not be resolved in one transaction a geth network relays.
+
+    Why: a node is resolved in one call that carries every submitter's histograms of both candidates (the contract
+    checks them against the committed Merkle roots and computes the split Shapley values from all of them at once),
+    so it cannot be cut like a level's submissions. With ``parties`` approved, all may submit; a task whose widest
+    resolution is over :data:`CALLDATA_LIMIT` would train on a devnet and stop at its deepest level on a real network.
+    Raises :class:`TooWideForTransaction` naming the limit, the most bins that fit at these parties and the most
+    parties at these bins."""
+    size = widest_resolution_bytes(parties, bins, depth)
+    if size <= limit:
+        return
+    most_bins = largest_fitting(parties, None, depth, limit)
+    most_parties = largest_fitting(None, bins, depth, limit)
+    fix = [f"at most {most_bins} bins at {parties} parties" if most_bins >= 2 else None]
+    fix.append(f"at most {most_parties} parties at {bins} bins" if most_parties >= 1 else None)
+    raise TooWideForTransaction(
+        f"a node's resolution at {parties} parties, {bins} bins and depth {depth} carries {size:,} bytes of calldata, "
+        f"over the {limit:,} a transaction may carry (geth relays none over {POOL_TX_LIMIT // 1024} KiB): use "
+        + " or ".join(f for f in fix if f)
+    )
+
+
 def resolution_batches(
     nodes: int, submitters: int, nbins: int, open_nodes: int, per_node_gas: int, batch: int, limit: int = CALLDATA_LIMIT
 ) -> int:
@@ -64,7 +118,6 @@ def resolution_batches(
     block's gas at ``per_node_gas`` each (the most a node was seen to cost, with a fifth of the block spare; 0: no
     cost seen yet, one node)."""
     proof = max(0, (open_nodes - 1).bit_length())
-    node_bytes = submitters * (3 * 2 * nbins + proof) * WORD + WORD
-    by_bytes = (limit - (4 + 6 * WORD + 5 * WORD)) // node_bytes
+    by_bytes = (limit - RESOLVE_OVERHEAD) // resolution_node_bytes(submitters, nbins, proof)
     by_gas = BLOCK_GAS_LIMIT * 4 // 5 // per_node_gas if per_node_gas > 0 else 1
     return max(1, min(nodes, batch, by_bytes, by_gas))

@@ -205,6 +205,7 @@ def test_signature_errors_are_401_and_nonce_conflicts_409(
         ({"task_schema": {"feature_min": [0.0, 1.0], "feature_max": [1.0]}}, ["body", "task_schema"]),
         ({"parameters": {"depth": 9}}, ["body", "parameters", "depth"]),
         ({"parameters": {"min_parties": 5, "max_parties": 2}}, ["body", "parameters"]),
+        ({"parameters": {"max_parties": 64, "bins": 16, "depth": 8}}, ["body", "parameters"]),
         ({"parameters": {"alpha": 0}}, ["body", "parameters", "alpha"]),
         ({"parameters": {"tie_break": "lowest"}}, ["body", "parameters", "tie_break"]),
         ({"task_schema": None}, ["body", "task_schema"]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from fgbdt_chain.ledger.spec.encoding import (
     sign_endorsement,
 )
 from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.spec.tx_size import CALLDATA_LIMIT, largest_fitting, widest_resolution_bytes
 from fgbdt_chain.ledger.wrappers.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.wrappers.federation import run_level
 from fgbdt_chain.node.data.loaders import Dataset
@@ -94,13 +96,27 @@ def test_join_window_and_party_limit(chain: ChainClient, task_contract: TaskCont
 
 def test_invalid_config(chain: ChainClient, task_contract: TaskContract) -> None:
     req = chain.new_account(10**19)
-    for bad in (TaskConfig(depth=9), TaskConfig(hessian_mode=2), TaskConfig(min_rows=0), TaskConfig(max_parties=17)):
+    for bad in (TaskConfig(depth=9), TaskConfig(hessian_mode=2), TaskConfig(min_rows=0), TaskConfig(max_parties=65)):
         reverts("InvalidConfig", task_contract.create_task, req, bad, [0], [ONE])
     reverts("InvalidConfig", task_contract.create_task, req, CFG, [ONE], [0])
     e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(depth=0), [0], [ONE])
     assert e.args_ == (b"depth".ljust(32, b"\x00"),)
     e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(tie_break=2), [0], [ONE])
     assert e.args_ == (b"tieBreak".ljust(32, b"\x00"),)
+
+
+def test_a_task_whose_node_cannot_resolve_in_a_transaction_is_refused(
+    chain: ChainClient, task_contract: TaskContract
+) -> None:
+    """The contract refuses what ``tx_size.check_resolution_fits`` refuses, at the same byte count and limit."""
+    req = chain.new_account(10**19)
+    wide = TaskConfig(depth=8, bins=16, min_parties=2, max_parties=64)
+    e = reverts("ResolutionTooLarge", task_contract.create_task, req, wide, [0], [ONE])
+    assert e.args_ == (widest_resolution_bytes(64, 16, 8), CALLDATA_LIMIT)
+    most = largest_fitting(None, 16, 8)
+    reverts("ResolutionTooLarge", task_contract.create_task, req, replace(wide, max_parties=most + 1), [0], [ONE])
+    task_contract.create_task(req, replace(wide, max_parties=most), [0], [ONE])
+    task_contract.create_task(req, replace(wide, bins=largest_fitting(64, None, 8)), [0], [ONE])
 
 
 def test_the_label_range_is_checked(chain: ChainClient, task_contract: TaskContract) -> None:

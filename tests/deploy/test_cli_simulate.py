@@ -526,6 +526,19 @@ def test_a_private_task_on_chain_says_what_it_releases_before_any_transaction(
     assert "does not answer" in err
 
 
+def test_a_task_whose_node_cannot_resolve_in_a_transaction_is_refused_before_the_chain(
+    csv_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fgbdt train`` with more parties than a node's resolution carries in one transaction at these bins stops
+    before the chain is reached (nothing answers at the address), naming what fits."""
+    flags = ["--parties", "40", "--bins", "16", "--trees", "2", "--depth", "8", "--quiet"]
+    chain = ["--rpc", "http://127.0.0.1:9", "--contract", "0x" + "00" * 20]
+    assert main(["train", "--data", str(csv_file), *flags, *chain]) == 2
+    err = capsys.readouterr().err
+    assert "over the 129,024 a transaction may carry" in err and "at most 36 parties at 16 bins" in err
+    assert "does not answer" not in err
+
+
 def test_a_private_regression_task_on_chain_is_refused_before_the_chain(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

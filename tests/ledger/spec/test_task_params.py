@@ -13,6 +13,7 @@ from fgbdt_chain.deploy.demo import task_request
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.task_params import TaskParameters, label_scale
 from fgbdt_chain.ledger.spec.train_params import TrainParams
+from fgbdt_chain.ledger.spec.tx_size import TooWideForTransaction
 from fgbdt_chain.node.privacy.accountant import plan
 
 
@@ -113,3 +114,16 @@ def test_the_demo_posts_a_request_the_api_accepts(epsilon: float) -> None:
     request = m.CreateTaskRequest.model_validate(body)
     assert request.parameters.epsilon == (None if math.isinf(epsilon) else epsilon)
     assert config_of(request.parameters) == config_of(request_parameters(task))
+
+
+def test_a_task_whose_node_cannot_resolve_in_a_transaction_is_refused_by_every_surface() -> None:
+    """The defaults fit at any depth; 64 parties at 16 bins do not, and the command line's path (``config``) and the
+    API's request model both refuse them, naming what fits."""
+    for depth in (1, 6, 8):
+        TaskParameters(depth=depth).config()
+    TaskParameters(max_parties=64, bins=8, depth=8).config()
+    with pytest.raises(TooWideForTransaction, match="at most 8 bins at 64 parties or at most 36 parties at 16 bins"):
+        TaskParameters(max_parties=64, bins=16, depth=8).config()
+    with pytest.raises(ValueError, match="at most 36 parties at 16 bins"):
+        m.TaskParameters(max_parties=64, bins=16, depth=8)
+    assert m.TaskParameters(max_parties=64, bins=8, depth=8).max_parties == 64

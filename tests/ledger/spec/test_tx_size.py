@@ -13,9 +13,12 @@ from fgbdt_chain.ledger.spec.tx_size import (
     CALLDATA_LIMIT,
     POOL_TX_LIMIT,
     TooWideForTransaction,
+    check_resolution_fits,
     histogram_parts,
+    largest_fitting,
     resolution_batches,
     submit_overhead,
+    widest_resolution_bytes,
 )
 from fgbdt_chain.ledger.toolchain.compile import load_artifacts
 
@@ -104,3 +107,35 @@ def test_resolution_batches_fit_a_block_of_gas() -> None:
     assert resolution_batches(128, 2, 5, 128, per_node_gas=2_000_000, batch=16) == 12  # 24M of a 30M block
     assert resolution_batches(128, 4, 17, 128, per_node_gas=2_000_000, batch=16) == 9  # 9 nodes: 126 KB
     assert resolution_batches(3, 4, 17, 128, per_node_gas=10, batch=16) == 3
+
+
+def _widest_resolution(parties: int, bins: int, depth: int) -> bytes:
+    """The real ``resolveNodes`` calldata of one node at a task's deepest splitting level, every party submitting."""
+    width, proof = 2 * (bins + 1), max(0, depth - 1)
+    words = [2**255 - 1] * (parties * width)
+    return _calldata("resolveNodes", 1, [2**depth - 1], words, words, words, [b"\x01" * 32] * (parties * proof))
+
+
+@pytest.mark.parametrize(("parties", "bins", "depth"), [(64, 16, 8), (36, 16, 8), (12, 53, 8), (3, 4, 1), (64, 8, 6)])
+def test_widest_resolution_is_the_abi_coding(parties: int, bins: int, depth: int) -> None:
+    assert widest_resolution_bytes(parties, bins, depth) == len(_widest_resolution(parties, bins, depth))
+
+
+def test_a_task_whose_node_cannot_resolve_in_a_transaction_is_refused() -> None:
+    with pytest.raises(TooWideForTransaction) as err:
+        check_resolution_fits(64, 16, 8)
+    text = str(err.value)
+    assert "223,620 bytes" in text and f"{CALLDATA_LIMIT:,}" in text and "128 KiB" in text
+    assert "at most 8 bins at 64 parties" in text and "at most 36 parties at 16 bins" in text
+    # the largest sizes named are the boundary: they fit and one more does not
+    for parties, bins, depth in [(64, 16, 8), (12, 60, 8), (40, 16, 3), (2, 254, 8)]:
+        most_bins = largest_fitting(parties, None, depth)
+        most_parties = largest_fitting(None, bins, depth)
+        assert len(_widest_resolution(parties, most_bins, depth)) <= CALLDATA_LIMIT
+        assert len(_widest_resolution(parties, most_bins + 1, depth)) > CALLDATA_LIMIT
+        assert len(_widest_resolution(most_parties, bins, depth)) <= CALLDATA_LIMIT
+        assert len(_widest_resolution(most_parties + 1, bins, depth)) > CALLDATA_LIMIT
+        check_resolution_fits(parties, most_bins, depth)
+        check_resolution_fits(most_parties, bins, depth)
+    with pytest.raises(ValueError, match="exactly one"):
+        largest_fitting(4, 16, 8)
