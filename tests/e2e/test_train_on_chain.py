@@ -20,6 +20,7 @@ from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_
 from fgbdt_chain.ledger.audit.replay import audit_events, read_task
 from fgbdt_chain.ledger.devnet.anvil import Anvil, start_anvil
 from fgbdt_chain.ledger.rpc.client import ChainClient
+from fgbdt_chain.ledger.spec.shapley_estimate import EXACT_MAX_PARTIES
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import Status, TaskContract
@@ -161,11 +162,11 @@ def test_chain_model_equals_simulate(
 def test_a_task_above_the_exact_size_pays_the_simulators_estimates(
     anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
 ) -> None:
-    """17 party processes: their split Shapley values are estimated on chain from the task seed, and the simulator
-    given the same seed (``PrepConfig.shapley_seed``) trains the same model and the same contributions, bit for bit;
-    the audit replays the task."""
+    """One party process more than the exact size: their split Shapley values are estimated on chain from the task
+    seed, and the simulator given the same seed (``PrepConfig.shapley_seed``) trains the same model and the same
+    contributions, bit for bit; the audit replays the task."""
     params = dataclasses.replace(PARAMS, trees=1, depth=2)
-    prep = _prep(toy_csv, dataclasses.replace(CONFIG, parties=17), params)
+    prep = _prep(toy_csv, dataclasses.replace(CONFIG, parties=EXACT_MAX_PARTIES + 1), params)
     report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
     client = ChainClient.connect(anvil_node.url)
     task = TaskContract.at(client, e2e_contract)
