@@ -187,6 +187,14 @@ PARAMS: tuple[Param, ...] = (
     ),
     Param("tree_features", "prep", "tree_features", str, choices=TREE_FEATURES, help="randomsplit: one or all"),
     Param(
+        "shapley_seed",
+        "prep",
+        "shapley_seed",
+        int,
+        help="the task seed of the split Shapley values estimated above shapley_estimate.EXACT_MAX_PARTIES parties, "
+        "a uint256 (on chain: the ShapleySeedFixed event's seed, which reproduces a task's contributions)",
+    ),
+    Param(
         "dp_noise",
         "prep",
         "dp_noise",
@@ -294,6 +302,9 @@ def parse_params(params: Mapping[str, Any] | None) -> Settings:
             continue
         out[param.target][param.field] = _checked(param, key, value)
         keys[param.field] = key
+    seed = out["prep"].get("shapley_seed", 0)
+    if not 0 <= seed < 2**256:
+        raise ValueError(f"{keys['shapley_seed']}={seed!r}: the task seed is a uint256, in [0, 2^256)")
     epsilon = out["prep"].get("epsilon", math.inf)
     algo = out["run"].get("algo") or default_algorithm(epsilon)
     if algo != "randomsplit":

@@ -131,7 +131,7 @@ class PrepConfig:
     seed: int = 0
     shapley_seed: int = 0
     """The task's seed of the estimated split Shapley values above ``shapley_estimate.EXACT_MAX_PARTIES`` parties
-    (on chain: fixed when training starts, ``ledger.spec.shapley_estimate``); nothing at fewer parties."""
+    (on chain: the ``ShapleySeedFixed`` event's, ``ledger.spec.shapley_estimate``); nothing at fewer parties."""
     feature_skew: float = 0.0
     """On top of the label skew theta, how strongly the parties of a label group differ in one feature
     (``node.data.partition.feature_skewed``): 0 none, 1 disjoint ranges."""

@@ -241,8 +241,8 @@ class Federation:
         self.endorsement = endorsement
         self.estimators = estimators
         self.shapley_seed = shapley_seed
-        """The task's seed of the estimated split Shapley values (``ledger.spec.shapley_estimate``; on chain fixed
-        when training starts), used above ``EXACT_MAX_PARTIES`` accepted parties."""
+        """The task's seed of the estimated split Shapley values (``ledger.spec.shapley_estimate``; on chain the
+        ``ShapleySeedFixed`` event's), used above ``EXACT_MAX_PARTIES`` accepted parties."""
         self.exact_rules_only = exact_rules_only
         """Under a privacy budget: endorse on the exact rules only, every party that keeps them at neutral credit.
         The verifiers' statistics, credits and reasons are computed from each verifier's exact rows, which no

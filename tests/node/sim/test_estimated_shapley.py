@@ -60,3 +60,27 @@ def test_the_limbs_and_the_messages_give_the_same_estimates(monkeypatch: pytest.
 def test_a_seed_outside_uint256_is_refused() -> None:
     with pytest.raises(ValueError, match="shapley_seed"):
         Federation([np.ones((4, 1), dtype=np.uint8)] * 2, [np.zeros(4)] * 2, TrainParams(), shapley_seed=-1)
+
+
+def test_train_takes_the_task_seed() -> None:
+    """``fgbdt_chain.train``'s ``shapley_seed`` is the simulator's: the same seed gives the same contributions, another
+    seed other ones, and a seed outside uint256 is refused before any work, naming the key."""
+    import fgbdt_chain
+
+    rng = np.random.default_rng(1)
+    parties = []
+    for _ in range(se.EXACT_MAX_PARTIES + 1):
+        X = rng.normal(size=(40, 3))
+        parties.append((X, (X[:, 0] + 0.5 * rng.normal(size=40) > 0).astype(np.float64)))
+    params = {"num_trees": 1, "max_depth": 2, "max_bin": 8, "min_data_in_leaf": 5, "seed": 0}
+
+    def totals(seed: int) -> list[float]:
+        model = fgbdt_chain.train({**params, "shapley_seed": seed}, parties)
+        assert model.contributions is not None
+        return [c["total"] for c in model.contributions]
+
+    one = totals(1)
+    assert totals(1) == one
+    assert totals(2) != one
+    with pytest.raises(ValueError, match=r"shapley_seed=-1: the task seed is a uint256"):
+        fgbdt_chain.train({**params, "shapley_seed": -1}, parties)
