@@ -60,16 +60,20 @@ LINT_DIRS = FOUNDRY_OUT=build/foundry/lint/out FOUNDRY_CACHE_PATH=build/foundry/
 # halmos on forge's build (foundry.toml's out directory), an overflow or division-by-zero panic counted as a failure
 # like a failed assert, Bitwuzla and cvc5 as the solvers (tests/foundry/halmos_solver.py). A query the solvers leave
 # open after 120 s is a TIMEOUT, which halmos counts as a failed check (exit status 1), like a counterexample.
-HALMOS_ARGS = --forge-build-out build/foundry/out --panic-error-codes 0x01,0x11,0x12 --solver-timeout-assertion 120s \
-	--solver-command "$(CHECKS_VENV)/bin/python tests/foundry/halmos_solver.py"
+HALMOS_ARGS = --forge-build-out build/foundry/out --panic-error-codes 0x01,0x11,0x12 --solver-timeout-assertion 120s
+HALMOS_SOLVER = $(CHECKS_VENV)/bin/python tests/foundry/halmos_solver.py
 
-# halmos's symbolic checks of the arithmetic (docs/contract-checks.md), part of make test: the side score, the split
-# gain, the leaf value and the reward division, every one proven (check_payout unrolls its shift loop with the
-# `--loop 3` of its NatSpec). SYMBOLIC_CHECKS=check_ adds the split Shapley check, which the solvers do not yet prove
-# within the timeout on two cores.
+# halmos's symbolic checks of the arithmetic (docs/contract-checks.md), part of make test. First the squaring lemma
+# the solver applies to the other checks' queries (|t| <= 2^121: t * t does not wrap and sdiv(t * t, t) == t),
+# proven with the solver's other steps only (--without-squares); then the side score, the split gain, the leaf value
+# and the reward division, every one proven (check_payout unrolls its shift loop with the `--loop 3` of its NatSpec).
+# SYMBOLIC_CHECKS=check_ adds two parties' split Shapley values.
 SYMBOLIC_CHECKS ?= check_(sideScore|splitGain|leafValue|payout)\(
 symbolic: install $(CHECKS_STAMP)
-	$(CHECKS_PATH) $(CHECKS_VENV)/bin/halmos --contract SymbolicTest --match-test '^$(SYMBOLIC_CHECKS)' $(HALMOS_ARGS)
+	$(CHECKS_PATH) $(CHECKS_VENV)/bin/halmos --contract SymbolicTest --match-test '^check_squareLemma\(' $(HALMOS_ARGS) \
+		--solver-command "$(HALMOS_SOLVER) --without-squares"
+	$(CHECKS_PATH) $(CHECKS_VENV)/bin/halmos --contract SymbolicTest --match-test '^$(SYMBOLIC_CHECKS)' $(HALMOS_ARGS) \
+		--solver-command "$(HALMOS_SOLVER)"
 
 # The contract checks at bench size (10,000 runs per property), recorded in bench/results/fuzz.json.
 fuzz: install $(CHECKS_STAMP)

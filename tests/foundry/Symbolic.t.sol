@@ -17,8 +17,9 @@ import {vm} from "./Vm.sol";
 ///         to square, and the references in the assertions are computed without checked multiplication (each
 ///         product is below 2^256 by the ranges, argued where it is made), so the only checked multiplications the
 ///         solver meets are the contract's own (tests/foundry/halmos_solver.py says how its queries are proven).
-///         `make test` runs sideScore, splitGain, leafValue and payout; splitShapley2 runs with `make symbolic
-///         SYMBOLIC_CHECKS=check_` (docs/contract-checks.md).
+///         `make test` runs squareLemma (without the solver's squaring step, which rests on it), then sideScore,
+///         splitGain, leafValue and payout; splitShapley2 runs with `make symbolic SYMBOLIC_CHECKS=check_`
+///         (docs/contract-checks.md).
 contract SymbolicTest {
     int256 internal constant ONE = 1e18;
     int256 internal constant MAX_G = 2 ** 120;
@@ -92,8 +93,23 @@ contract SymbolicTest {
         }
     }
 
+    /// @notice The squaring lemma the solver applies to every other check's queries (tests/foundry/halmos_solver.py,
+    ///         which `make symbolic` runs on this check without it): a `t` with `|t| <= 2^121` squares without
+    ///         overflow to at most 2^242, not negative, 0 only for `t = 0`, and `(t * t) / t == t` for `t != 0`.
+    ///         Every such `t` is `a` or `-a` for an `a <= 2^121`, so the check over both covers the whole range.
+    function check_squareLemma(uint256 a, bool negative) public pure {
+        vm.assume(a <= 2 ** 121);
+        int256 t = negative ? -int256(a) : int256(a);
+        int256 s = t * t;
+        assert(s >= 0 && s <= 2 ** 242 && (t != 0 || s == 0));
+        if (t != 0) assert(s / t == t);
+    }
+
     /// @notice Two parties' exact split Shapley values do not overflow, sum to the grand coalition's gain within
-    ///         one unit each (each is truncated once), and the gain is equation 7 of the summed sides.
+    ///         one unit each (each is truncated once), and the gain is equation 7 of the summed sides. Every sum the
+    ///         contract squares is a coalition's gradient sum, at most 2^121 in magnitude: the squaring lemma's. The
+    ///         coalition loops run three times each (2^2 - 1 coalitions), which `--loop 4` unrolls in full.
+    /// @custom:halmos --loop 4
     function check_splitShapley2(
         int256 gL0,
         int256 hL0,

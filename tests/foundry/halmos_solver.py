@@ -1,4 +1,5 @@
-"""halmos's solver: ``python halmos_solver.py QUERY.smt2`` prints ``sat`` and a model, ``unsat``, or ``unknown``.
+"""halmos's solver: ``python halmos_solver.py [--without-squares] QUERY.smt2`` prints ``sat`` and a model, ``unsat``
+or ``unknown``.
 
 halmos (``make symbolic``) writes each query as an SMT-LIB file and runs its solver command on it. The checks' queries
 are about Solidity's checked multiplication, whose overflow test divides the 256-bit product by a symbolic factor
@@ -11,8 +12,14 @@ through these steps, the first definite answer winning:
    satisfiable or refuted at once, and Bitwuzla gives the model halmos needs to refine them; a refined query that
    Bitwuzla proves within a second, cvc5's first slice (step 3) proves in as little time, so a longer first look
    only delays the others;
-2. the query with every product and quotient of two non-constant terms replaced by a fresh variable (Bitwuzla): what
-   follows from the linear part alone (the efficiency of Shapley values given the coalitions' utilities);
+2. where the query squares a term (``t * t``), the squaring lemma (``squares_bounded``): each square a fresh ``v`` and
+   each overflow test's ``sdiv(t * t, t)`` a fresh ``q``, with ``v``'s range and ``q = t`` as facts guarded by
+   ``|t| <= 2^121``, a linear condition on the inputs' ranges (Bitwuzla for 3 s); then that query with its quotients
+   by constants as fresh variables bound by truncated division's facts and its other products and quotients of two
+   non-constant terms replaced by fresh variables, all linear, in step 3's slices with cvc5's integer encoding (the
+   split Shapley values' efficiency over the coalitions' utilities, divided by ``M!``). Where nothing is squared, the
+   query with every product and quotient of two non-constant terms replaced by a fresh variable (Bitwuzla): what
+   follows from the linear part alone;
 3. slices of the query, smallest first: the assertions over the variables of the last one (the violated property or
    panic), then those sharing a variable with them, and so on up to the whole query; each with cvc5's integer
    encoding, then with every right shift by a constant made opaque (a fresh variable whose top bits are zero, one
@@ -22,8 +29,11 @@ through these steps, the first definite answer winning:
 4. Bitwuzla on the whole query, until halmos's assertion timeout ends it.
 
 Each step is sound for ``unsat``: a slice holds a subset of the assertions, a replaced term only drops what was known
-about it (an opaque shift keeps only what holds of every shift: its top bits are zero, and equal terms are equal),
-and the sign cases cover every value. Only the whole query's answer (steps 1 and 4) is printed as ``sat``.
+about it (an opaque shift keeps only what holds of every shift: its top bits are zero, and equal terms are equal; a
+square keeps what the squaring lemma says of every square in its range, the lemma being proven by halmos as
+``check_squareLemma``, a check this solver runs on without the lemma, ``--without-squares``; a quotient by a
+constant keeps what SMT-LIB's definition of ``bvsdiv`` says of it), and the sign cases cover every value.
+Only the whole query's answer (steps 1 and 4) is printed as ``sat``.
 z3 is imported by the functions that use it, not by the module: step 1 answers most queries (four in five of the
 payout's), and importing z3 would cost that process, and each Bitwuzla process it starts, 0.1 s.
 The solvers come from PyPI as Python bindings (``bitwuzla``, ``cvc5``; z3 comes with halmos); halmos would otherwise
@@ -51,8 +61,12 @@ SLICE_MS = 3000
 """cvc5 on a slice as it is (step 3)."""
 CASE_MS = 10000
 """cvc5 on a slice with its shifts opaque, and on each of its sign cases (step 3)."""
+SQUARED_MS = 3000
+"""Bitwuzla on the query with the squaring lemma applied (step 2): 0.1 to 0.5 s alone, more on a loaded machine."""
 MAX_SUMS = 4
 """Sums split into sign cases at most (2^4 cases)."""
+SQUARE_BITS = 121
+"""The squaring lemma's range: ``|t| <= 2^121`` squares to at most ``2^242`` (``check_squareLemma``)."""
 
 
 @cache
@@ -279,6 +293,100 @@ def shifts_opaque(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
     return [z3.substitute(a, *subst.values()) for a in assertions] + tops
 
 
+def squares_bounded(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
+    """Step 3's squaring lemma: each square ``t * t`` becomes a fresh ``v`` and each ``sdiv(t * t, t)`` a fresh ``q``,
+    one of each per ``t`` up to the order of its sums' operands, with the lemma's facts guarded by its range.
+
+    The lemma (``check_squareLemma`` in Symbolic.t.sol, proven by halmos): for a 256-bit ``t`` with
+    ``-2^121 <= t <= 2^121`` (signed), ``t * t`` does not wrap, so ``0 <= t * t <= 2^242`` (signed), and
+    ``sdiv(t * t, t) == t`` when ``t != 0``. The facts added are ``range(t) => 0 <= v <= 2^242``, ``t == 0 => v == 0``
+    and ``range(t) and t != 0 => q == t``. Sound for ``unsat``: every model of the query is one of this query, with
+    ``v = t * t`` and ``q = sdiv(t * t, t)``, which satisfy the facts by the lemma whatever ``t`` is (where ``t`` is
+    out of range the guarded facts say nothing). What is left, whether ``t`` is in range, is linear in the inputs'
+    ranges, which Bitwuzla decides at once where its bit-blasted products and quotients do not finish.
+    """
+    import z3
+
+    memo: dict[int, str] = {}
+    found: dict[str, tuple[z3.BitVecRef, z3.BitVecRef]] = {}
+    quotients: dict[str, tuple[z3.BitVecRef, z3.BitVecRef]] = {}
+    subst: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
+
+    def magnitude(e: z3.ExprRef) -> z3.ExprRef:
+        """``x`` for ``-x`` (``bvneg`` or a product by -1), else ``e``: ``(-x) * (-x)`` is ``x * x`` in every width."""
+        if z3.is_app_of(e, z3.Z3_OP_BNEG):
+            return e.arg(0)
+        if z3.is_app_of(e, z3.Z3_OP_BMUL) and e.num_args() == 2:
+            minus = (1 << e.size()) - 1
+            for k in (0, 1):
+                if z3.is_bv_value(e.arg(k)) and e.arg(k).as_long() == minus:
+                    return e.arg(1 - k)
+        return e
+
+    def square_of(e: z3.ExprRef) -> str | None:
+        if not (z3.is_app_of(e, z3.Z3_OP_BMUL) and e.num_args() == 2 and nonlinear(e)):
+            return None
+        key = canonical(magnitude(e.arg(0)), memo)
+        return key if key == canonical(magnitude(e.arg(1)), memo) else None
+
+    for e in walk(assertions, set()):
+        if (key := square_of(e)) is not None:
+            if key not in found:
+                found[key] = (magnitude(e.arg(0)), z3.FreshConst(e.sort(), "square"))
+            subst[e.get_id()] = (e, found[key][1])
+        elif (
+            z3.is_app(e)
+            and e.decl().kind() in (z3.Z3_OP_BSDIV, z3.Z3_OP_BSDIV_I)
+            and (key := square_of(e.arg(0))) is not None
+            and canonical(e.arg(0).arg(0), memo) == canonical(e.arg(0).arg(1), memo) == canonical(e.arg(1), memo)
+        ):
+            root = canonical(e.arg(1), memo)
+            if root not in quotients:
+                quotients[root] = (e.arg(1), z3.FreshConst(e.sort(), "root"))
+            subst[e.get_id()] = (e, quotients[root][1])
+    if not found:
+        return None
+    bound = 1 << SQUARE_BITS
+    facts: list[z3.BoolRef] = []
+    for t, v in found.values():
+        in_range = z3.And(t >= -bound, t <= bound)
+        facts += [z3.Implies(in_range, z3.And(v >= 0, v <= bound * bound)), z3.Implies(t == 0, v == 0)]
+    for t, q in quotients.values():
+        facts.append(z3.Implies(z3.And(t >= -bound, t <= bound, t != 0), q == t))
+    return [z3.substitute(a, *subst.values()) for a in assertions] + facts
+
+
+def constant_quotients(assertions: list[z3.BoolRef]) -> list[z3.BoolRef]:
+    """Each quotient ``sdiv(x, c)`` by a constant ``c >= 2`` as a fresh ``q`` with the facts of truncated division.
+
+    SMT-LIB's ``bvsdiv`` truncates toward zero: for ``x >= 0``, ``0 <= q <= x`` and ``0 <= x - c * q <= c - 1``; for
+    ``x < 0``, ``x <= q <= 0`` and ``1 - c <= x - c * q <= 0`` (``c * q`` does not wrap, as ``|c * q| <= |x|``).
+    Sound for ``unsat``: every model of the query is one of this query, with ``q = sdiv(x, c)``. The split Shapley
+    values divide by ``M!`` (2 for two parties), and with the quotients linear, what the values' efficiency needs of
+    them (``sdiv(a, 2) + sdiv(b, 2)`` within one of ``(a + b) / 2``) is linear too.
+    """
+    import z3
+
+    subst: dict[int, tuple[z3.ExprRef, z3.ExprRef]] = {}
+    facts: list[z3.BoolRef] = []
+    for e in walk(assertions, set()):
+        if not (z3.is_app(e) and e.decl().kind() in (z3.Z3_OP_BSDIV, z3.Z3_OP_BSDIV_I) and z3.is_bv_value(e.arg(1))):
+            continue
+        c = e.arg(1).as_signed_long()
+        if c < 2:
+            continue
+        x, q = e.arg(0), z3.FreshConst(e.sort(), "quotient")
+        subst[e.get_id()] = (e, q)
+        r = x - c * q
+        facts += [
+            z3.Implies(x >= 0, z3.And(q >= 0, q <= x, r >= 0, r <= c - 1)),
+            z3.Implies(x < 0, z3.And(q <= 0, q >= x, r <= 0, r >= 1 - c)),
+        ]
+    if not subst:
+        return assertions
+    return [z3.substitute(a, *subst.values()) for a in assertions + facts]
+
+
 def sign_cases(assertions: list[z3.BoolRef]) -> Iterator[list[z3.BoolRef]]:
     """Step 3's sign cases: each sum that is a factor of a product becomes ``n >= 0`` or ``-n`` with ``n > 0``."""
     import z3
@@ -305,11 +413,20 @@ def sign_cases(assertions: list[z3.BoolRef]) -> Iterator[list[z3.BoolRef]]:
         yield [z3.substitute(a, *subst) for a in assertions] + defining
 
 
-def proven(assertions: list[z3.BoolRef]) -> bool:
-    """Steps 2 and 3: whether the query is shown unsatisfiable."""
-    general = generalised(assertions)
-    if general is not None and first_word(bitwuzla("", SLICE_MS, smtlib(general))) == "unsat":
-        return True
+def proven(assertions: list[z3.BoolRef], squares: bool = True) -> bool:
+    """Steps 2 and 3: whether the query is shown unsatisfiable (``squares``: with the squaring lemma)."""
+    squared = squares_bounded(assertions) if squares else None
+    if squared is None:
+        general = generalised(assertions)
+        if general is not None and first_word(bitwuzla("", SLICE_MS, smtlib(general))) == "unsat":
+            return True
+    else:
+        if first_word(bitwuzla("", SQUARED_MS, smtlib(squared))) == "unsat":
+            return True
+        linear = constant_quotients(squared)
+        linear = generalised(linear) or linear
+        if any(cvc5_int(smtlib(chosen), CASE_MS) == "unsat" for chosen in slices(linear)):
+            return True
     for chosen in slices(assertions):
         if cvc5_int(smtlib(chosen), SLICE_MS) == "unsat":
             return True
@@ -322,14 +439,15 @@ def proven(assertions: list[z3.BoolRef]) -> bool:
     return False
 
 
-def main(path: str) -> int:
+def main(path: str, squares: bool = True) -> int:
+    """Answer one query (``squares`` False: without the squaring lemma, for the check that proves it)."""
     quick = bitwuzla(path, QUICK_MS)
     if first_word(quick) in ("sat", "unsat"):
         sys.stdout.write(quick)
         return 0
     import z3
 
-    if proven(list(z3.parse_smt2_file(path))):
+    if proven(list(z3.parse_smt2_file(path)), squares):
         print("unsat")
         return 0
     sys.stdout.write(bitwuzla(path, 0))
@@ -339,4 +457,6 @@ def main(path: str) -> int:
 if __name__ == "__main__":
     if sys.argv[1] == "--bitwuzla":
         sys.exit(bitwuzla_main(sys.argv[2], int(sys.argv[3])))
+    if sys.argv[1] == "--without-squares":
+        sys.exit(main(sys.argv[2], squares=False))
     sys.exit(main(sys.argv[1]))
