@@ -243,7 +243,7 @@ contract GuardsTest is Federation {
         field %= 24;
         if (field == 0) c.trees = uint16(u % 3);
         else if (field == 1) c.depth = uint8(u % 11);
-        else if (field == 2) c.bins = uint16(u % 3);
+        else if (field == 2) c.bins = uint16(u % 2 == 0 ? u % 3 : 200 + (u >> 8) % 55);
         else if (field == 3) c.hessianMode = uint8(u % 4);
         else if (field == 4) c.tieBreak = uint8(u % 4);
         else if (field == 5) c.objective = uint8(u % 4);
@@ -285,7 +285,12 @@ contract GuardsTest is Federation {
         if (c.refusalRate <= 0 || c.refusalRate >= ONE) return _config("refusalRate");
         if (c.overlapThreshold < 0) return _config("overlapThreshold");
         if (c.quorumDen == 0 || c.quorumNum > c.quorumDen) return _config("quorum");
-        if (c.minParties == 0 || c.minParties > c.maxParties || c.maxParties > 16) return _config("parties");
+        if (c.minParties == 0 || c.minParties > c.maxParties || c.maxParties > 64) return _config("parties");
+        // a node's widest resolution must fit a transaction (`ledger/spec/tx_size.py`, `check_resolution_fits`)
+        uint256 size = 4 + 12 * 32 + uint256(c.maxParties) * (6 * (uint256(c.bins) + 1) + c.depth - 1) * 32;
+        if (size > 128 * 1024 - 2048) {
+            return abi.encodeWithSelector(FGBDTConfigLib.ResolutionTooLarge.selector, size, 128 * 1024 - 2048);
+        }
         if (c.joinBlocks > 2 ** 32) return _config("joinBlocks");
         if (c.stepBlocks == 0 || c.stepBlocks > 2 ** 32) return _config("stepBlocks");
         if (c.lambda < 0 || c.learningRate <= 0 || c.minRows < 1) return _config("gbdt");
