@@ -61,7 +61,7 @@ SECTIONS = (
     Section("fuzz", "The contract checks at bench size"),
     Section("faults", "Faults: recovery and what the audit says"),
     Section("shapley_cost", "The cost of exact split Shapley"),
-    Section("shapley_estimate", "Split Shapley beyond 16 parties: the estimate"),
+    Section("shapley_estimate", "Split Shapley beyond 12 parties: the estimate"),
     Section("scale", "A party beyond one machine: Parquet and Dask"),
     Section("api_load", "The REST API under load"),
     Section("dashboard", "The dashboard at scale"),
