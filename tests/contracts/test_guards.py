@@ -96,7 +96,12 @@ def test_join_window_and_party_limit(chain: ChainClient, task_contract: TaskCont
 
 def test_invalid_config(chain: ChainClient, task_contract: TaskContract) -> None:
     req = chain.new_account(10**19)
-    for bad in (TaskConfig(depth=9), TaskConfig(hessian_mode=2), TaskConfig(min_rows=0), TaskConfig(max_parties=65)):
+    for bad in (
+        TaskConfig(depth=9),
+        TaskConfig(hessian_mode=2),
+        TaskConfig(min_rows=0),
+        TaskConfig(max_parties=ref.MAX_PARTIES + 1),
+    ):
         reverts("InvalidConfig", task_contract.create_task, req, bad, [0], [ONE])
     reverts("InvalidConfig", task_contract.create_task, req, CFG, [ONE], [0])
     e = reverts("InvalidConfig", task_contract.create_task, req, TaskConfig(depth=0), [0], [ONE])
