@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from party_sides import party
 
 from fgbdt_chain.ledger.spec import centred, loo, scaled
 from fgbdt_chain.ledger.spec import reference as ref
@@ -14,20 +15,6 @@ from fgbdt_chain.ledger.spec.fixed_point import ONE, to_fixed
 
 LAM = to_fixed(0.1)
 SPLITS = 8
-
-
-def party(rng: np.random.Generator, rows: int, signal: float, base: float = 0.5, copies: int = 1) -> loo.Sides:
-    """A party's sums at a cut: logistic gradients at score 0 of labels whose probability is ``base`` minus (left) or
-    plus (right) ``signal``; every row ``copies`` times."""
-    left = rng.random(rows) < 0.5
-    y = (rng.random(rows) < np.where(left, base - signal, base + signal)).astype(float)
-    g = 0.5 - y
-    return loo.Sides(
-        copies * sum(to_fixed(v) for v in g[left]),
-        copies * to_fixed(0.25) * int(left.sum()),
-        copies * sum(to_fixed(v) for v in g[~left]),
-        copies * to_fixed(0.25) * int((~left).sum()),
-    )
 
 
 def tree_values(splits: list[list[loo.Sides]]) -> list[int]:
