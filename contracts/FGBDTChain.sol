@@ -192,11 +192,10 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         t.slots = slots;
         t.binEdgesHash = edgesHash;
         t.status = Status.Training;
-        // the seed of the estimated split Shapley values: fixed now, after every party committed its data (its PSD
-        // when it joined), by a block hash none of them chooses
-        uint256 seed = uint256(keccak256(abi.encode(blockhash(block.number - 1), taskId)));
-        t.shapleySeed = seed;
-        emit ShapleySeedFixed(taskId, seed);
+        // the seed of the split Shapley estimates: the hash of this very block, which nobody knows when sending
+        // `start` (every party committed its data, its PSD, when it joined), read by the first task transaction in
+        // a later block (`_fixSeed`)
+        t.seedBlock = uint64(block.number);
         emit BinEdgesFixed(taskId, edgesHash, binEdges);
         emit TrainingStarted(taskId, t.parties);
         _startTree(taskId, t, 0);
@@ -230,6 +229,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     function submitVotes(uint256 taskId, uint256 tree, uint256 level, int256[] calldata votes) external {
         Task storage t = _task(taskId);
         if (t.status != Status.Training) revert WrongStatus(taskId, t.status);
+        _fixSeed(taskId, t);
         Member storage m = _approved(taskId);
         uint256 k = popcount(t.openMask);
         bool root = level == 0 && tree == uint256(t.tree) + 1;
@@ -275,6 +275,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         bool voting = phase == Phase.Voting;
         bool complete = voting ? t.voteCount >= t.activeCount : _histogramsComplete(t);
         if (!complete && block.number <= t.stepDeadline) revert StepStillOpen(taskId, t.stepDeadline);
+        _fixSeed(taskId, t);
         if (voting) _closeVoting(taskId, t);
         else _closeHistograms(taskId, t);
     }
@@ -312,6 +313,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     /// @param data Node blocks of the open nodes that follow those already committed (increasing id), emitted.
     function commitHistograms(uint256 taskId, uint256 tree, uint256 level, int256[] calldata data) external {
         (Task storage t, Member storage m) = _histogramStep(taskId, tree, level);
+        _fixSeed(taskId, t);
         (bytes32[] memory part, uint256 first) = _part(taskId, t, m, data, false);
         mapping(uint256 => bytes32) storage stored = _committed[taskId][_msgSender()];
         for (uint256 i = 0; i < part.length; ++i) stored[first + i] = part[i];
@@ -346,6 +348,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         FGBDTEndorseLib.Endorsement[] calldata endorsements
     ) external {
         (Task storage t, Member storage m) = _histogramStep(taskId, tree, level);
+        _fixSeed(taskId, t);
         (bytes32[] memory part, uint256 first) = _part(taskId, t, m, data, true);
         bytes32[] memory leaves = new bytes32[](first + part.length);
         mapping(uint256 => bytes32) storage stored = _committed[taskId][_msgSender()];
@@ -372,6 +375,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     /// @param level Current level.
     function declineHistograms(uint256 taskId, uint256 tree, uint256 level) external {
         (Task storage t, Member storage m) = _histogramStep(taskId, tree, level);
+        _fixSeed(taskId, t);
         m.declinedStep = t.step;
         t.declineCount += 1;
         emit HistogramsDeclined(taskId, tree, level, _msgSender());
@@ -390,7 +394,8 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
 
     /// @notice Resolve one open node of the current level (anyone may call): replay the submitting parties'
     ///         histograms, check them against their commitments, then split or make a leaf and credit contributions
-    ///         exactly as `reference.resolve_node`. The last resolution of a level advances the task.
+    ///         exactly as `reference.resolve_node`. The last resolution of a level advances the task. Not in the
+    ///         block of `start` (`ShapleySeedPending`: the task's Shapley seed is that block's hash, `_seeded`).
     /// @param taskId The task.
     /// @param node Heap id of the node.
     /// @param g Gradient sums, party-major over the submitting parties in party order, 2*nbins each.
@@ -406,6 +411,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         bytes32[] calldata proofs
     ) external {
         Task storage t = _taskInPhase(taskId, Phase.Resolving);
+        if (!_seeded(taskId, t)) return;
         _resolveAt(taskId, t, node, g, h, n, proofs);
         if (t.resolvedMask == t.openMask) _advance(taskId, t);
     }
@@ -414,7 +420,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     ///         parties' histograms, check them against their commitments, then split or make a leaf and credit
     ///         contributions exactly as `reference.resolve_node`. All or nothing; the last resolution of a level
     ///         advances the task. Block gas and transaction size bound how many nodes fit; callers cut larger
-    ///         batches (`ledger/spec/tx_size.py`).
+    ///         batches (`ledger/spec/tx_size.py`). Not in the block of `start` (`ShapleySeedPending`, `_seeded`).
     /// @param taskId The task.
     /// @param nodes Heap ids of the nodes, any order, each open and unresolved.
     /// @param g Per node in `nodes` order, its gradient sums, party-major over the submitting parties in party
@@ -432,6 +438,7 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
         bytes32[] calldata proofs
     ) external {
         Task storage t = _taskInPhase(taskId, Phase.Resolving);
+        if (!_seeded(taskId, t)) return;
         uint256 k = nodes.length;
         if (k == 0 || g.length % k != 0 || proofs.length % k != 0) revert LengthMismatch(k, g.length);
         uint256 w = g.length / k;
@@ -450,6 +457,38 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
             );
         }
         if (t.resolvedMask == t.openMask) _advance(taskId, t);
+    }
+
+    /// @dev Fixes the task's Shapley seed once a block after its seed block has come (every task transaction in
+    ///      training calls it): keccak256 of that block's hash and the task id. A pending seed has its seed block
+    ///      set, a fixed one not (the slot is read with the step deadline's). The EVM reads a block's hash for 256
+    ///      blocks: a transaction that finds it expired makes its own block the seed block, whose hash its sender
+    ///      cannot know either, and the next task transaction in a later block fixes the seed.
+    /// @return rebased Whether this call made its own block the seed block.
+    function _fixSeed(uint256 taskId, Task storage t) private returns (bool rebased) {
+        uint256 anchor = t.seedBlock;
+        if (anchor == 0 || block.number <= anchor) return false;
+        bytes32 h = blockhash(anchor);
+        if (h == bytes32(0)) {
+            t.seedBlock = uint64(block.number);
+            return true;
+        }
+        uint256 seed = uint256(keccak256(abi.encode(h, taskId)));
+        t.shapleySeed = seed;
+        t.seedBlock = 0;
+        emit ShapleySeedFixed(taskId, seed, anchor);
+    }
+
+    /// @dev Whether a resolution may go on: every resolution needs the seed, whatever the number of parties (one
+    ///      rule for every task). Fixed here if it can be; in the seed block itself `ShapleySeedPending` (a retry a
+    ///      block later passes). A resolution that finds the seed block's hash expired makes its own block the seed
+    ///      block and resolves nothing, succeeding so that the new seed block holds; the next, a block later,
+    ///      resolves.
+    function _seeded(uint256 taskId, Task storage t) private returns (bool) {
+        bool rebased = _fixSeed(taskId, t);
+        if (t.seedBlock == 0) return true;
+        if (!rebased) revert ShapleySeedPending(taskId, t.seedBlock);
+        return false;
     }
 
     /// @dev One node's resolution (`FGBDTResolveLib.resolve`) in the task's storage.

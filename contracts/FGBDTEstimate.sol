@@ -12,9 +12,9 @@ import {FGBDTMathLib} from "./FGBDTMath.sol";
 ///         inequality bounds every party's error by `S * sqrt(ln(2M / delta) / (2K))` with probability `1 - delta`
 ///         (`S` the width of the marginals' range; the Python module states and derives it).
 /// @dev Public: deployed once and linked (the task contract must stay under EIP-170's 24 KB). The orders come from
-///      keccak256 of the node's seed, itself keccak256 of the task's seed (fixed when training starts, after every
-///      party committed its data), the tree and the node: nobody who sends data can steer them, and every verifier
-///      and the audit draw the same ones.
+///      keccak256 of the node's seed, itself keccak256 of the task's seed (the hash of the block that holds `start`,
+///      unknown to whoever sends it, after every party committed its data; `FGBDTChain._fixSeed`), the tree and the
+///      node: nobody who sends a transaction can steer them, and every verifier and the audit draw the same ones.
 library FGBDTEstimateLib {
     /// @notice The largest federation whose split Shapley values are exact (`FGBDTMathLib.splitShapley`).
     uint256 internal constant EXACT_MAX_PARTIES = 12;

@@ -76,6 +76,11 @@ interface IFGBDTEvents {
     /// @param expected The length needed.
     /// @param actual The length sent.
     error LengthMismatch(uint256 expected, uint256 actual);
+    /// @notice A resolution in the task's seed block: the Shapley seed is the hash of that block, read from the next
+    ///         block on.
+    /// @param taskId The task.
+    /// @param seedBlock The seed block (the block of `start`, unless its hash expired unread).
+    error ShapleySeedPending(uint256 taskId, uint256 seedBlock);
     /// @notice A vote is neither -1 (abstain) nor a feature index.
     /// @dev Raised by `FGBDTBallotLib.store` (same selector); declared here so that the contract's ABI decodes it.
     /// @param index The vote's position.
@@ -174,10 +179,13 @@ interface IFGBDTEvents {
     /// @param taskId The task.
     /// @param parties The approved parties in party order.
     event TrainingStarted(uint256 indexed taskId, address[] parties);
-    /// @notice The seed of the task's estimated split Shapley values (above 12 parties; `FGBDTEstimateLib`) was fixed.
+    /// @notice The seed of the task's estimated split Shapley values (above 12 parties; `FGBDTEstimateLib`) was fixed,
+    ///         by the first task transaction in a block after `seedBlock`.
     /// @param taskId The task.
-    /// @param seed keccak256 of the hash of the block before training started and the task id.
-    event ShapleySeedFixed(uint256 indexed taskId, uint256 seed);
+    /// @param seed keccak256 of the hash of block `seedBlock` and the task id.
+    /// @param seedBlock The block of `start`, or, where no task transaction came within 256 blocks of it (its hash
+    ///        is then unreadable), the block of the one that found it expired.
+    event ShapleySeedFixed(uint256 indexed taskId, uint256 seed, uint256 seedBlock);
     /// @notice The bin edges every party must use were fixed.
     /// @param taskId The task.
     /// @param binEdgesHash keccak256 of the encoded edges.

@@ -37,6 +37,9 @@ struct Task {
     uint16 slots;
     uint64 joinDeadline;
     uint64 stepDeadline;
+    /// @dev The block whose hash fixes `shapleySeed` while the seed is pending (`start`'s own, or a later one where
+    ///      its hash had expired unread), 0 once the seed is fixed (`FGBDTChain._fixSeed`).
+    uint64 seedBlock;
     uint256 openMask;
     uint256 nextMask;
     uint256 resolvedMask;

@@ -109,7 +109,7 @@ def read_state(contract: Any, task_id: int, events: list[Event], at: int) -> Cha
         if ev.name == "TrainingStarted":
             parties = [checksum(p) for p in ev.args["parties"]]
         elif ev.name == "ShapleySeedFixed" and ev.block_number > 0:
-            seed_block_hash = bytes(contract.w3.eth.get_block(ev.block_number - 1)["hash"])
+            seed_block_hash = bytes(contract.w3.eth.get_block(int(ev.args["seedBlock"]))["hash"])
         elif ev.name in ("RewardAssigned", "Withdrawn"):
             accounts.add(checksum(ev.args["account"]))
         elif ev.name in ("CandidatesFixed", "NodeSplit", "LeafSet"):

@@ -75,8 +75,8 @@ class ChainState:
     owed: dict[str, int]
     nodes: dict[tuple[int, int], NodeState]
     seed_block_hash: bytes | None = None
-    """The hash of the block before the one whose ``start`` fixed the task's Shapley seed, which the seed must be
-    derived from (None where the reader could not fetch it)."""
+    """The hash of the task's seed block (``ShapleySeedFixed.seedBlock``: the block of ``start``, unknown to whoever
+    sent it), which the Shapley seed must be derived from (None where the reader could not fetch it)."""
 
 
 @dataclass

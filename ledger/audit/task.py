@@ -14,6 +14,7 @@ from eth_utils import keccak
 
 from fgbdt_chain.ledger.audit.record import AuditInput, EventIndex, checksum
 from fgbdt_chain.ledger.audit.report import AuditError, fail
+from fgbdt_chain.ledger.audit.seed import check_seed
 from fgbdt_chain.ledger.rpc.client import Event
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.edges import EdgesFormatError, decode_edges, histogram_slots
@@ -43,7 +44,8 @@ class Task:
     nbins: int
     """Histogram slots per feature, from the fixed bin edges."""
     shapley_seed: int = 0
-    """The seed of the estimated split Shapley values (``ShapleySeedFixed``; ``ledger.spec.shapley_estimate``)."""
+    """The seed of the estimated split Shapley values (``ShapleySeedFixed``; ``ledger.spec.shapley_estimate``), 0
+    while none is fixed (no resolution yet); checked by ``ledger.audit.seed``."""
 
     def is_vote(self, v: int) -> bool:
         """A vote the contract takes: a feature or ``ABSTAIN``."""
@@ -90,15 +92,7 @@ def open_task(inp: AuditInput, events: EventIndex) -> Task:
     quorum = ref.endorsement_quorum(len(parties), cfg["quorumNum"], cfg["quorumDen"])
     reward = _reward(ev, events)
     nbins = _check_hashes(ev, events)
-    seeds = events.named("ShapleySeedFixed")
-    if len(seeds) != 1:
-        fail("number of ShapleySeedFixed events", 1, len(seeds))
-    parent = inp.state.seed_block_hash if inp.state is not None else None
-    if parent is not None:
-        # the contract's derivation: keccak256(abi.encode(blockhash(block.number - 1), taskId)) in `start`
-        want = int.from_bytes(keccak(parent + inp.task_id.to_bytes(32, "big")), "big")
-        if int(seeds[0].args["seed"]) != want:
-            fail("Shapley seed (keccak of the previous block's hash and the task id)", want, seeds[0].args["seed"])
+    shapley_seed = check_seed(inp, events, started[0])
     return Task(
         created=ev,
         cfg=cfg,
@@ -115,7 +109,7 @@ def open_task(inp: AuditInput, events: EventIndex) -> Task:
         quorum=quorum,
         reward=reward,
         nbins=nbins,
-        shapley_seed=int(seeds[0].args["seed"]),
+        shapley_seed=shapley_seed,
     )
 
 

@@ -17,11 +17,14 @@ What holds, for every split:
   plus the one unit of truncation). ``K`` follows from the stated ``delta`` and tolerance (:data:`DELTA_PPM`,
   :data:`TOLERANCE_PPM`) at the largest federation, :data:`~fgbdt_chain.ledger.spec.parameters.MAX_PARTIES`
   (:func:`permutations_for`); no data set tunes it.
-* The orders are drawn from keccak256 of a task seed fixed after every party committed its data (the contract takes
-  the hash of the block before the one that starts training), the tree and the node (:func:`node_seed`), so no
-  party can steer them, and every verifier, the simulator and the audit draw the same ones (:func:`permutation`).
-  The requester, who sends the transaction that starts training, could delay it block by block until a hash it likes
-  comes; a commit-reveal among the parties would close that too.
+* The orders are drawn from keccak256 of a task seed, the tree and the node (:func:`node_seed`), and every verifier,
+  the simulator and the audit draw the same ones (:func:`permutation`). The task seed is keccak256 of the hash of the
+  block that starts training and the task id, read by the first task transaction in a later block (event
+  ``ShapleySeedFixed``): every party committed its data when it joined, and whoever sends ``start`` cannot know the
+  hash of the block that will hold it, so nobody who sends a transaction can steer the seed (the block's producer,
+  who could withhold a block it dislikes, is the one actor left). A block hash is readable for 256 blocks only: a
+  seed not fixed by then is taken from the block of the transaction that finds it expired, and fixed by the next
+  one. Every resolution needs the seed, estimated or not: one rule for every task.
 * Integers only, Solidity's truncating division: the contract's library computes the same values bit for bit.
 """
 

@@ -119,6 +119,17 @@ class Sent:
     log_index: int
 
 
+@dataclass(frozen=True)
+class ShapleySeed:
+    """``ShapleySeedFixed``: the task seed of the estimated split Shapley values (``ledger.spec.shapley_estimate``),
+    keccak256 of the hash of ``seed_block`` (the block of ``start``, unless its hash expired unread) and the task id,
+    fixed in ``block_number`` by the first task transaction after the seed block."""
+
+    seed: int
+    seed_block: int
+    block_number: int
+
+
 SENT_EVENTS = ("VotesSubmitted", "HistogramsSubmitted", "HistogramsDeclined")
 """Events whose topics are (signature, task id, party) and whose data starts with the tree and the level."""
 
@@ -477,6 +488,15 @@ class TaskContract:
     def config(self, task_id: int) -> TaskConfig:
         """``getConfig``."""
         return TaskConfig(*(int(x) for x in self.client.call(self.contract, "getConfig", task_id)))
+
+    def shapley_seed(self, task_id: int) -> ShapleySeed | None:
+        """The task's Shapley seed from its ``ShapleySeedFixed`` event; None until a task transaction in a block after
+        the seed block fixed it (every resolution needs it: ``ShapleySeedPending`` in the seed block itself)."""
+        fixed = self.client.logs(self.contract, ["ShapleySeedFixed"], task_id)
+        if not fixed:
+            return None
+        ev = fixed[0]
+        return ShapleySeed(int(ev.args["seed"]), int(ev.args["seedBlock"]), ev.block_number)
 
     def parties(self, task_id: int) -> list[str]:
         """``getParties``."""

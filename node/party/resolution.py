@@ -128,6 +128,11 @@ class Resolver:
                         ) from exc
                     s.log(f"{exc}: a submission's event is not served yet; looking again")
                     return
+                if exc.name == "ShapleySeedPending":
+                    # Mined in the block of `start`, whose hash is the task's Shapley seed, readable from the next
+                    # block on: the next poll, a block later, resolves. Not a failure.
+                    s.log(f"{exc}: the Shapley seed is fixed from the next block on; looking again")
+                    return
                 # Another party may have resolved one of them first, or resolved the others so that this call now
                 # also closes the level and needs more gas than estimated: both are settled by looking again next
                 # poll, with the resolved mask read afresh.

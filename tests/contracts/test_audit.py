@@ -351,11 +351,39 @@ def test_tampered_phi(copy: AuditInput) -> None:
     assert m.recorded == int(ev.args["phi"][-1]) + 1 and m.expected == int(ev.args["phi"][-1])
 
 
-def test_a_shapley_seed_not_derived_from_the_block_before_start_is_caught(copy: AuditInput) -> None:
+def test_a_shapley_seed_not_derived_from_the_start_blocks_hash_is_caught(copy: AuditInput) -> None:
     assert copy.state is not None and copy.state.seed_block_hash is not None
     _replace_event(copy, lambda ev: ev.name == "ShapleySeedFixed", lambda args: args.update(seed=args["seed"] ^ 1))
     m = audit_events(copy).mismatch
-    assert m is not None and m.field == "Shapley seed (keccak of the previous block's hash and the task id)"
+    assert m is not None and m.field == "Shapley seed (keccak of the seed block's hash and the task id)"
+
+
+def test_a_seed_block_before_start_is_caught(copy: AuditInput) -> None:
+    """The block before ``start`` has a hash its sender knew: a seed from it is a mismatch, whatever the seed."""
+    _replace_event(
+        copy, lambda ev: ev.name == "ShapleySeedFixed", lambda args: args.update(seedBlock=args["seedBlock"] - 1)
+    )
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "Shapley seed block (start's, or one after its hash expired)"
+
+
+def test_a_seed_not_fixed_by_the_first_transaction_after_its_block_is_caught(copy: AuditInput) -> None:
+    """The seed is fixed by the first task transaction after its seed block: a record whose seed event comes after
+    another of the task's transactions (here: moved to the first resolution's block) is a mismatch."""
+    first = min(
+        (e for e in copy.events if e.name in ("NodeSplit", "LeafSet")), key=lambda e: (e.block_number, e.log_index)
+    )
+    seed = next(e for e in copy.events if e.name == "ShapleySeedFixed")
+    assert seed.block_number < first.block_number  # the votes fixed it, before any resolution
+    copy.events[copy.events.index(seed)] = dataclasses.replace(seed, block_number=first.block_number, log_index=0)
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "ShapleySeedFixed by the first task transaction after the seed block"
+
+
+def test_a_record_without_its_seed_is_caught(copy: AuditInput) -> None:
+    copy.events[:] = [e for e in copy.events if e.name != "ShapleySeedFixed"]
+    m = audit_events(copy).mismatch
+    assert m is not None and m.field == "number of ShapleySeedFixed events (one, before the first resolution)"
 
 
 @pytest.mark.parametrize("which", ["resolved leaf", "child leaf"])

@@ -70,15 +70,14 @@ def test_the_checked_path_matches_and_reverts_where_the_reference_raises(
 
 
 def test_a_task_above_the_exact_size_trains_within_the_bound_and_audits(anvil_client: ChainClient) -> None:
-    """17 parties, one tree of depth 2: every split's contributions are the reference's estimate from the node's seed
-    (the task seed of ``ShapleySeedFixed``), within the stated bound of the exact values (computable at 17), and the
-    audit replays the task."""
+    """One party more than the exact size, one tree of depth 2: every split's contributions are the reference's
+    estimate from the node's seed (the task seed of ``ShapleySeedFixed``, fixed by the first transaction after
+    ``start``), within the stated bound of the exact values, and the audit replays the task."""
     m = se.EXACT_MAX_PARTIES + 1
     task = TaskContract.deploy(anvil_client, anvil_client.new_account(10**22))
     cfg = TaskConfig(trees=1, depth=2, bins=4, min_parties=m, max_parties=m, min_rows=1, step_blocks=10**6, lam=ONE)
     fed = open_task(anvil_client, task, cfg, m)
-    (seed_event,) = anvil_client.logs(task.contract, ("ShapleySeedFixed",), fed.task_id)
-    task_seed = int(seed_event.args["seed"])
+    assert task.shapley_seed(fed.task_id) is None  # not known at start
     rng = random.Random(m)
     source = RowSource(rng, [p.address for p in fed.parties], 60, 4, cfg.bins + 1)
     source.start_tree(0)
@@ -88,6 +87,9 @@ def test_a_task_above_the_exact_size_trains_within_the_bound_and_audits(anvil_cl
         votes: dict[str, list[int]] = {p.address: [rng.randint(0, 3) for _ in nodes] for p in fed.parties}
         out = run_level(task, fed.task_id, fed.parties, votes, source, fed.resolver)
         source.follow(out)
+        seeded = task.shapley_seed(fed.task_id)
+        assert seeded is not None
+        task_seed = seeded.seed
         for j, nd in enumerate(out.open_nodes):
             if not out.resolutions[nd].events_named("NodeSplit"):
                 continue

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from chain_helpers import EDGES, Federation, RowSource, edges_for, open_task, random_hist, reverts
 from eth_account import Account
+from eth_utils import keccak
 
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.spec import reference as ref
@@ -122,6 +123,40 @@ def test_a_task_whose_node_cannot_resolve_in_a_transaction_is_refused(
     reverts("ResolutionTooLarge", task_contract.create_task, req, replace(wide, max_parties=most + 1), [0], [ONE])
     task_contract.create_task(req, replace(wide, max_parties=most), [0], [ONE])
     task_contract.create_task(req, replace(wide, bins=largest_fitting(64, None, 8)), [0], [ONE])
+
+
+def _seed_of(chain: ChainClient, block: int, task_id: int) -> int:
+    """The contract's derivation: keccak256(abi.encode(blockhash(block), taskId))."""
+    block_hash = bytes(chain.w3.eth.get_block(block)["hash"])
+    return int.from_bytes(keccak(block_hash + task_id.to_bytes(32, "big")), "big")
+
+
+def test_the_shapley_seed_is_a_block_hash_nobody_knew_when_sending(
+    chain: ChainClient, task_contract: TaskContract
+) -> None:
+    """``start`` fixes no seed: the next task transaction, in a later block, derives it from the hash of ``start``'s
+    own block, which its sender could not know, once. A seed block whose hash expired unread (256 blocks) is replaced
+    by the block of the transaction that finds it so, and the next one fixes the seed from that."""
+    cfg = replace(CFG, step_blocks=1000)
+    fed = open_task(chain, task_contract, cfg, 3, start=False)
+    t = fed.task
+    started = t.start(fed.requester, fed.task_id, EDGES)
+    assert not started.events_named("ShapleySeedFixed") and t.shapley_seed(fed.task_id) is None
+    (ev,) = t.submit_votes(fed.parties[0], fed.task_id, 0, 0, [0]).events_named("ShapleySeedFixed")
+    want = _seed_of(chain, started.block_number, fed.task_id)
+    assert (int(ev.args["seed"]), int(ev.args["seedBlock"])) == (want, started.block_number)
+    assert not t.submit_votes(fed.parties[1], fed.task_id, 0, 0, [0]).events_named("ShapleySeedFixed")  # once
+    fixed = t.shapley_seed(fed.task_id)
+    assert fixed is not None and (fixed.seed, fixed.seed_block) == (want, started.block_number)
+
+    late = open_task(chain, task_contract, cfg, 3, start=False)
+    t.start(late.requester, late.task_id, EDGES)
+    chain.mine(300)
+    first = t.submit_votes(late.parties[0], late.task_id, 0, 0, [0])
+    assert not first.events_named("ShapleySeedFixed")
+    (ev,) = t.submit_votes(late.parties[1], late.task_id, 0, 0, [0]).events_named("ShapleySeedFixed")
+    want = _seed_of(chain, first.block_number, late.task_id)
+    assert (int(ev.args["seed"]), int(ev.args["seedBlock"])) == (want, first.block_number)
 
 
 def test_the_label_range_is_checked(chain: ChainClient, task_contract: TaskContract) -> None:
@@ -435,8 +470,6 @@ def test_requester_reclaims_unstarted_task(chain: ChainClient, task_contract: Ta
 def test_start_publishes_the_bin_edges_and_checks_a_committed_hash(
     chain: ChainClient, task_contract: TaskContract
 ) -> None:
-    from eth_utils import keccak
-
     req = chain.new_account(10**20)
     party = chain.new_account(10**19)
     cfg = TaskConfig(trees=1, depth=1, bins=3, min_parties=1, max_parties=4, step_blocks=20, join_blocks=30)

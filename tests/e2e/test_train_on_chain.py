@@ -163,17 +163,19 @@ def test_a_task_above_the_exact_size_pays_the_simulators_estimates(
     anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path
 ) -> None:
     """One party process more than the exact size: their split Shapley values are estimated on chain from the task
-    seed, and the simulator given the same seed (``PrepConfig.shapley_seed``) trains the same model and the same
-    contributions, bit for bit; the audit replays the task."""
+    seed (the hash of ``start``'s block, fixed by a later transaction), and the simulator given the same seed
+    (``PrepConfig.shapley_seed``) trains the same model and the same contributions, bit for bit; the audit replays
+    the task."""
     params = dataclasses.replace(PARAMS, trees=1, depth=2)
     prep = _prep(toy_csv, dataclasses.replace(CONFIG, parties=EXACT_MAX_PARTIES + 1), params)
     report = run_task(prep, _setup(anvil_node.url, e2e_contract, tmp_path))
     client = ChainClient.connect(anvil_node.url)
     task = TaskContract.at(client, e2e_contract)
-    (seed_event,) = client.logs(task.contract, ["ShapleySeedFixed"], report["task"])
-    seeded = dataclasses.replace(
-        prep, config=dataclasses.replace(prep.config, shapley_seed=int(seed_event.args["seed"]))
-    )
+    fixed = task.shapley_seed(report["task"])
+    assert fixed is not None
+    (started,) = client.logs(task.contract, ["TrainingStarted"], report["task"])
+    assert fixed.seed_block == started.block_number < fixed.block_number  # start's own block, read after it
+    seeded = dataclasses.replace(prep, config=dataclasses.replace(prep.config, shapley_seed=fixed.seed))
     _, sim_model, sim = run(seeded, "fvtree")
     assert sim_model is not None and sim is not None
     assert model_from_chain(task, report["task"]).trees == sim_model.trees

@@ -199,8 +199,15 @@ abstract contract Federation {
         f.candState[i] = 3;
     }
 
-    /// @dev Start with `slots` histogram slots (3 to bins + 1); each row's slots are then taken modulo it.
+    /// @dev Start with `slots` histogram slots (3 to bins + 1), then move on a block: the task's Shapley seed is the
+    ///      hash of `start`'s block, which a resolution needs (`ShapleySeedPending` in that block itself).
     function _start(Fed storage f, uint256 slots) internal {
+        _startInBlock(f, slots);
+        vm.roll(block.number + 1);
+    }
+
+    /// @dev Start with `slots` histogram slots, staying in `start`'s block; each row's slots are then taken modulo it.
+    function _startInBlock(Fed storage f, uint256 slots) internal {
         f.slots = slots;
         for (uint256 p = 0; p < f.parties.length; ++p) {
             bytes storage b = f.bins[p];

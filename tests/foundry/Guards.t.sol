@@ -11,7 +11,7 @@ import {Status, Phase} from "../../contracts/FGBDTTask.sol";
 import {ReentrantRequester} from "../../contracts/test/ReentrantRequester.sol";
 import {ReentrancyGuard} from "@openzeppelin/contracts/utils/ReentrancyGuard.sol";
 import {Federation} from "./Federation.sol";
-import {vm} from "./Vm.sol";
+import {Vm, vm} from "./Vm.sol";
 
 /// @notice A requester whose address takes no ether: its refund cannot be sent.
 contract Rejector {
@@ -64,6 +64,10 @@ contract GuardsTest is Federation {
     uint256 internal constant CANCELLED = 10;
     uint256 internal constant BINARY = 11; // binary logistic loss, tree 0 level 0 histograms
     uint256 internal constant FIXTURES = 12;
+
+    /// @dev `testFuzz_shapleySeed`'s seed block, kept in storage: under viaIR a local copy of `block.number` may be
+    ///      read again after `vm.roll`.
+    uint256 internal seedBlock;
 
     function _violation(string memory why) internal pure override {
         revert(why);
@@ -875,6 +879,61 @@ contract GuardsTest is Federation {
         if (kind == 2 && proofs.length > 0) bad = ((mutation >> 3) % proofs.length) / proofLen;
         if (bad < s) return abi.encodeWithSelector(FGBDTCommitLib.HistogramMismatch.selector, id, f.parties[subs[bad]]);
         return "";
+    }
+
+    // ------------------------------------------------------------------ the Shapley seed
+
+    /// @notice A resolution needs the task's Shapley seed, the hash of `start`'s block: in that block itself (every
+    ///         vote and submission of the level sent in it too) it reverts `ShapleySeedPending`; a later one fixes
+    ///         the seed (`ShapleySeedFixed`: keccak256 of that hash and the task id) and resolves. One that finds the
+    ///         hash expired (over 256 blocks on) makes its own block the seed block and resolves nothing, emitting
+    ///         nothing; another in that block reverts `ShapleySeedPending` with it, and the next block's fixes the
+    ///         seed from its hash and resolves.
+    function testFuzz_shapleySeed(uint16 wait, bool batch) public {
+        Fed storage f = feds[_open(_guardConfig(), 3, 3, REQUESTER, 1 ether, 77)];
+        for (uint256 c = 0; c < 3; ++c) {
+            _join(f, c);
+            _approve(f, c);
+        }
+        _startInBlock(f, 4);
+        seedBlock = block.number;
+        _allVote(f);
+        for (uint256 p = 0; p < 3; ++p) _submit(f, p, 0, _quorum(f), p);
+        require(f.phase == Phase.Resolving && block.number == seedBlock, "the fixture left start's block");
+        bytes memory call = _rootResolution(f, batch);
+        _expect(OUTSIDER, 0, call, abi.encodeWithSelector(IFGBDTEvents.ShapleySeedPending.selector, f.taskId, seedBlock));
+        vm.roll(seedBlock + 1 + uint256(wait) % 400);
+        if (block.number > seedBlock + 256) {
+            vm.recordLogs();
+            _expect(OUTSIDER, 0, call, "");
+            require(vm.getRecordedLogs().length == 0, "a resolution that moved the seed block emitted");
+            require(_unresolved(f).length == 1, "a resolution that moved the seed block resolved");
+            seedBlock = block.number;
+            bytes memory pending = abi.encodeWithSelector(IFGBDTEvents.ShapleySeedPending.selector, f.taskId, seedBlock);
+            _expect(OUTSIDER, 0, call, pending);
+            vm.roll(block.number + 1);
+        }
+        uint256 want = uint256(keccak256(abi.encode(blockhash(seedBlock), f.taskId)));
+        vm.recordLogs();
+        if (batch) _resolveNodes(f, _unresolved(f), OUTSIDER);
+        else _resolve(f, 1, OUTSIDER);
+        Vm.Log[] memory logs = vm.getRecordedLogs();
+        bytes32 fixedSig = keccak256("ShapleySeedFixed(uint256,uint256,uint256)");
+        require(logs.length > 1 && logs[0].topics[0] == fixedSig, "the resolution did not fix the seed first");
+        require(logs[0].topics[1] == bytes32(f.taskId), "the seed fixed for another task");
+        (uint256 seed, uint256 block_) = abi.decode(logs[0].data, (uint256, uint256));
+        require(seed == want && block_ == seedBlock, "a seed not derived from its seed block's hash");
+        require(f.phase != Phase.Resolving || f.level != 0, "the root did not resolve");
+    }
+
+    /// @dev The root's resolution as `resolveNodes` (`batch`) or `resolveNode` calldata.
+    function _rootResolution(Fed storage f, bool batch) internal view returns (bytes memory) {
+        (int256[] memory g, int256[] memory h, int256[] memory n, bytes32[] memory proofs) = _resolveArgs(f, 1);
+        uint256[] memory nodes = new uint256[](1);
+        nodes[0] = 1;
+        return batch
+            ? abi.encodeCall(chain.resolveNodes, (f.taskId, nodes, g, h, n, proofs))
+            : abi.encodeCall(chain.resolveNode, (f.taskId, 1, g, h, n, proofs));
     }
 
     // ------------------------------------------------------------------ withdrawals

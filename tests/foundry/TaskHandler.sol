@@ -165,6 +165,7 @@ contract TaskHandler is Federation {
         } else if (c < 15) {
             if (f.parties.length < f.cfg.minParties) return;
             _start(f, 3 + (choice >> 8) % (uint256(f.cfg.bins) - 1));
+            currentBlock = block.number; // `_start` moved on a block past the seed block: later actions too
             did["start"] += 1;
         } else if ((choice >> 8) % 4 == 0) {
             did["cancel"] += 1;
