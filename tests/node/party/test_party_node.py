@@ -61,6 +61,33 @@ def test_a_resolution_short_of_submitters_reads_as_lag_not_failure() -> None:
     assert not fewer_histograms_than_chain(ContractRevert("LengthMismatch", ()))
 
 
+def test_a_resolution_in_the_seed_block_is_looked_at_again_however_often_not_counted_as_a_failure() -> None:
+    """``ShapleySeedPending`` (a resolution mined in ``start``'s block, whose hash is the task's Shapley seed, read
+    from the next block on) leaves the nodes to the next poll as often as it comes; another revert of the same nodes
+    gives up after 20."""
+
+    def reverting(name: str) -> Any:
+        def resolve_nodes(*args: Any, **kwargs: Any) -> Any:
+            raise ContractRevert(name, (7, 41), function="resolveNodes")
+
+        return resolve_nodes
+
+    for name, gives_up in (("ShapleySeedPending", False), ("NodeNotOpen", True)):
+        task = SimpleNamespace(resolve_nodes=reverting(name))
+        node = _node(task=task, parties=["0x0", "0x1"], params=SimpleNamespace(nbins=4), index=0)
+        node.chain.submitted_histograms = lambda ctx: [[], []]  # type: ignore[method-assign]
+        ctx = LevelContext(0, 0, [1], np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
+        failed_at = None
+        for attempt in range(1, 26):
+            try:
+                node.resolver.resolve(ctx, 0, anyone=True)
+            except NodeError:
+                failed_at = attempt
+                break
+            assert node.chain.again  # looked at again next poll
+        assert failed_at == (21 if gives_up else None), name
+
+
 def test_a_finished_tree_whose_leaves_are_not_served_yet_is_lag_then_failure() -> None:
     """A drawn tree's next level starts in the block that finished the tree, so a party can see the new tree in the
     state before the node serves the finished tree's leaves: that is lag (look again), and only a gap that outlasts
