@@ -13,10 +13,10 @@ Two layers keep the checks testable without a chain:
   and returns an :class:`AuditReport`. Unit tests tamper the input and check what is caught.
 * :func:`read_task` (``ledger.audit.reader``) reads that input from a node at one pinned block.
 
-The replay's parts, each a module of ``ledger.audit``: ``task`` (the opening events), ``levels`` (level by level),
-``votes`` (candidates), ``submissions`` and ``signatures`` (histograms, commitments, endorsements), ``rules`` (the
-exact histogram rules and the carry), ``resolution`` (each node with the reference), ``rewards`` (payouts),
-``storage`` (the contract's views) and ``report`` (the verdict).
+The replay's parts, each a module of ``ledger.audit``: ``task`` (the opening events), ``seed`` (the Shapley seed's
+block and derivation), ``levels`` (level by level), ``votes`` (candidates), ``submissions`` and ``signatures``
+(histograms, commitments, endorsements), ``rules`` (the exact histogram rules and the carry), ``resolution`` (each
+node with the reference), ``rewards`` (payouts), ``storage`` (the contract's views) and ``report`` (the verdict).
 """
 
 from __future__ import annotations
