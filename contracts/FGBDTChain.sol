@@ -395,7 +395,9 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     /// @notice Resolve one open node of the current level (anyone may call): replay the submitting parties'
     ///         histograms, check them against their commitments, then split or make a leaf and credit contributions
     ///         exactly as `reference.resolve_node`. The last resolution of a level advances the task. Not in the
-    ///         block of `start` (`ShapleySeedPending`: the task's Shapley seed is that block's hash, `_seeded`).
+    ///         block of `start` (`ShapleySeedPending`: the task's Shapley seed is that block's hash, `_seeded`);
+    ///         one that finds that hash expired unread (256 blocks) resolves nothing and makes its own block the
+    ///         seed block, and the next, a block later, resolves.
     /// @param taskId The task.
     /// @param node Heap id of the node.
     /// @param g Gradient sums, party-major over the submitting parties in party order, 2*nbins each.
@@ -420,7 +422,8 @@ contract FGBDTChain is IFGBDTEvents, ERC2771Context, EIP712, ReentrancyGuard {
     ///         parties' histograms, check them against their commitments, then split or make a leaf and credit
     ///         contributions exactly as `reference.resolve_node`. All or nothing; the last resolution of a level
     ///         advances the task. Block gas and transaction size bound how many nodes fit; callers cut larger
-    ///         batches (`ledger/spec/tx_size.py`). Not in the block of `start` (`ShapleySeedPending`, `_seeded`).
+    ///         batches (`ledger/spec/tx_size.py`). Not in the block of `start`, and past its hash's expiry the first
+    ///         call resolves nothing, as `resolveNode`.
     /// @param taskId The task.
     /// @param nodes Heap ids of the nodes, any order, each open and unresolved.
     /// @param g Per node in `nodes` order, its gradient sums, party-major over the submitting parties in party
