@@ -8,6 +8,10 @@ are about Solidity's checked multiplication, whose overflow test divides the 256
 milliseconds, provided the squared term has a sign it can see and the query holds little else. So each query goes
 through these steps, the first definite answer winning:
 
+0. the query restated over the integers where interval bounds show its sums do not wrap, its products and quotients
+   of two unknowns fresh integers within their intervals, and given to z3's linear integer arithmetic
+   (``halmos_integers.py``, which argues its soundness): tens of milliseconds for a query of the split Shapley check,
+   abstracted or refined, where the steps below take 0.1 to 4 s;
 1. Bitwuzla for 0.3 s: halmos's first, abstracted queries (products and quotients uninterpreted) are mostly
    satisfiable or refuted at once, and Bitwuzla gives the model halmos needs to refine them; a refined query that
    Bitwuzla proves within a second, cvc5's first slice (step 3) proves in as little time, so a longer first look
@@ -33,9 +37,11 @@ about it (an opaque shift keeps only what holds of every shift: its top bits are
 square keeps what the squaring lemma says of every square in its range, the lemma being proven by halmos as
 ``check_squareLemma``, a check this solver runs on without the lemma, ``--without-squares``; a quotient by a
 constant keeps what SMT-LIB's definition of ``bvsdiv`` says of it), and the sign cases cover every value.
-Only the whole query's answer (steps 1 and 4) is printed as ``sat``.
-z3 is imported by the functions that use it, not by the module: step 1 answers most queries (four in five of the
-payout's), and importing z3 would cost that process, and each Bitwuzla process it starts, 0.1 s.
+Step 0's integer query is a relaxation of the query in the same sense (``halmos_integers.py``). Only the whole
+query's answer (steps 1 and 4) is printed as ``sat``.
+The script hands each query to a long-lived server (``halmos_server.py``) that has the solvers imported and answers
+it in a forked child with ``main``; z3 is imported by the functions that use it, not by the module, as each Bitwuzla
+process a query starts would otherwise pay 0.1 s for it.
 The solvers come from PyPI as Python bindings (``bitwuzla``, ``cvc5``; z3 comes with halmos); halmos would otherwise
 download a solver binary.
 """
@@ -324,10 +330,12 @@ def squares_bounded(assertions: list[z3.BoolRef]) -> list[z3.BoolRef] | None:
         return e
 
     def square_of(e: z3.ExprRef) -> str | None:
+        """``t``'s key where ``e`` is ``t * t`` or ``(-t) * (-t)``; not for ``(-t) * t``, which is not a square."""
         if not (z3.is_app_of(e, z3.Z3_OP_BMUL) and e.num_args() == 2 and nonlinear(e)):
             return None
-        key = canonical(magnitude(e.arg(0)), memo)
-        return key if key == canonical(magnitude(e.arg(1)), memo) else None
+        if canonical(e.arg(0), memo) != canonical(e.arg(1), memo):
+            return None
+        return canonical(magnitude(e.arg(0)), memo)
 
     for e in walk(assertions, set()):
         if (key := square_of(e)) is not None:
@@ -441,13 +449,18 @@ def proven(assertions: list[z3.BoolRef], squares: bool = True) -> bool:
 
 def main(path: str, squares: bool = True) -> int:
     """Answer one query (``squares`` False: without the squaring lemma, for the check that proves it)."""
+    import z3
+    from halmos_integers import refuted
+
+    assertions = list(z3.parse_smt2_file(path))
+    if refuted(assertions):
+        print("unsat")
+        return 0
     quick = bitwuzla(path, QUICK_MS)
     if first_word(quick) in ("sat", "unsat"):
         sys.stdout.write(quick)
         return 0
-    import z3
-
-    if proven(list(z3.parse_smt2_file(path)), squares):
+    if proven(assertions, squares):
         print("unsat")
         return 0
     sys.stdout.write(bitwuzla(path, 0))
@@ -457,6 +470,10 @@ def main(path: str, squares: bool = True) -> int:
 if __name__ == "__main__":
     if sys.argv[1] == "--bitwuzla":
         sys.exit(bitwuzla_main(sys.argv[2], int(sys.argv[3])))
+    from halmos_server import ask
+
+    if ask(sys.argv[1:]):
+        sys.exit(0)
     if sys.argv[1] == "--without-squares":
         sys.exit(main(sys.argv[2], squares=False))
     sys.exit(main(sys.argv[1]))
