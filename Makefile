@@ -58,17 +58,19 @@ SLITHER_ARGS = --compile-force-framework solc --filter-paths node_modules --fail
 LINT_DIRS = FOUNDRY_OUT=build/foundry/lint/out FOUNDRY_CACHE_PATH=build/foundry/lint/cache
 
 # halmos on forge's build (foundry.toml's out directory), an overflow or division-by-zero panic counted as a failure
-# like a failed assert, Bitwuzla and cvc5 as the solvers (tests/foundry/halmos_solver.py). A query the solvers leave
-# open after 120 s is a TIMEOUT, which halmos counts as a failed check (exit status 1), like a counterexample.
+# like a failed assert, z3's integer arithmetic, Bitwuzla and cvc5 as the solvers (tests/foundry/halmos_solver.py,
+# which hands each query to a long-lived server, tests/foundry/halmos_server.py, that exits after a minute without
+# one). A query the solvers leave open after 120 s is a TIMEOUT, which halmos counts as a failed check (exit status
+# 1), like a counterexample.
 HALMOS_ARGS = --forge-build-out build/foundry/out --panic-error-codes 0x01,0x11,0x12 --solver-timeout-assertion 120s
 HALMOS_SOLVER = $(CHECKS_VENV)/bin/python tests/foundry/halmos_solver.py
 
 # halmos's symbolic checks of the arithmetic (docs/contract-checks.md), part of make test. First the squaring lemma
 # the solver applies to the other checks' queries (|t| <= 2^121: t * t does not wrap and sdiv(t * t, t) == t),
-# proven with the solver's other steps only (--without-squares); then the side score, the split gain, the leaf value
-# and the reward division, every one proven (check_payout unrolls its shift loop with the `--loop 3` of its NatSpec).
-# SYMBOLIC_CHECKS=check_ adds two parties' split Shapley values, proven too but in 18 minutes on two cores.
-SYMBOLIC_CHECKS ?= check_(sideScore|splitGain|leafValue|payout)\(
+# proven with the solver's other steps only (--without-squares); then the side score, the split gain, the leaf value,
+# the reward division and two parties' split Shapley values, every one proven (check_payout unrolls its shift loop
+# with the `--loop 3` of its NatSpec, check_splitShapley2 its coalition loops with `--loop 4`).
+SYMBOLIC_CHECKS ?= check_(sideScore|splitGain|leafValue|payout|splitShapley2)\(
 symbolic: install $(CHECKS_STAMP)
 	$(CHECKS_PATH) $(CHECKS_VENV)/bin/halmos --contract SymbolicTest --match-test '^check_squareLemma\(' $(HALMOS_ARGS) \
 		--solver-command "$(HALMOS_SOLVER) --without-squares"
