@@ -28,7 +28,9 @@ IDLE_S = 60.0
 START_S = 10.0
 """How long a query waits for a server it started to listen."""
 CHILD_S = 600
-"""A child still answering after this long is stopped (halmos gives up on a query after its assertion timeout)."""
+"""A child still answering after this long is stopped, whatever its client does."""
+WATCH_S = 0.2
+"""How often a child looks whether its client still runs."""
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("halmos_solver.py", "halmos_integers.py", "halmos_server.py")
@@ -55,7 +57,7 @@ def ask(args: list[str]) -> bool:
     if conn is None:
         return False
     with conn:
-        request = [os.path.abspath(a) if a.endswith(".smt2") else a for a in args]
+        request = {"pid": os.getpid(), "args": [os.path.abspath(a) if a.endswith(".smt2") else a for a in args]}
         conn.sendall(json.dumps(request).encode() + b"\n")
         conn.shutdown(socket.SHUT_WR)
         chunks = []
@@ -137,12 +139,32 @@ def serve(path: Path) -> None:
 
 def answer(conn: socket.socket, main: Callable[[str, bool], int]) -> None:
     """In a child: read the arguments and answer with standard output on the connection (an error: no output, and
-    the script answers the query itself)."""
+    the script answers the query itself).
+
+    The child leads a process group of its own, with the Bitwuzla processes it starts, and ends that group when its
+    client is gone: halmos stops a query that exceeds its timeout by killing the solver command's process tree, which
+    holds the client but not the server's child.
+    """
+    import signal
+    import threading
+
+    os.setpgid(0, 0)
     conn.settimeout(START_S)
     data = b""
     while not data.endswith(b"\n") and (chunk := conn.recv(65536)):
         data += chunk
-    args = json.loads(data)
+    request = json.loads(data)
+    args, client = request["args"], request["pid"]
+
+    def watch() -> None:
+        while True:
+            time.sleep(WATCH_S)
+            try:
+                os.kill(client, 0)
+            except ProcessLookupError:
+                os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
     conn.settimeout(None)
     os.dup2(conn.fileno(), 1)
     sys.stdout = os.fdopen(1, "w", closefd=False)
