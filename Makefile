@@ -104,7 +104,12 @@ docs: $(STAMP)
 unit: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test: lint typecheck docs contract-checks unit
+# lint, types and the site first (quick; a failure there ends the run early), then the contract checks and the suite
+# side by side: the checks are mostly one process at a time (forge, halmos's exploration) and the suite's chain tests
+# often wait on their chains, so together they keep both cores busier than one after the other. Each part's output
+# is printed whole when it ends.
+test: lint typecheck docs
+	$(MAKE) --no-print-directory -j2 --output-sync=target contract-checks unit
 
 # The dashboard's screenshots that docs/dashboard.md shows, taken by its browser tests.
 screenshots: install
