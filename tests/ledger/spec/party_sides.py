@@ -1,4 +1,4 @@
-"""A party's logistic sums at a cut, shared by the tests of the contribution measures judged on centred sums."""
+"""A party's logistic sums at a cut, shared by the tests of the judged contribution measures (loo, centred, scaled)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from party_sides import party
 
 from fgbdt_chain.ledger.spec import loo
 from fgbdt_chain.ledger.spec import reference as ref
@@ -11,20 +12,6 @@ from fgbdt_chain.ledger.spec.fixed_point import ONE, to_fixed
 
 LAM = to_fixed(0.1)
 PARAMS = ref.Params(lam=LAM, learning_rate=to_fixed(0.1), min_rows=1, alpha=ONE)
-
-
-def party(rng: np.random.Generator, rows: int, signal: float, copies: int = 1) -> loo.Sides:
-    """A party's sums at a cut: its rows' logistic gradients at score 0 where the label's probability is 0.5 minus
-    (left) or plus (right) ``signal``; every row ``copies`` times."""
-    left = rng.random(rows) < 0.5
-    y = (rng.random(rows) < np.where(left, 0.5 - signal, 0.5 + signal)).astype(float)
-    g = 0.5 - y
-    return loo.Sides(
-        copies * sum(to_fixed(v) for v in g[left]),
-        copies * to_fixed(0.25) * int(left.sum()),
-        copies * sum(to_fixed(v) for v in g[~left]),
-        copies * to_fixed(0.25) * int((~left).sum()),
-    )
 
 
 def mean_values(make: object, reps: int = 200, seed: int = 0) -> np.ndarray:
@@ -73,7 +60,9 @@ def test_copies_do_not_raise_a_partys_value() -> None:
     """The same rows twice: on average no more than once (the copies' weight only pulls the coalitions' leaves
     towards the copier's noise)."""
     once = mean_values(lambda rng: [party(rng, 400, 0.2), *(party(rng, 400, 0.2) for _ in range(3))], 400, seed=3)
-    twice = mean_values(lambda rng: [party(rng, 400, 0.2, 2), *(party(rng, 400, 0.2) for _ in range(3))], 400, seed=3)
+    twice = mean_values(
+        lambda rng: [party(rng, 400, 0.2, copies=2), *(party(rng, 400, 0.2) for _ in range(3))], 400, seed=3
+    )
     assert twice[0] <= once[0]
 
 
