@@ -9,21 +9,15 @@ another derivation, is named here.
 
 from __future__ import annotations
 
-from eth_utils import keccak
-
 from fgbdt_chain.ledger.audit.record import AuditInput, EventIndex
 from fgbdt_chain.ledger.audit.report import fail
 from fgbdt_chain.ledger.rpc.client import Event
+from fgbdt_chain.ledger.spec.shapley_estimate import task_seed
 
 SEED_HASH_BLOCKS = 256
 """How far back the EVM's ``blockhash`` reads: a seed block's hash is unreadable (zero) after 256 blocks."""
 
 RESOLUTION_EVENTS = ("NodeSplit", "LeafSet")
-
-
-def seed_of(block_hash: bytes, task_id: int) -> int:
-    """``uint256(keccak256(abi.encode(blockhash(seedBlock), taskId)))``."""
-    return int.from_bytes(keccak(block_hash + task_id.to_bytes(32, "big")), "big")
 
 
 def check_seed(inp: AuditInput, events: EventIndex, started: Event) -> int:
@@ -56,6 +50,6 @@ def check_seed(inp: AuditInput, events: EventIndex, started: Event) -> int:
         fail("ShapleySeedFixed by the first task transaction after the seed block", ev.block_number, first_after)
     block_hash = inp.state.seed_block_hash if inp.state is not None else None
     seed = int(ev.args["seed"])
-    if block_hash is not None and seed != seed_of(block_hash, inp.task_id):
-        fail("Shapley seed (keccak of the seed block's hash and the task id)", seed_of(block_hash, inp.task_id), seed)
+    if block_hash is not None and seed != (want := task_seed(block_hash, inp.task_id)):
+        fail("Shapley seed (keccak of the seed block's hash and the task id)", want, seed)
     return seed

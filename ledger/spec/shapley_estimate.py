@@ -96,6 +96,11 @@ def _word(*values: int) -> bytes:
     return out
 
 
+def task_seed(block_hash: bytes, task_id: int) -> int:
+    """The task seed: ``uint256(keccak256(abi.encode(blockhash(seedBlock), taskId)))`` (``FGBDTChain._fixSeed``)."""
+    return int.from_bytes(keccak256(block_hash + _word(task_id)), "big")
+
+
 def node_seed(task_seed: int, tree: int, node: int) -> int:
     """The seed of one node's orders: ``uint256(keccak256(abi.encode(taskSeed, tree, node)))`` (tree from 0, node the
     heap id), so every node of every tree draws its own orders from the one task seed."""

@@ -25,6 +25,7 @@ from fgbdt_chain.ledger.spec.encoding import (
     sign_endorsement,
 )
 from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+from fgbdt_chain.ledger.spec.shapley_estimate import task_seed
 from fgbdt_chain.ledger.spec.tx_size import CALLDATA_LIMIT, largest_fitting, widest_resolution_bytes
 from fgbdt_chain.ledger.wrappers.contracts import Endorsement, Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.wrappers.federation import run_level
@@ -126,9 +127,8 @@ def test_a_task_whose_node_cannot_resolve_in_a_transaction_is_refused(
 
 
 def _seed_of(chain: ChainClient, block: int, task_id: int) -> int:
-    """The contract's derivation: keccak256(abi.encode(blockhash(block), taskId))."""
-    block_hash = bytes(chain.w3.eth.get_block(block)["hash"])
-    return int.from_bytes(keccak(block_hash + task_id.to_bytes(32, "big")), "big")
+    """The reference's derivation (``shapley_estimate.task_seed``) from the hash of ``block``."""
+    return task_seed(bytes(chain.w3.eth.get_block(block)["hash"]), task_id)
 
 
 def test_the_shapley_seed_is_a_block_hash_nobody_knew_when_sending(
