@@ -4,7 +4,8 @@ A greedy party (the holder, party 1) duplicates its rows, adds synthetic rows ne
 from its fitted distribution) or joins as several parties (``node.attacks.data``); its sketch, PSD, histograms and
 carry are then consistent and nothing refuses them. Each grid point trains ``fgbdt_chain.train`` on a random sample
 of the data set's training rows split over M parties (the simulator's partition at theta), honest and with every
-manipulation, and reports the change of the holder's reward share (combined over its identities for ``split``) in
+manipulation, and reports the change of the holder's reward share (combined over its identities for ``split`` and
+``clone``) in
 points, with the change of the test metric. The honest ladder gives the holder fewer rows (half, quarter), noisier
 labels (10, 30, 50% flipped; for a regression label, that share replaced by other rows' labels) or uninformative rows
 (every feature shuffled among its rows), and reports the share each earns, with the honest federation's test
@@ -30,7 +31,14 @@ from bench.record import Run, parameters_of
 from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.spec.parameters import parameter
 from fgbdt_chain.ledger.spec.train_params import TrainParams
-from fgbdt_chain.node.attacks.data import DataAttack, DataAttackKind, apply_to_parties, holder_share
+from fgbdt_chain.node.attacks.data import (
+    DATA_ATTACK_KINDS,
+    IDENTITY_KINDS,
+    DataAttack,
+    DataAttackKind,
+    apply_to_parties,
+    holder_share,
+)
 from fgbdt_chain.node.baselines.centralized import train_defaults
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.sim.engine import train
@@ -38,7 +46,7 @@ from fgbdt_chain.node.sim.experiment import PrepConfig, evaluate, partition
 
 HOLDER = 1
 COPY_KINDS: tuple[DataAttackKind, ...] = ("duplicate", "jitter", "fitted")
-"""Manipulations that take the copies factor k; ``split`` takes the identities s."""
+"""Manipulations that take the copies factor k; ``split`` and ``clone`` take the identities s."""
 LADDER = ("full", "half", "quarter", "flip10", "flip30", "flip50", "shuffled")
 """The honest ladder: the holder's own rows as they are, fewer of them, noisier labels, features that say nothing."""
 GOAL_POINTS = 0.5
@@ -72,6 +80,13 @@ def ladder_rows(rung: str, X: np.ndarray, y: np.ndarray, rng: np.random.Generato
     if rung == "shuffled":
         return np.column_stack([X[rng.permutation(n), j] for j in range(X.shape[1])]), y
     raise ValueError(f"unknown ladder rung {rung!r}")
+
+
+def clone_floor(parties: int, identities: int) -> float:
+    """What ``identities`` parties of one population earn together beside ``parties - 1`` others of it, less what one
+    earns among ``parties``, in points: ``clone``'s gain under any measure that treats equal parties equally and
+    cannot tell the clones' jittered copies from new rows (the threat model's floor)."""
+    return 100.0 * (identities / (parties - 1 + identities) - 1.0 / parties)
 
 
 def metric(report: dict[str, Any]) -> float:
@@ -110,10 +125,12 @@ def measure_point(
     lgb = lightgbm_metric(pool, test, objective(name), seed)
     point = {**point, "lightgbm_metric": lgb}
     out = []
+    kinds = args.kinds.split(",")
     attacks: list[tuple[DataAttackKind, int]] = [(k, int(f)) for k in COPY_KINDS for f in args.factors.split(",")]
-    attacks += [("split", int(s)) for s in args.splits.split(",")]
+    attacks += [(kind, int(s)) for kind in IDENTITY_KINDS for s in args.splits.split(",")]
+    attacks = [(kind, factor) for kind, factor in attacks if kind in kinds]
     for kind, factor in attacks:
-        if kind == "split" and parties + factor - 1 > args.max_parties:
+        if kind in IDENTITY_KINDS and parties + factor - 1 > args.max_parties:
             continue
         manipulated, identities = apply_to_parties(pairs, HOLDER, DataAttack(kind, factor, seed=seed))
         share, quality = trained(manipulated, identities)
@@ -189,20 +206,29 @@ def tables(runs: list[dict[str, Any]]) -> str:
     head = "| manipulation | all: share change (points) | " + " | ".join(datasets) + " | test metric change |"
     lines = [
         "Change of the holder's reward share in points (mean ± standard error over the grid points), per "
-        "manipulation; `split` is the holder's combined share over its identities. Test metric: error rate or RMSE, "
-        "manipulated minus honest.",
+        "manipulation; `split` and `clone` give the holder's combined share over its identities. Test metric: error "
+        "rate or RMSE, manipulated minus honest.",
         "",
         head,
         "|" + "---|" * (3 + len(datasets)),
     ]
-    for (kind, factor), ps in sorted(
-        by.items(), key=lambda kv: (("duplicate", "jitter", "fitted", "split").index(kv[0][0]), kv[0][1])
-    ):
+    for (kind, factor), ps in sorted(by.items(), key=lambda kv: (DATA_ATTACK_KINDS.index(kv[0][0]), kv[0][1])):
         cells = [_pm([p["points"] for p in ps if p["dataset"] == d]) for d in datasets]
         change = _pm([p["metric"] - p["honest_metric"] for p in ps], 4)
-        label = f"{kind} k={factor}" if kind != "split" else f"split s={factor}"
+        label = f"{kind} k={factor}" if kind not in IDENTITY_KINDS else f"{kind} s={factor}"
         lines.append(f"| {label} | {_pm([p['points'] for p in ps])} | " + " | ".join(cells) + f" | {change} |")
     worst = max((mean_se([p["points"] for p in ps])[0] for ps in by.values()), default=float("nan"))
+    floors = [
+        f"s = {factor}: {np.mean([clone_floor(p['parties'], factor) for p in ps]):+.2f}"
+        for (kind, factor), ps in sorted(by.items())
+        if kind == "clone"
+    ]
+    if floors:
+        lines += [
+            "",
+            "Equal treatment's floor for `clone` (what s parties of the holder's population earn beside the others, "
+            "100 (s / (M - 1 + s) - 1 / M) points, averaged over the grid's M): " + ", ".join(floors) + ".",
+        ]
     lines += [
         "",
         f"Largest mean gain: {worst:+.2f} points (goal: at most {GOAL_POINTS} points).",
@@ -251,7 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--parties", default="4")
     ap.add_argument("--factors", default="2,3", help="copies k of duplicate, jitter and fitted")
-    ap.add_argument("--splits", default="2,3", help="identities s of split")
+    ap.add_argument("--splits", default="2,3", help="identities s of split and clone")
+    ap.add_argument(
+        "--kinds", default=",".join(DATA_ATTACK_KINDS), help="the manipulations played (the ladder is always played)"
+    )
     ap.add_argument("--thetas", default="0.5")
     ap.add_argument("--seeds", default="0-2")
     ap.add_argument("--rows", type=int, default=12000, help="training rows sampled per grid point")
@@ -266,10 +295,13 @@ def main(argv: list[str] | None = None) -> int:
         help="give this party (not the holder) coin-flip labels in every run: what a manipulation earns beside a "
         "party whose rows say nothing",
     )
-    ap.add_argument("--max-parties", type=int, default=11, help="skip a split that makes more parties")
+    ap.add_argument("--max-parties", type=int, default=11, help="skip a split or clone that makes more parties")
     ap.add_argument("--full", action="store_true", help="the whole grid (module docstring)")
     ap.add_argument("--out", help="results file (default bench/results/manipulation.json, bench.record)")
     args = ap.parse_args(argv)
+    unknown = set(args.kinds.split(",")) - set(DATA_ATTACK_KINDS)
+    if unknown:
+        ap.error(f"unknown --kinds {', '.join(sorted(unknown))}; choose from {', '.join(DATA_ATTACK_KINDS)}")
     if args.full:
         for key, value in FULL.items():
             setattr(args, key, value)

@@ -16,7 +16,12 @@ Kinds (``factor`` F, the holder's ``n`` rows):
   (the class; for a regression label its :data:`REGRESSION_STRATA` quantile bin), so every marginal is the
   holder's and no new information enters;
 * ``split``: the holder's rows (unchanged) join as ``floor(F)`` parties of near-equal random shares: the first keeps
-  the holder's index, the others are appended after the last party.
+  the holder's index, the others are appended after the last party;
+* ``clone``: the holder joins as ``floor(F)`` parties, the first with its rows, each other with a jittered copy of
+  all of them (its own noise draw): copies and identities at once. Why it is played: if copying did not pay and
+  splitting any holder's rows did not pay, a clone (copies, then split into one copy per identity) would not pay
+  either, and to a measure that cannot tell copies from new rows its identities are ``F`` parties of the holder's
+  population, whom equal treatment pays as such (the threat model's floor).
 
 Two ways in, which give the same rows for the same seed: :func:`apply_to_parties` on a list of ``(X, y)`` pairs
 (``fgbdt_chain.train``'s ``parties``), and :func:`apply_to_dataset` on pooled rows and each party's indices (``fgbdt
@@ -34,8 +39,10 @@ import numpy as np
 
 from fgbdt_chain.node.data.loaders import Dataset
 
-DataAttackKind = Literal["duplicate", "jitter", "fitted", "split"]
-DATA_ATTACK_KINDS: tuple[DataAttackKind, ...] = ("duplicate", "jitter", "fitted", "split")
+DataAttackKind = Literal["duplicate", "jitter", "fitted", "split", "clone"]
+DATA_ATTACK_KINDS: tuple[DataAttackKind, ...] = ("duplicate", "jitter", "fitted", "split", "clone")
+IDENTITY_KINDS: tuple[DataAttackKind, ...] = ("split", "clone")
+"""The kinds whose factor is the holder's number of identities."""
 JITTER = 0.01
 """Standard deviation of a jittered copy's noise, as a fraction of the feature's standard deviation: 1%."""
 REGRESSION_STRATA = 10
@@ -105,6 +112,13 @@ def _fitted(X: np.ndarray, y: np.ndarray, extra: int, rng: np.random.Generator) 
     return out, y[anchors].copy()
 
 
+def clones(X: np.ndarray, y: np.ndarray, s: int, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The rows of ``s - 1`` extra identities, each a jittered copy of all the holder's rows with its own noise."""
+    if s < 1:
+        raise ValueError(f"clone needs s >= 1 identities, got {s}")
+    return [_jittered(X, y, len(y), rng) for _ in range(s - 1)]
+
+
 def split(parts: Sequence[np.ndarray], holder: int, s: int, rng: np.random.Generator) -> tuple[list[Any], list[int]]:
     """``parts`` (one entry per party: its row indices, or anything indexable by rows) with the holder's entry cut
     into ``s`` near-equal random shares; and the holder's identities (its own index, then the appended parties')."""
@@ -139,7 +153,7 @@ class DataAttack:
         return np.random.default_rng([self.seed, _SEED_TAG, holder])
 
     def rows(self, X: np.ndarray, y: np.ndarray, holder: int) -> tuple[np.ndarray, np.ndarray]:
-        """The holder's rows as it sends them (``split``: unchanged)."""
+        """The holder's rows as it sends them (``split`` and ``clone``: its first identity's, unchanged)."""
         if self.kind == "duplicate":
             return duplicate(X, y, int(self.factor))
         if self.kind in ("jitter", "fitted"):
@@ -148,8 +162,8 @@ class DataAttack:
         return X, y
 
     def identities(self, parties: int, holder: int) -> list[int]:
-        """The party indices the holder plays after the attack (one but for ``split``)."""
-        if self.kind != "split":
+        """The party indices the holder plays after the attack (one but for ``split`` and ``clone``)."""
+        if self.kind not in IDENTITY_KINDS:
             return [holder]
         return [holder, *range(parties, parties + int(self.factor) - 1)]
 
@@ -174,6 +188,9 @@ def apply_to_parties(
         out = [pairs[i] if i != holder else (X[pieces[holder]], y[pieces[holder]]) for i in range(len(pairs))]
         out.extend((X[idx], y[idx]) for idx in pieces[len(pairs) :])
         return out, identities
+    if attack.kind == "clone":
+        extra = clones(X, y, int(attack.factor), attack.rng(holder))
+        return [*pairs, *extra], attack.identities(len(pairs), holder)
     pairs[holder] = attack.rows(X, y, holder)
     return pairs, [holder]
 
@@ -196,6 +213,17 @@ def apply_to_dataset(
             + [own[p] for p in pieces[len(parts) :]],
             identities,
         )
+    if attack.kind == "clone":
+        extra = clones(train.X[own], train.y[own], int(attack.factor), attack.rng(holder))
+        starts = train.n_rows + len(own) * np.arange(len(extra))
+        pooled = Dataset(
+            np.vstack([train.X, *(X for X, _ in extra)]),
+            np.concatenate([train.y, *(y for _, y in extra)]),
+            train.feature_names,
+            train.name,
+        )
+        added = [np.arange(start, start + len(own), dtype=np.int64) for start in starts]
+        return pooled, [*parts, *added], attack.identities(len(parts), holder)
     X, y = attack.rows(train.X[own], train.y[own], holder)
     added = len(y) - len(own)
     pooled = Dataset(

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from bench.manipulation import LADDER, ladder_kept, ladder_rows, main, tables
+from bench.manipulation import LADDER, clone_floor, ladder_kept, ladder_rows, main, tables
 
 
 def test_ladder_rows_change_what_each_rung_names() -> None:
@@ -41,15 +42,34 @@ def test_a_small_grid_records_every_manipulation_and_rung(tmp_path: Path) -> Non
         ("jitter", 2, None),
         ("fitted", 2, None),
         ("split", 2, None),
+        ("clone", 2, None),
         *(("ladder", None, r) for r in LADDER),
     ]
-    for p in points[:4]:
+    for p in points[:5]:
         assert p["points"] == 100 * (p["share"] - p["honest_share"])
         assert 0 < p["share"] < 1
-    assert points[4]["share"] == points[0]["honest_share"]  # the full rung is the honest run
+    assert points[5]["share"] == points[0]["honest_share"]  # the full rung is the honest run
     text = tables([run])
-    assert "| split s=2 |" in text and "| shuffled |" in text
+    assert "| split s=2 |" in text and "| clone s=2 |" in text and "| shuffled |" in text
+    assert "floor for `clone`" in text and "s = 2: +15.00" in text  # M = 4: 2/5 - 1/4
     assert set(run["results"]["ladder_kept"]) == {"rows", "labels", "uninformative"}
+
+
+def test_kinds_choose_the_manipulations_played(tmp_path: Path) -> None:
+    out = tmp_path / "m.json"
+    argv = ["--datasets", "abalone", "--rows", "600", "--trees", "1", "--depth", "2", "--seeds", "0"]
+    assert main([*argv, "--kinds", "clone", "--splits", "3", "--out", str(out)]) == 0
+    [run] = json.loads(out.read_text())["runs"]
+    played = {(p["kind"], p["factor"]) for p in run["results"]["points"] if p["kind"] != "ladder"}
+    assert played == {("clone", 3)}
+    with pytest.raises(SystemExit):
+        main([*argv, "--kinds", "clone,copies", "--out", str(out)])
+
+
+def test_clone_floor_is_what_equal_parties_earn_together() -> None:
+    assert clone_floor(4, 1) == 0.0
+    assert clone_floor(2, 2) == pytest.approx(100 * (2 / 3 - 1 / 2))
+    assert clone_floor(8, 5) == pytest.approx(100 * (5 / 12 - 1 / 8))
 
 
 def test_ladder_order_is_read_from_the_mean_shares() -> None:

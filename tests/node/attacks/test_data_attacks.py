@@ -109,13 +109,29 @@ def test_list_and_pooled_forms_give_each_party_the_same_rows(kind: DataAttackKin
         attack,
     )
     assert ids_a == ids_b == attack.identities(3, 1)
-    assert len(listed) == len(parts) == (5 if kind == "split" else 3)
+    assert len(listed) == len(parts) == (5 if kind in ("split", "clone") else 3)
     for (Xi, yi), idx in zip(listed, parts, strict=True):
         np.testing.assert_array_equal(Xi, pooled.X[idx])
         np.testing.assert_array_equal(yi, pooled.y[idx])
     np.testing.assert_array_equal(pooled.X[: len(y)], X)  # the other parties' rows untouched
     holder_rows = sum(len(parts[i]) for i in ids_b)
-    assert holder_rows == (110 if kind == "split" else 330)
+    assert holder_rows == {"split": 110, "clone": 330}.get(kind, 330)
+
+
+def test_clones_are_identities_each_holding_a_jittered_copy_of_every_row() -> None:
+    X, y = rows(120)
+    pairs = [(X[:40], y[:40]), (X[40:80], y[40:80]), (X[80:], y[80:])]
+    listed, identities = apply_to_parties(pairs, 1, DataAttack("clone", 3, seed=2))
+    assert identities == [1, 3, 4]
+    own = X[40:80]
+    np.testing.assert_array_equal(listed[1][0], own)  # the first identity keeps the holder's own rows
+    for Xc, yc in (listed[3], listed[4]):
+        np.testing.assert_array_equal(yc, y[40:80])  # labels copied as they are
+        np.testing.assert_array_equal(Xc[:, 2], own[:, 2])  # a binary feature is not jittered
+        assert np.all(np.isnan(Xc[:, 3]) | (Xc[:, 3] == np.round(Xc[:, 3])))  # an integer one stays integer
+        spread = np.nanmean(np.abs(Xc[:, :2] - own[:, :2]) / np.nanstd(own[:, :2], axis=0))
+        assert 0 < spread < 0.05  # near, not equal: the jitter is 1% of a feature's spread
+    assert not np.allclose(listed[3][0][:, :2], listed[4][0][:, :2], equal_nan=True)  # each clone its own noise
 
 
 def test_bad_attacks_are_refused() -> None:
