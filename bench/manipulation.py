@@ -49,6 +49,8 @@ COPY_KINDS: tuple[DataAttackKind, ...] = ("duplicate", "jitter", "fitted")
 """Manipulations that take the copies factor k; ``split`` and ``clone`` take the identities s."""
 LADDER = ("full", "half", "quarter", "flip10", "flip30", "flip50", "shuffled")
 """The honest ladder: the holder's own rows as they are, fewer of them, noisier labels, features that say nothing."""
+DEFAULT_MEASURE = str(parameter("contribution").default)
+"""The measure tasks use unless they choose another (``ledger.spec.parameters``)."""
 GOAL_POINTS = 0.5
 """The most a manipulation may raise the holder's share on average, in points, for the measure to count as robust."""
 FULL = {
@@ -257,6 +259,53 @@ def tables(runs: list[dict[str, Any]]) -> str:
         for label, key in (("federation", "honest_metric"), ("LightGBM defaults", "lightgbm_metric")):
             cells = [_pm([p[key] for p in first if p["dataset"] == d], 4, "") for d in datasets]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(runs: list[dict[str, Any]]) -> str:
+    """Markdown: each measure's largest mean gain over the grid cells it was run on (a cell: a manipulation and its
+    factor at one data set, M, theta and row count; the mean over the cell's seeds), and over the cells the default
+    measure was also run on, next to the default's there, so that measures are compared on the same cells. Runs
+    beside a coin-flip party are left out."""
+    seeds: dict[str, dict[tuple[Any, ...], dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for run in runs:
+        params = run.get("parameters", {})
+        if params.get("noisy_party") is not None:
+            continue
+        measure = params.get("contribution", "shapley")
+        for p in run["results"]["points"]:
+            if p["kind"] != "ladder":
+                cell = (p["kind"], p["factor"], p["dataset"], p["parties"], p["theta"], params.get("rows"))
+                seeds[measure][cell][p["seed"]] = p["points"]
+    cells = {m: {c: float(np.mean(list(v.values()))) for c, v in by.items() if len(v) > 1} for m, by in seeds.items()}
+    if len(cells) < 2 or DEFAULT_MEASURE not in cells:
+        return ""
+
+    def worst(values: dict[tuple[Any, ...], float], among: set[tuple[Any, ...]]) -> str:
+        chosen = {c: v for c, v in values.items() if c in among}
+        if not chosen:
+            return "-"
+        cell, value = max(chosen.items(), key=lambda kv: kv[1])
+        kind, factor, dataset, parties, theta, _ = cell
+        return f"{value:+.2f} ({kind} {factor}, {dataset}, M = {parties}, theta {theta})"
+
+    default = DEFAULT_MEASURE
+    lines = [
+        "### Every measure's worst case",
+        "",
+        "The largest mean gain over seeds (at least two) in any grid cell (a manipulation and factor at one data set, "
+        f"M, theta and row count), over the cells each measure was run on, and over the cells `{default}` (the "
+        "default) was also run on, with its own worst there; runs beside a coin-flip party left out.",
+        "",
+        "| measure | cells | copies (duplicate, jitter, fitted) | split | clone | cells shared with the default "
+        f"| `{default}` on them |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for measure, values in sorted(cells.items()):
+        shared = set(values) & set(cells[default])
+        by_kind = [{c for c in values if c[0] in kinds} for kinds in (COPY_KINDS, ("split",), ("clone",))]
+        row = [worst(values, among) for among in (*by_kind, shared)] + [worst(cells[default], shared)]
+        lines.append(f"| {measure} | {len(values)} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 

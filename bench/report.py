@@ -223,6 +223,8 @@ def section(bench: str, title: str, runs: list[dict[str, Any]], machines: Machin
             plots[IMAGES / name] = (draw, group.runs)
             alt = f"{title}: {group.parameters['part']}" if "part" in group.parameters else title
             lines += ["", f"![{alt}](img/benchmarks/{name})"]
+    if hasattr(module, "summary") and (text := module.summary(runs).strip()):
+        lines += ["", text]  # what the runs say together, after each run's own tables
     return "\n".join(lines)
 
 

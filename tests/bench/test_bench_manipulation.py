@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.manipulation import LADDER, clone_floor, ladder_kept, ladder_rows, main, tables
+from bench.manipulation import LADDER, clone_floor, ladder_kept, ladder_rows, main, summary, tables
 
 
 def test_ladder_rows_change_what_each_rung_names() -> None:
@@ -78,3 +78,33 @@ def test_ladder_order_is_read_from_the_mean_shares() -> None:
     assert ladder_kept(points) == {"rows": True, "labels": True, "uninformative": True}
     points[-1]["share"] = 0.2
     assert ladder_kept(points)["uninformative"] is False
+
+
+def test_summary_compares_each_measure_worst_cell_with_the_default_on_the_same_cells() -> None:
+    def run(measure: str, gains: dict[tuple[str, int, str], list[float]], noisy: int | None = None) -> dict:
+        points = [
+            {"kind": k, "factor": f, "dataset": d, "parties": 4, "theta": 0.5, "seed": seed, "points": g}
+            for (k, f, d), values in gains.items()
+            for seed, g in enumerate(values)
+        ]
+        points.append({"kind": "ladder", "rung": "full", "dataset": "a", "seed": 0, "share": 0.3})
+        return {
+            "parameters": {"contribution": measure, "rows": 600, "noisy_party": noisy},
+            "results": {"points": points},
+        }
+
+    runs = [
+        run("shapley", {("duplicate", 2, "a"): [4.0, 6.0], ("split", 2, "a"): [1.0, 3.0], ("clone", 2, "b"): [9.0]}),
+        run("scaled", {("duplicate", 2, "a"): [-1.0, 1.0], ("split", 2, "b"): [7.0, 9.0]}),
+        run("scaled", {("duplicate", 2, "a"): [50.0, 50.0]}, noisy=3),  # beside a coin-flip party: left out
+    ]
+    text = summary(runs)
+    rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| s")}
+    assert "+5.00 (duplicate 2, a, M = 4, theta 0.5)" in rows["| shapley"]
+    assert "| - |" in rows["| shapley"]  # one seed of clone is an anecdote, not a cell
+    assert "+8.00 (split 2, b" in rows["| scaled"]
+    # on the one cell both ran, scaled's worst is 0 and shapley's 5
+    assert rows["| scaled"].endswith(
+        "| +0.00 (duplicate 2, a, M = 4, theta 0.5) | +5.00 (duplicate 2, a, M = 4, theta 0.5) |"
+    )
+    assert summary(runs[:1]) == ""  # one measure: nothing to compare

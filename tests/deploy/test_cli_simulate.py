@@ -241,7 +241,9 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
     assert json.loads(out.read_text())["endorsement"]["refusals"] == []
 
 
-@pytest.mark.parametrize(("kind", "parties", "holder_rows"), [("duplicate", 3, 2), ("fitted", 3, 2), ("split", 4, 1)])
+@pytest.mark.parametrize(
+    ("kind", "parties", "holder_rows"), [("duplicate", 3, 2), ("fitted", 3, 2), ("split", 4, 1), ("clone", 4, 2)]
+)
 def test_simulate_plays_a_data_attack_and_reports_the_holders_combined_share(
     csv_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, parties: int, holder_rows: int
 ) -> None:
@@ -251,7 +253,7 @@ def test_simulate_plays_a_data_attack_and_reports_the_holders_combined_share(
     report, before = json.loads(out.read_text()), json.loads(honest.read_text())
     assert report["parties"] == parties
     manipulated = report["manipulation"]
-    assert manipulated["identities"] == ([1, 3] if kind == "split" else [1])
+    assert manipulated["identities"] == ([1, 3] if kind in ("split", "clone") else [1])
     shares = {c["party"]: c["share"] for c in report["contributions"]}
     assert manipulated["holder_share"] == pytest.approx(sum(shares[i] for i in manipulated["identities"]))
     rows = {pp["party"]: pp["rows"] for pp in report["per_party"]}
