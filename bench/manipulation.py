@@ -51,6 +51,9 @@ LADDER = ("full", "half", "quarter", "flip10", "flip30", "flip50", "shuffled")
 """The honest ladder: the holder's own rows as they are, fewer of them, noisier labels, features that say nothing."""
 DEFAULT_MEASURE = str(parameter("contribution").default)
 """The measure tasks use unless they choose another (``ledger.spec.parameters``)."""
+TITLE_KEYS = {"contribution": "shapley"}
+"""The benchmarks page names the measure of every group of runs (runs made before the option existed measured split
+Shapley, then the only measure)."""
 GOAL_POINTS = 0.5
 """The most a manipulation may raise the holder's share on average, in points, for the measure to count as robust."""
 FULL = {
@@ -262,7 +265,7 @@ def tables(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary(runs: list[dict[str, Any]]) -> str:
+def across_runs(runs: list[dict[str, Any]]) -> str:
     """Markdown: each measure's largest mean gain over the grid cells it was run on (a cell: a manipulation and its
     factor at one data set, M, theta and row count; the mean over the cell's seeds), and over the cells the default
     measure was also run on, next to the default's there, so that measures are compared on the same cells. Runs

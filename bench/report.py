@@ -18,7 +18,7 @@ import importlib
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,18 +142,22 @@ def _value(v: Any) -> str:
     return str(v)
 
 
-def group_title(group: Group, found: list[Group]) -> str:
+def group_title(group: Group, found: list[Group], always: Mapping[str, Any] | None = None) -> str:
     """What sets a group apart from the other groups of its benchmark: its part, or the parameters where it departs
-    from what most groups have (all of them where no value is the most common)."""
+    from what most groups have (all of them where no value is the most common). ``always`` (a benchmark's
+    ``TITLE_KEYS``) names parameters every title shows, with the value a run made before the option existed measured."""
     if "part" in group.parameters:
         return str(group.parameters["part"])
+    always = always or {}
     keys = []
     for key, value in group.parameters.items():
         counts = Counter(repr(g.parameters.get(key)) for g in found)
         top = max(counts.values())
-        if counts[repr(value)] < top or (len(counts) > 1 and len(set(counts.values())) == 1):
+        if key not in always and (counts[repr(value)] < top or (len(counts) > 1 and len(set(counts.values())) == 1)):
             keys.append(key)
-    return "; ".join(f"{k.replace('_', ' ')} {_value(group.parameters[k])}" for k in keys) or "the others' setting"
+    parts = [f"{k.replace('_', ' ')} {_value(group.parameters[k])}" for k in keys]
+    parts += [f"{k.replace('_', ' ')} {_value(group.parameters.get(k, v))}" for k, v in always.items()]
+    return "; ".join(parts) or "the others' setting"
 
 
 def plot_name(bench: str, group: Group, index: int, count: int) -> str:
@@ -209,7 +213,7 @@ def section(bench: str, title: str, runs: list[dict[str, Any]], machines: Machin
     ]
     for i, group in enumerate(found):
         if len(found) > 1:
-            lines += ["", f"### {group_title(group, found)}"]
+            lines += ["", f"### {group_title(group, found, getattr(module, 'TITLE_KEYS', None))}"]
         lines.append("")
         if len(group.runs) > 1:
             lines.append(f"{len(group.runs)} runs of this setting on the same code:")
@@ -223,7 +227,7 @@ def section(bench: str, title: str, runs: list[dict[str, Any]], machines: Machin
             plots[IMAGES / name] = (draw, group.runs)
             alt = f"{title}: {group.parameters['part']}" if "part" in group.parameters else title
             lines += ["", f"![{alt}](img/benchmarks/{name})"]
-    if hasattr(module, "summary") and (text := module.summary(runs).strip()):
+    if hasattr(module, "across_runs") and (text := module.across_runs(runs).strip()):
         lines += ["", text]  # what the runs say together, after each run's own tables
     return "\n".join(lines)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.manipulation import LADDER, clone_floor, ladder_kept, ladder_rows, main, summary, tables
+from bench.manipulation import LADDER, across_runs, clone_floor, ladder_kept, ladder_rows, main, tables
 
 
 def test_ladder_rows_change_what_each_rung_names() -> None:
@@ -80,7 +80,7 @@ def test_ladder_order_is_read_from_the_mean_shares() -> None:
     assert ladder_kept(points)["uninformative"] is False
 
 
-def test_summary_compares_each_measure_worst_cell_with_the_default_on_the_same_cells() -> None:
+def test_across_runs_compares_each_measure_worst_cell_with_the_default_on_the_same_cells() -> None:
     def run(measure: str, gains: dict[tuple[str, int, str], list[float]], noisy: int | None = None) -> dict:
         points = [
             {"kind": k, "factor": f, "dataset": d, "parties": 4, "theta": 0.5, "seed": seed, "points": g}
@@ -98,7 +98,7 @@ def test_summary_compares_each_measure_worst_cell_with_the_default_on_the_same_c
         run("scaled", {("duplicate", 2, "a"): [-1.0, 1.0], ("split", 2, "b"): [7.0, 9.0]}),
         run("scaled", {("duplicate", 2, "a"): [50.0, 50.0]}, noisy=3),  # beside a coin-flip party: left out
     ]
-    text = summary(runs)
+    text = across_runs(runs)
     rows = {line.split(" | ")[0]: line for line in text.splitlines() if line.startswith("| s")}
     assert "+5.00 (duplicate 2, a, M = 4, theta 0.5)" in rows["| shapley"]
     assert "| - |" in rows["| shapley"]  # one seed of clone is an anecdote, not a cell
@@ -107,4 +107,4 @@ def test_summary_compares_each_measure_worst_cell_with_the_default_on_the_same_c
     assert rows["| scaled"].endswith(
         "| +0.00 (duplicate 2, a, M = 4, theta 0.5) | +5.00 (duplicate 2, a, M = 4, theta 0.5) |"
     )
-    assert summary(runs[:1]) == ""  # one measure: nothing to compare
+    assert across_runs(runs[:1]) == ""  # one measure: nothing to compare

@@ -103,3 +103,16 @@ def test_a_file_from_before_the_format_is_refused_by_name(tmp_path: Path) -> Non
     old.write_text(json.dumps({"command": "python -m bench.speed", "results": []}))
     with pytest.raises(ValueError, match=r"speed\.json: not a benchmark results file"):
         read(old)
+
+
+def test_a_group_title_names_what_sets_it_apart_and_the_keys_a_bench_always_shows() -> None:
+    found = [
+        report.Group({"data": "a", "seeds": "0-4"}, []),
+        report.Group({"data": "b", "seeds": "0-4", "contribution": "scaled"}, []),
+        report.Group({"data": "c", "seeds": "0-4", "contribution": "scaled"}, []),
+    ]
+    assert report.group_title(found[0], found) == "data a"
+    assert report.group_title(found[1], found) == "data b"  # scaled is what most groups have
+    always = {"contribution": "shapley"}  # runs made before the option existed measured shapley
+    assert report.group_title(found[0], found, always) == "data a; contribution shapley"
+    assert report.group_title(found[1], found, always) == "data b; contribution scaled"
