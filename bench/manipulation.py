@@ -51,6 +51,8 @@ LADDER = ("full", "half", "quarter", "flip10", "flip30", "flip50", "shuffled")
 """The honest ladder: the holder's own rows as they are, fewer of them, noisier labels, features that say nothing."""
 DEFAULT_MEASURE = str(parameter("contribution").default)
 """The measure tasks use unless they choose another (``ledger.spec.parameters``)."""
+CLONE_KINDS: tuple[DataAttackKind, ...] = ("clone", "fresh-clone")
+"""Manipulations whose identities each hold a copy of the holder's rows (the threat model's floor binds them)."""
 TITLE_KEYS = {"contribution": "shapley"}
 """The benchmarks page names the measure of every group of runs (runs made before the option existed measured split
 Shapley, then the only measure)."""
@@ -223,16 +225,18 @@ def tables(runs: list[dict[str, Any]]) -> str:
         label = f"{kind} k={factor}" if kind not in IDENTITY_KINDS else f"{kind} s={factor}"
         lines.append(f"| {label} | {_pm([p['points'] for p in ps])} | " + " | ".join(cells) + f" | {change} |")
     worst = max((mean_se([p["points"] for p in ps])[0] for ps in by.values()), default=float("nan"))
-    floors = [
-        f"s = {factor}: {np.mean([clone_floor(p['parties'], factor) for p in ps]):+.2f}"
+    floors = {
+        f"s = {factor}: {np.mean([clone_floor(p['parties'], factor) for p in ps]):+.2f}": None
         for (kind, factor), ps in sorted(by.items())
-        if kind == "clone"
-    ]
+        if kind in CLONE_KINDS
+    }
     if floors:
         lines += [
             "",
-            "Equal treatment's floor for `clone` (what s parties of the holder's population earn beside the others, "
-            "100 (s / (M - 1 + s) - 1 / M) points, averaged over the grid's M): " + ", ".join(floors) + ".",
+            "Equal treatment's floor for `clone` and `fresh-clone` (what s parties of the holder's population earn "
+            "beside the others, 100 (s / (M - 1 + s) - 1 / M) points, averaged over the grid's M): "
+            + ", ".join(floors)
+            + ".",
         ]
     lines += [
         "",
@@ -300,13 +304,13 @@ def across_runs(runs: list[dict[str, Any]]) -> str:
         f"M, theta and row count), over the cells each measure was run on, and over the cells `{default}` (the "
         "default) was also run on, with its own worst there; runs beside a coin-flip party left out.",
         "",
-        "| measure | cells | copies (duplicate, jitter, fitted) | split | clone | cells shared with the default "
+        "| measure | cells | copies (duplicate, jitter, fitted) | split | clones | cells shared with the default "
         f"| `{default}` on them |",
         "|---|---|---|---|---|---|---|",
     ]
     for measure, values in sorted(cells.items()):
         shared = set(values) & set(cells[default])
-        by_kind = [{c for c in values if c[0] in kinds} for kinds in (COPY_KINDS, ("split",), ("clone",))]
+        by_kind = [{c for c in values if c[0] in kinds} for kinds in (COPY_KINDS, ("split",), CLONE_KINDS)]
         row = [worst(values, among) for among in (*by_kind, shared)] + [worst(cells[default], shared)]
         lines.append(f"| {measure} | {len(values)} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

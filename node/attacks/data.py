@@ -21,7 +21,11 @@ Kinds (``factor`` F, the holder's ``n`` rows):
   all of them (its own noise draw): copies and identities at once. Why it is played: if copying did not pay and
   splitting any holder's rows did not pay, a clone (copies, then split into one copy per identity) would not pay
   either, and to a measure that cannot tell copies from new rows its identities are ``F`` parties of the holder's
-  population, whom equal treatment pays as such (the threat model's floor).
+  population, whom equal treatment pays as such (the threat model's floor);
+* ``fresh-clone``: ``clone`` with each copy's label drawn afresh from a model fitted to the holder's rows (its
+  out-of-fold prediction: a Bernoulli draw of its probability for a binary label, its prediction plus one of the
+  holder's residuals for a regression label), so that a copy does not repeat its original's label noise: what a greedy
+  party plays against a test of copies' agreement or dispersion.
 
 Two ways in, which give the same rows for the same seed: :func:`apply_to_parties` on a list of ``(X, y)`` pairs
 (``fgbdt_chain.train``'s ``parties``), and :func:`apply_to_dataset` on pooled rows and each party's indices (``fgbdt
@@ -31,7 +35,7 @@ on the manipulated rows). Report the holder's combined share over its identities
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -39,12 +43,15 @@ import numpy as np
 
 from fgbdt_chain.node.data.loaders import Dataset
 
-DataAttackKind = Literal["duplicate", "jitter", "fitted", "split", "clone"]
-DATA_ATTACK_KINDS: tuple[DataAttackKind, ...] = ("duplicate", "jitter", "fitted", "split", "clone")
-IDENTITY_KINDS: tuple[DataAttackKind, ...] = ("split", "clone")
+DataAttackKind = Literal["duplicate", "jitter", "fitted", "split", "clone", "fresh-clone"]
+DATA_ATTACK_KINDS: tuple[DataAttackKind, ...] = ("duplicate", "jitter", "fitted", "split", "clone", "fresh-clone")
+IDENTITY_KINDS: tuple[DataAttackKind, ...] = ("split", "clone", "fresh-clone")
 """The kinds whose factor is the holder's number of identities."""
 JITTER = 0.01
 """Standard deviation of a jittered copy's noise, as a fraction of the feature's standard deviation: 1%."""
+LABEL_FOLDS = 2
+"""``fresh-clone``'s label model is fitted on one fold of the holder's rows and predicts the other, so that a copy's
+label is not its original's fitted back."""
 REGRESSION_STRATA = 10
 """Label strata of ``fitted`` for a regression label: its deciles over the holder's rows."""
 _SEED_TAG = 0xDA7A
@@ -112,11 +119,42 @@ def _fitted(X: np.ndarray, y: np.ndarray, extra: int, rng: np.random.Generator) 
     return out, y[anchors].copy()
 
 
-def clones(X: np.ndarray, y: np.ndarray, s: int, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The rows of ``s - 1`` extra identities, each a jittered copy of all the holder's rows with its own noise."""
+def clones(
+    X: np.ndarray, y: np.ndarray, s: int, rng: np.random.Generator, *, fresh_labels: bool = False
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The rows of ``s - 1`` extra identities, each a jittered copy of all the holder's rows with its own noise (and,
+    with ``fresh_labels``, its own draw of labels from the holder's label model)."""
     if s < 1:
         raise ValueError(f"clone needs s >= 1 identities, got {s}")
-    return [_jittered(X, y, len(y), rng) for _ in range(s - 1)]
+    copies = [_jittered(X, y, len(y), rng) for _ in range(s - 1)]
+    if not fresh_labels or s == 1:
+        return copies
+    draw = _label_model(X, y, rng)
+    return [(Xc, draw()) for Xc, _ in copies]
+
+
+def _label_model(X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> Callable[[], np.ndarray]:
+    """A sampler of fresh labels for the holder's rows: each row's out-of-fold prediction by LightGBM with its
+    defaults (fitted on the other fold), then a Bernoulli draw (binary labels) or one of the holder's out-of-fold
+    residuals drawn at random (a regression label)."""
+    import lightgbm as lgb  # only this attack needs it; the party node does not import it
+
+    binary = bool(np.isin(np.unique(y), (0.0, 1.0)).all())
+    fold = rng.permutation(len(y)) % LABEL_FOLDS
+    predicted = np.empty(len(y), dtype=np.float64)
+    for k in range(LABEL_FOLDS):
+        train, test = fold != k, fold == k
+        params = {"objective": "binary" if binary else "regression", "verbose": -1, "num_threads": 1}
+        booster = lgb.train(params, lgb.Dataset(X[train], label=y[train], params={"verbose": -1}))
+        predicted[test] = booster.predict(X[test])
+    residuals = y - predicted
+
+    def draw() -> np.ndarray:
+        if binary:
+            return (rng.random(len(y)) < predicted).astype(np.float64)
+        return predicted + residuals[rng.integers(0, len(y), size=len(y))]
+
+    return draw
 
 
 def split(parts: Sequence[np.ndarray], holder: int, s: int, rng: np.random.Generator) -> tuple[list[Any], list[int]]:
@@ -188,8 +226,8 @@ def apply_to_parties(
         out = [pairs[i] if i != holder else (X[pieces[holder]], y[pieces[holder]]) for i in range(len(pairs))]
         out.extend((X[idx], y[idx]) for idx in pieces[len(pairs) :])
         return out, identities
-    if attack.kind == "clone":
-        extra = clones(X, y, int(attack.factor), attack.rng(holder))
+    if attack.kind in ("clone", "fresh-clone"):
+        extra = clones(X, y, int(attack.factor), attack.rng(holder), fresh_labels=attack.kind == "fresh-clone")
         return [*pairs, *extra], attack.identities(len(pairs), holder)
     pairs[holder] = attack.rows(X, y, holder)
     return pairs, [holder]
@@ -213,8 +251,9 @@ def apply_to_dataset(
             + [own[p] for p in pieces[len(parts) :]],
             identities,
         )
-    if attack.kind == "clone":
-        extra = clones(train.X[own], train.y[own], int(attack.factor), attack.rng(holder))
+    if attack.kind in ("clone", "fresh-clone"):
+        fresh = attack.kind == "fresh-clone"
+        extra = clones(train.X[own], train.y[own], int(attack.factor), attack.rng(holder), fresh_labels=fresh)
         starts = train.n_rows + len(own) * np.arange(len(extra))
         pooled = Dataset(
             np.vstack([train.X, *(X for X, _ in extra)]),

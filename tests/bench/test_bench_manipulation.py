@@ -43,12 +43,13 @@ def test_a_small_grid_records_every_manipulation_and_rung(tmp_path: Path) -> Non
         ("fitted", 2, None),
         ("split", 2, None),
         ("clone", 2, None),
+        ("fresh-clone", 2, None),
         *(("ladder", None, r) for r in LADDER),
     ]
-    for p in points[:5]:
+    for p in points[:6]:
         assert p["points"] == 100 * (p["share"] - p["honest_share"])
         assert 0 < p["share"] < 1
-    assert points[5]["share"] == points[0]["honest_share"]  # the full rung is the honest run
+    assert points[6]["share"] == points[0]["honest_share"]  # the full rung is the honest run
     text = tables([run])
     assert "| split s=2 |" in text and "| clone s=2 |" in text and "| shuffled |" in text
     assert "floor for `clone`" in text and "s = 2: +15.00" in text  # M = 4: 2/5 - 1/4

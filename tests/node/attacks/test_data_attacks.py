@@ -13,6 +13,7 @@ from fgbdt_chain import train
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.attacks.data import (
     DATA_ATTACK_KINDS,
+    IDENTITY_KINDS,
     JITTER,
     DataAttack,
     DataAttackKind,
@@ -109,13 +110,13 @@ def test_list_and_pooled_forms_give_each_party_the_same_rows(kind: DataAttackKin
         attack,
     )
     assert ids_a == ids_b == attack.identities(3, 1)
-    assert len(listed) == len(parts) == (5 if kind in ("split", "clone") else 3)
+    assert len(listed) == len(parts) == (5 if kind in IDENTITY_KINDS else 3)
     for (Xi, yi), idx in zip(listed, parts, strict=True):
         np.testing.assert_array_equal(Xi, pooled.X[idx])
         np.testing.assert_array_equal(yi, pooled.y[idx])
     np.testing.assert_array_equal(pooled.X[: len(y)], X)  # the other parties' rows untouched
     holder_rows = sum(len(parts[i]) for i in ids_b)
-    assert holder_rows == {"split": 110, "clone": 330}.get(kind, 330)
+    assert holder_rows == (110 if kind == "split" else 330)
 
 
 def test_clones_are_identities_each_holding_a_jittered_copy_of_every_row() -> None:
@@ -132,6 +133,25 @@ def test_clones_are_identities_each_holding_a_jittered_copy_of_every_row() -> No
         spread = np.nanmean(np.abs(Xc[:, :2] - own[:, :2]) / np.nanstd(own[:, :2], axis=0))
         assert 0 < spread < 0.05  # near, not equal: the jitter is 1% of a feature's spread
     assert not np.allclose(listed[3][0][:, :2], listed[4][0][:, :2], equal_nan=True)  # each clone its own noise
+
+
+def test_fresh_clones_draw_their_labels_from_a_model_of_the_holders_rows() -> None:
+    X, y = rows(600, seed=4)
+    pairs = [(X[:100], y[:100]), (X[100:], y[100:])]
+    listed, identities = apply_to_parties(pairs, 1, DataAttack("fresh-clone", 3, seed=1))
+    assert identities == [1, 2, 3]
+    own_X, own_y = pairs[1]
+    first, second = listed[2][1], listed[3][1]
+    for labels in (first, second):
+        assert set(np.unique(labels)) <= {0.0, 1.0}
+        assert 0.03 < np.mean(labels != own_y) < 0.4  # fresh noise, yet the model's signal (x0 > 0)
+        assert np.mean(labels == (own_X[:, 0] > 0)) > 0.7
+    assert not np.array_equal(first, second)  # each clone its own draw
+    reg = np.nan_to_num(own_X[:, 1], nan=5.0) * 2.0 + np.random.default_rng(0).normal(size=len(own_y))
+    listed, _ = apply_to_parties([pairs[0], (own_X, reg)], 1, DataAttack("fresh-clone", 2, seed=1))
+    drawn = listed[2][1]
+    assert not np.array_equal(drawn, reg) and abs(np.std(drawn) - np.std(reg)) < 0.25 * np.std(reg)
+    assert np.corrcoef(drawn, reg)[0, 1] > 0.5
 
 
 def test_bad_attacks_are_refused() -> None:
