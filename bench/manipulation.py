@@ -53,6 +53,8 @@ DEFAULT_MEASURE = str(parameter("contribution").default)
 """The measure tasks use unless they choose another (``ledger.spec.parameters``)."""
 CLONE_KINDS: tuple[DataAttackKind, ...] = ("clone", "fresh-clone")
 """Manipulations whose identities each hold a copy of the holder's rows (the threat model's floor binds them)."""
+ALPHA = float(parameter("alpha").default)
+"""The voting contribution's default weight: runs at another are another measure to ``across_runs``."""
 TITLE_KEYS = {"contribution": "shapley"}
 """The benchmarks page names the measure of every group of runs (runs made before the option existed measured split
 Shapley, then the only measure)."""
@@ -183,6 +185,7 @@ def fitter(args: argparse.Namespace) -> Callable[[list[tuple[np.ndarray, np.ndar
             "seed": 0,
             "objective": loss,
             "contribution": args.contribution,
+            "alpha": args.alpha,
         }
         model = train(params, parties, valid_set=valid)
         assert model.report is not None
@@ -279,7 +282,9 @@ def across_runs(runs: list[dict[str, Any]]) -> str:
         params = run.get("parameters", {})
         if params.get("noisy_party") is not None:
             continue
-        measure = params.get("contribution", "shapley")
+        measure = str(params.get("contribution", "shapley"))
+        if params.get("alpha", ALPHA) != ALPHA:
+            measure += f", alpha {params['alpha']}"
         for p in run["results"]["points"]:
             if p["kind"] != "ladder":
                 cell = (p["kind"], p["factor"], p["dataset"], p["parties"], p["theta"], params.get("rows"))
@@ -344,6 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depth", type=int, default=5)
     ap.add_argument(
         "--contribution", default="shapley", choices=parameter("contribution").choices, help="the measure played"
+    )
+    ap.add_argument(
+        "--alpha",
+        type=float,
+        default=parameter("alpha").default,
+        help="weight of the voting contribution beside split Shapley (it pays each identity that voted for a split)",
     )
     ap.add_argument(
         "--noisy-party",
