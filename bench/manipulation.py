@@ -1,16 +1,17 @@
 """Data manipulation: how much a party gains by changing its rows before it joins, and what honest data earns.
 
 A greedy party (the holder, party 1) duplicates its rows, adds synthetic rows near its own (jittered copies or draws
-from its fitted distribution) or joins as several parties (``node.attacks.data``); its sketch, PSD, histograms and
-carry are then consistent and nothing refuses them. Each grid point trains ``fgbdt_chain.train`` on a random sample
-of the data set's training rows split over M parties (the simulator's partition at theta), honest and with every
-manipulation, and reports the change of the holder's reward share (combined over its identities for ``split`` and
-``clone``) in
-points, with the change of the test metric. The honest ladder gives the holder fewer rows (half, quarter), noisier
-labels (10, 30, 50% flipped; for a regression label, that share replaced by other rows' labels) or uninformative rows
-(every feature shuffled among its rows), and reports the share each earns, with the honest federation's test
-metric next to LightGBM's with its defaults on the same rows. ``--contribution`` chooses the measure played
-(``shapley``, ``loo`` or ``centred``); ``--noisy-party J`` gives another party coin-flip labels in every run of a point.
+from its fitted distribution), joins as several parties, or both at once: several parties each holding a copy of its
+rows (``node.attacks.data``); its sketch, PSD, histograms and carry are then consistent and nothing refuses them.
+Each grid point trains ``fgbdt_chain.train`` on a random sample of the data set's training rows split over M parties
+(the simulator's partition at theta), honest and with every manipulation (``--kinds``), and reports the change of
+the holder's reward share (combined over its identities) in points, with the change of the test metric and, for the
+clones, the floor that equal treatment of parties sets (``clone_floor``). The honest ladder gives the holder fewer
+rows (half, quarter), noisier labels (10, 30, 50% flipped; for a regression label, that share replaced by other rows'
+labels) or uninformative rows (every feature shuffled among its rows), and reports the share each earns, with the
+honest federation's test metric next to LightGBM's with its defaults on the same rows. ``--contribution`` chooses the
+measure played and ``--alpha`` split Shapley's vote weight; ``--noisy-party J`` gives another party coin-flip labels
+in every run of a point; the page ends with every measure's worst grid cell (``across_runs``).
 
     python -m bench.manipulation           # all shared data sets, M 4, k 2 3, s 2 3, theta 0.5, 3 seeds (minutes)
     python -m bench.manipulation --full    # + synthetic stress, heavy and claims data, M 2 4 8, k 2 3 5, s 2 3 4,
@@ -353,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--alpha",
         type=float,
-        default=parameter("alpha").default,
+        default=ALPHA,
         help="weight of the voting contribution beside split Shapley (it pays each identity that voted for a split)",
     )
     ap.add_argument(

@@ -31,8 +31,8 @@ def add_attack_arguments(parser: argparse.ArgumentParser, *, node: bool = False)
             ""
             if node
             else "; or change its rows before joining (duplicate: copies, jitter, fitted: synthetic rows, "
-            "split: join as several parties, clone: several parties each with a copy), --inflate the copies, rows "
-            "multiple or identities"
+            "split: join as several parties, clone: several parties each with a copy of its rows, fresh-clone: the "
+            "same with labels drawn afresh), --inflate the copies, rows multiple or identities"
         ),
     )
     parser.add_argument("--inflate", type=float, default=2.0 if not node else None, help="the attack's factor")
