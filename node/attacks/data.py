@@ -261,8 +261,8 @@ def apply_to_dataset(
             train.feature_names,
             train.name,
         )
-        added = [np.arange(start, start + len(own), dtype=np.int64) for start in starts]
-        return pooled, [*parts, *added], attack.identities(len(parts), holder)
+        clone_parts = [np.arange(start, start + len(own), dtype=np.int64) for start in starts]
+        return pooled, [*parts, *clone_parts], attack.identities(len(parts), holder)
     X, y = attack.rows(train.X[own], train.y[own], holder)
     added = len(y) - len(own)
     pooled = Dataset(
