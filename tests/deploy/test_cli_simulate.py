@@ -15,6 +15,7 @@ from fgbdt_chain.deploy.cli import main
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.shapley_estimate import EXACT_MAX_PARTIES
 from fgbdt_chain.ledger.spec.train_params import TrainParams
+from fgbdt_chain.node.attacks.data import IDENTITY_KINDS
 from fgbdt_chain.node.baselines.seed_systems import SEED_ALGORITHMS
 from fgbdt_chain.node.model.trees import Model
 from fgbdt_chain.node.protocol.shapley_cost import SHAPLEY_COST, SLOW_SHAPLEY_SECONDS, shapley_seconds
@@ -242,7 +243,8 @@ def test_simulate_plays_an_attack_and_reports_the_refusal(
 
 
 @pytest.mark.parametrize(
-    ("kind", "parties", "holder_rows"), [("duplicate", 3, 2), ("fitted", 3, 2), ("split", 4, 1), ("clone", 4, 2)]
+    ("kind", "parties", "holder_rows"),
+    [("duplicate", 3, 2), ("fitted", 3, 2), ("split", 4, 1), ("clone", 4, 2), ("fresh-clone", 4, 2)],
 )
 def test_simulate_plays_a_data_attack_and_reports_the_holders_combined_share(
     csv_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, parties: int, holder_rows: int
@@ -253,7 +255,7 @@ def test_simulate_plays_a_data_attack_and_reports_the_holders_combined_share(
     report, before = json.loads(out.read_text()), json.loads(honest.read_text())
     assert report["parties"] == parties
     manipulated = report["manipulation"]
-    assert manipulated["identities"] == ([1, 3] if kind in ("split", "clone") else [1])
+    assert manipulated["identities"] == ([1, 3] if kind in IDENTITY_KINDS else [1])
     shares = {c["party"]: c["share"] for c in report["contributions"]}
     assert manipulated["holder_share"] == pytest.approx(sum(shares[i] for i in manipulated["identities"]))
     rows = {pp["party"]: pp["rows"] for pp in report["per_party"]}

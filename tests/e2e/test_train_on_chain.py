@@ -400,7 +400,7 @@ def test_fgbdt_train_runs_a_regression_task(anvil_node: Anvil, e2e_contract: str
     assert model.objective == "regression" and model.label_scale == 128.0  # labels from 45 to 105, most above 64
 
 
-@pytest.mark.parametrize(("kind", "parties"), [("duplicate", 3), ("split", 4), ("clone", 4)])
+@pytest.mark.parametrize(("kind", "parties"), [("duplicate", 3), ("split", 4), ("clone", 4), ("fresh-clone", 4)])
 def test_fgbdt_train_plays_a_data_attack_as_simulate_does(
     anvil_node: Anvil, e2e_contract: str, toy_csv: Path, tmp_path: Path, kind: str, parties: int
 ) -> None:
