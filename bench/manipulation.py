@@ -33,6 +33,7 @@ from bench.stats import mean_se, seeds_of
 from fgbdt_chain.ledger.spec.parameters import parameter
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.attacks.data import (
+    CLONE_KINDS,
     DATA_ATTACK_KINDS,
     IDENTITY_KINDS,
     DataAttack,
@@ -52,8 +53,6 @@ LADDER = ("full", "half", "quarter", "flip10", "flip30", "flip50", "shuffled")
 """The honest ladder: the holder's own rows as they are, fewer of them, noisier labels, features that say nothing."""
 DEFAULT_MEASURE = str(parameter("contribution").default)
 """The measure tasks use unless they choose another (``ledger.spec.parameters``)."""
-CLONE_KINDS: tuple[DataAttackKind, ...] = ("clone", "fresh-clone")
-"""Manipulations whose identities each hold a copy of the holder's rows (the threat model's floor binds them)."""
 ALPHA = float(parameter("alpha").default)
 """The voting contribution's default weight: runs at another are another measure to ``across_runs``."""
 TITLE_KEYS = {"contribution": "shapley"}
@@ -229,11 +228,14 @@ def tables(runs: list[dict[str, Any]]) -> str:
         label = f"{kind} k={factor}" if kind not in IDENTITY_KINDS else f"{kind} s={factor}"
         lines.append(f"| {label} | {_pm([p['points'] for p in ps])} | " + " | ".join(cells) + f" | {change} |")
     worst = max((mean_se([p["points"] for p in ps])[0] for ps in by.values()), default=float("nan"))
-    floors = {
-        f"s = {factor}: {np.mean([clone_floor(p['parties'], factor) for p in ps]):+.2f}": None
-        for (kind, factor), ps in sorted(by.items())
-        if kind in CLONE_KINDS
-    }
+    cloned: dict[int, list[dict[str, Any]]] = defaultdict(list)  # both clone kinds' points, by identities
+    for (kind, factor), ps in by.items():
+        if kind in CLONE_KINDS:
+            cloned[factor] += ps
+    floors = [
+        f"s = {factor}: {np.mean([clone_floor(p['parties'], factor) for p in ps]):+.2f}"
+        for factor, ps in sorted(cloned.items())
+    ]
     if floors:
         lines += [
             "",

@@ -35,6 +35,7 @@ on the manipulated rows). Report the holder's combined share over its identities
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -45,7 +46,9 @@ from fgbdt_chain.node.data.loaders import Dataset
 
 DataAttackKind = Literal["duplicate", "jitter", "fitted", "split", "clone", "fresh-clone"]
 DATA_ATTACK_KINDS: tuple[DataAttackKind, ...] = ("duplicate", "jitter", "fitted", "split", "clone", "fresh-clone")
-IDENTITY_KINDS: tuple[DataAttackKind, ...] = ("split", "clone", "fresh-clone")
+CLONE_KINDS: tuple[DataAttackKind, ...] = ("clone", "fresh-clone")
+"""The kinds whose extra identities each hold a copy of the holder's rows."""
+IDENTITY_KINDS: tuple[DataAttackKind, ...] = ("split", *CLONE_KINDS)
 """The kinds whose factor is the holder's number of identities."""
 JITTER = 0.01
 """Standard deviation of a jittered copy's noise, as a fraction of the feature's standard deviation: 1%."""
@@ -191,7 +194,7 @@ class DataAttack:
         return np.random.default_rng([self.seed, _SEED_TAG, holder])
 
     def rows(self, X: np.ndarray, y: np.ndarray, holder: int) -> tuple[np.ndarray, np.ndarray]:
-        """The holder's rows as it sends them (``split`` and ``clone``: its first identity's, unchanged)."""
+        """The holder's rows as it sends them (``split`` and the clones: its first identity's, unchanged)."""
         if self.kind == "duplicate":
             return duplicate(X, y, int(self.factor))
         if self.kind in ("jitter", "fitted"):
@@ -199,8 +202,12 @@ class DataAttack:
             return synthetic(X, y, extra, self.rng(holder), kind=self.kind)
         return X, y
 
+    def clone_rows(self, X: np.ndarray, y: np.ndarray, holder: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The rows of the clones' extra identities (:func:`clones`)."""
+        return clones(X, y, int(self.factor), self.rng(holder), fresh_labels=self.kind == "fresh-clone")
+
     def identities(self, parties: int, holder: int) -> list[int]:
-        """The party indices the holder plays after the attack (one but for ``split`` and ``clone``)."""
+        """The party indices the holder plays after the attack (one but for ``IDENTITY_KINDS``)."""
         if self.kind not in IDENTITY_KINDS:
             return [holder]
         return [holder, *range(parties, parties + int(self.factor) - 1)]
@@ -226,9 +233,8 @@ def apply_to_parties(
         out = [pairs[i] if i != holder else (X[pieces[holder]], y[pieces[holder]]) for i in range(len(pairs))]
         out.extend((X[idx], y[idx]) for idx in pieces[len(pairs) :])
         return out, identities
-    if attack.kind in ("clone", "fresh-clone"):
-        extra = clones(X, y, int(attack.factor), attack.rng(holder), fresh_labels=attack.kind == "fresh-clone")
-        return [*pairs, *extra], attack.identities(len(pairs), holder)
+    if attack.kind in CLONE_KINDS:
+        return [*pairs, *attack.clone_rows(X, y, holder)], attack.identities(len(pairs), holder)
     pairs[holder] = attack.rows(X, y, holder)
     return pairs, [holder]
 
@@ -251,25 +257,25 @@ def apply_to_dataset(
             + [own[p] for p in pieces[len(parts) :]],
             identities,
         )
-    if attack.kind in ("clone", "fresh-clone"):
-        fresh = attack.kind == "fresh-clone"
-        extra = clones(train.X[own], train.y[own], int(attack.factor), attack.rng(holder), fresh_labels=fresh)
-        starts = train.n_rows + len(own) * np.arange(len(extra))
-        pooled = Dataset(
-            np.vstack([train.X, *(X for X, _ in extra)]),
-            np.concatenate([train.y, *(y for _, y in extra)]),
-            train.feature_names,
-            train.name,
-        )
-        clone_parts = [np.arange(start, start + len(own), dtype=np.int64) for start in starts]
+    if attack.kind in CLONE_KINDS:
+        pooled, clone_parts = _appended(train, attack.clone_rows(train.X[own], train.y[own], holder))
         return pooled, [*parts, *clone_parts], attack.identities(len(parts), holder)
     X, y = attack.rows(train.X[own], train.y[own], holder)
-    added = len(y) - len(own)
-    pooled = Dataset(
-        np.vstack([train.X, X[len(own) :]]), np.concatenate([train.y, y[len(own) :]]), train.feature_names, train.name
-    )
-    parts[holder] = np.concatenate([own, np.arange(train.n_rows, train.n_rows + added, dtype=np.int64)])
+    pooled, [added] = _appended(train, [(X[len(own) :], y[len(own) :])])
+    parts[holder] = np.concatenate([own, added])
     return pooled, parts, [holder]
+
+
+def _appended(train: Dataset, blocks: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[Dataset, list[np.ndarray]]:
+    """The pool with each block of rows appended in order, and each block's indices in it."""
+    starts = train.n_rows + np.cumsum([0, *(len(y) for _, y in blocks)])
+    pooled = Dataset(
+        np.vstack([train.X, *(X for X, _ in blocks)]),
+        np.concatenate([train.y, *(y for _, y in blocks)]),
+        train.feature_names,
+        train.name,
+    )
+    return pooled, [np.arange(a, b, dtype=np.int64) for a, b in itertools.pairwise(starts)]
 
 
 def holder_share(contributions: Sequence[dict[str, Any]], identities: Sequence[int]) -> float:
