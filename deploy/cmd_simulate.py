@@ -349,6 +349,15 @@ def prepare_parties(
     data_attack = data_attack_of(args)
     if data_attack is None:
         return prepare(train, test, params, config), None
+    names = len(data_attack.identities(args.parties, args.greedy))
+    total = args.parties + names - 1
+    if total > ref.MAX_PARTIES and algorithm(getattr(args, "algo", "fvtree")).contributions:
+        # refused before any manipulated row is made (a fresh-clone fits label models first)
+        raise UserError(
+            f"--attack {data_attack.kind} --inflate {data_attack.factor:g}: the holder's {names} identities "
+            f"make {total} parties, and a federated task accepts at most {ref.MAX_PARTIES} (the contract's "
+            "MAX_PARTIES)"
+        )
     try:
         pooled, parts, identities = apply_to_dataset(train, partition(train, config), args.greedy, data_attack)
     except ValueError as exc:

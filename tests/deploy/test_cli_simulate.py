@@ -271,6 +271,7 @@ def test_simulate_plays_a_data_attack_and_reports_the_holders_combined_share(
         (["--greedy", "3"], "--greedy must be a party index in [0, 3)"),
         (["--greedy", "0", "--attack", "duplicate", "--inflate", "0.5"], "factor must be a number >= 1"),
         (["--greedy", "0", "--attack", "split", "--attack-from-tree", "1"], "--attack-from-tree is for histogram"),
+        (["--greedy", "1", "--attack", "clone", "--inflate", "70"], "the holder's 70 identities make 72 parties"),
         (["--greedy", "0", "--inflate", "0"], "positive number"),
         (["--refusal-rate", "1.5"], "--refusal-rate must be in (0, 1)"),
         (["--tree-features", "one"], "--tree-features is for --algo randomsplit"),
