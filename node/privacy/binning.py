@@ -67,13 +67,15 @@ from __future__ import annotations
 import functools
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from fgbdt_chain.ledger.spec.fixed_point import from_fixed, to_fixed
 from fgbdt_chain.ledger.spec.modes import BINNING_METHODS as BINNING_METHODS
+from fgbdt_chain.node.kernels.bucketing import bucket_counts_by_feature
+from fgbdt_chain.node.kernels.column_stats import column_stats
 from fgbdt_chain.node.privacy.discrete_gaussian import discrete_laplaces
 
 DEFAULT_RESOLUTION = 64
@@ -99,11 +101,8 @@ def feature_ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     In a task these come from the requester's data schema; the simulator derives them from the pooled training
     rows, which stands in for that public schema.
     """
-    with np.errstate(all="ignore"):
-        present = ~np.isnan(X)
-        low = np.where(present.any(axis=0), np.nanmin(np.where(present, X, np.inf), axis=0), 0.0)
-        high = np.where(present.any(axis=0), np.nanmax(np.where(present, X, -np.inf), axis=0), 0.0)
-    return low.astype(np.float64), high.astype(np.float64)
+    low, high, present, _ = column_stats(X, INTEGER_LIMIT)
+    return np.where(present, low, 0.0), np.where(present, high, 0.0)
 
 
 def schema_ranges(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,11 +134,8 @@ def schema_integers(X: np.ndarray) -> np.ndarray:
 
     Like the ranges, this stands in for the task's public schema (a data dictionary says which columns are counts,
     codes or flags); the simulator derives it from the pooled training rows. An all-missing feature is not one."""
-    with np.errstate(all="ignore"):
-        present = ~np.isnan(X)
-        values = np.where(present, X, 0.0)
-        whole = (values == np.floor(values)) & (np.abs(values) < INTEGER_LIMIT)
-    return np.all(whole | ~present, axis=0) & present.any(axis=0)
+    _, _, present, whole = column_stats(X, INTEGER_LIMIT)
+    return whole & present
 
 
 def snap_integer_edges(edges: Sequence[np.ndarray], integers: np.ndarray | None) -> list[np.ndarray]:
@@ -269,6 +265,11 @@ def plan_spans(noisy: np.ndarray, scale: float, budget: int) -> tuple[np.ndarray
     return starts.astype(np.int64), splits
 
 
+BucketCounter = Callable[[Sequence["np.ndarray | None"]], Sequence["np.ndarray | None"]]
+"""``count(bounds)``: per feature, its rows' counts in the buckets of ``bounds[f]`` (None: not counted), as
+:func:`bucket_counts` gives them; a party's rows in memory or read in chunks."""
+
+
 def local_sketch(
     X: np.ndarray,
     low: np.ndarray,
@@ -279,30 +280,57 @@ def local_sketch(
     rng: np.random.Generator,
 ) -> Sketch:
     """A party's private sketch of its rows (the two stages of the module docstring): all it publishes for binning."""
+    return sketch_of_counts(
+        lambda bounds: bucket_counts_by_feature(X, bounds), low, high, resolution=resolution, epsilon=epsilon, rng=rng
+    )
+
+
+def sketch_of_counts(
+    count: BucketCounter,
+    low: np.ndarray,
+    high: np.ndarray,
+    *,
+    resolution: int = DEFAULT_RESOLUTION,
+    epsilon: float,
+    rng: np.random.Generator,
+) -> Sketch:
+    """The sketch from a source of bucket counts: each stage's counts of every feature at once (one pass over the
+    rows a stage), the noise drawn per feature, the first stage's then the second's (whose size the first stage's
+    plan fixes), so a party's rows in memory and the same rows read in chunks give the same sketch bit for bit."""
     if not 1 <= resolution <= MAX_RESOLUTION:
         raise ValueError(f"binning resolution must be in [1, {MAX_RESOLUTION}], got {resolution}")
-    features = sketched_features(low, high)
-    b1 = sketch_noise_scale(epsilon, features, STAGE1_SHARE)
-    b2 = sketch_noise_scale(epsilon, features, 1.0 - STAGE1_SHARE)
-    out: list[FeatureSketch] = []
-    empty = np.zeros(0, dtype=np.int64)
-    for f in range(X.shape[1]):
-        if not high[f] > low[f]:
-            out.append(FeatureSketch(empty, empty, empty))
+    if len(low) != len(high):
+        raise ValueError(f"low and high need one value per feature, got {len(low)} and {len(high)}")
+    live = [bool(high[f] > low[f]) for f in range(len(low))]
+    b1 = sketch_noise_scale(epsilon, sum(live), STAGE1_SHARE)
+    b2 = sketch_noise_scale(epsilon, sum(live), 1.0 - STAGE1_SHARE)
+    stage1 = count([cell_bounds(float(low[f]), float(high[f])) if live[f] else None for f in range(len(low))])
+    plans: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
+    for f, counts in enumerate(stage1):
+        if counts is None:
+            plans.append(None)
             continue
-        col = X[:, f]
-        stage1 = bucket_counts(col, cell_bounds(float(low[f]), float(high[f])))
-        noisy = stage1 + discrete_laplaces(b1, stage1.size, rng)
+        noisy = counts + discrete_laplaces(b1, counts.size, rng)
         starts, splits = plan_spans(noisy, b1, resolution)
-        stage2 = bucket_counts(col, grid_bounds(float(low[f]), float(high[f]), starts, splits))
-        out.append(FeatureSketch(starts, splits, stage2 + discrete_laplaces(b2, stage2.size, rng)))
-    return Sketch(tuple(out))
+        grid = grid_bounds(float(low[f]), float(high[f]), starts, splits)
+        plans.append((starts, splits, grid, discrete_laplaces(b2, grid.size + 1, rng)))
+    stage2 = count([None if plan is None else plan[2] for plan in plans])
+    empty = np.zeros(0, dtype=np.int64)
+    return Sketch(
+        tuple(
+            FeatureSketch(empty, empty, empty)
+            if plan is None or counts is None
+            else FeatureSketch(plan[0], plan[1], counts + plan[3])
+            for plan, counts in zip(plans, stage2, strict=True)
+        )
+    )
 
 
 def bucket_counts(col: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     """Rows per bucket (bounds[i - 1], bounds[i]] of one feature, missing values in none: the counts a stage noises.
 
-    One row adds one to exactly one bucket (or none when missing): the sensitivity the accounting rests on."""
+    One row adds one to exactly one bucket (or none when missing): the sensitivity the accounting rests on. Every
+    feature at once: ``node.kernels.bucketing.bucket_counts_by_feature``, the same counts."""
     present = col[~np.isnan(col)]
     return np.bincount(np.searchsorted(bounds, present, side="left"), minlength=bounds.size + 1)
 

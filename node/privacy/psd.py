@@ -27,6 +27,7 @@ import numpy as np
 from eth_utils import keccak
 
 from fgbdt_chain.ledger.spec.task_params import label_scale
+from fgbdt_chain.node.kernels.psd_leaves import leaves_of
 from fgbdt_chain.node.privacy.binning import local_sketch, mass_cuts, merged_mass
 from fgbdt_chain.node.privacy.discrete_gaussian import discrete_laplaces
 
@@ -462,18 +463,9 @@ class PSD:
         return math.fsum(self.counts.tolist())
 
     def leaf_of(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """Leaf index of every row, descending all rows one level at a time (numpy masks, no per-row Python)."""
+        """Leaf index of every row (``node.kernels.psd_leaves``: one compiled descent per row)."""
         X, y = _check_data(X, y, self.num_dims)
-        node = np.zeros(X.shape[0], dtype=np.int64)
-        for _ in range(self.height):
-            d = self.split_dim[node]
-            idx = np.flatnonzero(d >= 0)
-            if idx.size == 0:
-                break
-            nd = node[idx]
-            go_right = _column_values(X, y, idx, d[idx].astype(np.int64)) > self.split_value[nd]
-            node[idx] = np.where(go_right, self.right[nd], self.left[nd])
-        return self.leaf_index[node]
+        return leaves_of(X, y, self.split_dim, self.split_value, self.left, self.right, self.leaf_index, self.height)
 
     def check_bounds(self, lows: np.ndarray, highs: np.ndarray) -> None:
         """Raise ValueError unless every feature split is at the midpoint of the task's [low, high] and every label

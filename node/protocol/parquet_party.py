@@ -27,20 +27,13 @@ import numpy as np
 
 from fgbdt_chain.ledger.spec.train_params import TrainParams
 from fgbdt_chain.node.data.parquet import DEFAULT_CHUNK_ROWS, LABEL, ParquetRows, _pyarrow, slot_columns
+from fgbdt_chain.node.kernels.bucketing import bucket_counts_by_feature
 from fgbdt_chain.node.model.trees import EdgesLike, bin_matrix
 from fgbdt_chain.node.privacy.binning import (
     DEFAULT_RESOLUTION,
-    MAX_RESOLUTION,
-    STAGE1_SHARE,
-    FeatureSketch,
     Sketch,
-    bucket_counts,
-    cell_bounds,
-    grid_bounds,
-    plan_spans,
-    sketch_noise_scale,
+    sketch_of_counts,
 )
-from fgbdt_chain.node.privacy.discrete_gaussian import discrete_laplaces
 from fgbdt_chain.node.privacy.psd import PSD, build_psd_of
 from fgbdt_chain.node.privacy.weights import leaf_weights
 from fgbdt_chain.node.protocol.chunked_party import ChunkedSlots, DaskPart
@@ -247,40 +240,20 @@ def chunked_sketch(
     resolution: int = DEFAULT_RESOLUTION,
 ) -> Sketch:
     """``local_sketch(X, low, high, ...)`` with X read chunk by chunk, the same sketch bit for bit: a stage's bucket
-    counts add up over the chunks, and its noise is drawn in ``local_sketch``'s order (per feature, the first stage's,
-    then the second's, whose size the first stage's plan fixes), so only the counts take a pass each."""
-    if not 1 <= resolution <= MAX_RESOLUTION:
-        raise ValueError(f"binning resolution must be in [1, {MAX_RESOLUTION}], got {resolution}")
+    counts add up over the chunks (``binning.sketch_of_counts`` draws the noise), one pass over the chunks a stage."""
     n_features = len(features)
     if len(low) != n_features or len(high) != n_features:
         raise ValueError(f"low and high need one value per feature ({n_features})")
-    sketched = [f for f in range(n_features) if high[f] > low[f]]
-    cells = {f: cell_bounds(float(low[f]), float(high[f])) for f in sketched}
-    stage1 = {f: np.zeros(cells[f].size + 1, dtype=np.int64) for f in sketched}
-    for _, X in rows.chunks(features):
-        for f in sketched:
-            stage1[f] += bucket_counts(X[:, f], cells[f])
-    b1 = sketch_noise_scale(epsilon, len(sketched), STAGE1_SHARE)
-    b2 = sketch_noise_scale(epsilon, len(sketched), 1.0 - STAGE1_SHARE)
-    plans: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-    for f in sketched:
-        noisy = stage1[f] + discrete_laplaces(b1, stage1[f].size, rng)
-        starts, splits = plan_spans(noisy, b1, resolution)
-        grid = grid_bounds(float(low[f]), float(high[f]), starts, splits)
-        plans[f] = (starts, splits, grid, discrete_laplaces(b2, grid.size + 1, rng))
-    stage2 = {f: np.zeros(plans[f][2].size + 1, dtype=np.int64) for f in sketched}
-    for _, X in rows.chunks(features):
-        for f in sketched:
-            stage2[f] += bucket_counts(X[:, f], plans[f][2])
-    empty = np.zeros(0, dtype=np.int64)
-    return Sketch(
-        tuple(
-            FeatureSketch(plans[f][0], plans[f][1], stage2[f] + plans[f][3])
-            if f in plans
-            else FeatureSketch(empty, empty, empty)
-            for f in range(n_features)
-        )
-    )
+
+    def count(bounds: Sequence[np.ndarray | None]) -> list[np.ndarray | None]:
+        total = [None if b is None else np.zeros(b.size + 1, dtype=np.int64) for b in bounds]
+        for _, X in rows.chunks(features):
+            for t, c in zip(total, bucket_counts_by_feature(X, bounds), strict=True):
+                if t is not None and c is not None:
+                    t += c
+        return total
+
+    return sketch_of_counts(count, low, high, resolution=resolution, epsilon=epsilon, rng=rng)
 
 
 def chunked_weights(
