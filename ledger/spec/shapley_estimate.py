@@ -120,10 +120,28 @@ def permutation(seed: int, k: int, parties: int) -> list[int]:
 
 @lru_cache(maxsize=64)
 def _orders(seed: int, k: int, parties: int) -> tuple[tuple[int, ...], ...]:
-    """The K orders of a node, drawn once for the last few nodes: a party that resolves a level itself and then
-    checks the chain's result asks for the same node's orders twice (each node has its own seed, so an unbounded
-    cache would grow with the model)."""
-    return tuple(tuple(permutation(seed, i, parties)) for i in range(k))
+    """The K orders of a node (:func:`permutation` of each ``k``, the same draws): each hashed message built from the
+    seed's and the order's words once, not per draw. Drawn once for the last few nodes: a party that resolves a
+    level itself and then checks the chain's result asks for the same node's orders twice (each node has its own
+    seed, so an unbounded cache would grow with the model)."""
+    seed_word = _word(seed)
+    draw_words = [_word(i) for i in range(parties)]
+    out = []
+    for order_index in range(k):
+        prefix = seed_word + _word(order_index)
+        order = list(range(parties))
+        for i in range(parties - 1, 0, -1):
+            j = int.from_bytes(keccak256(prefix + draw_words[i]), "big") % (i + 1)
+            order[i], order[j] = order[j], order[i]
+        out.append(tuple(order))
+    return tuple(out)
+
+
+UNCHECKED_GRADIENT_BITS = 120
+"""Below this many bits for the sum of the parties' gradient magnitudes on each side, and with the hessians' and
+lambda's magnitudes below 2^250, no partial sum, square, utility, marginal or accumulator of
+:func:`split_shapley_estimate` can leave int256 (a utility is below 2^241 and K of the marginals stay below 2^251), so
+the contract would not revert, and the loop skips its per-step checks: the same integers, about three times faster."""
 
 
 def split_shapley_estimate(
@@ -153,7 +171,22 @@ def split_shapley_estimate(
         return 0, []
     acc = [0] * m
     grand = 0
-    for order in _orders(seed, permutations, m):
+    orders = _orders(seed, permutations, m)
+    if _unchecked(g_left, h_left, g_right, h_right, lam):
+        sides = list(zip(g_left, h_left, g_right, h_right, strict=True))
+        for order in orders:
+            gl = hl = gr = hr = 0
+            before = 0
+            for p in order:
+                a, b, c, d = sides[p]
+                gl, hl, gr, hr = gl + a, hl + b, gr + c, hr + d
+                dl, dr = hl + lam, hr + lam
+                u = (gl * gl // dl if dl > 0 else 0) + (gr * gr // dr if dr > 0 else 0)
+                acc[p] += u - before
+                before = u
+            grand = before
+        return grand, [tdiv(a, permutations) for a in acc]
+    for order in orders:
         gl = hl = gr = hr = 0
         before = 0
         for p in order:
@@ -164,6 +197,16 @@ def split_shapley_estimate(
             before = u
         grand = before
     return grand, [tdiv(a, permutations) for a in acc]
+
+
+def _unchecked(
+    g_left: Sequence[int], h_left: Sequence[int], g_right: Sequence[int], h_right: Sequence[int], lam: int
+) -> bool:
+    """Whether :data:`UNCHECKED_GRADIENT_BITS` rules out every overflow of the estimate's loop."""
+    limit = 1 << UNCHECKED_GRADIENT_BITS
+    if sum(map(abs, g_left)) >= limit or sum(map(abs, g_right)) >= limit:
+        return False
+    return sum(map(abs, h_left)) + abs(lam) < 1 << 250 and sum(map(abs, h_right)) + abs(lam) < 1 << 250
 
 
 def side_bound(g: int, h: int) -> int | None:

@@ -9,6 +9,7 @@ import pytest
 
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec import shapley_estimate as se
+from fgbdt_chain.ledger.spec.fixed_point import tdiv
 from fgbdt_chain.ledger.spec.hashing import keccak256
 from fgbdt_chain.ledger.spec.parameters import MAX_PARTIES
 
@@ -139,3 +140,42 @@ def test_resolve_node_estimates_above_the_threshold_and_needs_the_seed() -> None
     k = se.EXACT_MAX_PARTIES
     exact = ref.resolve_node(hists[:k], [0] * k, None, False, params)
     assert ref.resolve_node(hists[:k], [0] * k, None, False, params, shapley_seed=3) == exact
+
+
+def _checked_estimate(
+    gl: list[int], hl: list[int], gr: list[int], hr: list[int], lam: int, seed: int, k: int
+) -> tuple[int, list[int]]:
+    """The estimator as its docstring states it: each order from ``permutation``, every partial sum, utility and
+    accumulator checked against int256 at every step."""
+    acc, grand = [0] * len(gl), 0
+    for index in range(k):
+        a = b = c = d = before = 0
+        for p in se.permutation(seed, index, len(gl)):
+            a, b, c, d = a + gl[p], b + hl[p], c + gr[p], d + hr[p]
+            ref.check_all_int256((a, b, c, d))
+            u = ref.split_gain(a, b, c, d, lam)
+            acc[p] = ref.check_int256(acc[p] + u - before)
+            before = u
+        grand = before
+    return grand, [tdiv(x, k) for x in acc]
+
+
+@pytest.mark.parametrize("m", [13, 20])
+def test_the_estimate_is_its_stated_form_with_or_without_the_per_step_checks(m: int) -> None:
+    """The orders built from shared message prefixes are ``permutation``'s, and the loop without per-step checks (all
+    sums small enough) gives the checked loop's integers; past ``UNCHECKED_GRADIENT_BITS`` the checked loop runs."""
+    gl, hl, gr, hr = sides(m, m)
+    seed = se.node_seed(99, m, 5)
+    assert se.split_shapley_estimate(gl, hl, gr, hr, ONE, seed, 40) == _checked_estimate(gl, hl, gr, hr, ONE, seed, 40)
+    assert se._unchecked(gl, hl, gr, hr, ONE)
+    shift = 122 - sum(map(abs, gl)).bit_length()
+    big = [g << shift for g in gl]  # gradient sums past 2^120 but squares within int256: checked, the same integers
+    assert not se._unchecked(big, hl, gr, hr, ONE)
+    assert se.split_shapley_estimate(big, hl, gr, hr, ONE, seed, 40) == _checked_estimate(
+        big, hl, gr, hr, ONE, seed, 40
+    )
+    huge = [ref.INT256_MAX // 2] * m  # partial sums leave int256: both revert
+    with pytest.raises(ref.FixedPointOverflow):
+        se.split_shapley_estimate(huge, hl, gr, hr, ONE, seed, 3)
+    with pytest.raises(ref.FixedPointOverflow):
+        _checked_estimate(huge, hl, gr, hr, ONE, seed, 3)
