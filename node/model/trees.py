@@ -35,7 +35,6 @@ from fgbdt_chain.ledger.spec.fixed_point import from_fixed
 from fgbdt_chain.ledger.spec.modes import OBJECTIVES as OBJECTIVE_CODES
 from fgbdt_chain.ledger.spec.parameters import MAX_DEPTH as MAX_DEPTH
 from fgbdt_chain.node.data.inputs import dense_features
-from fgbdt_chain.node.kernels.bucketing import slots
 
 FORMAT_TAG = "fgbdt-model/1"
 """Tag of the JSON model format; bump it when the layout changes incompatibly."""
@@ -78,19 +77,23 @@ def bin_matrix(X: np.ndarray, edges: EdgesLike) -> np.ndarray:
 
     This is the one implementation of binning raw values (the engine imports it), so training and prediction can
     never disagree on which side of an edge a value falls: a value equal to an edge lands in the lower bin, which is
-    what makes ``x <= edge`` the exact raw-value form of a slot threshold. The lookup is
-    ``node.kernels.bucketing.slots``: every feature of a row at once, numpy's ``searchsorted`` to the bit.
+    what makes ``x <= edge`` the exact raw-value form of a slot threshold.
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D array (rows, features), got shape {X.shape}")
     if X.shape[1] != len(edges):
         raise ValueError(f"X has {X.shape[1]} features but there are edges for {len(edges)}")
-    cuts = [np.asarray(e, dtype=np.float64) for e in edges]
-    for f, c in enumerate(cuts):
-        if c.ndim != 1 or c.size > MAX_BINS - 1:
+    out = np.empty(X.shape, dtype=np.uint8)
+    for f, e in enumerate(edges):
+        cuts = np.asarray(e, dtype=np.float64)
+        if cuts.ndim != 1 or cuts.size > MAX_BINS - 1:
             raise ValueError(f"feature {f}: edges must be a 1-D list of at most {MAX_BINS - 1} cut points")
-    return slots(X, cuts)
+        col = X[:, f]
+        slots = np.searchsorted(cuts, col, side="left") + 1
+        slots[np.isnan(col)] = 0
+        out[:, f] = slots
+    return out
 
 
 def slot_widths(edges: EdgesLike) -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fgbdt_chain.node.kernels.bucketing import bucket_counts_by_feature, slots
+from fgbdt_chain.node.kernels.bucketing import bucket_counts_by_feature
 from fgbdt_chain.node.kernels.column_stats import column_stats
 from fgbdt_chain.node.kernels.histogram import BinnedRows, FixedRows, votes_from_gains
 from fgbdt_chain.node.kernels.psd_leaves import leaves_of
@@ -32,8 +32,7 @@ def warm_up(simulator: bool = False) -> None:
     rows.split_groups(groups, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.ones(2, np.int64), group)
     resolve.warm_up()
     verify.warm_up(simulator)
-    X, tiny = np.zeros((1, 1)), np.zeros(1, dtype=np.int64)  # the schema, the binning sketch, the bins and the PSDs
+    X, tiny = np.zeros((1, 1)), np.zeros(1, dtype=np.int64)  # the schema, the binning sketch and the PSDs
     column_stats(X, 1.0)
     bucket_counts_by_feature(X, [np.zeros(1)])
-    slots(X, [np.zeros(1)])
     leaves_of(X, np.zeros(1), tiny - 1, np.zeros(1), tiny, tiny, tiny, 0)

@@ -1,5 +1,5 @@
 """The preparation's compiled kernels give numpy's answers exactly: ``column_stats`` the ranges and integer flags of
-the masked-array form, ``bucketing`` ``np.searchsorted``'s buckets and slots, ``psd_leaves`` the level-by-level
+the masked-array form, ``bucketing`` ``np.searchsorted``'s buckets, ``psd_leaves`` the level-by-level
 descent of a PSD's tree; on missing values, infinities, signed zeros, values equal to a bound and empty inputs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fgbdt_chain.node.kernels.bucketing import bucket_counts_by_feature, slots
+from fgbdt_chain.node.kernels.bucketing import bucket_counts_by_feature
 from fgbdt_chain.node.kernels.column_stats import column_stats
 from fgbdt_chain.node.privacy.binning import INTEGER_LIMIT, feature_ranges, schema_integers
 from fgbdt_chain.node.privacy.psd import build_psd, psd_rng
@@ -63,7 +63,7 @@ def test_column_stats_marks_absent_columns_and_refuses_a_vector() -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_buckets_and_slots_are_searchsorteds(seed: int) -> None:
+def test_buckets_are_searchsorteds(seed: int) -> None:
     rng = np.random.default_rng(100 + seed)
     for _ in range(60):
         X = _matrix(rng)
@@ -79,17 +79,11 @@ def test_buckets_and_slots_are_searchsorteds(seed: int) -> None:
             col = X[:, j]
             want = np.bincount(np.searchsorted(b, col[~np.isnan(col)], side="left"), minlength=b.size + 1)
             assert np.array_equal(got, want)
-        pairs = zip(X.T, bounds, strict=True)
-        columns = [np.where(np.isnan(c), 0, np.searchsorted(b, c, "left") + 1) for c, b in pairs]
-        want_slots = np.stack(columns, axis=1).reshape(X.shape)
-        assert np.array_equal(slots(X, bounds), want_slots)
 
 
 def test_bucketing_refuses_wrong_shapes() -> None:
     with pytest.raises(ValueError, match=r"\(rows, 2\)"):
         bucket_counts_by_feature(np.zeros((3, 3)), [np.zeros(1), np.zeros(1)])
-    with pytest.raises(ValueError, match="254"):
-        slots(np.zeros((1, 1)), [np.arange(255.0)])
 
 
 @pytest.mark.parametrize("seed", range(3))
