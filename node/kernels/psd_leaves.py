@@ -11,22 +11,18 @@ the split value and left otherwise, so a missing (NaN) value goes left.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from numba import njit
 
 
 @njit(cache=True, nogil=True)
 def _descend(  # pragma: no cover - compiled
-    X: np.ndarray,
-    y: np.ndarray,
-    split_dim: np.ndarray,
-    split_value: np.ndarray,
-    left: np.ndarray,
-    right: np.ndarray,
-    leaf_index: np.ndarray,
-    height: int,
+    X: np.ndarray, y: np.ndarray, nodes: np.ndarray, split_value: np.ndarray, height: int
 ) -> np.ndarray:
     n, f = X.shape
+    split_dim, left, right, leaf_index = nodes[0], nodes[1], nodes[2], nodes[3]
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
         node = 0
@@ -41,24 +37,14 @@ def _descend(  # pragma: no cover - compiled
 
 
 def leaves_of(
-    X: np.ndarray,
-    y: np.ndarray,
-    split_dim: np.ndarray,
-    split_value: np.ndarray,
-    left: np.ndarray,
-    right: np.ndarray,
-    leaf_index: np.ndarray,
-    height: int,
+    X: np.ndarray, y: np.ndarray, nodes: Sequence[np.ndarray], split_value: np.ndarray, height: int
 ) -> np.ndarray:
-    """The leaf index (``leaf_index`` of the node reached) of each row of ``X`` (rows, F) with labels ``y``, after at
-    most ``height`` splits; nodes in breadth-first arrays, ``split_dim`` -1 at a leaf."""
+    """The leaf index of each row of ``X`` (rows, F) with labels ``y`` after at most ``height`` splits: ``nodes``
+    holds the tree's breadth-first ``split_dim`` (-1 at a leaf), ``left``, ``right`` and ``leaf_index`` arrays."""
     return _descend(
         np.ascontiguousarray(X, dtype=np.float64),
         np.ascontiguousarray(y, dtype=np.float64),
-        np.ascontiguousarray(split_dim, dtype=np.int64),
-        np.ascontiguousarray(split_value, dtype=np.float64),
-        np.ascontiguousarray(left, dtype=np.int64),
-        np.ascontiguousarray(right, dtype=np.int64),
-        np.ascontiguousarray(leaf_index, dtype=np.int64),
+        np.array(nodes, dtype=np.int64),  # one fresh (writable) array: one compiled signature for every caller
+        np.array(split_value, dtype=np.float64),
         int(height),
     )

@@ -465,7 +465,7 @@ class PSD:
     def leaf_of(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Leaf index of every row (``node.kernels.psd_leaves``: one compiled descent per row)."""
         X, y = _check_data(X, y, self.num_dims)
-        return leaves_of(X, y, self.split_dim, self.split_value, self.left, self.right, self.leaf_index, self.height)
+        return leaves_of(X, y, (self.split_dim, self.left, self.right, self.leaf_index), self.split_value, self.height)
 
     def check_bounds(self, lows: np.ndarray, highs: np.ndarray) -> None:
         """Raise ValueError unless every feature split is at the midpoint of the task's [low, high] and every label

@@ -35,4 +35,4 @@ def warm_up(simulator: bool = False) -> None:
     X, tiny = np.zeros((1, 1)), np.zeros(1, dtype=np.int64)  # the schema, the binning sketch and the PSDs
     column_stats(X, 1.0)
     bucket_counts_by_feature(X, [np.zeros(1)])
-    leaves_of(X, np.zeros(1), tiny - 1, np.zeros(1), tiny, tiny, tiny, 0)
+    leaves_of(X, np.zeros(1), (tiny - 1, tiny, tiny, tiny), np.zeros(1), 0)
