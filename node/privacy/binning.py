@@ -271,7 +271,7 @@ BucketCounter = Callable[[Sequence["np.ndarray | None"]], Sequence["np.ndarray |
 
 
 def local_sketch(
-    X: np.ndarray,
+    rows: np.ndarray | BucketCounter,
     low: np.ndarray,
     high: np.ndarray,
     *,
@@ -279,24 +279,13 @@ def local_sketch(
     epsilon: float,
     rng: np.random.Generator,
 ) -> Sketch:
-    """A party's private sketch of its rows (the two stages of the module docstring): all it publishes for binning."""
-    return sketch_of_counts(
-        lambda bounds: bucket_counts_by_feature(X, bounds), low, high, resolution=resolution, epsilon=epsilon, rng=rng
-    )
+    """A party's private sketch of its rows (the two stages of the module docstring): all it publishes for binning.
 
-
-def sketch_of_counts(
-    count: BucketCounter,
-    low: np.ndarray,
-    high: np.ndarray,
-    *,
-    resolution: int = DEFAULT_RESOLUTION,
-    epsilon: float,
-    rng: np.random.Generator,
-) -> Sketch:
-    """The sketch from a source of bucket counts: each stage's counts of every feature at once (one pass over the
-    rows a stage), the noise drawn per feature, the first stage's then the second's (whose size the first stage's
-    plan fixes), so a party's rows in memory and the same rows read in chunks give the same sketch bit for bit."""
+    ``rows``: the party's raw matrix (rows, features), or a :data:`BucketCounter` over its rows (read in chunks,
+    ``node.protocol.parquet_party``). Each stage counts every feature at once (one pass over the rows a stage); the
+    noise is drawn per feature, the first stage's then the second's (whose size the first stage's plan fixes), so a
+    party's rows in memory and the same rows read in chunks give the same sketch bit for bit."""
+    count = rows if callable(rows) else (lambda bounds: bucket_counts_by_feature(rows, bounds))
     if not 1 <= resolution <= MAX_RESOLUTION:
         raise ValueError(f"binning resolution must be in [1, {MAX_RESOLUTION}], got {resolution}")
     if len(low) != len(high):

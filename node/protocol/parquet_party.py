@@ -32,7 +32,7 @@ from fgbdt_chain.node.model.trees import EdgesLike, bin_matrix
 from fgbdt_chain.node.privacy.binning import (
     DEFAULT_RESOLUTION,
     Sketch,
-    sketch_of_counts,
+    local_sketch,
 )
 from fgbdt_chain.node.privacy.psd import PSD, build_psd_of
 from fgbdt_chain.node.privacy.weights import leaf_weights
@@ -240,7 +240,7 @@ def chunked_sketch(
     resolution: int = DEFAULT_RESOLUTION,
 ) -> Sketch:
     """``local_sketch(X, low, high, ...)`` with X read chunk by chunk, the same sketch bit for bit: a stage's bucket
-    counts add up over the chunks (``binning.sketch_of_counts`` draws the noise), one pass over the chunks a stage."""
+    counts add up over the chunks (``binning.local_sketch`` draws the noise), one pass over the chunks a stage."""
     n_features = len(features)
     if len(low) != n_features or len(high) != n_features:
         raise ValueError(f"low and high need one value per feature ({n_features})")
@@ -253,7 +253,7 @@ def chunked_sketch(
                     t += c
         return total
 
-    return sketch_of_counts(count, low, high, resolution=resolution, epsilon=epsilon, rng=rng)
+    return local_sketch(count, low, high, resolution=resolution, epsilon=epsilon, rng=rng)
 
 
 def chunked_weights(
