@@ -229,18 +229,20 @@ def print_warnings(args: argparse.Namespace, caught: list[warnings.WarningMessag
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def check_party_count(parties: int, algo: str = "fvtree") -> None:
+def check_party_count(parties: int, algo: str = "fvtree", counted: str | None = None) -> None:
     """Refuse a federation the contract would not accept (``ledger.spec.reference.MAX_PARTIES``).
 
     Only the federated algorithms compute split Shapley values and model the contract, so the standalone and
-    centralized LightGBM baselines take any M."""
+    centralized LightGBM baselines take any M. ``counted`` names what makes the count when it is not ``--parties``
+    alone (a data attack's identities)."""
     if parties < 1:
         raise UserError(f"--parties must be at least 1, got {parties}")
     if algorithm(algo).contributions and parties > ref.MAX_PARTIES:
+        what = f"--parties {parties}" if counted is None else f"{counted} make {parties} parties"
+        fewer = f"--parties {ref.MAX_PARTIES} or fewer" if counted is None else "fewer parties or identities"
         raise UserError(
-            f"--parties {parties}: a federated task accepts at most {ref.MAX_PARTIES} parties (the contract's "
-            f"MAX_PARTIES); use --parties {ref.MAX_PARTIES} or fewer "
-            "(the LightGBM baselines --algo standalone/centralized/lightgbm/lightgbm-defaults take any M)"
+            f"{what}: a federated task accepts at most {ref.MAX_PARTIES} parties (the contract's MAX_PARTIES); use "
+            f"{fewer} (the LightGBM baselines --algo standalone/centralized/lightgbm/lightgbm-defaults take any M)"
         )
 
 
@@ -350,19 +352,16 @@ def prepare_parties(
     if data_attack is None:
         return prepare(train, test, params, config), None
     names = len(data_attack.identities(args.parties, args.greedy))
-    total = args.parties + names - 1
-    if total > ref.MAX_PARTIES and algorithm(getattr(args, "algo", "fvtree")).contributions:
-        # refused before any manipulated row is made (a fresh-clone fits label models first)
-        raise UserError(
-            f"--attack {data_attack.kind} --inflate {data_attack.factor:g}: the holder's {names} identities "
-            f"make {total} parties, and a federated task accepts at most {ref.MAX_PARTIES} (the contract's "
-            "MAX_PARTIES)"
-        )
+    # refused before any manipulated row is made (a fresh-clone fits label models first)
+    check_party_count(
+        args.parties + names - 1,
+        getattr(args, "algo", "fvtree"),
+        f"--attack {data_attack.kind} --inflate {data_attack.factor:g}: the holder's {names} identities",
+    )
     try:
         pooled, parts, identities = apply_to_dataset(train, partition(train, config), args.greedy, data_attack)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
-    check_party_count(len(parts), getattr(args, "algo", "fvtree"))
     prep = prepare(pooled, test, params, dataclasses.replace(config, parties=len(parts)), parts=parts)
     prep.given_parts = False  # theta and the feature skew made the parties; the attack changed only the holder's
     return prep, Manipulation(data_attack, args.greedy, identities)

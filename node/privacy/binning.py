@@ -291,8 +291,9 @@ def local_sketch(
     if len(low) != len(high):
         raise ValueError(f"low and high need one value per feature, got {len(low)} and {len(high)}")
     live = [bool(high[f] > low[f]) for f in range(len(low))]
-    b1 = sketch_noise_scale(epsilon, sum(live), STAGE1_SHARE)
-    b2 = sketch_noise_scale(epsilon, sum(live), 1.0 - STAGE1_SHARE)
+    features = sketched_features(low, high)
+    b1 = sketch_noise_scale(epsilon, features, STAGE1_SHARE)
+    b2 = sketch_noise_scale(epsilon, features, 1.0 - STAGE1_SHARE)
     stage1 = count([cell_bounds(float(low[f]), float(high[f])) if live[f] else None for f in range(len(low))])
     plans: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
     for f, counts in enumerate(stage1):
