@@ -28,6 +28,7 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 
 from bench.datasets import load
+from bench.datasets import objective as dataset_objective
 from bench.record import Run, parameters_of
 from bench.speed import user_lightgbm
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
@@ -70,7 +71,13 @@ def main() -> int:
     args = ap.parse_args()
     record = Run("simulate_floor", parameters_of(args), args.out)
     train, test = load(args.data, args.seed)
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=16, voted_trees=ALL_TREES_VOTED)
+    params = TrainParams(
+        trees=args.trees,
+        depth=args.depth,
+        bins=16,
+        voted_trees=ALL_TREES_VOTED,
+        objective=dataset_objective(args.data),  # type: ignore[arg-type]
+    )
     prep = prepare(train, test, params, PrepConfig(parties=args.parties, theta=0.8, seed=args.seed))
     prep.weights()
     warm_up()

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.datasets import SYNTHETIC, load
+from bench.datasets import SYNTHETIC, load, objective
 from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.ledger.spec.reference import ALL_TREES_VOTED
@@ -76,8 +76,8 @@ def load_data(name: str, seed: int, rows: int | None) -> tuple[Dataset, Dataset]
 def user_lightgbm(
     train: Dataset, test: Dataset, params: TrainParams, seed: int, threads: int | None = None
 ) -> tuple[float, float, float]:
-    """(train seconds, train CPU seconds, test error) of LightGBM as a user runs it (module docstring): its Dataset
-    and binning timed; ``threads`` sets its ``num_threads`` (None: the library's default)."""
+    """(train seconds, train CPU seconds, test loss: ``loss_metric``) of LightGBM as a user runs it (module
+    docstring): its Dataset and binning timed; ``threads`` sets its ``num_threads`` (None: the library's default)."""
     import lightgbm as lgb
 
     lp = {
@@ -97,13 +97,29 @@ def user_lightgbm(
     booster = lgb.train(lp, data, num_boost_round=params.trees)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     pred = np.asarray(booster.predict(test.X), dtype=np.float64)
-    return seconds, cpu, evaluate(params, test.y, pred)["test_error"]
+    return seconds, cpu, evaluate(params, test.y, pred)[loss_metric(params)]
+
+
+def loss_metric(params: TrainParams) -> str:
+    """The test loss a run reports: the error rate of a binary task, the RMSE of a regression."""
+    return "test_error" if params.objective == "binary" else "test_rmse"
+
+
+def _loss_of(m: dict[str, Any]) -> str:
+    """A measurement's loss metric (records made before regression runs were measured name none: binary)."""
+    return str(m.get("loss_metric", "test_error"))
 
 
 def one(args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()
     train, test = load_data(args.data, args.seed, args.rows)
-    params = TrainParams(trees=args.trees, depth=args.depth, bins=args.bins, voted_trees=args.voted_trees)
+    params = TrainParams(
+        trees=args.trees,
+        depth=args.depth,
+        bins=args.bins,
+        voted_trees=args.voted_trees,
+        objective=objective(args.data),  # type: ignore[arg-type]
+    )
     jit = 0.0
     if args.one == "fvtree":  # numba's pool is not started for LightGBM's runs: its threads would share the cores
         # loaded before the preparation, whose binning and PSD kernels are compiled too: loading numba is a cost
@@ -123,7 +139,7 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
     if args.one == "lightgbm-user":
         rows = np.sort(np.concatenate(prep.parts))  # the federation's training rows, in the file's order
         seconds, cpu, error = user_lightgbm(prep.train.subset(rows), prep.test, prep.params, args.seed)
-        report: dict[str, Any] = {"train_seconds": seconds, "train_cpu_seconds": cpu, "test_error": error}
+        report: dict[str, Any] = {"train_seconds": seconds, "train_cpu_seconds": cpu, loss_metric(params): error}
     elif args.one.startswith("lightgbm"):
         suffix = args.one.split("-")[1]
         threads = args.threads if suffix == "bins" else int(suffix)
@@ -149,7 +165,8 @@ def one(args: argparse.Namespace) -> dict[str, Any]:
         "prep_seconds": prep.prep_seconds,
         "prep_cpu_seconds": prep_cpu,
         "jit_load_seconds": jit,
-        "test_error": report["test_error"],
+        "loss_metric": loss_metric(params),
+        loss_metric(params): report[loss_metric(params)],
         "test_auc": report.get("test_auc"),
         "rss_before_mb": before,
         "peak_rss_mb": peak,
@@ -223,7 +240,7 @@ def tables(runs: list[dict[str, Any]]) -> str:
         f"| run | train s (mean ± SE over {reps}) | "
         + "".join(f"ratio to {b} | " for b in bases)
         + ("train CPU s | " + "".join(f"CPU ratio to {b} | " for b in cpu_bases) if cpu_bases else "")
-        + "preparation s | peak RSS MiB | test error |",
+        + f"preparation s | peak RSS MiB | {_loss_of(pooled[0]).replace('_', ' ').replace('rmse', 'RMSE')} |",
         "|---|---|" + "---|" * len(bases) + ("---|" * (1 + len(cpu_bases)) if cpu_bases else "") + "---|---|---|",
     ]
     for name, row in summary.items():
@@ -248,7 +265,7 @@ def tables(runs: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {name} | {row['train_seconds'][0]:.2f} ± {row['train_seconds'][1]:.2f} | "
             + "".join(f"{r} | " for r in ratios)
-            + f"{prep_s} | {row['peak_rss_mb']:.0f} | {row['test_error']:.4f} |"
+            + f"{prep_s} | {row['peak_rss_mb']:.0f} | {row[_loss_of(pooled[0])]:.4f} |"
         )
     threads = {m.get("threads") for m in pooled}
     loads = [m["load_average_before"][0] for m in pooled if "load_average_before" in m]
@@ -277,20 +294,21 @@ def tables(runs: list[dict[str, Any]]) -> str:
 def summarise(results: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:
     """Per run: train seconds as (mean, standard error) over the repetitions, the ratio to each LightGBM run paired
     within a repetition (the machine's speed drifts between repetitions more than within one), the same of the CPU
-    seconds where both runs measured them, the largest peak memory and the test error (which must not vary: the
+    seconds where both runs measured them, the largest peak memory and the test loss (which must not vary: the
     runs are deterministic)."""
     by = {(r["run"], r["repeat"]): r for r in results}  # a repeat is any key: tables() pools runs as (run, repeat)
     repeats = sorted({r["repeat"] for r in results})
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         mine = [by[name, rep] for rep in repeats]
-        errors = {r["test_error"] for r in mine}
+        metric = _loss_of(mine[0])
+        errors = {r[metric] for r in mine}
         if len(errors) > 1 and name not in NONDETERMINISTIC:
-            raise SystemExit(f"{name}: the test error changed between repetitions ({sorted(errors)})")
+            raise SystemExit(f"{name}: the {metric.replace('_', ' ')} changed between repetitions ({sorted(errors)})")
         row: dict[str, Any] = {
             "train_seconds": mean_se(r["train_seconds"] for r in mine),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in mine),
-            "test_error": sum(r["test_error"] for r in mine) / len(mine),
+            metric: sum(r[metric] for r in mine) / len(mine),
         }
         if all(r.get("train_cpu_seconds") is not None for r in mine):
             row["train_cpu_seconds"] = mean_se(r["train_cpu_seconds"] for r in mine)

@@ -75,3 +75,22 @@ def test_cpu_ratios_only_against_runs_that_measured_their_cpu() -> None:
     assert out["fvtree"]["ratio_to_lightgbm-user"] == pytest.approx((3.0, 1.0))
     assert "cpu_ratio_to_lightgbm-bins" not in out["fvtree"]
     assert "train_cpu_seconds" not in out["lightgbm-bins"]
+
+
+def test_a_regression_run_is_summarised_by_its_rmse() -> None:
+    # a regression data set (``--data claims``) has no error rate: its runs record the RMSE and name it
+    def regression(name: str, rep: int, rmse: float) -> dict[str, Any]:
+        return {
+            "run": name,
+            "repeat": rep,
+            "train_seconds": 1.0,
+            "peak_rss_mb": 400.0,
+            "loss_metric": "test_rmse",
+            "test_rmse": rmse,
+        }
+
+    out = summarise([regression("fvtree", 0, 2.5), regression("fvtree", 1, 2.5)], ["fvtree"])
+    assert out["fvtree"]["test_rmse"] == 2.5
+    assert "test_error" not in out["fvtree"]
+    with pytest.raises(SystemExit, match="test rmse changed"):
+        summarise([regression("fvtree", 0, 2.5), regression("fvtree", 1, 2.6)], ["fvtree"])
