@@ -1,13 +1,13 @@
 """An HTTP JSON-RPC node backed by the in-process py-evm chain (eth-tester): the anvil stand-in without Node.js.
 
-Why: party nodes and the requester are separate OS processes that reach the chain over JSON-RPC. ``ChainClient.
-embedded()`` only works inside one process, so on machines without anvil the demo needs the embedded chain behind a
-URL. This module serves one :class:`eth_tester.EthereumTester` (PyEVM backend, the ledger's block gas limit, chain id
-31337 like anvil, ten funded dev accounts) over HTTP with the methods the project uses, in the shapes anvil answers:
+Why: party nodes and the requester are separate OS processes that reach the chain over JSON-RPC, and an
+eth-tester chain lives inside one process, so on machines without anvil the demo needs it behind a URL. This module
+serves one :class:`eth_tester.EthereumTester` (PyEVM backend, the ledger's block gas limit, chain id 31337 like
+anvil, ten funded dev accounts) over HTTP with the methods the project uses, in the shapes anvil answers:
 
 * ``eth_*`` requests go through web3's own eth-tester endpoint table and its request/result formatters (the code
-  behind ``EthereumTesterProvider``), so behaviour matches ``ChainClient.embedded()``; results are re-encoded as
-  JSON-RPC quantities and hex data;
+  behind ``EthereumTesterProvider``), so behaviour matches web3's in-process eth-tester provider; results are
+  re-encoded as JSON-RPC quantities and hex data;
 * reverts of ``eth_call`` / ``eth_estimateGas`` are answered like anvil: error code 3, ``"data": "0x<revert bytes>"``
   (eth-tester only keeps a string rendering, so the call is re-executed to recover the exact bytes), which is what
   :func:`ledger.rpc.errors.revert_data_of` decodes into the custom error's name;

@@ -195,16 +195,6 @@ class ChainClient:
         )
         return cls(Web3(provider))
 
-    @classmethod
-    def embedded(cls, gas_limit: int = DEFAULT_GAS_LIMIT) -> ChainClient:
-        """Client of an in-process py-evm chain (eth-tester), for machines without anvil."""
-        from eth_tester import EthereumTester, PyEVMBackend
-        from web3 import EthereumTesterProvider
-
-        params = PyEVMBackend.generate_genesis_params(overrides={"gas_limit": gas_limit})
-        backend = PyEVMBackend(genesis_parameters=params)
-        return cls(Web3(EthereumTesterProvider(EthereumTester(backend))))
-
     # -------------------------------------------------------------- accounts
 
     def new_account(self, fund_wei: int = 10**21, seed: bytes | None = None) -> LocalAccount:
@@ -263,10 +253,6 @@ class ChainClient:
         """Mine ``blocks`` empty blocks (to pass deadlines) with the first of ``MINE_METHODS`` the node serves;
         :class:`ChainRefused` on a chain that serves none (a network mines on its own clock: :meth:`can_mine`)."""
         provider: Any = self.w3.provider
-        tester = getattr(provider, "ethereum_tester", None)
-        if tester is not None:
-            tester.mine_blocks(blocks)
-            return
         methods = MINE_METHODS if self._mine_method is None else (self._mine_method,) if self._mine_method else ()
         for method in methods:
             if method == "evm_mine":  # one block per request
@@ -285,8 +271,6 @@ class ChainClient:
 
     def can_mine(self) -> bool:
         """Whether the node mines a block when asked (a devnet; found out once, by mining one)."""
-        if getattr(self.w3.provider, "ethereum_tester", None) is not None:
-            return True
         if self._mine_method is None:
             try:
                 self.mine(1)
@@ -356,18 +340,17 @@ class ChainClient:
         """Many read-only calls of one function, batched into one JSON-RPC request when the provider allows it."""
         if not arg_lists:
             return []
-        if getattr(self.w3.provider, "ethereum_tester", None) is None:
-            try:
-                with self.w3.batch_requests() as batch:
-                    for args in arg_lists:
-                        batch.add(getattr(contract.functions, function)(*args))
-                    return list(batch.execute())
-            except ContractRevert:
-                raise
-            except Exception as exc:
-                data = revert_data_of(exc)
-                if data:
-                    raise self.decoder.decode(data, function) from exc
+        try:
+            with self.w3.batch_requests() as batch:
+                for args in arg_lists:
+                    batch.add(getattr(contract.functions, function)(*args))
+                return list(batch.execute())
+        except ContractRevert:
+            raise
+        except Exception as exc:  # a node without batches answers one call at a time
+            data = revert_data_of(exc)
+            if data:
+                raise self.decoder.decode(data, function) from exc
         return [self.call(contract, function, *args) for args in arg_lists]
 
     def transact(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from eth_account.signers.local import LocalAccount
 
+from fgbdt_chain.ledger.devnet.embedded_rpc import CLIENT_VERSION
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.rpc.errors import ContractRevert
 from fgbdt_chain.ledger.spec import reference as ref
@@ -19,6 +20,11 @@ from fgbdt_chain.ledger.wrappers.federation import LevelOutcome, RowSource
 
 __all__ = ["RowSource"]
 from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
+
+
+def is_embedded(chain: ChainClient) -> bool:
+    """Whether ``chain`` is the embedded py-evm chain (an order of magnitude slower per transaction than anvil)."""
+    return str(chain.w3.client_version).startswith(CLIENT_VERSION.split("/")[0])
 
 
 @dataclass

@@ -1,16 +1,21 @@
 """Shared chain fixtures: one anvil per test session, one embedded py-evm chain, compiled artifacts once.
 
-Tests that must hold on both chains take the ``chain`` fixture, parametrised over ``anvil`` and ``embedded``; the
-heavy randomised differential tests run on anvil only (loopback JSON-RPC with batched ``eth_call`` is far faster).
+Tests that must hold on both chains take the ``chain`` fixture, parametrised over ``anvil`` and ``embedded`` (the
+embedded chain as the demo runs it: its JSON-RPC server in a process of its own, which keeps py-evm's work off the
+test's interpreter and reads logs from its own index); the heavy randomised differential tests run on anvil only
+(loopback JSON-RPC with batched ``eth_call`` is far faster).
 A missing anvil fails the session instead of skipping: the suite must not silently test less.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from eth_account.signers.local import LocalAccount
 
 from fgbdt_chain.ledger.devnet.anvil import Anvil
+from fgbdt_chain.ledger.devnet.embedded_rpc import start_embedded_chain
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.toolchain.compile import Artifact
 from fgbdt_chain.ledger.wrappers.contracts import MathContract, TaskContract
@@ -24,11 +29,15 @@ def anvil_client(anvil_node: Anvil, artifacts: dict[str, Artifact]) -> ChainClie
 
 
 @pytest.fixture(scope="session")
-def embedded_client(artifacts: dict[str, Artifact]) -> ChainClient:
-    from web3 import Web3
-
-    base = ChainClient.embedded()
-    return ChainClient(Web3(base.w3.provider), artifacts)
+def embedded_client(artifacts: dict[str, Artifact]) -> Iterator[ChainClient]:
+    """The embedded chain as the demo runs it without anvil: its JSON-RPC server in a process of its own."""
+    node = start_embedded_chain(process=True)
+    try:
+        client = ChainClient.connect(node.url)
+        client.artifacts = artifacts
+        yield client
+    finally:
+        node.stop()
 
 
 @pytest.fixture(scope="session", params=["anvil", "embedded"])

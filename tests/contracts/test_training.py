@@ -17,14 +17,12 @@ from chain_helpers import (
     random_votes,
     reverts,
 )
-from web3 import Web3
 
 from fgbdt_chain.ledger.audit.replay import audit_events, read_task
 from fgbdt_chain.ledger.rpc.client import ChainClient
 from fgbdt_chain.ledger.spec import reference as ref
 from fgbdt_chain.ledger.spec.edges import decode_edges
 from fgbdt_chain.ledger.spec.reference import ONE, NodeHistograms
-from fgbdt_chain.ledger.toolchain.compile import Artifact
 from fgbdt_chain.ledger.wrappers.chain_model import model_from_chain
 from fgbdt_chain.ledger.wrappers.contracts import Phase, Status, TaskConfig, TaskContract
 from fgbdt_chain.ledger.wrappers.federation import run_level
@@ -194,26 +192,9 @@ def _train(
     return widths, fed
 
 
-@pytest.fixture
-def training_chain(
-    chain: ChainClient, task_contract: TaskContract, artifacts: dict[str, Artifact]
-) -> tuple[ChainClient, TaskContract]:
-    """The chain to train a whole task on: the suite's shared anvil, or a fresh embedded chain. eth-tester's
-    ``get_logs`` reads every block from the first, so on the suite's long-lived embedded chain reading one task's events
-    back took minutes (measured: 210 s in the full suite against 28 s on a chain of its own)."""
-    if getattr(chain.w3.provider, "ethereum_tester", None) is None:
-        return chain, task_contract
-    client = ChainClient(Web3(ChainClient.embedded().w3.provider), artifacts)
-    return client, TaskContract.deploy(client, client.new_account(10**23))
-
-
-def test_training_matches_reference(training_chain: tuple[ChainClient, TaskContract]) -> None:
-    """Four parties, second-order hessians, a silent voter and a silent sender on the way. Two trees of depth 3 on
-    anvil; one tree of depth 2 on the embedded chain, which is an order of magnitude slower per transaction."""
-    chain, task_contract = training_chain
-    embedded = getattr(chain.w3.provider, "ethereum_tester", None) is not None
-    trees, depth = (1, 2) if embedded else (2, 3)
-    cfg = TaskConfig(trees=trees, depth=depth, bins=4, min_parties=4, max_parties=4, lam=ONE, min_rows=3, step_blocks=5)
+def test_training_matches_reference(chain: ChainClient, task_contract: TaskContract) -> None:
+    """Four parties, second-order hessians, a silent voter and a silent sender on the way; two trees of depth 3."""
+    cfg = TaskConfig(trees=2, depth=3, bins=4, min_parties=4, max_parties=4, lam=ONE, min_rows=3, step_blocks=5)
     _train(chain, task_contract, cfg, 4, seed=7, silent={0: ((), (0,)), 1: ((2,), ())})
 
 
@@ -263,16 +244,13 @@ def test_histograms_are_as_wide_as_the_edges_need(anvil_client: ChainClient) -> 
     reverts("LengthMismatch", fed.task.submit_histograms, fed.parties[0], fed.task_id, 0, 0, [hist], [])
 
 
-def test_drawn_candidates_match_reference(training_chain: tuple[ChainClient, TaskContract]) -> None:
+def test_drawn_candidates_match_reference(chain: ChainClient, task_contract: TaskContract) -> None:
     """``votedTrees`` 1: the first tree votes, the second draws, with no vote round (its levels open in their
     histogram step, candidates fixed to the reference's ``drawn_candidates``) and no voting contribution even at alpha
     1; a silent sender is out for good; every level, contribution and payout equals the reference's."""
-    chain, task_contract = training_chain
-    embedded = getattr(chain.w3.provider, "ethereum_tester", None) is not None
-    trees, depth = (2, 2) if embedded else (2, 3)
     cfg = TaskConfig(
-        trees=trees,
-        depth=depth,
+        trees=2,
+        depth=3,
         bins=4,
         voted_trees=1,
         min_parties=3,
