@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from web3.types import RPCEndpoint
 
 from fgbdt_chain.ledger.devnet.anvil import start_anvil
 from fgbdt_chain.ledger.devnet.embedded_rpc import start_embedded_chain
@@ -112,12 +113,16 @@ def test_a_transaction_sent_ahead_shares_the_block_and_goes_first() -> None:
     """``transact_ahead`` on a node that mines at intervals: the sender's next transaction goes in the same block,
     after it (nonce order), and its tip puts it before another sender's transaction sent earlier at the base price;
     the result is the mined transaction's. A node that mines a block per transaction gets it sent as ``transact``."""
-    node = start_anvil(block_time=2)
+    node = start_anvil()
     try:
+        # deployed and funded a block per transaction, then mining every 2 s (the deployment is a dozen transactions)
+        setup = ChainClient.connect(node.url)
+        deployed = TaskContract.deploy(setup, setup.new_account(10**22))
+        first, other = setup.new_account(10**21), setup.new_account(10**21)
+        assert setup.w3.provider.make_request(RPCEndpoint("evm_setIntervalMining"), [2]).get("error") is None
         client = ChainClient.connect(node.url)
         assert not client.automines()
-        task = TaskContract.deploy(client, client.new_account(10**22))
-        first, other = client.new_account(10**21), client.new_account(10**21)
+        task = TaskContract.at(client, deployed.address)
         args = (TaskConfig().as_tuple(), [0], [10**18], b"\x00" * 32)
         start = client.block_number
         while client.block_number == start:  # right after a block: the next is a whole interval away
