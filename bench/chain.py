@@ -33,6 +33,7 @@ from typing import Any
 from eth_account import Account
 
 from bench.datasets import load, objective
+from bench.level_rounds import level_rounds, party_moments, sentence, summary
 from bench.record import Run, parameters_of
 from bench.stats import mean_se
 from fgbdt_chain.deploy.party_forks import PartyForks, fork_available
@@ -145,6 +146,7 @@ def _repetition(args: argparse.Namespace, prep: Any, params: TrainParams) -> dic
         "metric": metric,
         "models_identical": same,
         "party_time_split": [_time_split(p) for p in sorted(workdir.glob("party-*.log"))],
+        "level_rounds": _level_rounds(workdir, cpu["anvil"]),
         "cpu_seconds": cpu,
         "cores": cores,
         "cpu_floor_seconds": sum(cpu.values()) / cores,
@@ -347,6 +349,8 @@ def tables(runs: list[dict[str, Any]]) -> str:
             )
             + " (where each party's time went: `party_time_split` in the results).",
         ]
+        if last.get("level_rounds"):
+            lines += ["", sentence(last["level_rounds"])]
     for r in partial:
         lines += [
             *([""] if lines else []),
@@ -356,6 +360,12 @@ def tables(runs: list[dict[str, Any]]) -> str:
             f"{r['extrapolated_training_seconds']:.0f} s, about {r['extrapolated_ratio']:.0f}x simulate.",
         ]
     return "\n".join(lines)
+
+
+def _level_rounds(workdir: Path, anvil_cpu: float) -> dict[str, Any]:
+    """The run's per-level figure against the floor of its dependent rounds (``bench.level_rounds``)."""
+    rounds = level_rounds(party_moments(sorted(workdir.glob("party-*.log"))))
+    return summary(rounds, anvil_cpu, len(rounds))
 
 
 def _time_split(log: Path) -> str:

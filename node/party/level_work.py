@@ -78,6 +78,7 @@ class LevelWork:
         as its own transaction), its ballot of the next level computed early, and, as the level's relayer, every
         party's relayed with its resolution."""
         s, sent = self.s, self.sent
+        s.level_clock.mark(st.tree, st.level, "open")
         ctx.fixed_block = candidates_block(st, s.cfg.step_blocks)
         drawn = ref.draws(st.tree, s.cfg.voted_trees)  # no vote round: the level opened in this step
         handed = sent.handed.get((st.tree, st.level))
@@ -185,6 +186,7 @@ class LevelWork:
         parts = histogram_parts(len(hists), s.params.nbins, ctx.level, len(endorsements))
         relayed = len(parts) == 1 and s.relay is not None and (ctx.tree, ctx.level) not in self.sent.own_submission
         if relayed and self.relayer.hand_over_histograms(ctx, hists, endorsements):
+            s.level_clock.mark(ctx.tree, ctx.level, "handed")
             return
         committed = 0
         if len(parts) > 1:
@@ -197,6 +199,7 @@ class LevelWork:
                     s.account, s.task_id, ctx.tree, ctx.level, hists, endorsements, committed
                 )
             self.sent.seen.add(("HistogramsSubmitted", ctx.tree, ctx.level))
+            s.level_clock.mark(ctx.tree, ctx.level, "handed")
             s.log(
                 f"tree {ctx.tree} level {ctx.level}: histograms submitted with {need} endorsements (gas {res.gas_used})"
             )

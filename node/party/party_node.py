@@ -220,6 +220,7 @@ class PartyNode:
             self.asker.close()
             self.session.verifiers.close()
             self.session.log(f"time split: {self.time_split()}")
+            self.session.log(self.session.level_clock.log_line())
             sent = sorted(self.task.client.outcomes().items())
             self.session.log(
                 "transactions (ok/failed/out of gas): "

@@ -181,7 +181,9 @@ class Relayer:
                 # else the ballots go after the close (``relay_ballots``), those computed early with them
             own = [r for r in held + ballots if r.request.sender == address]
             folded = self.folded_resolution(ctx, senders) if complete else None
+            self.s.level_clock.mark(tree, level, "sending")
             results, failures = relay.send_requests(held + ballots + ([folded] if folded else []))
+            self.s.level_clock.mark(tree, level, "mined")
         self._log_relayed(ctx, f"{len(held)} histograms and {len(ballots)} ballots" if held else "", results, failures)
         executed = {
             int(ev.args["nonce"])

@@ -25,6 +25,7 @@ from fgbdt_chain.ledger.wrappers.contracts import TaskContract
 from fgbdt_chain.node.attacks.histograms import Attack
 from fgbdt_chain.node.data.loaders import Dataset
 from fgbdt_chain.node.party.endorse_client import EndorseClient
+from fgbdt_chain.node.party.level_clock import LevelClock
 from fgbdt_chain.node.party.peer_auth import PeerLimits, RequestSigner, tls_client_context
 from fgbdt_chain.node.party.relay import RELAY_TTL_SECONDS, RelayChannel, relay_patience
 from fgbdt_chain.node.privacy.accountant import PrivacyPlan
@@ -146,6 +147,8 @@ class PartySession:
         """This party no longer takes part (refused, declined or silent once): it only verifies and resolves."""
         self.seconds: dict[str, float] = {}
         """Where this node's time went (for the chain benchmark): compute, chain reads, transactions, endorsements."""
+        self.level_clock = LevelClock()
+        """When each level reached each of its rounds, as this party saw it (for the chain benchmark)."""
 
     @contextmanager
     def timed(self, category: str) -> Iterator[None]:
