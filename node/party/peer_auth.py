@@ -33,10 +33,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
-from eth_account import Account
-from eth_account.messages import encode_defunct
 from eth_account.signers.local import LocalAccount
 from eth_utils import keccak, to_checksum_address
+
+from fgbdt_chain.ledger.spec.encoding import personal_hash, recover_hash_signer, sign_hash
 
 SCHEME = "fgbdt-party-request-v1"
 HEADERS = {
@@ -130,8 +130,8 @@ class RequestSigner:
         text = request_text(
             method, path, self.chain_id(), self.task_id, self.account.address, audience, nonce, at, body
         )
-        signature = self.account.sign_message(encode_defunct(text)).signature
-        return Credentials(self.account.address, nonce, at, "0x" + bytes(signature).hex())
+        signature = sign_hash(self.account.key, personal_hash(text))  # eth-account's sign_message, same bytes
+        return Credentials(self.account.address, nonce, at, "0x" + signature.hex())
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ class PeerGuard:
             text = request_text(
                 method, path, self.chain_id(), self.task_id, signer, self.me, creds.nonce, creds.at, body
             )
-            recovered = Account.recover_message(encode_defunct(text), signature=creds.signature)
+            recovered = recover_hash_signer(personal_hash(text), bytes.fromhex(creds.signature.removeprefix("0x")))
         except Exception:  # eth-keys raises its own errors for malformed signatures and addresses
             raise Refused(401, "bad signature") from None
         if recovered != signer:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from eth_account import Account
-from eth_account.messages import encode_typed_data
+from eth_account.messages import encode_defunct, encode_typed_data
 from eth_utils import keccak, to_checksum_address
 
 from fgbdt_chain.ledger.spec.encoding import (
@@ -24,8 +24,10 @@ from fgbdt_chain.ledger.spec.encoding import (
     merkle_proof,
     merkle_root,
     node_hash,
+    personal_hash,
     recover_hash_signer,
     sign_endorsement,
+    sign_hash,
 )
 from fgbdt_chain.ledger.spec.reference import MAX_CREDIT, Credit, NodeHistograms
 from fgbdt_chain.ledger.wrappers.contracts import resolution_calldata
@@ -149,3 +151,50 @@ def test_the_endorsement_signer_follows_openzeppelins_ecdsa() -> None:
     assert endorsement_signer(digest, twin) is None
     other = endorsement_digest(*args[:4], 3, *args[5:])
     assert endorsement_signer(other, signature) not in (None, account.address)
+
+
+def _recovered(recover: object, msg_hash: bytes, signature: bytes) -> str:
+    """What a recovery gives: the address, or the kind of error it raises."""
+    try:
+        return str(recover(msg_hash, signature))  # type: ignore[operator]
+    except Exception as exc:
+        return type(exc).__name__
+
+
+def test_the_signer_is_recovered_as_eth_account_recovers_it() -> None:
+    """``recover_hash_signer`` (libsecp256k1 straight from the bytes) answers what eth-account's ``_recover_hash``
+    answers: the signer of valid signatures and of their high-s twins, the same address or the same error for
+    changed v (0, 1, 26, 29, 35), r or s of 0 or at least the group order, random bytes and wrong lengths."""
+    rng = random.Random(3)
+    account = Account.from_key(b"\x05" * 32)
+    oracle = Account._recover_hash
+
+    def slow(msg_hash: bytes, signature: bytes) -> str:
+        return str(oracle(msg_hash, signature=signature))
+
+    cases = []
+    for _ in range(40):
+        msg_hash = rng.randbytes(32)
+        signature = sign_hash(account.key, msg_hash)
+        r, s = signature[:32], int.from_bytes(signature[32:64], "big")
+        twin = r + (SECP256K1_ORDER - s).to_bytes(32, "big") + bytes([55 - signature[64]])
+        noise = rng.randbytes(64) + bytes([27 + rng.randrange(2)])
+        cases += [(msg_hash, signature), (msg_hash, twin), (msg_hash, noise)]
+        cases += [(msg_hash, signature[:64] + bytes([v])) for v in (0, 1, 26, 29, 35)]
+    order = SECP256K1_ORDER.to_bytes(32, "big")
+    for bad in (b"\x00" * 32 + b"\x01" * 32, b"\x01" * 32 + b"\x00" * 32, order + b"\x01" * 32, b"\x01" * 32 + order):
+        cases += [(b"\x07" * 32, bad + b"\x1b"), (b"\x07" * 32, bad + b"\x1c")]
+    cases += [(b"\x07" * 32, b"\x01" * 64), (b"\x07" * 32, b"\x01" * 66)]
+    answers = [(_recovered(recover_hash_signer, h, sig), _recovered(slow, h, sig)) for h, sig in cases]
+    assert all(fast == slow for fast, slow in answers), [a for a in answers if a[0] != a[1]][:3]
+    signed = [fast for k, (fast, _) in enumerate(answers[:320]) if k % 8 in (0, 1)]  # each message's first two
+    assert signed == [account.address] * 80
+
+
+def test_a_personal_sign_hash_is_eth_accounts() -> None:
+    """``personal_hash`` and ``sign_hash`` make eth-account's ``sign_message(encode_defunct(text))`` bytes."""
+    account = Account.from_key(b"\x06" * 32)
+    for text in (b"", b"fgbdt-party-request-v1\nPOST\n/endorse", bytes(range(256)) * 5):
+        expected = account.sign_message(encode_defunct(text)).signature
+        assert sign_hash(account.key, personal_hash(text)) == bytes(expected)
+        assert recover_hash_signer(personal_hash(text), bytes(expected)) == account.address
