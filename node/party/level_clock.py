@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import time
 
-MOMENTS = ("open", "handed", "sending", "mined")
-"""A level's moments, in order: this party first acted on its histogram step (``open``), handed its histograms over
-or submitted them (``handed``), and, as the level's relayer, sent the batch (``sending``) and had its receipt
-(``mined``)."""
+MOMENTS = ("open", "sending", "mined")
+"""A level's moments, in order: this party first acted on its histogram step (``open``) and, as the level's relayer,
+sent the batch of every party's histograms and ballots (``sending``) and had its receipt (``mined``)."""
 
 LOG_PREFIX = "level times: "
 """The log line that carries the record (one JSON object) when the node stops."""

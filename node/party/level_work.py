@@ -186,7 +186,6 @@ class LevelWork:
         parts = histogram_parts(len(hists), s.params.nbins, ctx.level, len(endorsements))
         relayed = len(parts) == 1 and s.relay is not None and (ctx.tree, ctx.level) not in self.sent.own_submission
         if relayed and self.relayer.hand_over_histograms(ctx, hists, endorsements):
-            s.level_clock.mark(ctx.tree, ctx.level, "handed")
             return
         committed = 0
         if len(parts) > 1:
@@ -199,7 +198,6 @@ class LevelWork:
                     s.account, s.task_id, ctx.tree, ctx.level, hists, endorsements, committed
                 )
             self.sent.seen.add(("HistogramsSubmitted", ctx.tree, ctx.level))
-            s.level_clock.mark(ctx.tree, ctx.level, "handed")
             s.log(
                 f"tree {ctx.tree} level {ctx.level}: histograms submitted with {need} endorsements (gas {res.gas_used})"
             )

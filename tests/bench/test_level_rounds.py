@@ -14,9 +14,9 @@ def test_rounds_of_each_level_from_every_partys_moments() -> None:
     # level (0, 0): parties open at 10.0 and 10.1, the relayer (party 1) sends at 10.5 and has its receipt at 10.6;
     # level (0, 1) opens at 10.7 (party 0), 10.65 (party 1); its receipt comes after party 0 opened (1, 0): the chain
     # round ends at the opening; the last level has no next one and no rounds
-    p0 = {(0, 0): {"open": 10.0, "handed": 10.3}, (0, 1): {"open": 10.7, "handed": 11.0}, (1, 0): {"open": 11.4}}
+    p0 = {(0, 0): {"open": 10.0}, (0, 1): {"open": 10.7}, (1, 0): {"open": 11.4}}
     p1 = {
-        (0, 0): {"open": 10.1, "handed": 10.4, "sending": 10.5, "mined": 10.6},
+        (0, 0): {"open": 10.1, "sending": 10.5, "mined": 10.6},
         (0, 1): {"open": 10.65, "sending": 11.1, "mined": 11.5},
         (1, 0): {"open": 11.45},
     }
@@ -27,7 +27,7 @@ def test_rounds_of_each_level_from_every_partys_moments() -> None:
 
 
 def test_a_level_without_a_relayed_batch_has_no_rounds() -> None:
-    parties = [{(0, 0): {"open": 1.0, "handed": 1.2}, (0, 1): {"open": 2.0}}]
+    parties = [{(0, 0): {"open": 1.0}, (0, 1): {"open": 2.0}}]
     assert level_rounds(parties) == {}
     assert summary({}, 1.0, 0) == {}
     assert sentence({}) == "No level's rounds were recorded."

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from eth_account import Account
 
+from bench.level_rounds import level_rounds, party_moments
 from fgbdt_chain.deploy.cli import main as cli_main
 from fgbdt_chain.deploy.requester import BlockClock, ChainSetup, Requester, run_task
 from fgbdt_chain.ledger.audit.replay import audit_events, read_task
@@ -138,6 +139,10 @@ def test_chain_model_equals_simulate(
     assert len(batches) < len(submissions) and all(_to(task, h) == fwd for h in batches)
     openings = task.client.logs(task.contract, ["LevelStarted"], report["task"])
     assert sum(_to(task, e.tx_hash) == fwd for e in openings) >= len(openings) // 2
+    # every party logged when each level reached its rounds: each level but the last splits into them, none negative
+    rounds = level_rounds(party_moments(sorted(tmp_path.glob("party-*.log"))))
+    assert set(rounds) == set(started) - {max(started)}
+    assert all(seconds >= 0 for level in rounds.values() for seconds in level.values())
     audit = audit_events(read_task(task.client, e2e_contract, report["task"]))
     assert audit.ok, audit.first_mismatch
     assert audit.counts.ahead_sets >= before_root

@@ -12,9 +12,9 @@ def test_a_moment_keeps_its_first_time_and_the_line_reads_back() -> None:
     clock.mark(0, 1, "open")
     first = clock.times[0, 1]["open"]
     clock.mark(0, 1, "open")  # seen again at a later poll: still the first time
-    clock.mark(0, 1, "handed")
+    clock.mark(0, 1, "sending")
     clock.mark(2, 0, "open")
-    assert clock.times[0, 1]["open"] == first <= clock.times[0, 1]["handed"]
+    assert clock.times[0, 1]["open"] == first <= clock.times[0, 1]["sending"]
     line = clock.log_line()
     assert line.startswith(LOG_PREFIX)
     assert parse_line(line) == clock.times
