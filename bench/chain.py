@@ -364,8 +364,7 @@ def tables(runs: list[dict[str, Any]]) -> str:
 
 def _level_rounds(workdir: Path, anvil_cpu: float) -> dict[str, Any]:
     """The run's per-level figure against the floor of its dependent rounds (``bench.level_rounds``)."""
-    rounds = level_rounds(party_moments(sorted(workdir.glob("party-*.log"))))
-    return summary(rounds, anvil_cpu, len(rounds))
+    return summary(level_rounds(party_moments(sorted(workdir.glob("party-*.log")))), anvil_cpu)
 
 
 def _time_split(log: Path) -> str:

@@ -64,9 +64,9 @@ def level_rounds(parties: list[Moments]) -> dict[tuple[int, int], dict[str, floa
     return out
 
 
-def summary(rounds: Mapping[tuple[int, int], Mapping[str, float]], anvil_cpu: float, levels: int) -> dict[str, Any]:
+def summary(rounds: Mapping[tuple[int, int], Mapping[str, float]], anvil_cpu: float) -> dict[str, Any]:
     """Milliseconds per level: each round's mean, the floor of each round (its fastest at the level's depth, summed
-    over the levels, per level), the wall per level and the chain's CPU floor (anvil's CPU over ``levels``)."""
+    over the levels, per level), the wall per level and anvil's CPU over the run per level."""
     if not rounds:
         return {}
     fastest: dict[tuple[int, str], float] = {}
@@ -82,7 +82,7 @@ def summary(rounds: Mapping[tuple[int, int], Mapping[str, float]], anvil_cpu: fl
         "floor_ms": floor,
         "wall_ms": sum(mean.values()),
         "floor_total_ms": sum(floor.values()),
-        "anvil_cpu_ms": 1000 * anvil_cpu / max(1, levels),
+        "anvil_cpu_ms": 1000 * anvil_cpu / n,
     }
 
 

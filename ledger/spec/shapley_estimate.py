@@ -111,30 +111,28 @@ def permutation(seed: int, k: int, parties: int) -> list[int]:
     """Order ``k`` of a node: Fisher-Yates over ``0..M-1``, position ``i`` (from ``M - 1`` down to 1) swapped with
     ``j = uint256(keccak256(abi.encode(seed, k, i))) % (i + 1)``: a fresh 256-bit word per draw, so no draw's bias
     exceeds ``M / 2^256``."""
-    order = list(range(parties))
-    for i in range(parties - 1, 0, -1):
-        j = int.from_bytes(keccak256(_word(seed, k, i)), "big") % (i + 1)
+    return _shuffle(_word(seed, k), [_word(i) for i in range(parties)])
+
+
+def _shuffle(prefix: bytes, draw_words: Sequence[bytes]) -> list[int]:
+    """Fisher-Yates over ``0..len(draw_words)-1``, draw ``i`` hashing ``prefix`` (the seed's and the order's words)
+    and ``draw_words[i]``."""
+    order = list(range(len(draw_words)))
+    for i in range(len(draw_words) - 1, 0, -1):
+        j = int.from_bytes(keccak256(prefix + draw_words[i]), "big") % (i + 1)
         order[i], order[j] = order[j], order[i]
     return order
 
 
 @lru_cache(maxsize=64)
 def _orders(seed: int, k: int, parties: int) -> tuple[tuple[int, ...], ...]:
-    """The K orders of a node (:func:`permutation` of each ``k``, the same draws): each hashed message built from the
-    seed's and the order's words once, not per draw. Drawn once for the last few nodes: a party that resolves a
+    """The K orders of a node (:func:`permutation` of each ``k``, the same draws): the seed's and the draws' words
+    encoded once, not per draw. Drawn once for the last few nodes: a party that resolves a
     level itself and then checks the chain's result asks for the same node's orders twice (each node has its own
     seed, so an unbounded cache would grow with the model)."""
     seed_word = _word(seed)
     draw_words = [_word(i) for i in range(parties)]
-    out = []
-    for order_index in range(k):
-        prefix = seed_word + _word(order_index)
-        order = list(range(parties))
-        for i in range(parties - 1, 0, -1):
-            j = int.from_bytes(keccak256(prefix + draw_words[i]), "big") % (i + 1)
-            order[i], order[j] = order[j], order[i]
-        out.append(tuple(order))
-    return tuple(out)
+    return tuple(tuple(_shuffle(seed_word + _word(order_index), draw_words)) for order_index in range(k))
 
 
 UNCHECKED_GRADIENT_BITS = 120

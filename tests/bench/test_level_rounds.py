@@ -29,7 +29,7 @@ def test_rounds_of_each_level_from_every_partys_moments() -> None:
 def test_a_level_without_a_relayed_batch_has_no_rounds() -> None:
     parties = [{(0, 0): {"open": 1.0}, (0, 1): {"open": 2.0}}]
     assert level_rounds(parties) == {}
-    assert summary({}, 1.0, 0) == {}
+    assert summary({}, 1.0) == {}
     assert sentence({}) == "No level's rounds were recorded."
 
 
@@ -40,7 +40,7 @@ def test_the_floor_is_each_rounds_fastest_at_the_levels_depth() -> None:
         (0, 1): {"parties": 0.030, "chain": 0.008, "hand-on": 0.004},
         (1, 1): {"parties": 0.040, "chain": 0.007, "hand-on": 0.003},
     }
-    s = summary(rounds, anvil_cpu=0.02, levels=4)
+    s = summary(rounds, anvil_cpu=0.02)
     assert s["levels"] == 4
     assert s["mean_ms"] == pytest.approx({"parties": 25.0, "chain": 6.25, "hand-on": 2.5})
     # depth 0: 10, 4, 1 ms; depth 1: 30, 7, 3 ms; two levels of each
